@@ -1,0 +1,120 @@
+import { z } from 'zod';
+import { CodecLimitsSchema } from './limits.ts';
+
+export const FLEET_DEFAULTS = {
+  modelRepository: 'examples/models',
+  deviceCount: 2,
+  inflightPerDevice: 2,
+  drainTimeoutMs: 30_000,
+  hangLimitMs: 30_000,
+  metricsPort: 9464,
+  restartBackoffMinMs: 500,
+  restartBackoffMaxMs: 30_000,
+  topicTemplate: '{model}.requests.p{priority}',
+  repliesTemplate: '{model}.replies',
+  dlqTemplate: '{model}.dlq',
+  bullmqPrefix: 'npu-fleet',
+  bullmqQueueTemplate: '{model}.requests',
+  bullmqLockDurationMs: 120_000,
+  publishLingerMs: 2,
+} as const;
+
+export const KafkaSettingsSchema = z
+  .object({
+    brokers: z.array(z.string().min(1)).min(1).describe('Bootstrap brokers, host:port'),
+    clientId: z.string().default('npu-fleet').describe('Kafka client id'),
+    groupId: z.string().default('npu-fleet-workers').describe('Consumer group shared by all workers'),
+    topicTemplate: z
+      .string()
+      .default(FLEET_DEFAULTS.topicTemplate)
+      .describe('Request topic per model and priority; {model} and {priority} are replaced'),
+    repliesTemplate: z.string().default(FLEET_DEFAULTS.repliesTemplate).describe('Default reply topic; {model} replaced'),
+    dlqTemplate: z.string().default(FLEET_DEFAULTS.dlqTemplate).describe('Dead-letter topic; {model} replaced'),
+    exactlyOnce: z.boolean().default(false).describe('Transactional results + offsets (needs broker support)'),
+    sessionTimeoutMs: z.number().int().positive().default(30_000),
+  })
+  .describe('Kafka transport settings');
+
+export const BullmqSettingsSchema = z
+  .object({
+    redisUrl: z.string().min(1).describe('redis://host:port[/db]'),
+    prefix: z.string().default(FLEET_DEFAULTS.bullmqPrefix).describe('BullMQ key prefix'),
+    queueTemplate: z.string().default(FLEET_DEFAULTS.bullmqQueueTemplate).describe('Queue per model; {model} replaced'),
+    repliesTemplate: z.string().default(FLEET_DEFAULTS.repliesTemplate).describe('Default reply queue; {model} replaced'),
+    dlqTemplate: z.string().default(FLEET_DEFAULTS.dlqTemplate).describe('Dead-letter queue; {model} replaced'),
+    lockDurationMs: z
+      .number()
+      .int()
+      .positive()
+      .default(FLEET_DEFAULTS.bullmqLockDurationMs)
+      .describe('Job lock; must cover the worst local wait plus batch time'),
+  })
+  .describe('BullMQ transport settings');
+
+export const TransportSettingsSchema = z
+  .discriminatedUnion('kind', [
+    z.object({ kind: z.literal('memory') }),
+    z.object({ kind: z.literal('kafka'), kafka: KafkaSettingsSchema }),
+    z.object({ kind: z.literal('bullmq'), bullmq: BullmqSettingsSchema }),
+  ])
+  .describe('Where requests come from: memory (embedded), kafka or bullmq');
+
+export const FleetConfigSchema = z
+  .object({
+    transport: TransportSettingsSchema.default({ kind: 'memory' }),
+    modelRepository: z.string().default(FLEET_DEFAULTS.modelRepository).describe('Directory of models/<name>/<version>'),
+    models: z.array(z.string()).optional().describe('Serve only these models (default: all in the repository)'),
+    devices: z
+      .object({
+        count: z.number().int().positive().max(64).default(FLEET_DEFAULTS.deviceCount).describe('Devices (one worker each)'),
+        backend: z.enum(['auto', 'sim', 'ascend']).default('auto').describe('ACL library: auto-detect, simulator or CANN'),
+      })
+      .default({ count: FLEET_DEFAULTS.deviceCount, backend: 'auto' }),
+    worker: z
+      .object({
+        inflightPerDevice: z.number().int().min(1).max(2).default(FLEET_DEFAULTS.inflightPerDevice),
+        drainTimeoutMs: z.number().int().positive().default(FLEET_DEFAULTS.drainTimeoutMs).describe('SIGTERM drain bound'),
+        hangLimitMs: z
+          .number()
+          .int()
+          .positive()
+          .default(FLEET_DEFAULTS.hangLimitMs)
+          .describe('A batch on the device longer than this makes the worker exit for restart'),
+        publishLingerMs: z.number().nonnegative().default(FLEET_DEFAULTS.publishLingerMs).describe('Result batching window'),
+        metricsPort: z
+          .number()
+          .int()
+          .min(0)
+          .max(65535)
+          .default(FLEET_DEFAULTS.metricsPort)
+          .describe('HTTP port of /metrics for device 0; device N uses port + N (0: ephemeral)'),
+      })
+      .default({
+        inflightPerDevice: FLEET_DEFAULTS.inflightPerDevice,
+        drainTimeoutMs: FLEET_DEFAULTS.drainTimeoutMs,
+        hangLimitMs: FLEET_DEFAULTS.hangLimitMs,
+        publishLingerMs: FLEET_DEFAULTS.publishLingerMs,
+        metricsPort: FLEET_DEFAULTS.metricsPort,
+      }),
+    supervisor: z
+      .object({
+        restartBackoffMinMs: z.number().int().positive().default(FLEET_DEFAULTS.restartBackoffMinMs),
+        restartBackoffMaxMs: z.number().int().positive().default(FLEET_DEFAULTS.restartBackoffMaxMs),
+      })
+      .default({ restartBackoffMinMs: FLEET_DEFAULTS.restartBackoffMinMs, restartBackoffMaxMs: FLEET_DEFAULTS.restartBackoffMaxMs }),
+    limits: CodecLimitsSchema.default(CodecLimitsSchema.parse({})),
+    log: z
+      .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
+      .default({ level: 'info' }),
+    demo: z
+      .object({
+        enabled: z.boolean().default(false).describe('Generate built-in demo load (embedded memory fleet)'),
+        requestsPerSecond: z.number().positive().default(500),
+      })
+      .default({ enabled: false, requestsPerSecond: 500 }),
+  })
+  .describe('npu-fleet configuration (one YAML file plus NPU_FLEET__* env overrides)');
+export type FleetConfig = z.infer<typeof FleetConfigSchema>;
+export type KafkaSettings = z.infer<typeof KafkaSettingsSchema>;
+export type BullmqSettings = z.infer<typeof BullmqSettingsSchema>;
+export type TransportSettings = z.infer<typeof TransportSettingsSchema>;

@@ -1,0 +1,162 @@
+import { z } from 'zod';
+import { DtypeSchema, TensorNameSchema } from './tensor.ts';
+import { MAX_PRIORITY_LEVELS, ModelNameSchema } from './request-envelope.ts';
+
+/** Defaults beside the schema (style rule 3). */
+export const MODEL_DEFAULTS = {
+  platform: 'onnx',
+  maxBatchSize: 32,
+  priorityLevels: 3,
+  defaultPriority: 1,
+  softLimitItems: 4096,
+  hardLimitItems: 16384,
+  lateResults: 'deliver',
+  targetLatencyMs: 50,
+  execTimeoutMs: 1000,
+} as const;
+
+export const ModelTensorSchema = z.object({
+  name: TensorNameSchema,
+  dtype: DtypeSchema,
+  dims: z
+    .array(z.number().int().min(-1, 'use -1 for a dynamic dimension'))
+    .min(1)
+    .describe('Dimensions including the leading batch dimension; -1 marks a dynamic one'),
+});
+export type ModelTensor = z.infer<typeof ModelTensorSchema>;
+
+export const BucketsSchema = z
+  .object({
+    input: TensorNameSchema.describe('Input whose variable-length axis is bucketed'),
+    axis: z.number().int().min(1).describe('The variable-length axis (never the batch axis 0)'),
+    bounds: z
+      .array(z.number().int().positive())
+      .min(1)
+      .refine((b) => b.every((v, i) => i === 0 || v > (b[i - 1] ?? 0)), 'bounds must be strictly increasing')
+      .describe('Bucket upper bounds; a batch holds one bucket, padded to its bound'),
+    padValue: z.number().default(0).describe('Value written into padding positions'),
+  })
+  .describe('Bucketing of a variable-length input');
+
+export const VersionPolicySchema = z
+  .discriminatedUnion('kind', [
+    z.object({ kind: z.literal('latest'), count: z.number().int().positive().default(1) }),
+    z.object({ kind: z.literal('specific'), versions: z.array(z.number().int().positive()).min(1) }),
+  ])
+  .describe('Which versions are served: the latest `count`, or a specific list');
+
+export const ModelConfigSchema = z
+  .object({
+    name: ModelNameSchema,
+    description: z.string().max(1000).optional().describe('Free text for humans'),
+    platform: z
+      .enum(['onnx', 'om'])
+      .default(MODEL_DEFAULTS.platform)
+      .describe('onnx: model.onnx for the simulator; om: model.om for a real NPU'),
+    inputs: z.array(ModelTensorSchema).min(1).describe('Model inputs (the dynamic-batch input is implicit)'),
+    outputs: z.array(ModelTensorSchema).min(1).describe('Model outputs'),
+    maxBatchSize: z
+      .number()
+      .int()
+      .positive()
+      .max(1024)
+      .default(MODEL_DEFAULTS.maxBatchSize)
+      .describe('Largest batch (items) ever dispatched'),
+    batchGears: z
+      .array(z.number().int().positive())
+      .min(1)
+      .refine((g) => g.every((v, i) => i === 0 || v > (g[i - 1] ?? 0)), 'batchGears must be strictly increasing')
+      .optional()
+      .describe('Batch sizes the compiled model accepts; default: powers of two up to maxBatchSize'),
+    priorityLevels: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_PRIORITY_LEVELS)
+      .default(MODEL_DEFAULTS.priorityLevels)
+      .describe('Number of priority levels; 0 is most urgent'),
+    defaultPriority: z
+      .number()
+      .int()
+      .min(0)
+      .default(MODEL_DEFAULTS.defaultPriority)
+      .describe('Priority of requests that set none'),
+    maxQueueDelayMs: z
+      .array(z.number().nonnegative())
+      .optional()
+      .describe('Per priority level: longest wait for a fuller batch (0 dispatches at once)'),
+    queue: z
+      .object({
+        softLimitItems: z
+          .number()
+          .int()
+          .positive()
+          .default(MODEL_DEFAULTS.softLimitItems)
+          .describe('Queued items at which intake pauses (backpressure)'),
+        hardLimitItems: z
+          .number()
+          .int()
+          .positive()
+          .default(MODEL_DEFAULTS.hardLimitItems)
+          .describe('Queued items beyond which requests are rejected'),
+      })
+      .default({ softLimitItems: MODEL_DEFAULTS.softLimitItems, hardLimitItems: MODEL_DEFAULTS.hardLimitItems }),
+    lateResults: z
+      .enum(['deliver', 'drop'])
+      .default(MODEL_DEFAULTS.lateResults)
+      .describe('deliver: ok+late; drop: report late results as expired'),
+    buckets: BucketsSchema.optional(),
+    targetLatencyMs: z
+      .number()
+      .positive()
+      .default(MODEL_DEFAULTS.targetLatencyMs)
+      .describe('Batch latency goal driving the adaptive batch-size limit'),
+    execTimeoutMs: z
+      .number()
+      .positive()
+      .default(MODEL_DEFAULTS.execTimeoutMs)
+      .describe('A batch still on the device after this is late (it is let finish)'),
+    versionPolicy: VersionPolicySchema.default({ kind: 'latest', count: 1 }),
+  })
+  .superRefine((c, ctx) => {
+    if (c.defaultPriority >= c.priorityLevels) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['defaultPriority'],
+        message: `must be below priorityLevels (${c.priorityLevels})`,
+      });
+    }
+    if (c.maxQueueDelayMs && c.maxQueueDelayMs.length !== c.priorityLevels) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['maxQueueDelayMs'],
+        message: `needs one entry per priority level (${c.priorityLevels}), got ${c.maxQueueDelayMs.length}`,
+      });
+    }
+    const gears = c.batchGears;
+    if (gears && (gears[gears.length - 1] ?? 0) > c.maxBatchSize) {
+      ctx.addIssue({ code: 'custom', path: ['batchGears'], message: `gears must not exceed maxBatchSize (${c.maxBatchSize})` });
+    }
+    if (c.queue.softLimitItems > c.queue.hardLimitItems) {
+      ctx.addIssue({ code: 'custom', path: ['queue', 'softLimitItems'], message: 'must not exceed queue.hardLimitItems' });
+    }
+    if (c.buckets && !c.inputs.some((i) => i.name === c.buckets?.input)) {
+      ctx.addIssue({ code: 'custom', path: ['buckets', 'input'], message: `names no input of the model (inputs: ${c.inputs.map((i) => i.name).join(', ')})` });
+    }
+  });
+export type ModelConfig = z.infer<typeof ModelConfigSchema>;
+
+/** Gears actually used: the configured list, else powers of two up to maxBatchSize (inclusive). */
+export function effectiveGears(config: Pick<ModelConfig, 'batchGears' | 'maxBatchSize'>): number[] {
+  if (config.batchGears) return [...config.batchGears];
+  const gears: number[] = [];
+  for (let g = 1; g < config.maxBatchSize; g *= 2) gears.push(g);
+  gears.push(config.maxBatchSize);
+  return gears;
+}
+
+/** Per-priority delays: configured, else 0 for the top level and growing for the rest. */
+export function effectiveQueueDelaysMs(config: Pick<ModelConfig, 'maxQueueDelayMs' | 'priorityLevels'>): number[] {
+  if (config.maxQueueDelayMs) return [...config.maxQueueDelayMs];
+  return Array.from({ length: config.priorityLevels }, (_, level) => (level === 0 ? 0 : 5 * 2 ** (level - 1)));
+}

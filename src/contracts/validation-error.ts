@@ -1,0 +1,46 @@
+import type { z } from 'zod';
+import { FleetError, type ErrorCode } from '../errors/fleet-error.ts';
+
+/** Renders a zod issue path as `inputs[0].shape` so errors name the field exactly. */
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`;
+    else out += out === '' ? String(key) : `.${String(key)}`;
+  }
+  return out === '' ? '(root)' : out;
+}
+
+function hintFor(issue: z.core.$ZodIssue): string {
+  switch (issue.code) {
+    case 'invalid_type':
+      return `set it to a ${issue.expected}`;
+    case 'unrecognized_keys':
+      return `remove ${issue.keys.map((k) => `"${k}"`).join(', ')} (check the spelling against the docs)`;
+    case 'invalid_value':
+      return `use one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'too_small':
+      return `use a value >= ${String(issue.minimum)}`;
+    case 'too_big':
+      return `use a value <= ${String(issue.maximum)}`;
+    default:
+      return 'fix the value';
+  }
+}
+
+/** Turns a zod failure into one FleetError whose message names every bad field and the fix. */
+export function validationError(
+  error: z.ZodError,
+  what: string,
+  code: ErrorCode = 'INVALID_MESSAGE',
+  cause?: unknown,
+): FleetError {
+  const issues = error.issues.slice(0, 10);
+  const lines = issues.map((issue) => `${formatPath(issue.path)}: ${issue.message} (${hintFor(issue)})`);
+  const firstPath = issues[0] ? formatPath(issues[0].path) : '(root)';
+  const more = error.issues.length > issues.length ? `; and ${error.issues.length - issues.length} more` : '';
+  return new FleetError(code, `invalid ${what}: ${lines.join('; ')}${more}`, {
+    cause: cause ?? error,
+    details: { field: firstPath, fields: issues.map((i) => formatPath(i.path)) },
+  });
+}
