@@ -39,7 +39,9 @@ export type TensorMeta = z.infer<typeof TensorMetaSchema>;
 
 /** In-memory tensor: raw little-endian bytes, usually a view into the received message. */
 export const TensorSchema = TensorMetaSchema.extend({
-  data: z.instanceof(Uint8Array).describe('Raw little-endian element bytes (length = product(shape) x dtype size)'),
+  data: z
+    .custom<Uint8Array>((v) => v instanceof Uint8Array, 'data must be a Uint8Array/Buffer of raw bytes')
+    .describe('Raw little-endian element bytes (length = product(shape) x dtype size)'),
 });
 export type Tensor = z.infer<typeof TensorSchema>;
 

@@ -1,0 +1,159 @@
+import type { z } from 'zod';
+import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
+import { RequestFrameHeaderSchema, type RequestEnvelope } from '../contracts/request-envelope.ts';
+import { ResultFrameHeaderSchema, type ResultEnvelope } from '../contracts/result-envelope.ts';
+import type { Tensor } from '../contracts/tensor.ts';
+import { validationError } from '../contracts/validation-error.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import {
+  FRAME_MAGIC,
+  FRAME_PREFIX_BYTES,
+  FRAME_VERSION,
+  FrameKind,
+  align8,
+  checkMessageSize,
+  checkMetaSize,
+  checkTensorCount,
+  checkedTensorBytes,
+  identityOf,
+  invalid,
+  tooBig,
+} from './frame.ts';
+
+type TensorKey = 'inputs' | 'outputs';
+
+function encodeFrame(
+  kind: FrameKind,
+  envelope: Record<string, unknown>,
+  key: TensorKey,
+  maybeTensors: readonly Tensor[] | undefined,
+): Buffer {
+  const tensors = maybeTensors ?? [];
+  const headerTensors = maybeTensors?.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape, byteLength: t.data.byteLength }));
+  const header = Buffer.from(JSON.stringify(headerTensors ? { ...envelope, [key]: headerTensors } : envelope), 'utf8');
+  let total = align8(FRAME_PREFIX_BYTES + header.byteLength);
+  for (const t of tensors) total = align8(total + t.data.byteLength);
+  // One allocation, one copy of each tensor; padding bytes are zeroed so frames are deterministic.
+  const out = Buffer.allocUnsafe(total);
+  out.writeUInt32LE(FRAME_MAGIC, 0);
+  out.writeUInt8(FRAME_VERSION, 4);
+  out.writeUInt8(kind, 5);
+  out.writeUInt16LE(0, 6);
+  out.writeUInt32LE(header.byteLength, 8);
+  header.copy(out, FRAME_PREFIX_BYTES);
+  let offset = FRAME_PREFIX_BYTES + header.byteLength;
+  let aligned = align8(offset);
+  out.fill(0, offset, aligned);
+  offset = aligned;
+  for (const t of tensors) {
+    out.set(t.data, offset);
+    offset += t.data.byteLength;
+    aligned = align8(offset);
+    out.fill(0, offset, aligned);
+    offset = aligned;
+  }
+  return out;
+}
+
+function decodeFrame<S extends z.ZodType>(
+  bytes: Uint8Array,
+  expectKind: FrameKind,
+  schema: S,
+  key: TensorKey,
+  limits: CodecLimits,
+): { header: z.infer<S>; tensors: Tensor[] | undefined } {
+  checkMessageSize(bytes.byteLength, limits);
+  if (bytes.byteLength < FRAME_PREFIX_BYTES) {
+    throw invalid(`frame is ${bytes.byteLength} bytes, shorter than its ${FRAME_PREFIX_BYTES}-byte prefix (truncated)`, '(frame)');
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (view.getUint32(0, true) !== FRAME_MAGIC) throw invalid('not an npu-fleet frame (bad magic)', '(frame)');
+  const version = view.getUint8(4);
+  if (version !== FRAME_VERSION) {
+    throw invalid(`frame version ${version} is not supported (expected ${FRAME_VERSION}); upgrade the worker or producer`, '(frame)');
+  }
+  const kind = view.getUint8(5);
+  if (kind !== expectKind) throw invalid(`frame kind ${kind} where ${expectKind} was expected (request vs result mixed up?)`, '(frame)');
+  const headerBytes = view.getUint32(8, true);
+  if (headerBytes > limits.maxHeaderBytes) {
+    throw tooBig(`frame header is ${headerBytes} bytes, over ${limits.maxHeaderBytes} (limits.maxHeaderBytes)`, '(header)');
+  }
+  if (FRAME_PREFIX_BYTES + headerBytes > bytes.byteLength) {
+    throw invalid(`frame header claims ${headerBytes} bytes but only ${bytes.byteLength - FRAME_PREFIX_BYTES} remain (truncated)`, '(header)');
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset + FRAME_PREFIX_BYTES, headerBytes).toString('utf8'));
+  } catch (cause) {
+    throw new FleetError('INVALID_MESSAGE', `frame header is not valid JSON: ${(cause as Error).message}`, {
+      cause,
+      details: { field: '(header)' },
+    });
+  }
+  const identity = identityOf(raw);
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    const err = validationError(parsed.error, 'message');
+    Object.assign(err.details, identity);
+    throw err;
+  }
+  const header = parsed.data as Record<string, unknown>;
+  try {
+    checkMetaSize(header.meta, limits);
+    const declared = header[key] as Array<{ name: string; dtype: Tensor['dtype']; shape: number[]; byteLength: number }> | undefined;
+    const metas = declared ?? [];
+    checkTensorCount(metas.length, limits, key);
+    // Lay out every tensor and check the total before creating any view.
+    let offset = align8(FRAME_PREFIX_BYTES + headerBytes);
+    const offsets: number[] = [];
+    metas.forEach((m, i) => {
+      const field = `${key}[${i}]`;
+      const expected = checkedTensorBytes(m.dtype, m.shape, limits, field);
+      if (m.byteLength !== expected) {
+        throw invalid(
+          `${field}.byteLength is ${m.byteLength} but ${m.dtype} [${m.shape.join(',')}] needs ${expected}; fix dtype, shape or data`,
+          `${field}.data`,
+        );
+      }
+      offsets.push(offset);
+      offset = align8(offset + expected);
+    });
+    const lastEnd = metas.length === 0 ? offset : (offsets[offsets.length - 1] ?? 0) + (metas[metas.length - 1]?.byteLength ?? 0);
+    if (lastEnd > bytes.byteLength) {
+      throw invalid(`frame is ${bytes.byteLength} bytes but its tensors need ${lastEnd} (truncated)`, `${key}`);
+    }
+    if (offset < bytes.byteLength) throw invalid(`frame has ${bytes.byteLength - offset} unexpected trailing bytes`, '(frame)');
+    if (declared === undefined) return { header: parsed.data, tensors: undefined };
+    const tensors: Tensor[] = metas.map((m, i) => ({
+      name: m.name,
+      dtype: m.dtype,
+      shape: m.shape,
+      data: bytes.subarray(offsets[i] ?? 0, (offsets[i] ?? 0) + m.byteLength),
+    }));
+    return { header: parsed.data, tensors };
+  } catch (err) {
+    if (err instanceof FleetError) Object.assign(err.details, identity);
+    throw err;
+  }
+}
+
+export function encodeRequestBinary(request: RequestEnvelope): Buffer {
+  const { inputs, ...rest } = request;
+  return encodeFrame(FrameKind.request, rest, 'inputs', inputs);
+}
+
+export function decodeRequestBinary(bytes: Uint8Array, limits: CodecLimits = DEFAULT_LIMITS): RequestEnvelope {
+  const { header, tensors } = decodeFrame(bytes, FrameKind.request, RequestFrameHeaderSchema, 'inputs', limits);
+  return { ...header, inputs: tensors ?? [] };
+}
+
+export function encodeResultBinary(result: ResultEnvelope): Buffer {
+  const { outputs, ...rest } = result;
+  return encodeFrame(FrameKind.result, rest, 'outputs', outputs);
+}
+
+export function decodeResultBinary(bytes: Uint8Array, limits: CodecLimits = DEFAULT_LIMITS): ResultEnvelope {
+  const { header, tensors } = decodeFrame(bytes, FrameKind.result, ResultFrameHeaderSchema, 'outputs', limits);
+  const { outputs: _omit, ...rest } = header;
+  return tensors === undefined ? rest : { ...rest, outputs: tensors };
+}

@@ -1,0 +1,85 @@
+import { FleetError } from '../errors/fleet-error.ts';
+import { type CodecLimits } from '../contracts/limits.ts';
+import { DTYPE_BYTES, elementCount, type Dtype } from '../contracts/tensor.ts';
+
+/**
+ * Binary frame (little-endian):
+ *   0  magic "NPUF" | 4 version u8 | 5 kind u8 | 6 reserved u16 | 8 headerBytes u32
+ *   12 header JSON (UTF-8) | zero padding to 8 | tensor 0 bytes | pad to 8 | tensor 1 bytes | ...
+ * Tensor data starts 8-aligned within the frame, so a frame that itself starts aligned decodes into
+ * typed-array views with no copy.
+ */
+export const FRAME_MAGIC = 0x4655504e; // "NPUF" read as u32 LE
+export const FRAME_VERSION = 1;
+export const FRAME_PREFIX_BYTES = 12;
+export const FRAME_ALIGN = 8;
+
+export const FrameKind = { request: 1, result: 2 } as const;
+export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
+
+export const align8 = (n: number): number => (n + (FRAME_ALIGN - 1)) & ~(FRAME_ALIGN - 1);
+
+export function isFrame(bytes: Uint8Array): boolean {
+  return (
+    bytes.byteLength >= 4 && bytes[0] === 0x4e && bytes[1] === 0x50 && bytes[2] === 0x55 && bytes[3] === 0x46
+  );
+}
+
+export function invalid(message: string, field: string, extra: Record<string, unknown> = {}): FleetError {
+  return new FleetError('INVALID_MESSAGE', message, { details: { field, ...extra } });
+}
+
+export function tooBig(message: string, field: string, extra: Record<string, unknown> = {}): FleetError {
+  return new FleetError('LIMIT_EXCEEDED', message, { details: { field, ...extra } });
+}
+
+export function checkMessageSize(byteLength: number, limits: CodecLimits): void {
+  if (byteLength > limits.maxMessageBytes) {
+    throw tooBig(
+      `message is ${byteLength} bytes, over the limit of ${limits.maxMessageBytes} (limits.maxMessageBytes); send fewer samples per request`,
+      '(message)',
+    );
+  }
+}
+
+/** Checks one tensor's declared shape against limits and returns its exact byte length. */
+export function checkedTensorBytes(
+  dtype: Dtype,
+  shape: readonly number[],
+  limits: CodecLimits,
+  field: string,
+): number {
+  const elements = elementCount(shape);
+  if (elements === undefined || elements > limits.maxElementsPerTensor) {
+    throw tooBig(
+      `${field}.shape [${shape.join(',')}] has more than ${limits.maxElementsPerTensor} elements (limits.maxElementsPerTensor); split the request`,
+      `${field}.shape`,
+    );
+  }
+  return elements * DTYPE_BYTES[dtype];
+}
+
+export function checkMetaSize(meta: unknown, limits: CodecLimits): void {
+  if (meta === undefined) return;
+  const bytes = Buffer.byteLength(JSON.stringify(meta) ?? '', 'utf8');
+  if (bytes > limits.maxMetaBytes) {
+    throw tooBig(`meta is ${bytes} bytes as JSON, over ${limits.maxMetaBytes} (limits.maxMetaBytes); trim it`, 'meta');
+  }
+}
+
+export function checkTensorCount(count: number, limits: CodecLimits, field: string): void {
+  if (count > limits.maxTensors) {
+    throw tooBig(`${field} has ${count} tensors, over ${limits.maxTensors} (limits.maxTensors)`, field);
+  }
+}
+
+/** Best-effort identity from a parsed-but-invalid header so the invalid result can be routed. */
+export function identityOf(value: unknown): Record<string, string> {
+  if (typeof value !== 'object' || value === null) return {};
+  const out: Record<string, string> = {};
+  for (const key of ['id', 'model', 'replyTo'] as const) {
+    const v = (value as Record<string, unknown>)[key];
+    if (typeof v === 'string' && v.length > 0 && v.length <= 256) out[key] = v;
+  }
+  return out;
+}
