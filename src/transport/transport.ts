@@ -1,0 +1,69 @@
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
+
+/**
+ * The one interface every transport implements (DESIGN §3), written in queue terms. The shared
+ * conformance suite (test/integration/transport/conformance.ts) runs unchanged against each one.
+ *
+ * Flow: the transport hands deliveries to `onDeliveries` and returns at once (it never waits for
+ * the device); the runtime decodes, schedules, executes and finally calls `settle` with one
+ * outcome per delivery. `settle` publishes each result (and DLQ record) durably and only then
+ * acknowledges the delivery (Kafka: commits the contiguous completed prefix per partition;
+ * BullMQ: completes the job with the result as its return value).
+ */
+export interface Delivery {
+  /** Transport-unique id of this delivery (e.g. `topic/partition/offset`, BullMQ job id). */
+  readonly deliveryId: string;
+  /** Model the request was addressed to (from the topic/queue name). */
+  readonly model: string;
+  /** Priority implied by the source (Kafka topic per priority, BullMQ job priority), if any. */
+  readonly priority: number | undefined;
+  /** Raw message: bytes (binary frame or JSON text) or, for BullMQ, the job's JSON data. */
+  readonly body: Uint8Array | Record<string, unknown>;
+  /** Epoch ms when the transport received it. */
+  readonly receivedAt: number;
+  /** True when the broker says this was delivered before (redelivery after a crash). */
+  readonly redelivered: boolean;
+}
+
+export interface DlqRecord {
+  /** Stable reason code (FleetError code, e.g. INVALID_MESSAGE). */
+  readonly reason: string;
+  readonly message: string;
+}
+
+export interface Outcome {
+  readonly delivery: Delivery;
+  /** Published to `replyTo` (else the model's default reply topic/queue). */
+  readonly result: ResultEnvelope;
+  readonly replyTo?: string | undefined;
+  /** When set, the original bytes also go to the model's DLQ with this reason. */
+  readonly dlq?: DlqRecord | undefined;
+}
+
+export interface ModelSubscription {
+  readonly model: string;
+  readonly priorityLevels: number;
+}
+
+export interface TransportStartOptions {
+  readonly subscriptions: readonly ModelSubscription[];
+  /** Called on the event loop; must not block. */
+  readonly onDeliveries: (deliveries: Delivery[]) => void;
+}
+
+export interface Transport {
+  readonly kind: 'kafka' | 'bullmq' | 'memory';
+  start(options: TransportStartOptions): Promise<void>;
+  /** Backpressure: stop fetching the given priorities of a model (lowest priorities first). */
+  pause(model: string, priorities: readonly number[]): void;
+  resume(model: string, priorities: readonly number[]): void;
+  /** Publish results (+DLQ records) durably, then acknowledge their deliveries. */
+  settle(outcomes: readonly Outcome[]): Promise<void>;
+  /** Give unprocessed deliveries back to the broker (shutdown); they will be redelivered. */
+  release(deliveries: readonly Delivery[]): Promise<void>;
+  /** Stop fetching new work; settle still works. */
+  stopIntake(): Promise<void>;
+  close(): Promise<void>;
+  /** Work waiting at the source per model (Kafka consumer lag, BullMQ waiting count). */
+  sourceLag(): Promise<Record<string, number>>;
+}
