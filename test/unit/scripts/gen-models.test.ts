@@ -1,0 +1,49 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { DEFAULT_MODELS_DIR, generateModels } from '../../../scripts/gen-models.ts';
+import { ModelConfigSchema } from '../../../src/contracts/model-config.ts';
+
+const tmp = mkdtempSync(join(tmpdir(), 'gen-models-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function listFiles(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => relative(dir, join(e.parentPath, e.name)))
+    .sort();
+}
+
+describe('scripts/gen-models.ts', () => {
+  const written = generateModels(tmp);
+
+  it('writes config.yaml and 1/model.onnx for the three example models', () => {
+    expect(written.map((f) => relative(tmp, f)).sort()).toEqual([
+      'mlp-classifier/1/model.onnx',
+      'mlp-classifier/config.yaml',
+      'small-cnn/1/model.onnx',
+      'small-cnn/config.yaml',
+      'text-classifier/1/model.onnx',
+      'text-classifier/config.yaml',
+    ]);
+  });
+
+  it('reproduces the committed examples/models byte for byte', () => {
+    const committed = listFiles(DEFAULT_MODELS_DIR);
+    expect(committed).toEqual(listFiles(tmp));
+    for (const f of committed) {
+      expect(readFileSync(join(tmp, f)).equals(readFileSync(join(DEFAULT_MODELS_DIR, f))), f).toBe(true);
+    }
+  });
+
+  it('writes configs that the model config schema accepts', () => {
+    for (const name of ['mlp-classifier', 'small-cnn', 'text-classifier']) {
+      const parsed = ModelConfigSchema.safeParse(parse(readFileSync(join(tmp, name, 'config.yaml'), 'utf8')));
+      expect(parsed.error?.message, name).toBeUndefined();
+      expect(parsed.data?.name).toBe(name);
+      expect(parsed.data?.batchGears).toEqual([1, 2, 4, 8, 16, 32]);
+    }
+  });
+});
