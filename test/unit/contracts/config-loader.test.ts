@@ -1,0 +1,96 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  effectiveGears,
+  effectiveQueueDelaysMs,
+  loadFleetConfig,
+  loadModelConfig,
+  parseModelConfig,
+} from '../../../src/contracts/index.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+
+function tmpFile(name: string, text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-cfg-'));
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+const minimalModel = {
+  name: 'mlp',
+  inputs: [{ name: 'input', dtype: 'float32', dims: [-1, 64] }],
+  outputs: [{ name: 'probs', dtype: 'float32', dims: [-1, 10] }],
+};
+
+describe('fleet config loader', () => {
+  it('gives defaults with no file', () => {
+    const c = loadFleetConfig({ env: {} });
+    expect(c.transport.kind).toBe('memory');
+    expect(c.devices.count).toBe(2);
+    expect(c.worker.drainTimeoutMs).toBe(30_000);
+  });
+
+  it('reads YAML and applies NPU_FLEET__ env overrides on top', () => {
+    const file = tmpFile(
+      'fleet.yaml',
+      'transport:\n  kind: kafka\n  kafka:\n    brokers: ["a:9092"]\nworker:\n  drainTimeoutMs: 1000\n',
+    );
+    const c = loadFleetConfig({
+      file,
+      env: { NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS: '2500', NPU_FLEET__TRANSPORT__KAFKA__BROKERS: 'b:1,c:2' },
+    });
+    expect(c.worker.drainTimeoutMs).toBe(2500);
+    expect(c.transport.kind === 'kafka' && c.transport.kafka.brokers).toEqual(['b:1', 'c:2']);
+  });
+
+  it('names the bad field and the fix', () => {
+    const file = tmpFile('bad.yaml', 'worker:\n  drainTimeoutMs: -5\ndevices:\n  backend: gpu\n');
+    let err: unknown;
+    try {
+      loadFleetConfig({ file, env: {} });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(FleetError);
+    const fe = err as FleetError;
+    expect(fe.code).toBe('INVALID_CONFIG');
+    expect(fe.message).toContain('worker.drainTimeoutMs');
+    expect(fe.message).toContain('devices.backend');
+    expect(fe.message).toMatch(/use one of "auto", "sim", "ascend"/);
+    expect(fe.message).toContain(file);
+  });
+
+  it('reports unreadable files and bad YAML clearly', () => {
+    expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
+    expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);
+  });
+});
+
+describe('model config', () => {
+  it('applies defaults beside the schema', () => {
+    const c = parseModelConfig(minimalModel);
+    expect(c.maxBatchSize).toBe(32);
+    expect(effectiveGears(c)).toEqual([1, 2, 4, 8, 16, 32]);
+    expect(effectiveQueueDelaysMs(c)).toEqual([0, 5, 10]);
+    expect(c.lateResults).toBe('deliver');
+  });
+
+  it.each([
+    [{ ...minimalModel, defaultPriority: 3 }, 'defaultPriority'],
+    [{ ...minimalModel, maxQueueDelayMs: [0, 1] }, 'maxQueueDelayMs'],
+    [{ ...minimalModel, batchGears: [4, 2] }, 'batchGears'],
+    [{ ...minimalModel, batchGears: [1, 64] }, 'batchGears'],
+    [{ ...minimalModel, queue: { softLimitItems: 10, hardLimitItems: 5 } }, 'queue.softLimitItems'],
+    [{ ...minimalModel, buckets: { input: 'nope', axis: 1, bounds: [8] } }, 'buckets.input'],
+    [{ ...minimalModel, name: 'has space' }, 'name'],
+  ])('rejects bad model config %#', (value, field) => {
+    expect(() => parseModelConfig(value)).toThrow(new RegExp(field.replace(/[.[\]]/g, '\\$&') + ':'));
+  });
+
+  it('loads a YAML file', () => {
+    const file = tmpFile('config.yaml', 'name: mlp\ninputs: [{name: input, dtype: float32, dims: [-1, 4]}]\noutputs: [{name: y, dtype: float32, dims: [-1, 2]}]\nbatchGears: [1, 4, 8]\nmaxBatchSize: 8\n');
+    expect(effectiveGears(loadModelConfig(file))).toEqual([1, 4, 8]);
+  });
+});

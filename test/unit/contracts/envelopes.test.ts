@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { decodeRequest } from '../../../src/codec/index.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+
+const good = { id: 'r1', model: 'mlp', createdAt: 1_700_000_000_000, inputs: [{ name: 'input', dtype: 'float32', shape: [1, 1], data: 'AACAPw==' }] };
+
+function errorOf(value: unknown): FleetError {
+  try {
+    decodeRequest(Buffer.from(JSON.stringify(value)));
+  } catch (err) {
+    if (err instanceof FleetError) return err;
+    throw err;
+  }
+  throw new Error('expected a decode error');
+}
+
+describe('request envelope validation', () => {
+  it('accepts a good request', () => {
+    const r = decodeRequest(Buffer.from(JSON.stringify(good)));
+    expect(r.inputs[0]?.data).toEqual(new Uint8Array([0, 0, 0x80, 0x3f]));
+  });
+
+  it.each([
+    [{ ...good, model: '-bad' }, 'model', /model must match/],
+    [{ ...good, priority: -1 }, 'priority', /priority must be >= 0/],
+    [{ ...good, deadlineAt: 'soon' }, 'deadlineAt', /set it to a number/],
+    [{ ...good, inputs: [{ ...good.inputs[0], dtype: 'float64' }] }, 'inputs[0].dtype', /use one of "float32"/],
+    [{ ...good, inputs: [{ ...good.inputs[0], shape: [] }] }, 'inputs[0].shape', /at least the leading batch/],
+    [{ ...good, inputs: [{ ...good.inputs[0], shape: [2, 1] }] }, 'inputs[0].data', /needs 8/],
+    [{ ...good, id: '' }, 'id', /id must not be empty/],
+    [{ ...good, createdAt: undefined }, 'createdAt', /createdAt/],
+  ])('names the bad field %#', (value, field, message) => {
+    const err = errorOf(value);
+    expect(err.code).toBe('INVALID_MESSAGE');
+    expect(err.retriable).toBe(false);
+    expect(err.details.field).toBe(field);
+    expect(err.message).toMatch(message);
+  });
+
+  it('keeps the identity of an invalid message so its result can be routed', () => {
+    const err = errorOf({ ...good, replyTo: 'my.replies', priority: 99 });
+    expect(err.details).toMatchObject({ id: 'r1', model: 'mlp', replyTo: 'my.replies', field: 'priority' });
+  });
+});
