@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { TensorMetaSchema, TensorSchema } from './tensor.ts';
-import { EpochMsSchema, MetaSchema, ModelNameSchema, RequestIdSchema } from './request-envelope.ts';
+import { EpochMsSchema, MetaSchema, RequestIdSchema } from './request-envelope.ts';
 
 export const RESULT_STATUSES = ['ok', 'expired', 'rejected', 'invalid', 'failed'] as const;
 export const ResultStatusSchema = z

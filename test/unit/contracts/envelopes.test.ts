@@ -37,6 +37,15 @@ describe('request envelope validation', () => {
     expect(err.message).toMatch(message);
   });
 
+  it('rejects bad base64 characters in long tensors too', () => {
+    const n = 8192;
+    const data = Buffer.alloc(n * 4).toString('base64');
+    const bad = data.slice(0, 100) + '!' + data.slice(101);
+    const err = errorOf({ ...good, inputs: [{ name: 'input', dtype: 'float32', shape: [1, n], data: bad }] });
+    expect(err.details.field).toBe('inputs[0].data');
+    expect(err.message).toMatch(/base64/);
+  });
+
   it('keeps the identity of an invalid message so its result can be routed', () => {
     const err = errorOf({ ...good, replyTo: 'my.replies', priority: 99 });
     expect(err.details).toMatchObject({ id: 'r1', model: 'mlp', replyTo: 'my.replies', field: 'priority' });
