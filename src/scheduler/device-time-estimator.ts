@@ -1,0 +1,82 @@
+/**
+ * Learnt device time per gear: an EWMA of completed batches' device time, one per gear.
+ * Before a gear has data its estimate is the prior (base + perItem × gear), rescaled by the
+ * nearest observed gear so one observation already corrects the whole curve's level.
+ */
+export class DeviceTimeEstimator {
+  private readonly ewmaMs = new Map<number, number>();
+  private readonly samples = new Map<number, number>();
+  /** Observed gears, ascending, for nearest-neighbour rescaling. */
+  private observed: number[] = [];
+  private readonly cache = new Map<number, number>();
+
+  constructor(
+    private readonly alpha: number,
+    private readonly priorBaseMs: number,
+    private readonly priorPerItemMs: number,
+  ) {}
+
+  record(gear: number, deviceMs: number): void {
+    if (!(deviceMs >= 0) || !Number.isFinite(deviceMs)) return;
+    const prev = this.ewmaMs.get(gear);
+    this.ewmaMs.set(gear, prev === undefined ? deviceMs : prev + this.alpha * (deviceMs - prev));
+    this.samples.set(gear, (this.samples.get(gear) ?? 0) + 1);
+    if (prev === undefined) this.observed = [...this.ewmaMs.keys()].sort((a, b) => a - b);
+    this.cache.clear();
+  }
+
+  /** Estimated device time of a batch padded to `gear`. */
+  estimateMs(gear: number): number {
+    const cached = this.cache.get(gear);
+    if (cached !== undefined) return cached;
+    const value = this.compute(gear);
+    this.cache.set(gear, value);
+    return value;
+  }
+
+  /** Per-gear EWMA and sample counts, for export. */
+  snapshot(): { gear: number; estimateMs: number; samples: number }[] {
+    return this.observed.map((gear) => ({
+      gear,
+      estimateMs: this.ewmaMs.get(gear) as number,
+      samples: this.samples.get(gear) ?? 0,
+    }));
+  }
+
+  private prior(gear: number): number {
+    return this.priorBaseMs + this.priorPerItemMs * gear;
+  }
+
+  private compute(gear: number): number {
+    const own = this.ewmaMs.get(gear);
+    if (own !== undefined) return own;
+    if (this.observed.length === 0) return this.prior(gear);
+    let lo: number | undefined;
+    let hi: number | undefined;
+    for (const g of this.observed) {
+      if (g < gear) lo = g;
+      else if (hi === undefined) hi = g;
+    }
+    // Between two observed gears: interpolate linearly (device time is close to affine in batch).
+    if (lo !== undefined && hi !== undefined) {
+      const a = this.ewmaMs.get(lo) as number;
+      const b = this.ewmaMs.get(hi) as number;
+      return a + ((b - a) * (gear - lo)) / (hi - lo);
+    }
+    // Outside the observed range with two points on one side: extend that line (slope >= 0).
+    if (this.observed.length >= 2) {
+      const n = this.observed.length;
+      const [x0, x1] = lo !== undefined ? [this.observed[n - 2], this.observed[n - 1]] : [this.observed[0], this.observed[1]];
+      const y0 = this.ewmaMs.get(x0 as number) as number;
+      const y1 = this.ewmaMs.get(x1 as number) as number;
+      const slope = Math.max(0, (y1 - y0) / ((x1 as number) - (x0 as number)));
+      return lo !== undefined ? y1 + slope * (gear - (x1 as number)) : Math.max(0, y0 + slope * (gear - (x0 as number)));
+    }
+    const near = (lo ?? hi) as number;
+    const priorNear = this.prior(near);
+    const scale = priorNear > 0 ? (this.ewmaMs.get(near) as number) / priorNear : 1;
+    const scaled = this.prior(gear) * scale;
+    // Never estimate a larger gear faster than a smaller observed one (or vice versa).
+    return lo !== undefined ? Math.max(scaled, this.ewmaMs.get(lo) as number) : Math.min(scaled, this.ewmaMs.get(near) as number);
+  }
+}

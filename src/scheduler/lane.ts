@@ -1,0 +1,62 @@
+import { IndexedHeap } from './indexed-heap.ts';
+import type { SchedulerRequest } from './scheduler-types.ts';
+
+/** One queued request plus its positions in its lane's two heaps. */
+export interface Entry<P> {
+  readonly req: SchedulerRequest<P>;
+  readonly level: number;
+  readonly bucket: number;
+  readonly items: number;
+  readonly arrivedAt: number;
+  /** Infinity when the request has no deadline. */
+  readonly deadline: number;
+  /** arrivedAt + (level + 1) × agingMs; Infinity when aging is off. */
+  readonly agedAt: number;
+  readonly seq: number;
+  edfPos: number;
+  fifoPos: number;
+}
+
+export const edfLess = <P>(a: Entry<P>, b: Entry<P>): boolean =>
+  a.deadline < b.deadline || (a.deadline === b.deadline && (a.arrivedAt < b.arrivedAt || (a.arrivedAt === b.arrivedAt && a.seq < b.seq)));
+export const fifoLess = <P>(a: Entry<P>, b: Entry<P>): boolean => a.arrivedAt < b.arrivedAt || (a.arrivedAt === b.arrivedAt && a.seq < b.seq);
+
+/** The requests of one (priority level, bucket): deadline order for composition, arrival order for age. */
+export class Lane<P> {
+  readonly edf = new IndexedHeap<Entry<P>>(edfLess, (e, pos) => (e.edfPos = pos));
+  readonly fifo = new IndexedHeap<Entry<P>>(fifoLess, (e, pos) => (e.fifoPos = pos));
+  constructor(
+    readonly level: number,
+    readonly bucket: number,
+  ) {}
+
+  /** The lane's best entry at `now`: its oldest if that one is overdue, else its earliest deadline. */
+  head(nowMs: number): Entry<P> | undefined {
+    const oldest = this.fifo.peek();
+    if (oldest === undefined || oldest.agedAt <= nowMs) return oldest;
+    return this.edf.peek();
+  }
+}
+
+/**
+ * Composition order at `now`: overdue requests (waited (level + 1) × agingMs) first, oldest-overdue
+ * first; then priority level, earliest deadline, arrival.
+ */
+export function ranksBefore<P>(a: Entry<P>, b: Entry<P>, nowMs: number): boolean {
+  const aOverdue = a.agedAt <= nowMs;
+  if (aOverdue !== b.agedAt <= nowMs) return aOverdue;
+  if (aOverdue) return a.agedAt < b.agedAt || (a.agedAt === b.agedAt && a.seq < b.seq);
+  if (a.level !== b.level) return a.level < b.level;
+  return edfLess(a, b);
+}
+
+/**
+ * A batch may not take `candidate` while a request in another bucket ranks before it at the
+ * priority level (or by aging). Same-level order across buckets is relaxed: that is what buckets buy.
+ */
+export function passesOver<P>(candidate: Entry<P>, outside: Entry<P>, nowMs: number): boolean {
+  const cOverdue = candidate.agedAt <= nowMs;
+  const oOverdue = outside.agedAt <= nowMs;
+  if (cOverdue || oOverdue) return ranksBefore(outside, candidate, nowMs);
+  return outside.level < candidate.level;
+}

@@ -1,0 +1,99 @@
+import type { FleetError } from '../errors/fleet-error.ts';
+
+/**
+ * What the scheduler needs to know about one request. The payload is opaque: the scheduler never
+ * looks inside it, it only hands it back in a batch or an expiry.
+ */
+export interface SchedulerRequest<P = unknown> {
+  /** Unique while queued (a duplicate is rejected, which is how a redelivery shows up). */
+  readonly id: string;
+  /** 0 is the most urgent; must be < priorityLevels. */
+  readonly priority: number;
+  /** Samples along the leading batch dimension (shape[0]); never split across batches. */
+  readonly items: number;
+  /** When the request reached this worker (epoch ms); queue delay and aging count from it. */
+  readonly arrivedAt: number;
+  /** Absolute deadline (epoch ms); after it the result is worthless. */
+  readonly deadlineAt?: number | undefined;
+  /** Length of the variable axis, for bucketing; required when buckets are configured. */
+  readonly length?: number | undefined;
+  readonly payload: P;
+}
+
+export type EnqueueResult =
+  | { readonly kind: 'accepted' }
+  /** Accepted, and the soft limit is reached: the runtime should pause intake until `intakePaused` is false. */
+  | { readonly kind: 'backpressure' }
+  | { readonly kind: 'rejected'; readonly reason: RejectReason; readonly error: FleetError };
+
+export type RejectReason = 'queue-full' | 'too-large' | 'too-long' | 'invalid' | 'duplicate';
+
+/** Why a batch left now. */
+export type DispatchReason = 'full' | 'delay' | 'deadline';
+
+export interface Batch<P = unknown> {
+  /** In composition order: overdue (aged) first, then priority, earliest deadline, arrival. */
+  readonly members: readonly SchedulerRequest<P>[];
+  /** Real samples, Σ members' items. */
+  readonly items: number;
+  /** The batch size the device runs: the smallest gear >= items. */
+  readonly gear: number;
+  /** gear − items: zero rows added to reach the gear. */
+  readonly paddedItems: number;
+  /** Index into `buckets`, or null when the model is not bucketed. */
+  readonly bucket: number | null;
+  /** Every member's variable axis is padded to this; null when not bucketed. */
+  readonly boundLength: number | null;
+  /** Padding along the variable axis, in sample-positions: Σ items × (boundLength − length). */
+  readonly paddedLengthSlots: number;
+  /** When the batch is expected to start on the device: max(now, deviceFreeAt). */
+  readonly startAt: number;
+  /** Learnt device time of `gear` at dispatch. Every member's deadline >= startAt + this. */
+  readonly estimatedDeviceMs: number;
+  readonly reason: DispatchReason;
+  /** The adaptive limit when it was formed (a single request larger than it may still go alone). */
+  readonly limit: number;
+}
+
+/**
+ * The result of `decide(now)`. `expired` holds requests that can no longer meet their deadline;
+ * the runtime publishes `expired` results for them without device time.
+ */
+export type Decision<P = unknown> =
+  | { readonly kind: 'dispatch'; readonly batch: Batch<P>; readonly expired: readonly SchedulerRequest<P>[] }
+  /** Nothing to send yet; call decide again at `untilAt` (or on the next enqueue / completion). */
+  | { readonly kind: 'wait'; readonly untilAt: number; readonly expired: readonly SchedulerRequest<P>[] }
+  /** Nothing will become ready by time alone: queue empty, or only untimed requests short of a full batch. */
+  | { readonly kind: 'idle'; readonly expired: readonly SchedulerRequest<P>[] };
+
+export interface LevelStats {
+  readonly level: number;
+  readonly requests: number;
+  readonly items: number;
+  /** Age of the oldest queued request of this level, 0 when empty. */
+  readonly oldestAgeMs: number;
+  readonly expired: number;
+  readonly dispatched: number;
+}
+
+export interface SchedulerStats {
+  readonly queuedRequests: number;
+  readonly queuedItems: number;
+  readonly intakePaused: boolean;
+  readonly levels: readonly LevelStats[];
+  readonly dispatchedBatches: number;
+  readonly dispatchedRequests: number;
+  readonly dispatchedItems: number;
+  /** Gear padding rows, cumulative. */
+  readonly paddedItems: number;
+  /** Share of device slots (gear × bound) that were padding (gear rows and variable axis), cumulative. */
+  readonly paddingRatio: number;
+  /** Same, as an EWMA over recent batches. */
+  readonly recentPaddingRatio: number;
+  readonly expiredRequests: number;
+  readonly rejectedRequests: number;
+  readonly adaptiveLimit: number;
+  readonly adaptiveLastP90Ms: number | null;
+  readonly adaptiveChanges: number;
+  readonly deviceEstimates: readonly { gear: number; estimateMs: number; samples: number }[];
+}
