@@ -1,0 +1,143 @@
+import { describe, expect, it } from 'vitest';
+import { FLEET_METRICS, FleetMetrics, fleetSeriesNames } from '../../../src/observability/metrics.ts';
+
+/** Parses exposition text into `name{labels} value` → value, labels kept verbatim. */
+function samples(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    out.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  return out;
+}
+
+describe('FleetMetrics', () => {
+  it('renders every fleet metric with HELP/TYPE, none with request-id-like labels', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    const text = await m.render();
+    for (const def of Object.values(FLEET_METRICS)) {
+      expect(text).toContain(`# HELP ${def.name} `);
+      expect(text).toContain(`# TYPE ${def.name} ${def.kind}`);
+      expect(def.name).toMatch(/^npu_fleet_[a-z_]+$/);
+      for (const label of def.labels) {
+        expect(['model', 'version', 'priority', 'status', 'device', 'gear', 'stage', 'transport', 'reason']).toContain(label);
+      }
+    }
+    expect(text).not.toContain('npu_fleet_process_');
+    expect(m.contentType).toMatch(/^text\/plain/);
+  });
+
+  it('counts results by status and observes end-to-end latency per priority', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    m.observeResult('mlp', 'ok', 0.004, 0);
+    m.observeResult('mlp', 'ok', 0.2, 0);
+    m.observeResult('mlp', 'late', 1.5, 2);
+    m.observeResult('mlp', 'invalid');
+    const s = samples(await m.render());
+    expect(s.get('npu_fleet_requests_total{model="mlp",status="ok"}')).toBe(2);
+    expect(s.get('npu_fleet_requests_total{model="mlp",status="late"}')).toBe(1);
+    expect(s.get('npu_fleet_requests_total{model="mlp",status="invalid"}')).toBe(1);
+    expect(s.get('npu_fleet_end_to_end_latency_seconds_bucket{le="0.005",model="mlp",priority="0"}')).toBe(1);
+    expect(s.get('npu_fleet_end_to_end_latency_seconds_bucket{le="0.25",model="mlp",priority="0"}')).toBe(2);
+    expect(s.get('npu_fleet_end_to_end_latency_seconds_count{model="mlp",priority="2"}')).toBe(1);
+    // invalid had no latency: only the three timed results are in the histogram
+    const counts = [...s].filter(([k]) => k.startsWith('npu_fleet_end_to_end_latency_seconds_count'));
+    expect(counts.reduce((a, [, v]) => a + v, 0)).toBe(3);
+  });
+
+  it('records batches: size, padding (explicit and derived from the gear), execute time per gear', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    m.observeBatch({ model: 'cnn', device: 1, gear: 8, items: 6, executeSeconds: 0.003 });
+    m.observeBatch({ model: 'cnn', device: 1, gear: 8, items: 8, executeSeconds: 0.004 });
+    m.observeBatch({ model: 'cnn', device: 0, gear: 4, items: 3, padded: 1, executeSeconds: 0.002 });
+    const s = samples(await m.render());
+    expect(s.get('npu_fleet_padded_items_total{model="cnn"}')).toBe(3);
+    expect(s.get('npu_fleet_batch_size_sum{model="cnn"}')).toBe(17);
+    expect(s.get('npu_fleet_batch_size_count{model="cnn"}')).toBe(3);
+    expect(s.get('npu_fleet_batch_padding_ratio_bucket{le="0",model="cnn"}')).toBe(1);
+    expect(s.get('npu_fleet_batch_padding_ratio_bucket{le="0.1",model="cnn"}')).toBe(1);
+    expect(s.get('npu_fleet_batch_padding_ratio_bucket{le="0.25",model="cnn"}')).toBe(3);
+    expect(s.get('npu_fleet_batch_padding_ratio_sum{model="cnn"}')).toBeCloseTo(0.25 + 0.25, 10);
+    expect(s.get('npu_fleet_device_execute_seconds_count{model="cnn",device="1",gear="8"}')).toBe(2);
+    expect(s.get('npu_fleet_device_execute_seconds_sum{model="cnn",device="0",gear="4"}')).toBeCloseTo(0.002, 10);
+    expect(s.get('npu_fleet_batches_total{model="cnn",device="1",gear="8"}')).toBe(2);
+  });
+
+  it('sets gauges and counters through the typed helpers', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    m.setBatchesInFlight(0, 2);
+    m.setQueueDepth('mlp', 1, 17);
+    m.setQueueDepth('mlp', 1, 5);
+    m.setSourceLag('mlp', 'kafka', 1234);
+    m.observeQueueWait('mlp', 1, 0.02);
+    m.deadlineMiss('mlp', 'queue', 3);
+    m.deadlineMiss('mlp', 'device');
+    m.deadlineMiss('mlp', 'publish', 0);
+    m.addWastedDeviceSeconds('mlp', 'late', 0.5);
+    m.addWastedDeviceSeconds('mlp', 'late', 0.25);
+    m.addWastedDeviceSeconds('mlp', 'expired', -1);
+    m.workerRestarted(1);
+    m.workerRestarted(1);
+    m.duplicateSeen('mlp', 4);
+    m.deadLettered('mlp', 'INVALID_MESSAGE');
+    m.setWorkerReady(true);
+    const s = samples(await m.render());
+    expect(s.get('npu_fleet_batches_in_flight{device="0"}')).toBe(2);
+    expect(s.get('npu_fleet_local_queue_depth{model="mlp",priority="1"}')).toBe(5);
+    expect(s.get('npu_fleet_source_lag{model="mlp",transport="kafka"}')).toBe(1234);
+    expect(s.get('npu_fleet_queue_wait_seconds_count{model="mlp",priority="1"}')).toBe(1);
+    expect(s.get('npu_fleet_deadline_misses_total{model="mlp",stage="queue"}')).toBe(3);
+    expect(s.get('npu_fleet_deadline_misses_total{model="mlp",stage="device"}')).toBe(1);
+    expect(s.has('npu_fleet_deadline_misses_total{model="mlp",stage="publish"}')).toBe(false);
+    expect(s.get('npu_fleet_wasted_device_seconds_total{model="mlp",reason="late"}')).toBe(0.75);
+    expect(s.has('npu_fleet_wasted_device_seconds_total{model="mlp",reason="expired"}')).toBe(false);
+    expect(s.get('npu_fleet_worker_restarts_total{device="1"}')).toBe(2);
+    expect(s.get('npu_fleet_duplicates_total{model="mlp"}')).toBe(4);
+    expect(s.get('npu_fleet_dlq_total{model="mlp",reason="INVALID_MESSAGE"}')).toBe(1);
+    expect(s.get('npu_fleet_worker_ready')).toBe(1);
+    m.setWorkerReady(false);
+    expect(samples(await m.render()).get('npu_fleet_worker_ready')).toBe(0);
+  });
+
+  it('keeps instances independent (own registry) and runs scrape hooks, surviving a throwing one', async () => {
+    const a = new FleetMetrics({ processMetrics: false });
+    const b = new FleetMetrics({ processMetrics: false, defaultLabels: { worker: 'device-1' } });
+    a.observeResult('mlp', 'ok', 0.01, 0);
+    let depth = 0;
+    const off = b.onScrape(() => {
+      depth += 1;
+      b.setQueueDepth('mlp', 0, depth);
+    });
+    b.onScrape(() => {
+      throw new Error('boom');
+    });
+    const sa = samples(await a.render());
+    const sb1 = samples(await b.render());
+    const sb2 = samples(await b.render());
+    expect(sa.get('npu_fleet_requests_total{model="mlp",status="ok"}')).toBe(1);
+    expect(sb1.has('npu_fleet_requests_total{model="mlp",status="ok",worker="device-1"}')).toBe(false);
+    expect(sb1.get('npu_fleet_local_queue_depth{model="mlp",priority="0",worker="device-1"}')).toBe(1);
+    expect(sb2.get('npu_fleet_local_queue_depth{model="mlp",priority="0",worker="device-1"}')).toBe(2);
+    off();
+    const sb3 = samples(await b.render());
+    expect(sb3.get('npu_fleet_local_queue_depth{model="mlp",priority="0",worker="device-1"}')).toBe(2);
+  });
+
+  it('exports prefixed process metrics (event-loop lag) when enabled, twice in one process without clashing', async () => {
+    const a = new FleetMetrics();
+    const b = new FleetMetrics();
+    const [ta, tb] = [await a.render(), await b.render()];
+    for (const t of [ta, tb]) {
+      expect(t).toContain('npu_fleet_nodejs_eventloop_lag_seconds');
+      expect(t).toContain('npu_fleet_process_cpu_seconds_total');
+    }
+  });
+
+  it('lists histogram series with their suffixes', () => {
+    const names = fleetSeriesNames();
+    expect(names).toContain('npu_fleet_end_to_end_latency_seconds_bucket');
+    expect(names).toContain('npu_fleet_requests_total');
+    expect(names).not.toContain('npu_fleet_end_to_end_latency_seconds');
+  });
+});
