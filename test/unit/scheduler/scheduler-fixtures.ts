@@ -1,0 +1,38 @@
+import type { SchedulerRequest } from '../../../src/scheduler/index.ts';
+
+export interface ReqSpec {
+  id: string;
+  priority?: number;
+  items?: number;
+  at?: number;
+  deadlineAt?: number;
+  length?: number;
+}
+
+/** A request whose payload is its own id, so tests can see what came back. */
+export function req(spec: ReqSpec): SchedulerRequest<string> {
+  return {
+    id: spec.id,
+    priority: spec.priority ?? 0,
+    items: spec.items ?? 1,
+    arrivedAt: spec.at ?? 0,
+    deadlineAt: spec.deadlineAt,
+    length: spec.length,
+    payload: spec.id,
+  };
+}
+
+/** A manual clock: tests move time explicitly and pass `now` into the scheduler. */
+export class ManualClock {
+  constructor(public nowMs = 0) {}
+  advance(ms: number): number {
+    this.nowMs += ms;
+    return this.nowMs;
+  }
+  set(at: number): number {
+    this.nowMs = at;
+    return at;
+  }
+}
+
+export const ids = (xs: readonly { id: string }[]): string[] => xs.map((x) => x.id);
