@@ -1,0 +1,44 @@
+import type { ModelConfig } from '../contracts/model-config.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import type { Tensor } from '../contracts/tensor.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import { gatherBatch, scatterBatch } from '../scheduler/gather.ts';
+import type { Batch } from '../scheduler/scheduler-types.ts';
+
+/** One contiguous, padded buffer per model input, in the model's input order (one copy each). */
+export function gatherInputs(
+  members: readonly RequestEnvelope[],
+  config: ModelConfig,
+  batch: Pick<Batch<unknown>, 'gear' | 'boundLength'>,
+): Array<{ data: Uint8Array; dims: number[] }> {
+  return config.inputs.map((spec) => {
+    const parts = members.map((r) => {
+      const t = r.inputs.find((x) => x.name === spec.name);
+      if (!t) throw new FleetError('INTERNAL', `validated request ${r.id} lacks input ${spec.name}`);
+      return t;
+    });
+    const bucketed = config.buckets?.input === spec.name && batch.boundLength !== null;
+    const packed = gatherBatch(parts, {
+      gear: batch.gear,
+      ...(bucketed ? { lengthAxis: config.buckets?.axis, boundLength: batch.boundLength ?? undefined, padValue: config.buckets?.padValue } : {}),
+    });
+    return { data: packed.data, dims: [...packed.shape] };
+  });
+}
+
+/** Splits each output back per member by sample count; the tensors are views, not copies. */
+export function scatterOutputs(
+  outputs: ReadonlyArray<{ data: Uint8Array; dims: number[] }>,
+  config: ModelConfig,
+  batch: Pick<Batch<{ validated: { items: number } }>, 'members'>,
+): Tensor[][] {
+  const counts = batch.members.map((m) => m.items);
+  const perRequest: Tensor[][] = counts.map(() => []);
+  outputs.forEach((out, j) => {
+    const spec = config.outputs[j];
+    if (!spec) throw new FleetError('INTERNAL', `model returned output #${j} that config.yaml does not declare`);
+    const views = scatterBatch({ dtype: spec.dtype, shape: out.dims, data: out.data }, counts);
+    views.forEach((v, i) => perRequest[i]?.push({ name: spec.name, dtype: spec.dtype, shape: [...v.shape], data: v.data }));
+  });
+  return perRequest;
+}

@@ -1,0 +1,462 @@
+import { hostname } from 'node:os';
+import { decodeRequest, requestFromJson } from '../codec/index.ts';
+import type { FleetConfig } from '../contracts/fleet-config.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import type { FleetMetrics } from '../observability/metrics.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Batch, SchedulerRequest } from '../scheduler/scheduler-types.ts';
+import type { Delivery, Outcome, Transport } from '../transport/transport.ts';
+import { ModelLanes, type LoadedVersion, type Lane, type DeviceLike } from './model-lanes.ts';
+import { OutcomePublisher } from './outcome-publisher.ts';
+import { validateForModel, type ValidatedRequest } from './request-validation.ts';
+import { buildResult, identityOfRequest, type ResultContext, type ResultIdentity } from './result-builder.ts';
+import type { RepositorySnapshot } from './model-repository.ts';
+import { gatherInputs, scatterOutputs } from './batch-io.ts';
+
+/** What a queued request carries through the scheduler (opaque to it). */
+export interface Payload {
+  readonly request: RequestEnvelope;
+  readonly delivery: Delivery;
+  readonly validated: ValidatedRequest;
+  /** Redeliveries of the same id that arrived while it was queued: settled with its result. */
+  readonly duplicates: Delivery[];
+}
+
+export interface DeviceWorkerOptions {
+  readonly config: FleetConfig;
+  readonly deviceId: number;
+  readonly device: DeviceLike;
+  readonly transport: Transport;
+  readonly metrics: FleetMetrics;
+  readonly log: Logger;
+  readonly snapshot: RepositorySnapshot;
+  /** Called when a batch exceeds the hang limit: the process must stop intake and exit. */
+  readonly onHang?: (info: { model: string; gear: number; elapsedMs: number }) => void;
+}
+
+export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped' | 'hung';
+
+/**
+ * One device's worker loop (DESIGN §3-§5): deliveries → decode/validate → scheduler → gather →
+ * device (two batches in flight) → scatter → results → settle. Only this module arms timers
+ * around the scheduler; the scheduler itself is pure.
+ */
+export class DeviceWorker {
+  readonly workerId: string;
+  private state: WorkerState = 'starting';
+  private readonly lanes: ModelLanes<Payload>;
+  /** Queued requests by id, so a redelivery that arrives meanwhile rides along with the original. */
+  private readonly queued = new Map<string, Payload>();
+  private readonly publisher: OutcomePublisher;
+  private readonly ctx: ResultContext;
+  private inflight = 0;
+  private deviceFreeAt = 0;
+  private wakeTimer: NodeJS.Timeout | undefined;
+  private wakeAt = Infinity;
+  private pumping = false;
+  private pumpAgain = false;
+  private readonly paused = new Map<string, number[]>();
+  private idleWaiters: Array<() => void> = [];
+  private readonly seen = new Map<string, number>();
+
+  constructor(private readonly o: DeviceWorkerOptions) {
+    this.workerId = `${hostname()}/dev${o.deviceId}/${process.pid}`;
+    this.ctx = { worker: this.workerId, device: o.deviceId };
+    this.lanes = new ModelLanes<Payload>(o.device, o.log, o.config);
+    this.publisher = new OutcomePublisher(o.transport, o.log, o.config.worker.publishLingerMs, 500, (outcomes, settledAt) =>
+      this.onSettled(outcomes, settledAt),
+    );
+  }
+
+  get status(): WorkerState {
+    return this.state;
+  }
+
+  get ready(): boolean {
+    return this.state === 'running';
+  }
+
+  get inflightBatches(): number {
+    return this.inflight;
+  }
+
+  async start(): Promise<void> {
+    await this.lanes.apply(this.o.snapshot);
+    await this.o.transport.start({
+      subscriptions: this.lanes.subscriptions(),
+      onDeliveries: (deliveries) => this.onDeliveries(deliveries),
+    });
+    this.state = 'running';
+    this.o.log.info({ models: this.lanes.subscriptions().map((s) => s.model) }, 'worker running');
+  }
+
+  /** Hot reload: load added versions, switch new batches to them, drain and unload removed ones. */
+  async applySnapshot(snapshot: RepositorySnapshot): Promise<void> {
+    const newModels = await this.lanes.apply(snapshot);
+    if (newModels.length > 0) this.o.log.info({ models: newModels }, 'new models in repository; restart workers to subscribe to them');
+    this.pump();
+  }
+
+  // ---- intake -------------------------------------------------------------------------------
+
+  private onDeliveries(deliveries: Delivery[]): void {
+    const nowMs = Date.now();
+    for (const d of deliveries) this.admit(d, nowMs);
+    this.pump();
+  }
+
+  private admit(delivery: Delivery, nowMs: number): void {
+    let request: RequestEnvelope;
+    try {
+      request =
+        delivery.body instanceof Uint8Array
+          ? decodeRequest(delivery.body, this.o.config.limits)
+          : requestFromJson(delivery.body, this.o.config.limits);
+    } catch (err) {
+      const fe = FleetError.from(err, 'INVALID_MESSAGE');
+      const id = typeof fe.details.id === 'string' ? fe.details.id : '';
+      const model = typeof fe.details.model === 'string' ? fe.details.model : delivery.model;
+      const replyTo = typeof fe.details.replyTo === 'string' ? fe.details.replyTo : undefined;
+      this.finish(delivery, { id, model }, replyTo, { status: 'invalid', error: fe, nowMs, device: -1 }, { reason: fe.code, message: fe.message });
+      return;
+    }
+    if (this.state !== 'running') {
+      // Not ours to answer any more: give it back so another worker takes it.
+      void this.o.transport.release([delivery]);
+      return;
+    }
+    const lane = this.lanes.laneFor(request.model, request.version);
+    if (!lane.ok) {
+      this.finish(delivery, identityOfRequest(request), request.replyTo, {
+        status: 'rejected',
+        error: lane.error,
+        nowMs,
+        device: -1,
+      }, lane.error.code === 'UNKNOWN_MODEL' ? { reason: lane.error.code, message: lane.error.message } : undefined);
+      return;
+    }
+    let validated: ValidatedRequest;
+    try {
+      validated = validateForModel(request, lane.lane.config);
+    } catch (err) {
+      const fe = FleetError.from(err, 'INVALID_MESSAGE');
+      this.finish(delivery, identityOfRequest(request), request.replyTo, { status: 'invalid', error: fe, nowMs, device: -1 }, {
+        reason: fe.code,
+        message: fe.message,
+      });
+      return;
+    }
+    if (request.deadlineAt !== undefined && request.deadlineAt <= nowMs) {
+      this.o.metrics.deadlineMiss(request.model, 'queue');
+      this.finish(delivery, identityOfRequest(request), request.replyTo, {
+        status: 'expired',
+        error: new FleetError('DEADLINE_EXCEEDED', `deadline passed ${nowMs - request.deadlineAt} ms before the request reached a worker`),
+        nowMs,
+        timings: { queuedMs: nowMs - request.createdAt },
+        device: -1,
+      });
+      return;
+    }
+    const payload: Payload = { request, delivery, validated, duplicates: [] };
+    const sr: SchedulerRequest<Payload> = {
+      id: request.id,
+      priority: validated.priority,
+      items: validated.items,
+      arrivedAt: nowMs,
+      deadlineAt: request.deadlineAt,
+      length: validated.length,
+      payload,
+    };
+    const verdict = lane.lane.scheduler.enqueue(sr);
+    if (verdict.kind === 'rejected') {
+      if (verdict.reason === 'duplicate') {
+        this.o.metrics.duplicateSeen(request.model);
+        const queued = this.queued.get(request.id);
+        if (queued) {
+          queued.duplicates.push(delivery);
+          return;
+        }
+      }
+      this.finish(delivery, identityOfRequest(request), request.replyTo, { status: 'rejected', error: verdict.error, nowMs, device: -1 });
+      return;
+    }
+    this.queued.set(request.id, payload);
+    if (this.seen.has(request.id)) this.o.metrics.duplicateSeen(request.model);
+    if (verdict.kind === 'backpressure') this.applyBackpressure(lane.lane);
+  }
+
+  private applyBackpressure(lane: Lane<Payload>): void {
+    if (this.paused.has(lane.key)) return;
+    // Lowest priorities first: keep the top level flowing so urgent work is never stuck behind bulk.
+    const levels = lane.config.priorityLevels;
+    const pause = Array.from({ length: Math.max(1, levels - 1) }, (_, i) => levels - 1 - i).filter((p) => p > 0 || levels === 1);
+    this.paused.set(lane.key, pause);
+    this.o.transport.pause(lane.config.name, pause);
+    this.o.log.info({ model: lane.config.name, priorities: pause }, 'backpressure: intake paused');
+  }
+
+  private maybeResume(lane: Lane<Payload>): void {
+    const pausedLevels = this.paused.get(lane.key);
+    if (!pausedLevels || lane.scheduler.intakePaused) return;
+    this.paused.delete(lane.key);
+    this.o.transport.resume(lane.config.name, pausedLevels);
+    this.o.log.info({ model: lane.config.name }, 'backpressure released: intake resumed');
+  }
+
+  // ---- scheduling loop ----------------------------------------------------------------------
+
+  private pump(): void {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.pumpAgain = false;
+        this.pumpOnce();
+      } while (this.pumpAgain);
+    } finally {
+      this.pumping = false;
+    }
+    if (this.inflight === 0 && this.lanes.queuedRequests() === 0) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+
+  private pumpOnce(): void {
+    const nowMs = Date.now();
+    const freeAt = this.inflight === 0 ? nowMs : Math.max(nowMs, this.deviceFreeAt);
+    let nextWake = Infinity;
+    const maxInflight = this.o.config.worker.inflightPerDevice;
+    for (const lane of this.lanes.orderedLanes(nowMs)) {
+      if (this.state === 'hung') break;
+      if (this.inflight < maxInflight) {
+        const d = lane.scheduler.decide(nowMs, freeAt);
+        this.expire(lane, d.expired, nowMs);
+        if (d.kind === 'dispatch') {
+          this.dispatch(lane, d.batch, nowMs);
+          this.pumpAgain = true;
+        } else if (d.kind === 'wait') nextWake = Math.min(nextWake, d.untilAt);
+      } else {
+        this.expire(lane, lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
+      }
+      this.maybeResume(lane);
+    }
+    this.armWake(nextWake, nowMs);
+  }
+
+  private armWake(atMs: number, nowMs: number): void {
+    if (atMs === this.wakeAt) return;
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wakeTimer = undefined;
+    this.wakeAt = atMs;
+    if (!Number.isFinite(atMs)) return;
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = undefined;
+      this.wakeAt = Infinity;
+      this.pump();
+    }, Math.max(0, Math.ceil(atMs - nowMs)));
+  }
+
+  private expire(lane: Lane<Payload>, expired: readonly SchedulerRequest<Payload>[], nowMs: number): void {
+    for (const r of expired) {
+      const { request, delivery } = r.payload;
+      this.o.metrics.deadlineMiss(request.model, 'queue');
+      this.finish(delivery, identityOfRequest(request), request.replyTo, {
+        status: 'expired',
+        error: new FleetError('DEADLINE_EXCEEDED', 'deadline could not be met before execution; not sent to the device'),
+        nowMs,
+        timings: { queuedMs: r.arrivedAt - request.createdAt, batchWaitMs: nowMs - r.arrivedAt },
+        device: -1,
+      }, undefined, r.payload.duplicates);
+    }
+    void lane;
+  }
+
+  private dispatch(lane: Lane<Payload>, batch: Batch<Payload>, nowMs: number): void {
+    const version = lane.current();
+    this.inflight++;
+    version.inflight++;
+    this.deviceFreeAt = Math.max(nowMs, this.deviceFreeAt) + batch.estimatedDeviceMs;
+    this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflight);
+    void this.runBatch(lane, version, batch, nowMs);
+  }
+
+  private async runBatch(lane: Lane<Payload>, version: LoadedVersion, batch: Batch<Payload>, dispatchedAt: number): Promise<void> {
+    const cfg = lane.config;
+    let overran = false;
+    const execTimer = setTimeout(() => {
+      overran = true;
+      this.o.log.warn({ model: cfg.name, gear: batch.gear, execTimeoutMs: cfg.execTimeoutMs }, 'batch overran execTimeoutMs; letting it finish');
+    }, cfg.execTimeoutMs);
+    const hangTimer = setTimeout(() => this.hang(cfg.name, batch.gear, Date.now() - dispatchedAt), this.o.config.worker.hangLimitMs);
+    const members = batch.members.map((m) => m.payload.request);
+    try {
+      const inputs = gatherInputs(members, cfg, batch);
+      const { outputs, timings } = await version.executable.execute(inputs, batch.gear);
+      const doneAt = Date.now();
+      const deviceMs = timings.copyInMs + timings.executeMs + timings.copyOutMs;
+      const perRequest = scatterOutputs(outputs, cfg, batch);
+      this.o.metrics.observeBatch({
+        model: cfg.name,
+        device: this.o.deviceId,
+        gear: batch.gear,
+        items: batch.items,
+        padded: batch.paddedItems,
+        executeSeconds: timings.executeMs / 1000,
+      });
+      lane.scheduler.recordCompletion(batch.gear, deviceMs, doneAt);
+      batch.members.forEach((m, i) => {
+        const { request, delivery } = m.payload;
+        const late = overran || (request.deadlineAt !== undefined && doneAt > request.deadlineAt);
+        const timingsOut = { queuedMs: m.arrivedAt - request.createdAt, batchWaitMs: dispatchedAt - m.arrivedAt, deviceMs };
+        if (late) {
+          this.o.metrics.deadlineMiss(cfg.name, 'device');
+          this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', (deviceMs / 1000) * (m.items / batch.gear));
+        }
+        if (late && cfg.lateResults === 'drop') {
+          this.finish(delivery, identityOfRequest(request), request.replyTo, {
+            status: 'expired',
+            version: version.version,
+            error: new FleetError('DEADLINE_EXCEEDED', 'batch finished after the deadline; model policy lateResults=drop'),
+            nowMs: doneAt,
+            timings: timingsOut,
+            batchSize: batch.items,
+            gear: batch.gear,
+          }, undefined, m.payload.duplicates);
+        } else {
+          this.finish(delivery, identityOfRequest(request), request.replyTo, {
+            status: 'ok',
+            version: version.version,
+            outputs: perRequest[i] ?? [],
+            late,
+            nowMs: doneAt,
+            timings: timingsOut,
+            batchSize: batch.items,
+            gear: batch.gear,
+          }, undefined, m.payload.duplicates, m.priority);
+        }
+      });
+    } catch (err) {
+      // One batch's device failure becomes each member's `failed` result; the worker keeps going.
+      const fe = FleetError.from(err, 'DEVICE_ERROR');
+      this.o.log.error({ err: fe, model: cfg.name, gear: batch.gear }, 'batch failed');
+      const nowMs = Date.now();
+      for (const m of batch.members) {
+        const { request, delivery } = m.payload;
+        this.finish(delivery, identityOfRequest(request), request.replyTo, {
+          status: 'failed',
+          version: version.version,
+          error: fe,
+          nowMs,
+          timings: { queuedMs: m.arrivedAt - request.createdAt, batchWaitMs: dispatchedAt - m.arrivedAt },
+          batchSize: batch.items,
+          gear: batch.gear,
+        }, undefined, m.payload.duplicates);
+      }
+    } finally {
+      clearTimeout(execTimer);
+      clearTimeout(hangTimer);
+      this.inflight--;
+      version.inflight--;
+      if (this.inflight === 0) this.deviceFreeAt = Date.now();
+      this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflight);
+      await this.lanes.retireIfIdle(version);
+      this.pump();
+    }
+  }
+
+  private hang(model: string, gear: number, elapsedMs: number): void {
+    if (this.state === 'hung') return;
+    this.state = 'hung';
+    this.o.log.fatal({ model, gear, elapsedMs, hangLimitMs: this.o.config.worker.hangLimitMs }, 'device hang: stopping intake; unacked requests will be redelivered');
+    void this.o.transport.stopIntake().catch(() => {});
+    this.o.onHang?.({ model, gear, elapsedMs });
+  }
+
+  // ---- results ------------------------------------------------------------------------------
+
+  private finish(
+    delivery: Delivery,
+    identity: ResultIdentity,
+    replyTo: string | undefined,
+    b: Parameters<typeof buildResult>[2],
+    dlq?: Outcome['dlq'],
+    duplicates: readonly Delivery[] = [],
+    priority?: number,
+  ): void {
+    const result = buildResult(identity, this.ctx, b);
+    if (b.status === 'ok' && b.timings?.batchWaitMs !== undefined) {
+      this.o.metrics.observeQueueWait(identity.model, priority ?? 0, b.timings.batchWaitMs / 1000);
+    }
+    if (identity.id) {
+      this.seen.set(identity.id, b.nowMs);
+      if (this.queued.get(identity.id)?.delivery === delivery) this.queued.delete(identity.id);
+    }
+    if (this.seen.size > 100_000) this.seen.delete(this.seen.keys().next().value as string);
+    this.publisher.push({ delivery, result, replyTo, dlq });
+    for (const dup of duplicates) this.publisher.push({ delivery: dup, result, replyTo });
+  }
+
+  private onSettled(outcomes: readonly Outcome[], settledAt: number): void {
+    for (const o of outcomes) {
+      const status = o.result.status === 'ok' && o.result.late ? 'late' : o.result.status;
+      const createdAt = o.result.completedAt !== undefined ? o.result.completedAt - o.result.timings.totalMs : settledAt;
+      this.o.metrics.observeResult(o.result.model || o.delivery.model, status, Math.max(0, settledAt - createdAt) / 1000, o.delivery.priority);
+      if (o.dlq) this.o.metrics.deadLettered(o.result.model || o.delivery.model, o.dlq.reason);
+    }
+  }
+
+  // ---- lifecycle ----------------------------------------------------------------------------
+
+  /** Queue depth per model/priority and source lag, for the metrics edge. */
+  async exportGauges(): Promise<void> {
+    const nowMs = Date.now();
+    for (const lane of this.lanes.allLanes()) {
+      const stats = lane.scheduler.stats(nowMs);
+      for (const level of stats.levels) this.o.metrics.setQueueDepth(lane.config.name, level.level, level.requests);
+    }
+    try {
+      const lag = await this.o.transport.sourceLag();
+      for (const [model, n] of Object.entries(lag)) this.o.metrics.setSourceLag(model, this.o.transport.kind, n);
+    } catch (err) {
+      this.o.log.debug({ err }, 'source lag unavailable');
+    }
+  }
+
+  /**
+   * SIGTERM path: stop intake → finish queued and in-flight batches → publish → ack → close.
+   * Whatever is still queued when the drain timeout hits is released back to the broker.
+   */
+  async drain(timeoutMs = this.o.config.worker.drainTimeoutMs): Promise<{ released: number }> {
+    if (this.state === 'stopped') return { released: 0 };
+    this.state = 'draining';
+    await this.o.transport.stopIntake();
+    const idle = new Promise<void>((resolve) => {
+      this.idleWaiters.push(resolve);
+      this.pump();
+    });
+    let timedOut = false;
+    await Promise.race([idle, new Promise<void>((r) => setTimeout(() => ((timedOut = true), r()), timeoutMs).unref())]);
+    let released = 0;
+    if (timedOut) {
+      const leftovers = this.lanes.drainQueued();
+      released = leftovers.length;
+      await this.o.transport.release(leftovers.flatMap((r) => [r.payload.delivery, ...r.payload.duplicates]));
+    }
+    await this.publisher.close();
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.state = 'stopped';
+    return { released };
+  }
+
+  async close(): Promise<void> {
+    if (this.state !== 'stopped' && this.state !== 'hung') await this.drain();
+    await this.lanes.unloadAll();
+    await this.o.transport.close();
+  }
+}

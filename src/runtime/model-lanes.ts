@@ -1,0 +1,227 @@
+import type { FleetConfig } from '../contracts/fleet-config.ts';
+import { effectiveGears, effectiveQueueDelaysMs, type ModelConfig } from '../contracts/model-config.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import type { Logger } from '../observability/logger.ts';
+import { BatchScheduler } from '../scheduler/batch-scheduler.ts';
+import type { SchedulerOptionsInput } from '../scheduler/scheduler-options.ts';
+import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
+import type { ModelSubscription } from '../transport/transport.ts';
+import type { RepositorySnapshot } from './model-repository.ts';
+
+/** The slice of src/device the runtime uses (structural, so the runtime never loads the addon). */
+export interface ExecutableModel {
+  readonly gears: readonly number[];
+  execute(
+    inputs: Array<{ data: Uint8Array; dims: number[] }>,
+    gear: number,
+  ): Promise<{ outputs: Array<{ data: Uint8Array; dims: number[] }>; timings: { copyInMs: number; executeMs: number; copyOutMs: number } }>;
+  unload(): Promise<void>;
+}
+
+export interface DeviceLike {
+  readonly id: number;
+  loadModel(path: string, opts?: { gears?: number[]; maxInputDims?: Record<string, number[]> }): Promise<ExecutableModel>;
+  close(): Promise<void>;
+}
+
+export interface LoadedVersion {
+  readonly model: string;
+  readonly version: string;
+  readonly executable: ExecutableModel;
+  /** Batches on the device right now; a retiring version is unloaded when this reaches 0. */
+  inflight: number;
+  retiring: boolean;
+}
+
+export interface Lane<P> {
+  readonly key: string;
+  readonly config: ModelConfig;
+  readonly scheduler: BatchScheduler<P>;
+  /** Pinned version, or undefined for the default lane (follows the newest served version). */
+  readonly pinned: string | undefined;
+  /** The version a batch dispatched now runs on: resolved at dispatch, so a reload switches atomically. */
+  current(): LoadedVersion;
+}
+
+/** Maps the model config onto the pure scheduler's options. */
+export function schedulerOptionsFor(config: ModelConfig): SchedulerOptionsInput {
+  return {
+    maxBatchSize: config.maxBatchSize,
+    gears: effectiveGears(config),
+    priorityLevels: config.priorityLevels,
+    maxQueueDelayMs: effectiveQueueDelaysMs(config),
+    softLimitItems: config.queue.softLimitItems,
+    hardLimitItems: config.queue.hardLimitItems,
+    buckets: config.buckets ? [...config.buckets.bounds] : [],
+    targetLatencyMs: config.targetLatencyMs,
+  };
+}
+
+/** Largest dims per input for range-dynamic (bucketed) inputs, so the binding sizes buffers once. */
+function maxInputDims(config: ModelConfig): Record<string, number[]> | undefined {
+  if (!config.buckets) return undefined;
+  const out: Record<string, number[]> = {};
+  const gears = effectiveGears(config);
+  for (const input of config.inputs) {
+    const dims = input.dims.map((d, axis) => {
+      if (axis === 0) return gears[gears.length - 1] ?? config.maxBatchSize;
+      if (config.buckets?.input === input.name && axis === config.buckets.axis) return config.buckets.bounds[config.buckets.bounds.length - 1] ?? d;
+      return d;
+    });
+    out[input.name] = dims;
+  }
+  return out;
+}
+
+interface ModelEntry<P> {
+  config: ModelConfig;
+  versions: Map<string, LoadedVersion>;
+  defaultVersion: string;
+  lanes: Map<string, Lane<P>>;
+}
+
+/**
+ * Loaded model versions on one device and their scheduler lanes. Hot reload (DESIGN §6): a new
+ * version is loaded first, then `defaultVersion` flips (batches formed after that run on it),
+ * batches in flight finish on the old one, which is unloaded once idle.
+ */
+export class ModelLanes<P = unknown> {
+  private readonly models = new Map<string, ModelEntry<P>>();
+  private rr = 0;
+
+  constructor(
+    private readonly device: DeviceLike,
+    private readonly log: Logger,
+    private readonly _fleet: FleetConfig,
+  ) {}
+
+  subscriptions(): ModelSubscription[] {
+    return [...this.models.values()].map((m) => ({ model: m.config.name, priorityLevels: m.config.priorityLevels }));
+  }
+
+  /** Applies a repository snapshot; returns names of models that were not served before. */
+  async apply(snapshot: RepositorySnapshot): Promise<string[]> {
+    const added: string[] = [];
+    for (const repoModel of snapshot.models.values()) {
+      if (repoModel.served.length === 0) continue;
+      let entry = this.models.get(repoModel.name);
+      for (const v of repoModel.served) {
+        if (entry?.versions.has(v.version)) continue;
+        const started = Date.now();
+        const executable = await this.device.loadModel(v.artifactPath, {
+          gears: effectiveGears(repoModel.config),
+          maxInputDims: maxInputDims(repoModel.config),
+        });
+        this.log.info({ model: v.model, version: v.version, loadMs: Date.now() - started }, 'model version loaded');
+        const loaded: LoadedVersion = { model: v.model, version: v.version, executable, inflight: 0, retiring: false };
+        if (!entry) {
+          entry = { config: repoModel.config, versions: new Map(), defaultVersion: v.version, lanes: new Map() };
+          this.models.set(repoModel.name, entry);
+          added.push(repoModel.name);
+        }
+        entry.versions.set(v.version, loaded);
+      }
+      if (!entry) continue;
+      const newest = repoModel.served[repoModel.served.length - 1]?.version;
+      if (newest && newest !== entry.defaultVersion) {
+        this.log.info({ model: repoModel.name, from: entry.defaultVersion, to: newest }, 'switching new batches to version');
+        entry.defaultVersion = newest;
+      }
+      entry.config = repoModel.config;
+      const served = new Set(repoModel.served.map((v) => v.version));
+      for (const loaded of entry.versions.values()) {
+        if (!served.has(loaded.version) && !loaded.retiring) {
+          loaded.retiring = true;
+          this.log.info({ model: loaded.model, version: loaded.version }, 'version removed; draining');
+          await this.retireIfIdle(loaded);
+        }
+      }
+    }
+    for (const [name, entry] of this.models) {
+      if (!snapshot.models.get(name)?.served.length) {
+        for (const loaded of entry.versions.values()) {
+          if (!loaded.retiring) {
+            loaded.retiring = true;
+            await this.retireIfIdle(loaded);
+          }
+        }
+      }
+    }
+    return added;
+  }
+
+  laneFor(model: string, version: string | undefined): { ok: true; lane: Lane<P> } | { ok: false; error: FleetError } {
+    const entry = this.models.get(model);
+    if (!entry || entry.versions.get(entry.defaultVersion)?.retiring) {
+      return { ok: false, error: new FleetError('UNKNOWN_MODEL', `model "${model}" is not served by this fleet (served: ${[...this.models.keys()].join(', ') || 'none'})`) };
+    }
+    if (version !== undefined) {
+      const v = entry.versions.get(version);
+      if (!v || v.retiring) {
+        const served = [...entry.versions.values()].filter((x) => !x.retiring).map((x) => x.version);
+        return { ok: false, error: new FleetError('UNKNOWN_MODEL', `version "${version}" of model "${model}" is not served (served: ${served.join(', ')}); omit version for the default`) };
+      }
+    }
+    const key = version === undefined ? model : `${model}@${version}`;
+    let lane = entry.lanes.get(key);
+    if (!lane) {
+      const scheduler = new BatchScheduler<P>(schedulerOptionsFor(entry.config));
+      const pinned = version;
+      lane = {
+        key,
+        config: entry.config,
+        scheduler,
+        pinned,
+        current: () => {
+          const v = entry.versions.get(pinned ?? entry.defaultVersion);
+          if (!v) throw new FleetError('INTERNAL', `version ${pinned ?? entry.defaultVersion} of ${model} vanished`);
+          return v;
+        },
+      };
+      entry.lanes.set(key, lane);
+    }
+    return { ok: true, lane };
+  }
+
+  allLanes(): Lane<P>[] {
+    return [...this.models.values()].flatMap((m) => [...m.lanes.values()]);
+  }
+
+  /** Lanes with queued work, rotated each call so no model starves another. */
+  orderedLanes(_nowMs: number): Lane<P>[] {
+    const lanes = this.allLanes().filter((l) => l.scheduler.queuedRequests > 0);
+    if (lanes.length < 2) return lanes;
+    const start = this.rr++ % lanes.length;
+    return [...lanes.slice(start), ...lanes.slice(0, start)];
+  }
+
+  queuedRequests(): number {
+    let n = 0;
+    for (const l of this.allLanes()) n += l.scheduler.queuedRequests;
+    return n;
+  }
+
+  drainQueued(): SchedulerRequest<P>[] {
+    return this.allLanes().flatMap((l) => l.scheduler.drain());
+  }
+
+  async retireIfIdle(v: LoadedVersion): Promise<void> {
+    if (!v.retiring || v.inflight > 0) return;
+    const entry = this.models.get(v.model);
+    if (!entry || entry.versions.get(v.version) !== v) return;
+    const pinnedLane = entry.lanes.get(`${v.model}@${v.version}`);
+    if (pinnedLane && pinnedLane.scheduler.queuedRequests > 0) return;
+    entry.versions.delete(v.version);
+    entry.lanes.delete(`${v.model}@${v.version}`);
+    await v.executable.unload();
+    this.log.info({ model: v.model, version: v.version }, 'version unloaded');
+    if (entry.versions.size === 0) this.models.delete(v.model);
+  }
+
+  async unloadAll(): Promise<void> {
+    for (const entry of this.models.values()) {
+      for (const v of entry.versions.values()) await v.executable.unload();
+    }
+    this.models.clear();
+  }
+}

@@ -1,0 +1,133 @@
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { loadModelConfig } from '../contracts/config-loader.ts';
+import type { ModelConfig } from '../contracts/model-config.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+
+/**
+ * The model repository on disk (DESIGN §6):
+ *   <dir>/<name>/config.yaml, <dir>/<name>/<version>/model.onnx (simulator) | model.om (NPU)
+ * Scanning is pure file reading; the watcher (model-watcher.ts) polls it and diffs snapshots.
+ */
+export type ArtifactKind = 'onnx' | 'om';
+
+export interface ModelVersion {
+  readonly model: string;
+  readonly version: string;
+  readonly artifactPath: string;
+  /** mtime of the artifact; a version is "settled" once it stops changing. */
+  readonly modifiedAt: number;
+}
+
+export interface RepositoryModel {
+  readonly name: string;
+  readonly config: ModelConfig;
+  /** Every valid version directory, ascending. */
+  readonly versions: readonly ModelVersion[];
+  /** Versions the version policy serves, ascending; the last is the default. */
+  readonly served: readonly ModelVersion[];
+}
+
+export interface RepositoryProblem {
+  readonly path: string;
+  readonly message: string;
+}
+
+export interface RepositorySnapshot {
+  readonly dir: string;
+  readonly models: ReadonlyMap<string, RepositoryModel>;
+  readonly problems: readonly RepositoryProblem[];
+}
+
+export interface ScanOptions {
+  /** Which artifact the backend loads: model.onnx for the simulator, model.om for CANN. */
+  artifact: ArtifactKind;
+  /** Ignore artifacts modified less than this long ago (still being copied in). */
+  settleMs?: number;
+  nowMs?: number;
+  /** Serve only these model names. */
+  only?: readonly string[] | undefined;
+}
+
+const VERSION_DIR = /^[1-9][0-9]{0,8}$/;
+
+function applyPolicy(config: ModelConfig, versions: readonly ModelVersion[]): ModelVersion[] {
+  if (config.versionPolicy.kind === 'latest') return versions.slice(-config.versionPolicy.count);
+  const wanted = new Set(config.versionPolicy.versions.map(String));
+  return versions.filter((v) => wanted.has(v.version));
+}
+
+export function scanRepository(dirIn: string, options: ScanOptions): RepositorySnapshot {
+  const dir = resolve(dirIn);
+  const problems: RepositoryProblem[] = [];
+  const models = new Map<string, RepositoryModel>();
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) {
+    throw new FleetError('INVALID_CONFIG', `model repository ${dir} is not a directory; set modelRepository in the fleet config`);
+  }
+  const nowMs = options.nowMs ?? Date.now();
+  const artifactFile = options.artifact === 'onnx' ? 'model.onnx' : 'model.om';
+  for (const name of readdirSync(dir).sort()) {
+    const modelDir = join(dir, name);
+    if (!statSync(modelDir).isDirectory() || name.startsWith('.')) continue;
+    if (options.only && !options.only.includes(name)) continue;
+    const configPath = join(modelDir, 'config.yaml');
+    if (!existsSync(configPath)) {
+      problems.push({ path: modelDir, message: 'missing config.yaml (every model directory needs one)' });
+      continue;
+    }
+    let config: ModelConfig;
+    try {
+      config = loadModelConfig(configPath);
+    } catch (err) {
+      problems.push({ path: configPath, message: (err as Error).message });
+      continue;
+    }
+    if (config.name !== name) {
+      problems.push({ path: configPath, message: `name "${config.name}" must equal its directory name "${name}"` });
+      continue;
+    }
+    const versions: ModelVersion[] = [];
+    for (const entry of readdirSync(modelDir)) {
+      const versionDir = join(modelDir, entry);
+      if (!statSync(versionDir).isDirectory()) continue;
+      if (!VERSION_DIR.test(entry)) {
+        problems.push({ path: versionDir, message: 'version directories must be positive integers (1, 2, ...)' });
+        continue;
+      }
+      const artifactPath = join(versionDir, artifactFile);
+      if (!existsSync(artifactPath)) {
+        problems.push({ path: versionDir, message: `missing ${artifactFile} (needed by the ${options.artifact === 'onnx' ? 'simulator' : 'NPU'} backend)` });
+        continue;
+      }
+      const modifiedAt = statSync(artifactPath).mtimeMs;
+      if (options.settleMs !== undefined && nowMs - modifiedAt < options.settleMs) continue;
+      versions.push({ model: name, version: entry, artifactPath, modifiedAt });
+    }
+    versions.sort((a, b) => Number(a.version) - Number(b.version));
+    const served = applyPolicy(config, versions);
+    if (served.length === 0) {
+      problems.push({ path: modelDir, message: `no servable version (policy ${JSON.stringify(config.versionPolicy)}, found [${versions.map((v) => v.version).join(', ')}])` });
+    }
+    models.set(name, { name, config, versions, served });
+  }
+  return { dir, models, problems };
+}
+
+export interface VersionDiff {
+  readonly added: readonly ModelVersion[];
+  readonly removed: readonly ModelVersion[];
+}
+
+const key = (v: ModelVersion): string => `${v.model}@${v.version}`;
+
+/** Served versions that appeared or disappeared between two snapshots. */
+export function diffServed(before: RepositorySnapshot | undefined, after: RepositorySnapshot): VersionDiff {
+  const old = new Map<string, ModelVersion>();
+  for (const m of before?.models.values() ?? []) for (const v of m.served) old.set(key(v), v);
+  const now = new Map<string, ModelVersion>();
+  for (const m of after.models.values()) for (const v of m.served) now.set(key(v), v);
+  return {
+    added: [...now.entries()].filter(([k]) => !old.has(k)).map(([, v]) => v),
+    removed: [...old.entries()].filter(([k]) => !now.has(k)).map(([, v]) => v),
+  };
+}

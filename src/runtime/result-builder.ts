@@ -1,0 +1,60 @@
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import type { ResultEnvelope, ResultStatus, Timings } from '../contracts/result-envelope.ts';
+import type { Tensor } from '../contracts/tensor.ts';
+import type { FleetError } from '../errors/fleet-error.ts';
+
+/** Identity of a request for its result; partial when the message could not be decoded. */
+export interface ResultIdentity {
+  id: string;
+  model: string;
+  createdAt?: number | undefined;
+  meta?: Record<string, unknown> | undefined;
+}
+
+export interface ResultContext {
+  worker: string;
+  device: number;
+}
+
+export function identityOfRequest(r: RequestEnvelope): ResultIdentity {
+  return { id: r.id, model: r.model, createdAt: r.createdAt, meta: r.meta };
+}
+
+export interface BuildResult {
+  status: ResultStatus;
+  version?: string;
+  error?: FleetError;
+  outputs?: Tensor[];
+  late?: boolean;
+  timings?: Partial<Timings>;
+  batchSize?: number;
+  gear?: number;
+  device?: number;
+  nowMs: number;
+}
+
+export function buildResult(identity: ResultIdentity, ctx: ResultContext, b: BuildResult): ResultEnvelope {
+  const totalMs = identity.createdAt === undefined ? 0 : Math.max(0, b.nowMs - identity.createdAt);
+  const result: ResultEnvelope = {
+    id: identity.id,
+    model: identity.model,
+    version: b.version ?? '',
+    status: b.status,
+    timings: {
+      queuedMs: Math.max(0, b.timings?.queuedMs ?? 0),
+      batchWaitMs: Math.max(0, b.timings?.batchWaitMs ?? 0),
+      deviceMs: Math.max(0, b.timings?.deviceMs ?? 0),
+      totalMs,
+    },
+    batchSize: b.batchSize ?? 0,
+    gear: b.gear ?? 0,
+    device: b.device ?? ctx.device,
+    worker: ctx.worker,
+    completedAt: b.nowMs,
+  };
+  if (b.error) result.error = b.error.toResultError();
+  if (b.outputs) result.outputs = b.outputs;
+  if (b.late) result.late = true;
+  if (identity.meta !== undefined) result.meta = identity.meta;
+  return result;
+}
