@@ -1,0 +1,102 @@
+// One opened device: its native thread, ACL context and streams, loaded models and the pipeline
+// of executions in flight.
+//
+// Threads: methods marked [JS] run on the JS thread only; [device] on this device's own thread
+// only. Every ACL call for the device is made from [device] methods (and ModelCore, which only
+// the device thread drives). The queue (`mu_`, `queue_`, `accepting_`) is the only state both
+// threads touch.
+#pragma once
+
+#include <napi.h>
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "acl_loader.h"
+#include "model_core.h"
+#include "work.h"
+
+namespace npufleet {
+
+class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
+ public:
+  static void CallJs(Napi::Env env, Napi::Function, void *, Work *work);
+  using Tsfn = Napi::TypedThreadSafeFunction<void, Work, &DeviceCore::CallJs>;
+
+  DeviceCore(int32_t deviceId, const AclBackend &backend);
+  ~DeviceCore();
+
+  // [JS] Creates the ThreadSafeFunction and the device thread; `open` is settled (through the
+  // TSFN) once the thread has set the device and created its context and streams.
+  void Start(Napi::Env env, std::unique_ptr<Request> open);
+  // [JS] Hands `work` to the device thread and counts it as a pending promise (the event loop
+  // stays alive while any is pending). Returns false (leaving `work` with the caller) once close
+  // was requested. `isClose` atomically stops intake behind this item.
+  bool Submit(Napi::Env env, std::unique_ptr<Work> &work, bool isClose = false);
+  // [JS] The device thread has posted its final work (close, or failed open): join it and drop
+  // the env cleanup hook.
+  void OnClosedJs(Napi::Env env);
+  // [JS] Env teardown: stop the thread (closing everything) and wait up to `waitMs` for it.
+  // Returns false when the thread did not finish in time (it is then detached).
+  bool ShutdownForExit(int waitMs);
+  bool Accepting();
+
+  // [device] Sends `work` to the JS thread for Settle(); deletes it if JS is gone.
+  void Post(Work *work);
+  // [device] Used by Work::Begin implementations.
+  const AclApi &api() const { return backend_.api; }
+  DeviceStreams streams() const { return streams_; }
+  void AddModel(std::shared_ptr<ModelCore> model) { models_.push_back(std::move(model)); }
+  void EnqueueExec(ExecJob *job);
+  // `work` (may be null) is posted after the model finished its in-flight work and was released.
+  void RequestUnload(const std::shared_ptr<ModelCore> &model, Work *work);
+  void RequestClose(Work *work);
+
+  const int32_t id;
+  static int LiveDevices();
+
+ private:
+  static void EnvCleanupHook(void *arg);
+  void JoinThread();
+  void ThreadMain(Request *open);        // [device]
+  void Loop();                        // [device]
+  void Dispatch(ModelCore &model);    // [device] start pending executes on free slots
+  void PollInflight(bool block);      // [device]
+  void ProgressLifecycle();           // [device] finish parked unloads / close once idle
+  void Teardown();                    // [device] streams, context, device reset
+
+  const AclBackend &backend_;
+  Tsfn tsfn_;
+  std::thread thread_;
+
+  // Shared between threads, guarded by mu_.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Work>> queue_;
+  bool accepting_ = true;
+  bool finished_ = false;  // the thread has posted its last work and released the TSFN
+
+  // [device] only.
+  aclrtContext context_ = nullptr;
+  DeviceStreams streams_;
+  bool deviceSet_ = false;
+  std::vector<std::shared_ptr<ModelCore>> models_;
+  std::deque<std::pair<std::shared_ptr<ModelCore>, int>> inflight_;  // submission order
+  Clock::time_point lastExecDoneAt_{};
+  bool closing_ = false;
+  Work *closeWork_ = nullptr;
+  bool exit_ = false;
+
+  // [JS] only.
+  int pendingJs_ = 0;
+  std::weak_ptr<DeviceCore> *hookArg_ = nullptr;  // registered env cleanup hook, if any
+  void RetainJs(Napi::Env env);
+  void ReleaseJs(Napi::Env env);
+};
+
+}  // namespace npufleet

@@ -1,0 +1,515 @@
+#include "model_core.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace npufleet {
+
+namespace {
+
+double MsBetween(Clock::time_point from, Clock::time_point to) {
+  const double ms = std::chrono::duration<double, std::milli>(to - from).count();
+  return ms > 0 ? ms : 0;
+}
+
+bool IsWaitTimeout(aclError rc) {
+  return rc == ACL_ERROR_RT_EVENT_SYNC_TIMEOUT || rc == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT ||
+         rc == 107019 /* ACL_ERROR_RT_WAIT_TIMEOUT */ || rc == 207020 /* ACL_ERROR_RT_TIMEOUT */;
+}
+
+size_t ElementCount(const std::vector<int64_t> &dims) {
+  size_t n = 1;
+  for (int64_t d : dims) n *= static_cast<size_t>(d < 0 ? 0 : d);
+  return n;
+}
+
+std::string DimsText(const std::vector<int64_t> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+ModelCore::~ModelCore() = default;
+
+void ModelCore::Load(const LoadOptions &opts) {
+  size_t freeBefore = 0, total = 0;
+  ACL_CHECK(api_, aclrtGetMemInfo, ACL_HBM_MEM, &freeBefore, &total);
+
+  // The simulator cannot read gears from an ONNX file; real ACL reads them from the .om.
+  if (api_.aclsimSetNextLoadBatchGears != nullptr && !opts.gears.empty()) {
+    ACL_CHECK(api_, aclsimSetNextLoadBatchGears, opts.gears.data(), opts.gears.size());
+  }
+  uint32_t modelId = 0;
+  {
+    const aclError rc = api_.aclmdlLoadFromFile(opts.path.c_str(), &modelId);
+    if (rc != ACL_SUCCESS) ThrowAcl(api_, rc, "aclmdlLoadFromFile", opts.path);
+  }
+  modelLoaded_ = true;
+  info.modelId = modelId;
+  desc_ = api_.aclmdlCreateDesc();
+  if (desc_ == nullptr) ThrowAcl(api_, 500000, "aclmdlCreateDesc");
+  ACL_CHECK(api_, aclmdlGetDesc, desc_, modelId);
+
+  auto ioDims = std::make_unique<aclmdlIODims>();  // 1160 bytes: keep off the stack
+  numAclInputs_ = api_.aclmdlGetNumInputs(desc_);
+  size_t mbatchBytes = 0;
+  for (size_t i = 0; i < numAclInputs_; ++i) {
+    const char *name = api_.aclmdlGetInputNameByIndex(desc_, i);
+    const std::string inputName = name ? name : "";
+    if (inputName == ACL_DYNAMIC_TENSOR_NAME) {
+      mbatchIndex_ = i;
+      mbatchBytes = api_.aclmdlGetInputSizeByIndex(desc_, i);
+      continue;
+    }
+    TensorInfo t;
+    t.name = inputName;
+    t.aclIndex = i;
+    t.dtype = api_.aclmdlGetInputDataType(desc_, i);
+    t.elemBytes = api_.aclDataTypeSize(t.dtype);
+    *ioDims = {};
+    ACL_CHECK(api_, aclmdlGetInputDims, desc_, i, ioDims.get());
+    t.dims.assign(ioDims->dims, ioDims->dims + std::min(ioDims->dimCount, ACL_MAX_DIM_CNT));
+    t.bufferBytes = api_.aclmdlGetInputSizeByIndex(desc_, i);
+    if (t.elemBytes == 0) {
+      ThrowKind("invalid", "input " + t.name + " has unsupported data type " +
+                               std::to_string(static_cast<int>(t.dtype)));
+    }
+    info.inputs.push_back(std::move(t));
+  }
+  const size_t numOutputs = api_.aclmdlGetNumOutputs(desc_);
+  for (size_t o = 0; o < numOutputs; ++o) {
+    TensorInfo t;
+    const char *name = api_.aclmdlGetOutputNameByIndex(desc_, o);
+    t.name = name ? name : "";
+    t.aclIndex = o;
+    t.dtype = api_.aclmdlGetOutputDataType(desc_, o);
+    t.elemBytes = api_.aclDataTypeSize(t.dtype);
+    *ioDims = {};
+    ACL_CHECK(api_, aclmdlGetOutputDims, desc_, o, ioDims.get());
+    t.dims.assign(ioDims->dims, ioDims->dims + std::min(ioDims->dimCount, ACL_MAX_DIM_CNT));
+    t.bufferBytes = api_.aclmdlGetOutputSizeByIndex(desc_, o);
+    if (t.elemBytes == 0) {
+      ThrowKind("invalid", "output " + t.name + " has unsupported data type " +
+                               std::to_string(static_cast<int>(t.dtype)));
+    }
+    info.outputs.push_back(std::move(t));
+  }
+
+  aclmdlBatch batch{};
+  std::vector<uint64_t> modelGears;
+  if (api_.aclmdlGetDynamicBatch(desc_, &batch) == ACL_SUCCESS) {
+    const size_t n = std::min(batch.batchCount, ACL_MAX_BATCH_NUM);
+    modelGears.assign(batch.batch, batch.batch + n);
+  } else {
+    TakeRecentErrMsg(api_);  // a static model may answer with an error; not a failure
+  }
+
+  bool anyDynamicDim = false;
+  for (const auto &t : info.inputs) {
+    for (int64_t d : t.dims) anyDynamicDim = anyDynamicDim || d < 0;
+  }
+  if (mbatchIndex_ && !modelGears.empty()) {
+    info.dynamic = DynamicKind::Batch;
+    info.gears = modelGears;
+  } else if (mbatchIndex_) {
+    ThrowKind("invalid", "model has the " + std::string(ACL_DYNAMIC_TENSOR_NAME) +
+                             " input but aclmdlGetDynamicBatch reports no batch gears; only dynamic "
+                             "batch is supported (not dynamic HW/dims)");
+  } else if (anyDynamicDim) {
+    info.dynamic = DynamicKind::Range;
+    info.gears = !opts.gears.empty() ? opts.gears : modelGears;
+  } else {
+    info.dynamic = DynamicKind::Static;
+    const auto &first = info.inputs.empty() ? TensorInfo{} : info.inputs.front();
+    info.gears = {first.dims.empty() ? 1u : static_cast<uint64_t>(first.dims[0])};
+  }
+  std::sort(info.gears.begin(), info.gears.end());
+  info.gears.erase(std::unique(info.gears.begin(), info.gears.end()), info.gears.end());
+  if (info.gears.empty()) {
+    // A range model with no gears: its batch dimension is bounded by maxInputDims.
+    for (const auto &t : info.inputs) {
+      auto it = opts.maxInputDims.find(t.name);
+      if (it != opts.maxInputDims.end() && !it->second.empty() && it->second[0] > 0) {
+        info.gears.push_back(static_cast<uint64_t>(it->second[0]));
+        break;
+      }
+    }
+    if (info.gears.empty()) info.gears.push_back(1);
+  }
+  const int64_t maxGear = static_cast<int64_t>(info.gears.back());
+
+  for (auto &t : info.inputs) {
+    auto given = opts.maxInputDims.find(t.name);
+    if (info.dynamic == DynamicKind::Range && given != opts.maxInputDims.end()) {
+      if (given->second.size() != t.dims.size()) {
+        ThrowKind("invalid", "maxInputDims." + t.name + " has rank " +
+                                 std::to_string(given->second.size()) + ", the model input is " +
+                                 DimsText(t.dims));
+      }
+      t.maxDims = given->second;
+      for (size_t k = 0; k < t.dims.size(); ++k) {
+        if (t.maxDims[k] <= 0 || (t.dims[k] >= 0 && t.dims[k] != t.maxDims[k])) {
+          ThrowKind("invalid", "maxInputDims." + t.name + " " + DimsText(t.maxDims) +
+                                   " does not fit the model input " + DimsText(t.dims));
+        }
+      }
+    } else {
+      t.maxDims = t.dims;
+      for (size_t k = 0; k < t.maxDims.size(); ++k) {
+        if (t.maxDims[k] >= 0) continue;
+        if (k != 0) {
+          ThrowKind("invalid", "input " + t.name + " " + DimsText(t.dims) +
+                                   " has a dynamic non-batch dimension: pass maxInputDims." +
+                                   t.name + " to size its buffers");
+        }
+        t.maxDims[k] = maxGear;
+      }
+    }
+    if (info.dynamic == DynamicKind::Range || t.bufferBytes == 0) {
+      t.bufferBytes = ElementCount(t.maxDims) * t.elemBytes;
+    }
+  }
+  for (auto &t : info.outputs) {
+    t.maxDims = t.dims;
+    for (size_t k = 0; k < t.maxDims.size(); ++k) {
+      if (t.maxDims[k] >= 0) continue;
+      if (k != 0) {
+        ThrowKind("invalid", "output " + t.name + " " + DimsText(t.dims) +
+                                 " has a dynamic non-batch dimension, which the binding cannot size");
+      }
+      t.maxDims[k] = maxGear;
+    }
+    if (t.bufferBytes == 0) t.bufferBytes = ElementCount(t.maxDims) * t.elemBytes;
+  }
+
+  info.slots = opts.slots;
+  slots_.resize(static_cast<size_t>(opts.slots));
+  for (auto &s : slots_) AllocateSlot(s, mbatchBytes);
+
+  size_t freeAfter = 0;
+  ACL_CHECK(api_, aclrtGetMemInfo, ACL_HBM_MEM, &freeAfter, &total);
+  info.deviceMemoryBytes =
+      freeBefore > freeAfter ? static_cast<int64_t>(freeBefore - freeAfter) : 0;
+  loaded = true;
+}
+
+void ModelCore::AllocateSlot(Slot &s, size_t mbatchBytes) {
+  s.inDs = api_.aclmdlCreateDataset();
+  s.outDs = api_.aclmdlCreateDataset();
+  if (s.inDs == nullptr || s.outDs == nullptr) ThrowAcl(api_, 500000, "aclmdlCreateDataset");
+  auto addBuffer = [&](aclmdlDataset *ds, void *ptr, size_t bytes) {
+    aclDataBuffer *db = api_.aclCreateDataBuffer(ptr, bytes);
+    if (db == nullptr) ThrowAcl(api_, 500000, "aclCreateDataBuffer");
+    s.dataBuffers.push_back(db);
+    ACL_CHECK(api_, aclmdlAddDatasetBuffer, ds, db);
+  };
+  size_t visible = 0;
+  for (size_t i = 0; i < numAclInputs_; ++i) {
+    if (mbatchIndex_ && *mbatchIndex_ == i) {
+      const size_t bytes = std::max<size_t>(mbatchBytes, 8);
+      ACL_CHECK(api_, aclrtMalloc, &s.devMbatch, bytes, ACL_MEM_MALLOC_NORMAL_ONLY);
+      addBuffer(s.inDs, s.devMbatch, bytes);
+      continue;
+    }
+    const TensorInfo &t = info.inputs[visible++];
+    const size_t bytes = std::max<size_t>(t.bufferBytes, 1);
+    s.devIn.push_back(nullptr);
+    ACL_CHECK(api_, aclrtMalloc, &s.devIn.back(), bytes, ACL_MEM_MALLOC_NORMAL_ONLY);
+    s.hostIn.push_back(nullptr);
+    ACL_CHECK(api_, aclrtMallocHost, &s.hostIn.back(), bytes);
+    addBuffer(s.inDs, s.devIn.back(), t.bufferBytes);
+  }
+  for (const auto &t : info.outputs) {
+    const size_t bytes = std::max<size_t>(t.bufferBytes, 1);
+    s.devOut.push_back(nullptr);
+    ACL_CHECK(api_, aclrtMalloc, &s.devOut.back(), bytes, ACL_MEM_MALLOC_NORMAL_ONLY);
+    s.hostOut.push_back(nullptr);
+    ACL_CHECK(api_, aclrtMallocHost, &s.hostOut.back(), bytes);
+    addBuffer(s.outDs, s.devOut.back(), t.bufferBytes);
+  }
+  ACL_CHECK(api_, aclrtCreateEvent, &s.evIn);
+  ACL_CHECK(api_, aclrtCreateEvent, &s.evExec);
+  ACL_CHECK(api_, aclrtCreateEvent, &s.evOut);
+}
+
+void ModelCore::FreeSlotMemory(Slot &s) {
+  // Descriptors first, then memory (aclDestroyDataBuffer never frees the memory it wraps).
+  for (auto *d : s.inDescs) api_.aclDestroyTensorDesc ? api_.aclDestroyTensorDesc(d) : void();
+  s.inDescs.clear();
+  for (auto *db : s.dataBuffers) api_.aclDestroyDataBuffer(db);
+  s.dataBuffers.clear();
+  if (s.inDs) api_.aclmdlDestroyDataset(s.inDs);
+  if (s.outDs) api_.aclmdlDestroyDataset(s.outDs);
+  s.inDs = s.outDs = nullptr;
+  for (void *p : s.devIn) if (p) api_.aclrtFree(p);
+  for (void *p : s.devOut) if (p) api_.aclrtFree(p);
+  for (void *p : s.hostIn) if (p) api_.aclrtFreeHost(p);
+  for (void *p : s.hostOut) if (p) api_.aclrtFreeHost(p);
+  if (s.devMbatch) api_.aclrtFree(s.devMbatch);
+  s.devIn.clear(), s.devOut.clear(), s.hostIn.clear(), s.hostOut.clear();
+  s.devMbatch = nullptr;
+  for (aclrtEvent *ev : {&s.evIn, &s.evExec, &s.evOut}) {
+    if (*ev) api_.aclrtDestroyEvent(*ev);
+    *ev = nullptr;
+  }
+}
+
+void ModelCore::Release() {
+  Failure first;
+  bool failed = false;
+  for (auto &s : slots_) FreeSlotMemory(s);
+  slots_.clear();
+  if (modelLoaded_) {
+    const aclError rc = api_.aclmdlUnload(info.modelId);
+    if (rc != ACL_SUCCESS) {
+      failed = true;
+      first.kind = "acl";
+      first.aclCode = rc;
+      first.api = "aclmdlUnload";
+      first.aclRecentMsg = TakeRecentErrMsg(api_);
+      first.message = "aclmdlUnload failed: " + std::to_string(rc) + " " + AclErrorName(rc);
+    }
+    modelLoaded_ = false;
+  }
+  if (desc_) api_.aclmdlDestroyDesc(desc_);
+  desc_ = nullptr;
+  loaded = false;
+  if (failed) throw FailureException(first);
+}
+
+int ModelCore::FreeSlot() const {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].job == nullptr) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void ModelCore::Fail(Slot &s, const Failure &f) {
+  if (s.job != nullptr && !s.job->failed) {
+    s.job->failed = true;
+    s.job->failure = f;
+  }
+}
+
+std::vector<int64_t> ModelCore::ReadOutputDims(Slot &s, size_t o, bool afterRun) {
+  const TensorInfo &t = info.outputs[o];
+  if (info.dynamic == DynamicKind::Static) return t.dims;
+  if (info.dynamic == DynamicKind::Range && !afterRun) return t.maxDims;
+  auto allKnown = [](const std::vector<int64_t> &d) {
+    return std::all_of(d.begin(), d.end(), [](int64_t v) { return v >= 0; });
+  };
+  if (info.dynamic == DynamicKind::Range && api_.aclmdlGetDatasetTensorDesc != nullptr &&
+      api_.aclGetTensorDescNumDims != nullptr && api_.aclGetTensorDescDimV2 != nullptr) {
+    aclTensorDesc *d = api_.aclmdlGetDatasetTensorDesc(s.outDs, t.aclIndex);
+    if (d != nullptr) {
+      std::vector<int64_t> dims(api_.aclGetTensorDescNumDims(d));
+      bool ok = true;
+      for (size_t k = 0; k < dims.size() && ok; ++k) {
+        ok = api_.aclGetTensorDescDimV2(d, k, &dims[k]) == ACL_SUCCESS;
+      }
+      if (ok && !dims.empty() && allKnown(dims)) return dims;
+    }
+    TakeRecentErrMsg(api_);
+  }
+  if (api_.aclmdlGetCurOutputDims != nullptr) {
+    auto io = std::make_unique<aclmdlIODims>();
+    if (api_.aclmdlGetCurOutputDims(desc_, t.aclIndex, io.get()) == ACL_SUCCESS) {
+      std::vector<int64_t> dims(io->dims, io->dims + std::min(io->dimCount, ACL_MAX_DIM_CNT));
+      if (!dims.empty() && allKnown(dims) && dims.size() == t.dims.size()) return dims;
+    } else {
+      TakeRecentErrMsg(api_);
+    }
+  }
+  // Fallback: the leading dynamic dimension is the batch of this execution.
+  std::vector<int64_t> dims = t.dims;
+  const int64_t batch = info.dynamic == DynamicKind::Batch
+                            ? static_cast<int64_t>(s.job->gear)
+                            : (s.job->inputs.empty() || s.job->inputs[0].dims.empty()
+                                   ? 1
+                                   : s.job->inputs[0].dims[0]);
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] < 0) dims[k] = k == 0 ? batch : t.maxDims[k];
+  }
+  return dims;
+}
+
+void ModelCore::Start(int slotIndex, ExecJob *job) {
+  Slot &s = slots_[static_cast<size_t>(slotIndex)];
+  s.job = job;
+  ++inflight_;
+  s.inDone = s.execDone = s.outDone = false;
+  s.outDims.assign(info.outputs.size(), {});
+  s.outCopyBytes.assign(info.outputs.size(), 0);
+  try {
+    const auto t0 = Clock::now();
+    for (size_t k = 0; k < info.inputs.size(); ++k) {
+      const ExecInput &in = job->inputs[k];
+      if (in.bytes > info.inputs[k].bufferBytes) {
+        ThrowKind("invalid", "input " + info.inputs[k].name + " has " + std::to_string(in.bytes) +
+                                 " bytes, more than its buffer of " +
+                                 std::to_string(info.inputs[k].bufferBytes));
+      }
+      if (in.bytes > 0) std::memcpy(s.hostIn[k], in.data, in.bytes);
+    }
+    s.enqueuedAt = Clock::now();
+    s.hostCopyInMs = MsBetween(t0, s.enqueuedAt);
+
+    if (info.dynamic == DynamicKind::Range) {
+      if (api_.aclmdlSetDatasetTensorDesc == nullptr || api_.aclCreateTensorDesc == nullptr) {
+        ThrowKind("invalid", "this ACL library lacks aclmdlSetDatasetTensorDesc, needed for "
+                             "range-dynamic models");
+      }
+      for (auto *d : s.inDescs) api_.aclDestroyTensorDesc ? api_.aclDestroyTensorDesc(d) : void();
+      s.inDescs.clear();
+      for (size_t k = 0; k < info.inputs.size(); ++k) {
+        const auto &dims = job->inputs[k].dims;
+        aclTensorDesc *d = api_.aclCreateTensorDesc(info.inputs[k].dtype,
+                                                    static_cast<int>(dims.size()), dims.data(),
+                                                    ACL_FORMAT_ND);
+        if (d == nullptr) ThrowAcl(api_, 100000, "aclCreateTensorDesc");
+        s.inDescs.push_back(d);
+        ACL_CHECK(api_, aclmdlSetDatasetTensorDesc, s.inDs, d, info.inputs[k].aclIndex);
+      }
+    }
+    for (size_t k = 0; k < info.inputs.size(); ++k) {
+      const size_t bytes = job->inputs[k].bytes;
+      if (bytes == 0) continue;
+      ACL_CHECK(api_, aclrtMemcpyAsync, s.devIn[k], info.inputs[k].bufferBytes, s.hostIn[k], bytes,
+                ACL_MEMCPY_HOST_TO_DEVICE, streams_.copyIn);
+    }
+    ACL_CHECK(api_, aclrtRecordEvent, s.evIn, streams_.copyIn);
+    ACL_CHECK(api_, aclrtStreamWaitEvent, streams_.compute, s.evIn);
+    if (info.dynamic == DynamicKind::Batch) {
+      ACL_CHECK(api_, aclmdlSetDynamicBatchSize, info.modelId, s.inDs, *mbatchIndex_, job->gear);
+    }
+    // Read now: GetCurOutputDims reflects the most recent setter, i.e. this slot's gear.
+    for (size_t o = 0; o < info.outputs.size(); ++o) {
+      s.outDims[o] = ReadOutputDims(s, o, false);
+      s.outCopyBytes[o] = std::min(ElementCount(s.outDims[o]) * info.outputs[o].elemBytes,
+                                   info.outputs[o].bufferBytes);
+    }
+    ACL_CHECK(api_, aclmdlExecuteAsync, info.modelId, s.inDs, s.outDs, streams_.compute);
+    ACL_CHECK(api_, aclrtRecordEvent, s.evExec, streams_.compute);
+    ACL_CHECK(api_, aclrtStreamWaitEvent, streams_.copyOut, s.evExec);
+    for (size_t o = 0; o < info.outputs.size(); ++o) {
+      if (s.outCopyBytes[o] == 0) continue;
+      ACL_CHECK(api_, aclrtMemcpyAsync, s.hostOut[o], info.outputs[o].bufferBytes, s.devOut[o],
+                s.outCopyBytes[o], ACL_MEMCPY_DEVICE_TO_HOST, streams_.copyOut);
+    }
+    ACL_CHECK(api_, aclrtRecordEvent, s.evOut, streams_.copyOut);
+  } catch (const FailureException &e) {
+    Fail(s, e.failure());
+    // Whatever was already enqueued may still read or write this slot: fence all three streams
+    // with the slot's events so the slot is recycled only after the device is done with it.
+    const bool fenced =
+        api_.aclrtRecordEvent(s.evIn, streams_.copyIn) == ACL_SUCCESS &&
+        api_.aclrtStreamWaitEvent(streams_.compute, s.evIn) == ACL_SUCCESS &&
+        api_.aclrtRecordEvent(s.evExec, streams_.compute) == ACL_SUCCESS &&
+        api_.aclrtStreamWaitEvent(streams_.copyOut, s.evExec) == ACL_SUCCESS &&
+        api_.aclrtRecordEvent(s.evOut, streams_.copyOut) == ACL_SUCCESS;
+    if (!fenced) {
+      TakeRecentErrMsg(api_);
+      api_.aclrtSynchronizeStream(streams_.copyIn);
+      api_.aclrtSynchronizeStream(streams_.compute);
+      api_.aclrtSynchronizeStream(streams_.copyOut);
+      TakeRecentErrMsg(api_);
+      s.inDone = s.execDone = s.outDone = true;
+      s.inDoneAt = s.execDoneAt = s.outDoneAt = Clock::now();
+    }
+  }
+}
+
+void ModelCore::MarkStage(Slot &s, bool *done, Clock::time_point *at, aclError rc,
+                          const char *api) {
+  *done = true;
+  *at = Clock::now();
+  if (rc != ACL_SUCCESS) {
+    Failure f;
+    f.kind = "acl";
+    f.aclCode = rc;
+    f.api = api;
+    f.aclRecentMsg = TakeRecentErrMsg(api_);
+    f.message = std::string(api) + " reported " + std::to_string(rc) + " " + AclErrorName(rc) +
+                " for this batch" + (f.aclRecentMsg.empty() ? "" : ": " + f.aclRecentMsg);
+    Fail(s, f);
+  }
+}
+
+bool ModelCore::Poll(int slotIndex) {
+  Slot &s = slots_[static_cast<size_t>(slotIndex)];
+  struct Stage {
+    aclrtEvent ev;
+    bool *done;
+    Clock::time_point *at;
+  };
+  const Stage stages[] = {{s.evIn, &s.inDone, &s.inDoneAt},
+                          {s.evExec, &s.execDone, &s.execDoneAt},
+                          {s.evOut, &s.outDone, &s.outDoneAt}};
+  for (const Stage &st : stages) {
+    if (*st.done) continue;
+    aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    const aclError rc = api_.aclrtQueryEventStatus(st.ev, &status);
+    if (rc != ACL_SUCCESS) {
+      MarkStage(s, st.done, st.at, rc, "aclrtQueryEventStatus");
+    } else if (status == ACL_EVENT_RECORDED_STATUS_COMPLETE) {
+      MarkStage(s, st.done, st.at, ACL_SUCCESS, "");
+    } else {
+      break;  // later stages cannot be complete before this one
+    }
+  }
+  return s.outDone;
+}
+
+void ModelCore::Wait(int slotIndex, int32_t timeoutMs) {
+  Slot &s = slots_[static_cast<size_t>(slotIndex)];
+  aclrtEvent ev = !s.inDone ? s.evIn : !s.execDone ? s.evExec : !s.outDone ? s.evOut : nullptr;
+  if (ev == nullptr || api_.aclrtSynchronizeEventWithTimeout == nullptr) return;
+  const aclError rc = api_.aclrtSynchronizeEventWithTimeout(ev, timeoutMs);
+  if (rc == ACL_SUCCESS) return;  // Poll() timestamps it right after
+  if (IsWaitTimeout(rc)) {
+    TakeRecentErrMsg(api_);  // a wait that timed out is not an error; clear the thread's text
+    return;
+  }
+  bool *done = ev == s.evIn ? &s.inDone : ev == s.evExec ? &s.execDone : &s.outDone;
+  Clock::time_point *at = ev == s.evIn ? &s.inDoneAt : ev == s.evExec ? &s.execDoneAt : &s.outDoneAt;
+  MarkStage(s, done, at, rc, "aclrtSynchronizeEventWithTimeout");
+}
+
+ExecJob *ModelCore::Finish(int slotIndex, Clock::time_point prevExecDoneAt) {
+  Slot &s = slots_[static_cast<size_t>(slotIndex)];
+  ExecJob *job = s.job;
+  const auto t0 = Clock::now();
+  if (!job->failed) {
+    for (size_t o = 0; o < info.outputs.size(); ++o) {
+      const TensorInfo &t = info.outputs[o];
+      ExecOutput out;
+      out.dims = info.dynamic == DynamicKind::Range ? ReadOutputDims(s, o, true) : s.outDims[o];
+      out.bytes = ElementCount(out.dims) * t.elemBytes;
+      if (out.bytes > t.bufferBytes) {
+        Failure f;
+        f.kind = "internal";
+        f.message = "output " + t.name + " reports dims " + DimsText(out.dims) +
+                    " larger than its buffer of " + std::to_string(t.bufferBytes) + " bytes";
+        Fail(s, f);
+        break;
+      }
+      out.data = static_cast<uint8_t *>(std::malloc(out.bytes > 0 ? out.bytes : 1));
+      if (out.bytes > 0) std::memcpy(out.data, s.hostOut[o], out.bytes);
+      job->outputs.push_back(std::move(out));
+    }
+  }
+  const auto end = Clock::now();
+  const Clock::time_point execStart = std::max(s.inDoneAt, prevExecDoneAt);
+  job->copyInMs = s.hostCopyInMs + MsBetween(s.enqueuedAt, s.inDoneAt);
+  job->executeMs = MsBetween(execStart, s.execDoneAt);
+  job->copyOutMs = MsBetween(s.execDoneAt, s.outDoneAt) + MsBetween(t0, end);
+  job->totalMs = MsBetween(job->submittedAt, end);
+  job->overran = job->timeoutMs > 0 && job->totalMs > job->timeoutMs;
+  s.job = nullptr;
+  --inflight_;
+  return job;
+}
+
+}  // namespace npufleet

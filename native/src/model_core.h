@@ -1,0 +1,123 @@
+// One loaded model on one device: its description, gears, and the two-slot pipeline buffers.
+// Everything here runs on the owning device thread, except `info` (immutable once loaded) and
+// `unloadRequested` (an atomic the JS thread sets so later executes are refused up front).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "acl_api.h"
+#include "work.h"
+
+namespace npufleet {
+
+enum class DynamicKind { Static, Batch, Range };
+
+struct TensorInfo {
+  std::string name;
+  aclDataType dtype = ACL_DT_UNDEFINED;
+  std::vector<int64_t> dims;     // as the model describes them, -1 = dynamic
+  std::vector<int64_t> maxDims;  // dims used to size the buffers
+  size_t elemBytes = 0;
+  size_t bufferBytes = 0;  // per slot, for the largest gear / maxDims
+  size_t aclIndex = 0;     // index in the model's input/output list (mbatch input included)
+};
+
+struct LoadOptions {
+  std::string path;
+  std::vector<uint64_t> gears;  // config gears (the simulator) or empty
+  std::map<std::string, std::vector<int64_t>> maxInputDims;
+  int slots = 2;
+};
+
+struct ModelInfo {
+  std::vector<TensorInfo> inputs;  // without the dynamic-batch input
+  std::vector<TensorInfo> outputs;
+  std::vector<uint64_t> gears;
+  DynamicKind dynamic = DynamicKind::Static;
+  int64_t deviceMemoryBytes = 0;
+  int slots = 2;
+  uint32_t modelId = 0;
+};
+
+struct DeviceStreams {
+  aclrtStream copyIn = nullptr;
+  aclrtStream compute = nullptr;
+  aclrtStream copyOut = nullptr;
+};
+
+// Buffers of one pipeline slot. Owned by ModelCore; a slot with `job != nullptr` is in flight and
+// none of its memory may be touched or freed until its copy-out event has completed.
+struct Slot {
+  std::vector<void *> devIn, hostIn;    // aclrtMalloc / aclrtMallocHost, one per visible input
+  void *devMbatch = nullptr;            // the ascend_mbatch_shape_data buffer, never written by us
+  std::vector<void *> devOut, hostOut;  // one per output
+  aclmdlDataset *inDs = nullptr;
+  aclmdlDataset *outDs = nullptr;
+  std::vector<aclDataBuffer *> dataBuffers;
+  std::vector<aclTensorDesc *> inDescs;  // range models: descs handed to the dataset this batch
+  aclrtEvent evIn = nullptr, evExec = nullptr, evOut = nullptr;
+
+  ExecJob *job = nullptr;
+  std::vector<std::vector<int64_t>> outDims;
+  std::vector<size_t> outCopyBytes;
+  double hostCopyInMs = 0;
+  Clock::time_point enqueuedAt, inDoneAt, execDoneAt, outDoneAt;
+  bool inDone = false, execDone = false, outDone = false;
+};
+
+class ModelCore {
+ public:
+  ModelCore(const AclApi &api, DeviceStreams streams) : api_(api), streams_(streams) {}
+  ~ModelCore();  // frees nothing on the device: Release() must have run on the device thread
+
+  // Device thread. Throws FailureException; the caller then calls Release() to free what a
+  // partial load allocated.
+  void Load(const LoadOptions &opts);
+  // Device thread; requires IsIdle(). Unloads the model and frees every slot (idempotent).
+  // Throws the aclmdlUnload failure after freeing everything else.
+  void Release();
+
+  bool IsIdle() const { return inflight_ == 0 && pending.empty(); }
+  int FreeSlot() const;
+  // Enqueues copy-in, execute and copy-out of `job` on the device streams using `slot`.
+  // On failure the job is failed; the slot stays in flight until its events complete.
+  void Start(int slot, ExecJob *job);
+  // Queries the slot's events without blocking, timestamping stages as they are first seen done;
+  // returns true when the slot's copy-out has completed.
+  bool Poll(int slot);
+  const Slot &SlotAt(int slot) const { return slots_[static_cast<size_t>(slot)]; }
+  // Blocks up to timeoutMs (or until done) on the slot's next unfinished event.
+  void Wait(int slot, int32_t timeoutMs);
+  // Copies outputs out of staging into the job, fills timings, frees the slot; returns the job.
+  ExecJob *Finish(int slot, Clock::time_point prevExecDoneAt);
+
+  ModelInfo info;
+  std::atomic<bool> unloadRequested{false};
+  std::deque<ExecJob *> pending;  // waiting for a free slot (device thread)
+  Work *unloadWork = nullptr;     // parked unload request, finished when idle
+  bool loaded = false;
+
+ private:
+  void AllocateSlot(Slot &s, size_t mbatchBytes);
+  void FreeSlotMemory(Slot &s);
+  void Fail(Slot &s, const Failure &f);
+  void MarkStage(Slot &s, bool *done, Clock::time_point *at, aclError rc, const char *api);
+  std::vector<int64_t> ReadOutputDims(Slot &s, size_t o, bool afterRun);
+
+  const AclApi &api_;
+  DeviceStreams streams_;
+  aclmdlDesc *desc_ = nullptr;
+  bool modelLoaded_ = false;
+  std::optional<size_t> mbatchIndex_;
+  size_t numAclInputs_ = 0;
+  std::vector<Slot> slots_;
+  int inflight_ = 0;
+};
+
+}  // namespace npufleet
