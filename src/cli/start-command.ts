@@ -1,0 +1,45 @@
+import { fileURLToPath } from 'node:url';
+import type { FleetConfig } from '../contracts/fleet-config.ts';
+import { createLogger } from '../observability/logger.ts';
+import { startEmbeddedFleet } from '../runtime/embedded-fleet.ts';
+import { Supervisor } from '../runtime/supervisor.ts';
+import { workerDeps } from './worker-deps.ts';
+
+const BIN = fileURLToPath(new URL('../../bin/npu-fleet.js', import.meta.url));
+
+function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (s: NodeJS.Signals): void => {
+      process.off('SIGTERM', on);
+      process.off('SIGINT', on);
+      resolve(s);
+    };
+    process.on('SIGTERM', on);
+    process.on('SIGINT', on);
+  });
+}
+
+/** `npu-fleet start`: embedded (memory broker, in-process workers) or one process per device. */
+export async function startCommand(config: FleetConfig, configFile: string | undefined): Promise<number> {
+  const log = createLogger({ level: config.log.level, base: { component: 'supervisor' } });
+  if (config.transport.kind === 'memory') {
+    const { artifact, openDevice } = workerDeps(config);
+    const fleet = await startEmbeddedFleet(config, { artifact, openDevice }, log);
+    const signal = await untilSignal();
+    log.info({ signal }, 'draining embedded fleet');
+    return await fleet.stop();
+  }
+  const supervisor = new Supervisor({
+    deviceIds: Array.from({ length: config.devices.count }, (_, i) => i),
+    workerArgs: (deviceId) => [BIN, 'worker', '--device', String(deviceId), ...(configFile ? ['--config', configFile] : [])],
+    env: {},
+    restartBackoffMinMs: config.supervisor.restartBackoffMinMs,
+    restartBackoffMaxMs: config.supervisor.restartBackoffMaxMs,
+    drainTimeoutMs: config.worker.drainTimeoutMs,
+    log,
+  });
+  supervisor.start();
+  const signal = await untilSignal();
+  log.info({ signal }, 'draining all workers');
+  return await supervisor.stop();
+}

@@ -1,0 +1,33 @@
+import type { FleetConfig } from '../contracts/fleet-config.ts';
+import { createLogger } from '../observability/logger.ts';
+import { EXIT_HANG, runWorker } from '../runtime/worker-process.ts';
+import { workerDeps } from './worker-deps.ts';
+
+/**
+ * `npu-fleet worker --device N`: runs until SIGTERM/SIGINT (drain, exit 0) or a device hang (exit
+ * 75 at once: the hung batch's native thread cannot be joined; the supervisor restarts us and the
+ * broker redelivers what we never acked).
+ */
+export async function workerCommand(config: FleetConfig, deviceId: number): Promise<number> {
+  const log = createLogger({ level: config.log.level, base: { device: deviceId } });
+  const restarts = Number(process.env.NPU_FLEET_RESTARTS ?? 0) || 0;
+  const running = await runWorker(config, deviceId, workerDeps(config), {
+    log,
+    restarts,
+    onHang: () => {
+      log.fatal('exiting for restart after device hang');
+      setTimeout(() => process.exit(EXIT_HANG), 50);
+    },
+  });
+  log.info({ metricsPort: running.metricsPort }, 'worker ready');
+  return await new Promise<number>((resolve) => {
+    const onSignal = (signal: NodeJS.Signals): void => {
+      log.info({ signal }, 'draining');
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      void running.stop().then(resolve);
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}

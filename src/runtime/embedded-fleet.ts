@@ -1,0 +1,81 @@
+import type { FleetConfig } from '../contracts/fleet-config.ts';
+import type { Logger } from '../observability/logger.ts';
+import { MemoryProducer } from '../producer/memory-producer.ts';
+import { MemoryBroker } from '../transport/memory/memory-broker.ts';
+import { MemoryTransport } from '../transport/memory/memory-transport.ts';
+import { DemoStats, prng, syntheticRequest } from './demo-load.ts';
+import { scanRepository } from './model-repository.ts';
+import { runWorker, type RunningWorker, type WorkerDeps } from './worker-process.ts';
+
+export interface EmbeddedFleet {
+  readonly workers: readonly RunningWorker[];
+  readonly broker: MemoryBroker;
+  stop(): Promise<number>;
+}
+
+/**
+ * The embedded default behind `npm start`: an in-process memory broker, one worker per simulated
+ * device in this process (the memory broker cannot cross processes), and optionally the built-in
+ * demo load with a one-line-a-second report.
+ */
+export async function startEmbeddedFleet(
+  config: FleetConfig,
+  deps: Omit<WorkerDeps, 'createTransport'>,
+  log: Logger,
+  print: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+): Promise<EmbeddedFleet> {
+  const broker = new MemoryBroker();
+  const workers: RunningWorker[] = [];
+  for (let deviceId = 0; deviceId < config.devices.count; deviceId++) {
+    workers.push(
+      await runWorker(config, deviceId, { ...deps, createTransport: () => new MemoryTransport({ broker }) }, {
+        log,
+        metricsPort: config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId,
+      }),
+    );
+  }
+  print(`npu-fleet: ${workers.length} worker(s) on the memory broker; metrics at ${workers.map((w) => `http://127.0.0.1:${w.metricsPort}/metrics`).join(' ')}`);
+
+  let demoTimer: NodeJS.Timeout | undefined;
+  let reportTimer: NodeJS.Timeout | undefined;
+  const producer = new MemoryProducer({ broker });
+  if (config.demo.enabled) {
+    const snapshot = scanRepository(config.modelRepository, { artifact: deps.artifact, only: config.models });
+    const models = [...snapshot.models.values()].filter((m) => m.served.length > 0).map((m) => m.config);
+    const stats = new DemoStats();
+    await producer.subscribeReplies('demo.replies', (r) => stats.add(r));
+    const rand = prng(42);
+    let seq = 0;
+    const tickMs = 20;
+    const perTick = (config.demo.requestsPerSecond * tickMs) / 1000;
+    let carry = 0;
+    demoTimer = setInterval(() => {
+      carry += perTick;
+      const batch = [];
+      for (; carry >= 1; carry--) {
+        const model = models[seq % models.length];
+        if (model) batch.push(syntheticRequest(model, seq++, rand, { idPrefix: 'demo', replyTo: 'demo.replies', deadlineShare: 0.5, deadlineMs: [30, 400] }));
+      }
+      if (batch.length) void producer.publish(batch).catch((err: unknown) => log.error({ err }, 'demo publish failed'));
+    }, tickMs);
+    let last = Date.now();
+    reportTimer = setInterval(() => {
+      const now = Date.now();
+      print(stats.line(now - last));
+      last = now;
+    }, 1000);
+  }
+
+  return {
+    workers,
+    broker,
+    async stop() {
+      if (demoTimer) clearInterval(demoTimer);
+      if (reportTimer) clearInterval(reportTimer);
+      let code = 0;
+      for (const w of workers) code = Math.max(code, await w.stop());
+      await producer.close();
+      return code;
+    },
+  };
+}

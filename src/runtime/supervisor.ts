@@ -1,0 +1,101 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Logger } from '../observability/logger.ts';
+import { EXIT_OK } from './worker-process.ts';
+
+export interface SupervisorOptions {
+  readonly deviceIds: readonly number[];
+  /** argv of one worker process (without node itself), given its device and restart count. */
+  readonly workerArgs: (deviceId: number, restarts: number) => string[];
+  readonly env?: NodeJS.ProcessEnv;
+  readonly restartBackoffMinMs: number;
+  readonly restartBackoffMaxMs: number;
+  /** After SIGTERM, how long workers get to drain before SIGKILL. */
+  readonly drainTimeoutMs: number;
+  readonly log: Logger;
+  /** A worker that ran this long is healthy again: its backoff resets. */
+  readonly stableAfterMs?: number;
+  readonly onWorkerExit?: (deviceId: number, code: number | null, signal: NodeJS.Signals | null) => void;
+}
+
+interface Slot {
+  deviceId: number;
+  child: ChildProcess | undefined;
+  restarts: number;
+  consecutiveFailures: number;
+  startedAt: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * `npu-fleet start`: one worker process per device, restarted with exponential backoff when it
+ * dies (a hung device makes its worker exit on purpose); SIGTERM drains all of them.
+ */
+export class Supervisor {
+  private readonly slots: Slot[];
+  private stopping = false;
+
+  constructor(private readonly o: SupervisorOptions) {
+    this.slots = o.deviceIds.map((deviceId) => ({ deviceId, child: undefined, restarts: 0, consecutiveFailures: 0, startedAt: 0, timer: undefined }));
+  }
+
+  start(): void {
+    for (const slot of this.slots) this.spawn(slot);
+  }
+
+  get restarts(): Record<number, number> {
+    return Object.fromEntries(this.slots.map((s) => [s.deviceId, s.restarts]));
+  }
+
+  pids(): Record<number, number | undefined> {
+    return Object.fromEntries(this.slots.map((s) => [s.deviceId, s.child?.pid]));
+  }
+
+  private spawn(slot: Slot): void {
+    const args = this.o.workerArgs(slot.deviceId, slot.restarts);
+    const child = spawn(process.execPath, args, {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      // The restart count rides in the env so npu_fleet_worker_restarts_total survives restarts.
+      env: { ...process.env, ...this.o.env, NPU_FLEET_RESTARTS: String(slot.restarts) },
+    });
+    slot.child = child;
+    slot.startedAt = Date.now();
+    this.o.log.info({ device: slot.deviceId, pid: child.pid, restarts: slot.restarts }, 'worker started');
+    child.on('exit', (code, signal) => {
+      slot.child = undefined;
+      this.o.onWorkerExit?.(slot.deviceId, code, signal);
+      if (this.stopping) return;
+      const ranMs = Date.now() - slot.startedAt;
+      slot.consecutiveFailures = ranMs > (this.o.stableAfterMs ?? 30_000) ? 1 : slot.consecutiveFailures + 1;
+      const backoffMs = Math.min(this.o.restartBackoffMaxMs, this.o.restartBackoffMinMs * 2 ** (slot.consecutiveFailures - 1));
+      this.o.log.warn({ device: slot.deviceId, code, signal, backoffMs }, 'worker exited; restarting');
+      slot.restarts++;
+      slot.timer = setTimeout(() => {
+        slot.timer = undefined;
+        if (!this.stopping) this.spawn(slot);
+      }, backoffMs);
+    });
+  }
+
+  /** Forwards SIGTERM, waits for every worker to drain; SIGKILL after the drain timeout. */
+  async stop(): Promise<number> {
+    this.stopping = true;
+    let exitCode = EXIT_OK;
+    await Promise.all(
+      this.slots.map(async (slot) => {
+        if (slot.timer) clearTimeout(slot.timer);
+        const child = slot.child;
+        if (!child || child.exitCode !== null) return;
+        const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+        child.kill('SIGTERM');
+        const killTimer = setTimeout(() => {
+          this.o.log.error({ device: slot.deviceId }, 'worker did not drain in time; killing it');
+          child.kill('SIGKILL');
+        }, this.o.drainTimeoutMs + 5000);
+        const code = await exited;
+        clearTimeout(killTimer);
+        if (code !== 0) exitCode = 1;
+      }),
+    );
+    return exitCode;
+  }
+}

@@ -1,0 +1,127 @@
+import type { FleetConfig } from '../contracts/fleet-config.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import { startHealthServer } from '../observability/http-server.ts';
+import { childLogger, createLogger, type Logger } from '../observability/logger.ts';
+import { FleetMetrics } from '../observability/metrics.ts';
+import type { Transport } from '../transport/transport.ts';
+import { DeviceWorker } from './device-worker.ts';
+import type { DeviceLike } from './model-lanes.ts';
+import { diffServed, scanRepository, type ArtifactKind, type RepositorySnapshot } from './model-repository.ts';
+
+/** Exit codes the supervisor understands. */
+export const EXIT_OK = 0;
+export const EXIT_HANG = 75;
+export const EXIT_FATAL = 70;
+
+export interface WorkerDeps {
+  openDevice(deviceId: number): Promise<DeviceLike>;
+  artifact: ArtifactKind;
+  createTransport(config: FleetConfig, log: Logger): Transport;
+}
+
+export interface RunningWorker {
+  readonly worker: DeviceWorker;
+  readonly metrics: FleetMetrics;
+  readonly metricsPort: number;
+  /** Drain and release everything; resolves with the process exit code to use. */
+  stop(): Promise<number>;
+}
+
+const REPO_POLL_MS = 1000;
+const SETTLE_MS = 500;
+
+/**
+ * Everything one device worker needs, wired at the edges: logger, metrics + HTTP, transport,
+ * device, repository watcher (hot reload) and the drain path. The process entry point only
+ * adds signal handling (workers/worker.ts).
+ */
+export async function runWorker(
+  config: FleetConfig,
+  deviceId: number,
+  deps: WorkerDeps,
+  options: { log?: Logger; metricsPort?: number; restarts?: number; onHang?: () => void } = {},
+): Promise<RunningWorker> {
+  const rootLog = options.log ?? createLogger({ level: config.log.level });
+  const log = childLogger(rootLog, { component: 'worker', device: deviceId });
+  const metrics = new FleetMetrics({ defaultLabels: { worker: `device-${deviceId}` } });
+  if (options.restarts) for (let i = 0; i < options.restarts; i++) metrics.workerRestarted(deviceId);
+  const device = await deps.openDevice(deviceId);
+  let snapshot: RepositorySnapshot = scanRepository(config.modelRepository, { artifact: deps.artifact, only: config.models });
+  for (const p of snapshot.problems) log.warn({ path: p.path }, `model repository: ${p.message}`);
+  if ([...snapshot.models.values()].every((m) => m.served.length === 0)) {
+    await device.close();
+    throw new FleetError('INVALID_CONFIG', `no servable model in ${snapshot.dir}; run \`npu-fleet models validate ${config.modelRepository}\``);
+  }
+  const transport = deps.createTransport(config, rootLog);
+  let worker!: DeviceWorker;
+  worker = new DeviceWorker({
+    config,
+    deviceId,
+    device,
+    transport,
+    metrics,
+    log,
+    snapshot,
+    onHang: () => {
+      metrics.setWorkerReady(false);
+      options.onHang?.();
+    },
+  });
+  await worker.start();
+  metrics.setWorkerReady(true);
+
+  const port = options.metricsPort ?? (config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId);
+  const server = await startHealthServer({
+    port,
+    metrics,
+    isReady: () => (worker.ready ? { ready: true } : { ready: false, reason: worker.status }),
+    isHealthy: () => worker.status !== 'hung',
+  });
+  metrics.onScrape(() => worker.exportGauges());
+
+  // Hot reload by polling: fs.watch misses events on some filesystems and gives half-written files.
+  let reloading = false;
+  const poll = setInterval(() => {
+    if (reloading || worker.status !== 'running') return;
+    reloading = true;
+    void (async () => {
+      try {
+        const next = scanRepository(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models });
+        const diff = diffServed(snapshot, next);
+        if (diff.added.length > 0 || diff.removed.length > 0) {
+          log.info({ added: diff.added.map((v) => `${v.model}@${v.version}`), removed: diff.removed.map((v) => `${v.model}@${v.version}`) }, 'model repository changed');
+          await worker.applySnapshot(next);
+          snapshot = next;
+        }
+      } catch (err) {
+        log.error({ err }, 'model repository reload failed; keeping the current versions');
+      } finally {
+        reloading = false;
+      }
+    })();
+  }, REPO_POLL_MS);
+  poll.unref();
+
+  let stopping: Promise<number> | undefined;
+  const stop = (): Promise<number> =>
+    (stopping ??= (async () => {
+      clearInterval(poll);
+      metrics.setWorkerReady(false);
+      const hung = worker.status === 'hung';
+      try {
+        if (!hung) {
+          const { released } = await worker.drain();
+          log.info({ released }, 'drained');
+        }
+        await worker.close();
+        await device.close();
+      } catch (err) {
+        log.error({ err }, 'error during shutdown');
+        return EXIT_FATAL;
+      } finally {
+        await server.close();
+      }
+      return hung ? EXIT_HANG : EXIT_OK;
+    })());
+  return { worker, metrics, metricsPort: server.port, stop };
+}
