@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto';
+import { decodeResult, encodeRequest, type WireEncoding } from '../codec/index.ts';
+import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import { sharedMemoryBroker, type MemoryBroker, type MemoryConsumer, type MemoryMessage } from '../transport/memory/memory-broker.ts';
+import { CONTENT_TYPES, HEADERS, MEMORY_NAMES, renderName } from '../transport/names.ts';
+import type {
+  Producer,
+  ProducerOptions,
+  PublishOptions,
+  RawMessage,
+  ReplySubscription,
+  RequestOptions,
+  SubscribeOptions,
+} from './producer.ts';
+import { ReplyRouter } from './reply-router.ts';
+
+export interface MemoryProducerOptions extends ProducerOptions {
+  readonly broker?: MemoryBroker;
+}
+
+export class MemoryProducer implements Producer {
+  readonly kind = 'memory' as const;
+  readonly broker: MemoryBroker;
+  readonly inbox: string;
+  private readonly router = new ReplyRouter();
+  private readonly subscriptions = new Set<MemoryConsumer>();
+  private inboxConsumer: MemoryConsumer | undefined;
+  private readonly defaultPriority: number;
+  private readonly encoding: WireEncoding;
+  private readonly limits: CodecLimits;
+  private closed = false;
+
+  constructor(options: MemoryProducerOptions = {}) {
+    this.broker = options.broker ?? sharedMemoryBroker();
+    this.defaultPriority = options.defaultPriority ?? 0;
+    this.encoding = options.encoding ?? 'binary';
+    this.limits = options.limits ?? DEFAULT_LIMITS;
+    this.inbox = `${options.clientId ?? 'producer'}.inbox.${randomUUID()}`;
+  }
+
+  async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
+    this.checkOpen();
+    const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
+    const encoding = options.encoding ?? this.encoding;
+    const byModel = new Map<string, RequestEnvelope[]>();
+    for (const r of list) {
+      const group = byModel.get(r.model) ?? [];
+      group.push(r);
+      byModel.set(r.model, group);
+    }
+    for (const [model, group] of byModel) {
+      this.broker.send(
+        renderName(MEMORY_NAMES.requests, model),
+        group.map((r) => ({
+          body: encodeRequest(r, encoding),
+          priority: r.priority ?? this.defaultPriority,
+          key: r.streamKey ?? r.id,
+          headers: { [HEADERS.contentType]: encoding === 'binary' ? CONTENT_TYPES.requestFrame : CONTENT_TYPES.requestJson },
+        })),
+      );
+    }
+  }
+
+  async publishRaw(messages: readonly RawMessage[]): Promise<void> {
+    this.checkOpen();
+    for (const m of messages) {
+      const body = m.body instanceof Uint8Array ? m.body : Buffer.from(JSON.stringify(m.body), 'utf8');
+      this.broker.send(renderName(MEMORY_NAMES.requests, m.model), [{ body, priority: m.priority ?? this.defaultPriority, key: m.key }]);
+    }
+  }
+
+  async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
+    this.checkOpen();
+    this.inboxConsumer ??= this.broker.consume(this.inbox, (msgs) => this.route(msgs, (r) => this.router.deliver(r)), { autoAck: true });
+    const reply = this.router.expect(request.id, options.timeoutMs);
+    try {
+      await this.publish({ ...request, replyTo: this.inbox }, options);
+    } catch (err) {
+      this.router.fail(request.id, FleetError.from(err, 'TRANSPORT_ERROR'));
+    }
+    return reply;
+  }
+
+  async subscribeReplies(
+    replyTo: string,
+    onResult: (result: ResultEnvelope) => void,
+    options: SubscribeOptions = {},
+  ): Promise<ReplySubscription> {
+    this.checkOpen();
+    const consumer = this.broker.consume(replyTo, (msgs) => this.route(msgs, onResult, options.onError), { autoAck: true });
+    this.subscriptions.add(consumer);
+    return {
+      close: async () => {
+        consumer.close();
+        this.subscriptions.delete(consumer);
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
+    this.inboxConsumer?.close();
+    for (const c of this.subscriptions) c.close();
+    this.subscriptions.clear();
+  }
+
+  private route(messages: MemoryMessage[], onResult: (r: ResultEnvelope) => void, onError?: (e: Error) => void): void {
+    for (const m of messages) {
+      let result: ResultEnvelope;
+      try {
+        result = decodeResult(m.body, this.limits);
+      } catch (err) {
+        onError?.(err as Error);
+        continue;
+      }
+      onResult(result);
+    }
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new FleetError('CLOSED', 'memory producer is closed');
+  }
+}

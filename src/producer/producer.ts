@@ -1,0 +1,70 @@
+import type { WireEncoding } from '../codec/index.ts';
+import type { CodecLimits } from '../contracts/limits.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
+
+/**
+ * The producer side of the fleet, one implementation per transport (created by createProducer).
+ * Routing follows the workers' templates: Kafka topic `{model}.requests.p{priority}` with key
+ * `streamKey ?? id`; BullMQ queue per model with native priority and `jobId = id`; memory queue
+ * `{model}.requests` with a priority lane.
+ */
+export interface Producer {
+  readonly kind: 'kafka' | 'bullmq' | 'memory';
+  /** Publishes one or many requests; resolves once the broker has them durably. */
+  publish(requests: RequestEnvelope | readonly RequestEnvelope[], options?: PublishOptions): Promise<void>;
+  /**
+   * Publishes raw bodies as they are (tests, fault injection, malformed-input drills): bytes for
+   * Kafka/memory, a JSON object (job data) or bytes (sent as their UTF-8 text) for BullMQ.
+   */
+  publishRaw(messages: readonly RawMessage[]): Promise<void>;
+  /**
+   * Request and await the reply: the request's `replyTo` is replaced by this producer's private
+   * inbox, the reply is correlated by `id`. Rejects with FleetError TIMEOUT after `timeoutMs`.
+   */
+  request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope>;
+  /** Bulk use: every result arriving on `replyTo` (a topic / queue name) goes to `onResult`. */
+  subscribeReplies(replyTo: string, onResult: (result: ResultEnvelope) => void, options?: SubscribeOptions): Promise<ReplySubscription>;
+  /** Rejects pending requests with CLOSED, closes subscriptions and connections. */
+  close(): Promise<void>;
+}
+
+export interface PublishOptions {
+  /** Body encoding for Kafka and memory (BullMQ job data is always the JSON form). */
+  readonly encoding?: WireEncoding;
+}
+
+export interface RequestOptions extends PublishOptions {
+  readonly timeoutMs: number;
+}
+
+export interface RawMessage {
+  readonly model: string;
+  readonly body: Uint8Array | Record<string, unknown>;
+  readonly priority?: number;
+  /** Kafka message key / BullMQ job id. */
+  readonly key?: string;
+}
+
+export interface SubscribeOptions {
+  /** Kafka: read the topic from its beginning (default false: only replies from now on). */
+  readonly fromBeginning?: boolean;
+  /** Kafka: consumer group of the subscription (default: a private one, every reply is seen). */
+  readonly groupId?: string;
+  /** A reply that cannot be decoded (default: ignored). */
+  readonly onError?: (error: Error) => void;
+}
+
+export interface ReplySubscription {
+  close(): Promise<void>;
+}
+
+export interface ProducerOptions {
+  /** Priority for requests that carry none (the worker applies the model's default otherwise). */
+  readonly defaultPriority?: number;
+  /** Default body encoding (Kafka, memory). */
+  readonly encoding?: WireEncoding;
+  readonly limits?: CodecLimits;
+  /** Names this producer's inbox / client (default: random). */
+  readonly clientId?: string;
+}

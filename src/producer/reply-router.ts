@@ -1,0 +1,61 @@
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+
+interface Pending {
+  readonly resolve: (result: ResultEnvelope) => void;
+  readonly reject: (error: FleetError) => void;
+  readonly timer: NodeJS.Timeout;
+}
+
+/** Correlates replies arriving on a producer's inbox with the requests waiting for them. */
+export class ReplyRouter {
+  private readonly pending = new Map<string, Pending>();
+  /** Replies for ids nobody waits for (late after a timeout, or duplicates after redelivery). */
+  unmatched = 0;
+
+  get waiting(): number {
+    return this.pending.size;
+  }
+
+  /** Registers before publishing so a fast reply cannot arrive unclaimed. */
+  expect(id: string, timeoutMs: number): Promise<ResultEnvelope> {
+    if (this.pending.has(id)) {
+      return Promise.reject(
+        new FleetError('INVALID_ARGUMENT', `a request with id "${id}" is already awaiting its reply on this producer; ids must be unique`, {
+          details: { id },
+        }),
+      );
+    }
+    return new Promise<ResultEnvelope>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new FleetError('TIMEOUT', `no reply for request "${id}" within ${timeoutMs} ms`, { details: { id, timeoutMs } }));
+      }, timeoutMs);
+      this.pending.set(id, { resolve, reject, timer });
+    });
+  }
+
+  deliver(result: ResultEnvelope): void {
+    const p = this.pending.get(result.id);
+    if (p === undefined) {
+      this.unmatched++;
+      return;
+    }
+    this.pending.delete(result.id);
+    clearTimeout(p.timer);
+    p.resolve(result);
+  }
+
+  /** Fails one waiter (its publish failed). */
+  fail(id: string, error: FleetError): void {
+    const p = this.pending.get(id);
+    if (p === undefined) return;
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    p.reject(error);
+  }
+
+  failAll(error: FleetError): void {
+    for (const id of [...this.pending.keys()]) this.fail(id, error);
+  }
+}

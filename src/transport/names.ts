@@ -1,0 +1,79 @@
+import { FleetError } from '../errors/fleet-error.ts';
+
+/**
+ * Topic / queue naming shared by transports and producers. Templates come from the fleet config
+ * (`{model}.requests.p{priority}`, `{model}.replies`, `{model}.dlq`); both sides must render them
+ * the same way or requests go where no worker listens.
+ */
+export function renderName(template: string, model: string, priority?: number): string {
+  let out = template.split('{model}').join(model);
+  if (out.includes('{priority}')) {
+    if (priority === undefined) {
+      throw new FleetError('INVALID_CONFIG', `template "${template}" needs a priority but none was given`, {
+        details: { template },
+      });
+    }
+    out = out.split('{priority}').join(String(priority));
+  }
+  return out;
+}
+
+export interface SourceName {
+  readonly name: string;
+  readonly model: string;
+  readonly priority: number | undefined;
+}
+
+/**
+ * Every request topic of the given models: one per priority when the template has `{priority}`,
+ * else one per model. Returned as a lookup so a consumer maps a topic back to (model, priority)
+ * without parsing names (model names may contain dots).
+ */
+export function requestSources(
+  template: string,
+  subscriptions: ReadonlyArray<{ model: string; priorityLevels: number }>,
+): Map<string, SourceName> {
+  const out = new Map<string, SourceName>();
+  for (const { model, priorityLevels } of subscriptions) {
+    if (!template.includes('{priority}')) {
+      const name = renderName(template, model);
+      out.set(name, { name, model, priority: undefined });
+      continue;
+    }
+    for (let p = 0; p < priorityLevels; p++) {
+      const name = renderName(template, model, p);
+      out.set(name, { name, model, priority: p });
+    }
+  }
+  return out;
+}
+
+/** Memory transport names (it has no settings): the same shapes as the broker defaults. */
+export const MEMORY_NAMES = {
+  requests: '{model}.requests',
+  replies: '{model}.replies',
+  dlq: '{model}.dlq',
+} as const;
+
+/** Kafka headers written by npu-fleet. */
+export const HEADERS = {
+  contentType: 'content-type',
+  requestId: 'npu-fleet-id',
+  dlqReason: 'npu-fleet-dlq-reason',
+  dlqMessage: 'npu-fleet-dlq-message',
+  dlqSource: 'npu-fleet-dlq-source',
+} as const;
+
+export const CONTENT_TYPES = {
+  requestFrame: 'application/vnd.npu-fleet.request+frame',
+  requestJson: 'application/vnd.npu-fleet.request+json',
+  resultFrame: 'application/vnd.npu-fleet.result+frame',
+  resultJson: 'application/vnd.npu-fleet.result+json',
+} as const;
+
+/** Priority helpers: requests name 0 as most urgent. */
+export function clampPriority(priority: number | undefined, fallback: number, levels?: number): number {
+  const p = priority ?? fallback;
+  if (levels !== undefined && p >= levels) return levels - 1;
+  return p;
+}
