@@ -1,0 +1,74 @@
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { diffServed, scanRepository } from '../../../src/runtime/model-repository.ts';
+
+const CONFIG = `name: NAME
+inputs: [{ name: input, dtype: float32, dims: [-1, 4] }]
+outputs: [{ name: y, dtype: float32, dims: [-1, 2] }]
+maxBatchSize: 8
+`;
+
+function repo(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-repo-'));
+  for (const name of ['a', 'b']) {
+    mkdirSync(join(dir, name, '1'), { recursive: true });
+    writeFileSync(join(dir, name, 'config.yaml'), CONFIG.replace('NAME', name));
+    writeFileSync(join(dir, name, '1', 'model.onnx'), 'x');
+  }
+  return dir;
+}
+
+describe('model repository', () => {
+  it('scans models and serves the latest version by default', () => {
+    const dir = repo();
+    mkdirSync(join(dir, 'a', '2'));
+    writeFileSync(join(dir, 'a', '2', 'model.onnx'), 'x');
+    const snap = scanRepository(dir, { artifact: 'onnx' });
+    expect(snap.problems).toEqual([]);
+    expect(snap.models.get('a')?.served.map((v) => v.version)).toEqual(['2']);
+    expect(snap.models.get('a')?.versions.map((v) => v.version)).toEqual(['1', '2']);
+  });
+
+  it('diffs served versions for hot reload (added, then removed)', () => {
+    const dir = repo();
+    const before = scanRepository(dir, { artifact: 'onnx' });
+    cpSync(join(dir, 'a', '1'), join(dir, 'a', '2'), { recursive: true });
+    const after = scanRepository(dir, { artifact: 'onnx' });
+    const d1 = diffServed(before, after);
+    expect(d1.added.map((v) => `${v.model}@${v.version}`)).toEqual(['a@2']);
+    expect(d1.removed.map((v) => `${v.model}@${v.version}`)).toEqual(['a@1']);
+    rmSync(join(dir, 'a', '2'), { recursive: true });
+    const d2 = diffServed(after, scanRepository(dir, { artifact: 'onnx' }));
+    expect(d2.added.map((v) => v.version)).toEqual(['1']);
+    expect(d2.removed.map((v) => v.version)).toEqual(['2']);
+  });
+
+  it('ignores a version still being written (settleMs)', () => {
+    const dir = repo();
+    const snap = scanRepository(dir, { artifact: 'onnx', settleMs: 60_000 });
+    expect(snap.models.get('a')?.served).toEqual([]);
+  });
+
+  it('reports each problem with its path', () => {
+    const dir = repo();
+    writeFileSync(join(dir, 'b', 'config.yaml'), 'name: b\ninputs: []\n');
+    mkdirSync(join(dir, 'a', 'v2'));
+    mkdirSync(join(dir, 'c'));
+    mkdirSync(join(dir, 'a', '3'));
+    const snap = scanRepository(dir, { artifact: 'onnx' });
+    const text = snap.problems.map((p) => `${p.path}: ${p.message}`).join('\n');
+    expect(text).toMatch(/b\/config.yaml: invalid model config .*inputs/);
+    expect(text).toMatch(/a\/v2: version directories must be positive integers/);
+    expect(text).toMatch(/c: missing config.yaml/);
+    expect(text).toMatch(/a\/3: missing model.onnx/);
+    expect(() => scanRepository(join(dir, 'nope'), { artifact: 'onnx' })).toThrow(/not a directory/);
+  });
+
+  it('validates the shipped example repository', () => {
+    const snap = scanRepository('examples/models', { artifact: 'onnx' });
+    expect(snap.problems).toEqual([]);
+    expect([...snap.models.keys()].sort()).toEqual(['mlp-classifier', 'small-cnn', 'text-classifier']);
+  });
+});
