@@ -105,7 +105,10 @@ function fifoPolicy(maxItems: number, delayMs: number): Policy {
       }
       if (batch.length === 0) batch.push(q[head++] as Req); // a request larger than maxItems goes alone
       for (const r of batch) queuedItems -= r.items;
-      if (head > 4096) q.splice(0, head), (head = 0);
+      if (head > 4096) {
+        q.splice(0, head);
+        head = 0;
+      }
       return { batch, gear: gearFor(items), expired: [] };
     },
     completed() {},
