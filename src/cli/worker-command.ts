@@ -11,6 +11,9 @@ import { workerDeps } from './worker-deps.ts';
 export async function workerCommand(config: FleetConfig, deviceId: number): Promise<number> {
   const log = createLogger({ level: config.log.level, base: { device: deviceId } });
   const restarts = Number(process.env.NPU_FLEET_RESTARTS ?? 0) || 0;
+  // Fault drills: inject simulator faults into a worker's first incarnation only, so the restarted
+  // worker shows recovery instead of hitting the same injected fault again.
+  if (restarts > 0 && process.env.NPU_FLEET_SIM_FAULTS_FIRST_RUN_ONLY === '1') delete process.env.NPU_FLEET_SIM_FAULTS;
   const running = await runWorker(config, deviceId, workerDeps(config), {
     log,
     restarts,

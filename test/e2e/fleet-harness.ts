@@ -32,6 +32,8 @@ export interface FleetOptions {
   /** Copy examples/models into a temp repo (hot-reload tests modify it). */
   copyRepo?: boolean;
   models?: string[];
+  /** Reuse another fleet's topics/queues (e.g. a second fleet taking over after a drain). */
+  transport?: TransportSettings;
 }
 
 export function transportSettings(kind: TransportKind): TransportSettings {
@@ -58,7 +60,7 @@ export async function startFleet(kind: TransportKind, options: FleetOptions = {}
   const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-e2e-'));
   const repoDir = options.copyRepo ? join(dir, 'models') : join(process.cwd(), 'examples/models');
   if (options.copyRepo) cpSync(join(process.cwd(), 'examples/models'), repoDir, { recursive: true });
-  const transport = transportSettings(kind);
+  const transport = options.transport ?? transportSettings(kind);
   const config = {
     transport,
     modelRepository: repoDir,

@@ -1,0 +1,108 @@
+import { cpSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { RequestEnvelope } from '../../src/contracts/request-envelope.ts';
+import { startFleet, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
+import { openLoad, type LoadSession } from './fleet-load.ts';
+
+let fleet: FleetProcess | undefined;
+let load: LoadSession | undefined;
+afterEach(async () => {
+  await load?.close().catch(() => {});
+  if (fleet && fleet.child.exitCode === null) fleet.child.kill('SIGKILL');
+  fleet = undefined;
+  load = undefined;
+});
+
+const answered = (l: LoadSession, reqs: readonly RequestEnvelope[]) => () => reqs.every((r) => l.results.byId.has(r.id));
+const missing = (l: LoadSession, reqs: readonly RequestEnvelope[], f: FleetProcess) => () =>
+  `${reqs.filter((r) => !l.results.byId.has(r.id)).length} unanswered; log tail:\n${f.output().slice(-3000)}`;
+
+describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (kind) => {
+  it('SIGKILL of a worker mid-batch under load: every request still answered, duplicates counted', async () => {
+    fleet = await startFleet(kind, {
+      models: ['mlp-classifier'],
+      env: { NPU_FLEET_SIM_PROFILE: 'base=5ms,perItem=0.5ms' },
+      worker: { hangLimitMs: 10_000 },
+    });
+    load = await openLoad(fleet.transport);
+    const reqs = load.make(3000);
+    await load.producer.publish(reqs);
+    await waitFor(() => load!.results.byId.size >= 600, 120_000, '600 results before the kill', missing(load, reqs, fleet));
+    const [victim] = fleet.workerPids();
+    expect(victim).toBeTypeOf('number');
+    process.kill(victim as number, 'SIGKILL');
+    await waitFor(answered(load, reqs), 240_000, 'every request answered after the kill', missing(load, reqs, fleet));
+    console.log(`[e2e ${kind}] SIGKILL drill: ${reqs.length} requests, ${load.results.duplicates} duplicate result(s), statuses ${JSON.stringify(load.results.statuses())}`);
+    expect(fleet.output()).toMatch(/worker exited; restarting/);
+    expect(load.results.statuses().failed ?? 0).toBe(0);
+    for (const r of reqs) expect(load.results.first(r.id)?.status).toBe('ok');
+    expect(await fleet.stop()).toBe(0);
+  }, 420_000);
+
+  it('slow device: a batch past execTimeoutMs is delivered late; a hang past the limit restarts the worker and its requests are answered', async () => {
+    fleet = await startFleet(kind, {
+      models: ['mlp-classifier'],
+      copyRepo: true,
+      devices: 1,
+      env: { NPU_FLEET_SIM_FAULTS: 'slow@2:600ms,hang@6:60000ms', NPU_FLEET_SIM_FAULTS_FIRST_RUN_ONLY: '1' },
+      worker: { hangLimitMs: 2500 },
+    });
+    load = await openLoad(fleet.transport);
+    // One request at a time so execution k is request k.
+    const reqs = load.make(12, { priority: 0 });
+    for (const r of reqs.slice(0, 3)) {
+      await load.producer.publish(r);
+      await waitFor(() => load!.results.byId.has(r.id), 30_000, `result of ${r.id}`, missing(load, reqs, fleet));
+    }
+    const second = load.results.first(reqs[1]?.id ?? '');
+    expect(second?.status).toBe('ok');
+    expect(second?.late).toBe(true);
+    expect(second?.timings.deviceMs).toBeGreaterThanOrEqual(500);
+    expect(load.results.first(reqs[0]?.id ?? '')?.late).toBeUndefined();
+    await load.producer.publish(reqs.slice(3));
+    await waitFor(answered(load, reqs), 120_000, 'every request answered after the hang restart', missing(load, reqs, fleet));
+    expect(fleet.output()).toMatch(/device hang/);
+    expect(fleet.output()).toMatch(/worker exited; restarting/);
+    for (const r of reqs) expect(load.results.first(r.id)?.status).toBe('ok');
+    expect(await fleet.stop()).toBe(0);
+  }, 300_000);
+
+  it('hot reload under load: new version switches atomically, removal drains, nothing lost; SIGTERM drains and exits 0', async () => {
+    fleet = await startFleet(kind, { models: ['mlp-classifier'], copyRepo: true });
+    load = await openLoad(fleet.transport);
+    const modelDir = join(fleet.repoDir, 'mlp-classifier');
+    const all: RequestEnvelope[] = [];
+    let stopLoad = false;
+    const pump = (async () => {
+      while (!stopLoad) {
+        const chunk = load!.make(40);
+        all.push(...chunk);
+        await load!.producer.publish(chunk);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    })();
+    await waitFor(() => load!.results.byId.size > 200, 60_000, 'steady load');
+    cpSync(join(modelDir, '1'), join(modelDir, '2'), { recursive: true });
+    await waitFor(() => [...load!.results.byId.values()].some((l) => l[0]?.version === '2'), 60_000, 'results from version 2', () => fleet!.output().slice(-3000));
+    rmSync(join(modelDir, '2'), { recursive: true });
+    const countAtRemoval = load.results.byId.size;
+    await waitFor(() => [...load!.results.byId.values()].slice(countAtRemoval).some((l) => l[0]?.version === '1'), 60_000, 'back on version 1', () => fleet!.output().slice(-3000));
+    stopLoad = true;
+    await pump;
+    // SIGTERM right after the last publish: drain finishes what this fleet took, the rest stays queued.
+    expect(await fleet.stop('SIGTERM')).toBe(0);
+    expect(fleet.output()).toMatch(/version unloaded/);
+    const unanswered = all.filter((r) => !load!.results.byId.has(r.id));
+    if (unanswered.length > 0) {
+      // Nothing lost: a fresh fleet answers what the drained one left in the broker.
+      fleet = await startFleet(kind, { models: ['mlp-classifier'], transport: fleet.transport });
+    }
+    await waitFor(answered(load, all), 120_000, 'every request answered', missing(load, all, fleet));
+    const statuses = load.results.statuses();
+    console.log(`[e2e ${kind}] hot reload + drain: ${all.length} requests, statuses ${JSON.stringify(statuses)}, duplicates ${load.results.duplicates}`);
+    expect(statuses.failed ?? 0).toBe(0);
+    expect(statuses.rejected ?? 0).toBe(0);
+    if (fleet.child.exitCode === null) expect(await fleet.stop()).toBe(0);
+  }, 300_000);
+});
