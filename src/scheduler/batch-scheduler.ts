@@ -370,7 +370,8 @@ export class BatchScheduler<P = unknown> {
         if (outside !== undefined && passesOver(next, outside, nowMs)) break;
         const deadline = Math.min(minDeadline, next.deadline);
         if (startAt + this.estimator.estimateMs(this.gearOf[total] as number) > deadline) break;
-      } else if (outside !== undefined && passesOver(next, outside, nowMs)) {
+      } else if (outside !== undefined && ranksBefore(outside, next, nowMs)) {
+        // The first member must be the overall top (it was, unless that one just expired).
         break;
       }
       this.removeEntry(next);

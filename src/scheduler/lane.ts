@@ -51,12 +51,16 @@ export function ranksBefore<P>(a: Entry<P>, b: Entry<P>, nowMs: number): boolean
 }
 
 /**
- * A batch may not take `candidate` while a request in another bucket ranks before it at the
- * priority level (or by aging). Same-level order across buckets is relaxed: that is what buckets buy.
+ * A batch of one bucket may not take `candidate` while a request in another bucket is ahead of it
+ * by class: a higher priority level, or overdue while the candidate is not. Within a class
+ * (same level, or both overdue) order across buckets is relaxed: that is what buckets buy, and
+ * without it a sustained overload with aging would interleave buckets into one-request batches.
+ * Every batch still starts with the overall top request, so an overdue request waits at most for
+ * the overdue requests ahead of it.
  */
 export function passesOver<P>(candidate: Entry<P>, outside: Entry<P>, nowMs: number): boolean {
   const cOverdue = candidate.agedAt <= nowMs;
   const oOverdue = outside.agedAt <= nowMs;
-  if (cOverdue || oOverdue) return ranksBefore(outside, candidate, nowMs);
+  if (cOverdue || oOverdue) return oOverdue && !cOverdue;
   return outside.level < candidate.level;
 }

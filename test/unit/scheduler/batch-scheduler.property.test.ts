@@ -130,25 +130,51 @@ describe('BatchScheduler properties (random streams, simulated device)', () => {
   });
 
   it('aging on: no request arriving after another\'s aging bound ((level + 1) × agingMs) is dispatched before it', () => {
-    for (const bucketed of [false, true]) {
-      fc.assert(
-        fc.property(arbRun(true, bucketed), (r) => {
-          const out = run(r);
-          const agingMs = out.scheduler.options.agingMs as number;
-          const done = (id: string) => out.outcomeIndex.get(id) ?? Infinity;
-          for (const early of out.arrivals) {
-            if (!out.accepted.has(early.id)) continue;
-            const bound = early.arrivedAt + (early.priority + 1) * agingMs;
-            for (const late of out.arrivals) {
-              if (late.arrivedAt > bound && out.ends.get(late.id)?.[0] === 'batch') {
-                expect(done(early.id)).toBeLessThanOrEqual(done(late.id));
-              }
+    fc.assert(
+      fc.property(arbRun(true, false), (r) => {
+        const out = run(r);
+        const agingMs = out.scheduler.options.agingMs as number;
+        const done = (id: string) => out.outcomeIndex.get(id) ?? Infinity;
+        for (const early of out.arrivals) {
+          if (!out.accepted.has(early.id)) continue;
+          const bound = early.arrivedAt + (early.priority + 1) * agingMs;
+          for (const late of out.arrivals) {
+            if (late.arrivedAt > bound && out.ends.get(late.id)?.[0] === 'batch') {
+              expect(done(early.id)).toBeLessThanOrEqual(done(late.id));
             }
           }
-        }),
-        { numRuns: 120 },
-      );
-    }
+        }
+      }),
+      { numRuns: 120 },
+    );
+  });
+
+  it('aging on, bucketed: the same holds within a bucket, and while a request is overdue every batch starts with one overdue no later', () => {
+    fc.assert(
+      fc.property(arbRun(true, true), (r) => {
+        const out = run(r);
+        const o = out.scheduler.options;
+        const agingMs = o.agingMs as number;
+        const bucketOf = (length: number | undefined) => o.buckets.findIndex((b) => b >= (length as number));
+        const agedAt = (a: { arrivedAt: number; priority: number }) => a.arrivedAt + (a.priority + 1) * agingMs;
+        const done = (id: string) => out.outcomeIndex.get(id) ?? Infinity;
+        for (const early of out.arrivals) {
+          if (!out.accepted.has(early.id)) continue;
+          const bound = agedAt(early);
+          for (const late of out.arrivals) {
+            if (late.arrivedAt > bound && bucketOf(late.length) === bucketOf(early.length) && out.ends.get(late.id)?.[0] === 'batch') {
+              expect(done(early.id)).toBeLessThanOrEqual(done(late.id));
+            }
+          }
+          for (const { index, nowMs, batch } of out.batches) {
+            if (nowMs >= bound && index < done(early.id)) {
+              expect(agedAt(batch.members[0] as { arrivedAt: number; priority: number })).toBeLessThanOrEqual(bound);
+            }
+          }
+        }
+      }),
+      { numRuns: 120 },
+    );
   });
 });
 
