@@ -1,0 +1,232 @@
+import { randomUUID } from 'node:crypto';
+import type { Admin, Consumer, Kafka, Message, Producer as KafkaJsProducer } from 'kafkajs';
+import { decodeResult, encodeRequest, type WireEncoding } from '../codec/index.ts';
+import type { KafkaSettings } from '../contracts/fleet-config.ts';
+import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import { createKafka, ensureTopics, kafkaError, type TransportLogger } from '../transport/kafka/kafka-client.ts';
+import { CONTENT_TYPES, HEADERS, renderName } from '../transport/names.ts';
+import type {
+  Producer,
+  ProducerOptions,
+  PublishOptions,
+  RawMessage,
+  ReplySubscription,
+  RequestOptions,
+  SubscribeOptions,
+} from './producer.ts';
+import { ReplyRouter } from './reply-router.ts';
+
+interface ConsumerHandle {
+  readonly consumer: Consumer;
+  readonly groupId: string;
+  /** A group this producer made up (deleted on close), not one the caller named. */
+  readonly ownGroup: boolean;
+}
+
+export interface KafkaProducerOptions extends ProducerOptions {
+  readonly logger?: TransportLogger;
+  /** Partitions of request topics created by this producer when missing (match the workers'). */
+  readonly partitions?: number;
+}
+
+/**
+ * Kafka producer client. Requests go to `{model}.requests.p{priority}` keyed `streamKey ?? id`
+ * (acks=all). request() answers arrive on a private single-partition inbox topic read by a
+ * private consumer group; the topic and group are deleted on close.
+ */
+export class KafkaProducer implements Producer {
+  readonly kind = 'kafka' as const;
+  readonly inbox: string;
+  private readonly kafka: Kafka;
+  private readonly router = new ReplyRouter();
+  private readonly consumers = new Set<ConsumerHandle>();
+  private readonly knownTopics = new Set<string>();
+  private readonly clientId: string;
+  private readonly defaultPriority: number;
+  private readonly encoding: WireEncoding;
+  private readonly limits: CodecLimits;
+  private connecting: Promise<{ producer: KafkaJsProducer; admin: Admin }> | undefined;
+  private inboxReady: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly settings: KafkaSettings,
+    private readonly options: KafkaProducerOptions = {},
+  ) {
+    this.kafka = createKafka(settings, options.logger);
+    this.clientId = options.clientId ?? settings.clientId;
+    this.defaultPriority = options.defaultPriority ?? 0;
+    this.encoding = options.encoding ?? 'binary';
+    this.limits = options.limits ?? DEFAULT_LIMITS;
+    this.inbox = `${this.clientId}.inbox.${randomUUID()}`;
+  }
+
+  private connect(): Promise<{ producer: KafkaJsProducer; admin: Admin }> {
+    if (this.closed) return Promise.reject(new FleetError('CLOSED', 'kafka producer is closed'));
+    this.connecting ??= (async () => {
+      const producer = this.kafka.producer({ allowAutoTopicCreation: true });
+      const admin = this.kafka.admin();
+      try {
+        await Promise.all([producer.connect(), admin.connect()]);
+      } catch (err) {
+        this.connecting = undefined;
+        throw kafkaError(err, 'connecting the kafka producer failed');
+      }
+      return { producer, admin };
+    })();
+    return this.connecting;
+  }
+
+  private topicFor(model: string, priority: number | undefined): string {
+    return renderName(this.settings.topicTemplate, model, priority ?? this.defaultPriority);
+  }
+
+  private async send(messages: ReadonlyArray<{ topic: string; message: Message }>): Promise<void> {
+    const { producer, admin } = await this.connect();
+    const byTopic = new Map<string, Message[]>();
+    for (const { topic, message } of messages) {
+      const list = byTopic.get(topic) ?? [];
+      list.push(message);
+      byTopic.set(topic, list);
+    }
+    const missing = [...byTopic.keys()].filter((t) => !this.knownTopics.has(t));
+    if (missing.length > 0) {
+      await ensureTopics(admin, missing, this.options.partitions ?? 8);
+      for (const t of missing) this.knownTopics.add(t);
+    }
+    try {
+      await producer.sendBatch({ topicMessages: [...byTopic].map(([topic, msgs]) => ({ topic, messages: msgs })), acks: -1 });
+    } catch (err) {
+      throw kafkaError(err, 'publishing requests failed');
+    }
+  }
+
+  async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
+    const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
+    const encoding = options.encoding ?? this.encoding;
+    const contentType = encoding === 'binary' ? CONTENT_TYPES.requestFrame : CONTENT_TYPES.requestJson;
+    await this.send(
+      list.map((r) => ({
+        topic: this.topicFor(r.model, r.priority),
+        message: { key: r.streamKey ?? r.id, value: encodeRequest(r, encoding), headers: { [HEADERS.contentType]: contentType } },
+      })),
+    );
+  }
+
+  async publishRaw(messages: readonly RawMessage[]): Promise<void> {
+    await this.send(
+      messages.map((m) => ({
+        topic: this.topicFor(m.model, m.priority),
+        message: {
+          key: m.key ?? null,
+          value: m.body instanceof Uint8Array ? Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength) : JSON.stringify(m.body),
+        },
+      })),
+    );
+  }
+
+  async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
+    this.inboxReady ??= this.openInbox();
+    await this.inboxReady;
+    const reply = this.router.expect(request.id, options.timeoutMs);
+    try {
+      await this.publish({ ...request, replyTo: this.inbox }, options);
+    } catch (err) {
+      this.router.fail(request.id, FleetError.from(err, 'TRANSPORT_ERROR'));
+    }
+    return reply;
+  }
+
+  private async openInbox(): Promise<void> {
+    const { admin } = await this.connect();
+    await ensureTopics(admin, [this.inbox], 1);
+    this.knownTopics.add(this.inbox);
+    // A fresh topic read from its beginning: no reply can slip past before the group is joined.
+    await this.consume(this.inbox, `${this.inbox}.group`, true, true, (r) => this.router.deliver(r), undefined);
+  }
+
+  async subscribeReplies(
+    replyTo: string,
+    onResult: (result: ResultEnvelope) => void,
+    options: SubscribeOptions = {},
+  ): Promise<ReplySubscription> {
+    const { admin } = await this.connect();
+    const existed = (await admin.listTopics()).includes(replyTo);
+    if (!existed) await ensureTopics(admin, [replyTo], this.options.partitions ?? 8);
+    // A topic created just now holds only replies to this subscriber's requests: read it all.
+    const fromBeginning = options.fromBeginning ?? !existed;
+    const groupId = options.groupId ?? `${this.clientId}.replies.${randomUUID()}`;
+    const handle = await this.consume(replyTo, groupId, options.groupId === undefined, fromBeginning, onResult, options.onError);
+    return { close: () => this.stopConsumer(handle) };
+  }
+
+  private async consume(
+    topic: string,
+    groupId: string,
+    ownGroup: boolean,
+    fromBeginning: boolean,
+    onResult: (r: ResultEnvelope) => void,
+    onError: ((e: Error) => void) | undefined,
+  ): Promise<ConsumerHandle> {
+    const consumer = this.kafka.consumer({ groupId, maxWaitTimeInMs: 100, sessionTimeout: 30_000, allowAutoTopicCreation: false });
+    const handle: ConsumerHandle = { consumer, groupId, ownGroup };
+    this.consumers.add(handle);
+    // Resolves once offsets are resolved (first fetch after joining): replies from then on are seen.
+    const fetched = new Promise<void>((resolve) => {
+      let joined = false;
+      consumer.on(consumer.events.GROUP_JOIN, () => {
+        joined = true;
+      });
+      consumer.on(consumer.events.FETCH, () => {
+        if (joined) resolve();
+      });
+    });
+    try {
+      await consumer.connect();
+      await consumer.subscribe({ topics: [topic], fromBeginning });
+      await consumer.run({
+        eachBatch: async ({ batch }) => {
+          for (const m of batch.messages) {
+            let result: ResultEnvelope;
+            try {
+              result = decodeResult(m.value ?? Buffer.alloc(0), this.limits);
+            } catch (err) {
+              onError?.(err as Error);
+              continue;
+            }
+            onResult(result);
+          }
+        },
+      });
+      if (!fromBeginning) await fetched;
+    } catch (err) {
+      await this.stopConsumer(handle);
+      throw kafkaError(err, `subscribing to replies on ${topic} failed`);
+    }
+    return handle;
+  }
+
+  private async stopConsumer(handle: ConsumerHandle): Promise<void> {
+    if (!this.consumers.delete(handle)) return;
+    await handle.consumer.disconnect().catch(() => undefined);
+    if (handle.ownGroup && this.connecting !== undefined) {
+      const { admin } = await this.connecting;
+      await admin.deleteGroups([handle.groupId]).catch(() => undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
+    for (const handle of [...this.consumers]) await this.stopConsumer(handle);
+    const connected = this.connecting;
+    this.closed = true;
+    if (connected === undefined) return;
+    const { producer, admin } = await connected.catch(() => ({ producer: undefined, admin: undefined }));
+    if (admin !== undefined && this.inboxReady !== undefined) await admin.deleteTopics({ topics: [this.inbox] }).catch(() => undefined);
+    await Promise.allSettled([producer?.disconnect(), admin?.disconnect()]);
+  }
+}

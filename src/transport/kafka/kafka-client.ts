@@ -1,0 +1,91 @@
+import { Kafka, logLevel, type Admin, type ITopicConfig, type logCreator } from 'kafkajs';
+import type { KafkaSettings } from '../../contracts/fleet-config.ts';
+import { FleetError } from '../../errors/fleet-error.ts';
+
+/** pino-compatible subset; transports log through it (kafkajs's own console logger stays off). */
+export interface TransportLogger {
+  error(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+}
+
+/** Kafka's legal topic name; other replyTo values are refused before a send could fail a batch. */
+export const LEGAL_TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
+
+function creatorFor(logger: TransportLogger | undefined): logCreator {
+  return () =>
+    ({ level, log }) => {
+      if (logger === undefined) return;
+      const { message, ...extra } = log;
+      const obj = { kafkajs: extra.logger, ...extra };
+      if (level === logLevel.ERROR) logger.error(obj, message);
+      else if (level === logLevel.WARN) logger.warn(obj, message);
+      else if (level === logLevel.INFO) logger.info(obj, message);
+      else logger.debug(obj, message);
+    };
+}
+
+export function createKafka(
+  settings: Pick<KafkaSettings, 'brokers' | 'clientId'>,
+  logger?: TransportLogger,
+  retries = 8,
+): Kafka {
+  process.env['KAFKAJS_NO_PARTITIONER_WARNING'] ??= '1';
+  return new Kafka({
+    clientId: settings.clientId,
+    brokers: settings.brokers,
+    logLevel: logger === undefined ? logLevel.NOTHING : logLevel.WARN,
+    logCreator: creatorFor(logger),
+    retry: { retries, initialRetryTime: 100, maxRetryTime: 5_000 },
+  });
+}
+
+/**
+ * Creates missing topics (existing ones are left as they are). Results and DLQ records must not
+ * depend on the broker's auto-create setting, and request topics need enough partitions for the
+ * workers of a group to share them.
+ */
+export async function ensureTopics(admin: Admin, topics: readonly string[], numPartitions: number): Promise<void> {
+  const wanted = [...new Set(topics)];
+  if (wanted.length === 0) return;
+  try {
+    const existing = new Set(await admin.listTopics());
+    const missing: ITopicConfig[] = wanted.filter((t) => !existing.has(t)).map((topic) => ({ topic, numPartitions }));
+    if (missing.length === 0) return;
+    await admin.createTopics({ topics: missing, waitForLeaders: true });
+  } catch (err) {
+    // A concurrent creator wins the race; anything else is a real failure.
+    if ((err as { type?: string }).type === 'TOPIC_ALREADY_EXISTS') return;
+    const nested = (err as { errors?: Array<{ type?: string }> }).errors;
+    if (Array.isArray(nested) && nested.every((e) => e.type === 'TOPIC_ALREADY_EXISTS')) return;
+    throw new FleetError('TRANSPORT_ERROR', `creating Kafka topics ${wanted.join(', ')} failed: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+}
+
+const PERMANENT = new Set([
+  'INVALID_TOPIC_EXCEPTION',
+  'TOPIC_AUTHORIZATION_FAILED',
+  'CLUSTER_AUTHORIZATION_FAILED',
+  'GROUP_AUTHORIZATION_FAILED',
+  'TRANSACTIONAL_ID_AUTHORIZATION_FAILED',
+  'MESSAGE_TOO_LARGE',
+  'RECORD_LIST_TOO_LARGE',
+  'INVALID_RECORD',
+]);
+
+/**
+ * Maps kafkajs failures to FleetError. Broker trouble (retries exhausted, leader moves, timeouts)
+ * is retriable: the same publish may succeed later. Authorization / size / naming errors are not.
+ */
+export function kafkaError(err: unknown, what: string): FleetError {
+  if (err instanceof FleetError) return err;
+  const type = (err as { type?: string }).type ?? (err as { cause?: { type?: string } }).cause?.type;
+  return new FleetError('TRANSPORT_ERROR', `${what}: ${(err as Error)?.message ?? String(err)}`, {
+    cause: err,
+    retriable: !(type !== undefined && PERMANENT.has(type)),
+    details: type === undefined ? {} : { kafkaError: type },
+  });
+}

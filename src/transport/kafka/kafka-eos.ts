@@ -1,0 +1,104 @@
+import type { Producer } from 'kafkajs';
+import type { FleetError } from '../../errors/fleet-error.ts';
+import { kafkaError } from './kafka-client.ts';
+import { groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
+import type { PartitionTracker } from './partition-tracker.ts';
+
+/** A settled delivery waiting to leave in a transaction together with its offset. */
+export interface EosPayload {
+  readonly messages: readonly OutgoingMessage[];
+  readonly resolve: () => void;
+  readonly reject: (error: FleetError) => void;
+}
+
+export interface TrackedPartition {
+  readonly topic: string;
+  readonly partition: number;
+  readonly tracker: PartitionTracker<EosPayload>;
+}
+
+/**
+ * Exactly-once settle: results (and DLQ records) are written in one Kafka transaction together
+ * with the consumer offsets that cover them (sendOffsets), so a crash either loses both or
+ * keeps both. Only the contiguous settled prefix of a partition can go: a result settled behind
+ * an unsettled request waits, otherwise a crash would redeliver (and re-answer) it. One
+ * transaction at a time (kafkajs producers cannot run concurrent transactions); settles that
+ * arrive meanwhile ride in the next one.
+ *
+ * kafkajs sends TxnOffsetCommit v0-v1 (no KIP-447 group metadata), so a zombie worker is fenced by
+ * transactional id only, not by consumer generation; see the transport docs.
+ */
+export class TransactionalCommitter {
+  private running: Promise<void> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly producer: Producer,
+    private readonly groupId: string,
+    private readonly partitions: () => Iterable<TrackedPartition>,
+  ) {}
+
+  kick(): void {
+    if (this.running !== undefined) {
+      this.again = true;
+      return;
+    }
+    // Failures reach the waiting settles through their payloads' reject.
+    this.running = this.loop()
+      .catch(() => undefined)
+      .finally(() => {
+        this.running = undefined;
+        if (this.again) {
+          this.again = false;
+          this.kick();
+        }
+      });
+  }
+
+  async idle(): Promise<void> {
+    while (this.running !== undefined) await this.running;
+  }
+
+  private async loop(): Promise<void> {
+    for (;;) {
+      const batch: Array<{ tp: TrackedPartition; count: number; commitNext: number; payloads: EosPayload[] }> = [];
+      for (const tp of this.partitions()) {
+        const prefix = tp.tracker.prefix();
+        if (prefix !== undefined) batch.push({ tp, ...prefix });
+      }
+      if (batch.length === 0) return;
+      const payloads = batch.flatMap((b) => b.payloads);
+      try {
+        const txn = await this.producer.transaction();
+        try {
+          const topicMessages = groupByTopic(payloads.flatMap((p) => p.messages));
+          if (topicMessages.length > 0) await txn.sendBatch({ topicMessages });
+          const byTopic = new Map<string, Array<{ partition: number; offset: string }>>();
+          for (const b of batch) {
+            const list = byTopic.get(b.tp.topic) ?? [];
+            list.push({ partition: b.tp.partition, offset: String(b.commitNext) });
+            byTopic.set(b.tp.topic, list);
+          }
+          await txn.sendOffsets({
+            consumerGroupId: this.groupId,
+            topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
+          });
+          await txn.commit();
+        } catch (err) {
+          await txn.abort().catch(() => undefined);
+          throw err;
+        }
+      } catch (err) {
+        // Nothing of this transaction is visible: re-open the entries so they can be settled
+        // again (or released), and tell their callers.
+        const error = kafkaError(err, 'exactly-once transaction (results + offsets) failed');
+        for (const b of batch) {
+          for (const p of b.payloads) p.reject(error);
+        }
+        throw error;
+      }
+      for (const b of batch) b.tp.tracker.advance(b.count);
+      for (const p of payloads) p.resolve();
+    }
+  }
+}

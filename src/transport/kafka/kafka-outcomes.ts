@@ -1,0 +1,77 @@
+import type { IHeaders, Message, TopicMessages } from 'kafkajs';
+import { HEADERS } from '../names.ts';
+import type { Outcome } from '../transport.ts';
+import { encodeResultFor } from '../wire.ts';
+import { LEGAL_TOPIC } from './kafka-client.ts';
+
+/** What the transport keeps of a consumed message until it is settled. */
+export interface KafkaSource {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly key: Buffer | null;
+  readonly headers: IHeaders | undefined;
+  readonly value: Buffer;
+}
+
+export interface OutgoingMessage {
+  readonly topic: string;
+  readonly message: Message;
+}
+
+export interface Names {
+  replies(model: string): string;
+  dlq(model: string): string;
+}
+
+/**
+ * The messages one outcome produces: its result (to replyTo, else `{model}.replies`, keyed like
+ * the request so a stream stays on one partition) and, when asked, a DLQ record carrying the
+ * original bytes and headers plus the reason. A replyTo Kafka cannot hold is itself a defect of
+ * the request: the request goes to the DLQ instead of failing the whole publish batch forever.
+ */
+export function messagesFor(outcome: Outcome, source: KafkaSource, names: Names): OutgoingMessage[] {
+  const model = outcome.delivery.model;
+  const out: OutgoingMessage[] = [];
+  const replyTo = outcome.replyTo ?? names.replies(model);
+  let dlq = outcome.dlq;
+  if (!LEGAL_TOPIC.test(replyTo)) {
+    dlq ??= { reason: 'INVALID_ARGUMENT', message: `replyTo "${replyTo}" is not a legal Kafka topic name ([A-Za-z0-9._-], 1..249)` };
+  } else {
+    const { bytes, contentType } = encodeResultFor(source.value, outcome.result);
+    out.push({
+      topic: replyTo,
+      message: {
+        key: source.key ?? outcome.result.id,
+        value: bytes,
+        headers: { [HEADERS.contentType]: contentType, [HEADERS.requestId]: outcome.result.id },
+      },
+    });
+  }
+  if (dlq !== undefined) {
+    out.push({
+      topic: names.dlq(model),
+      message: {
+        key: source.key,
+        value: source.value,
+        headers: {
+          ...source.headers,
+          [HEADERS.dlqReason]: dlq.reason,
+          [HEADERS.dlqMessage]: dlq.message.slice(0, 1024),
+          [HEADERS.dlqSource]: `${source.topic}/${source.partition}/${source.offset}`,
+        },
+      },
+    });
+  }
+  return out;
+}
+
+export function groupByTopic(messages: readonly OutgoingMessage[]): TopicMessages[] {
+  const byTopic = new Map<string, Message[]>();
+  for (const { topic, message } of messages) {
+    const list = byTopic.get(topic) ?? [];
+    list.push(message);
+    byTopic.set(topic, list);
+  }
+  return [...byTopic].map(([topic, msgs]) => ({ topic, messages: msgs }));
+}

@@ -1,0 +1,428 @@
+import { randomUUID } from 'node:crypto';
+import type { Admin, Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
+import type { KafkaSettings } from '../../contracts/fleet-config.ts';
+import { FleetError } from '../../errors/fleet-error.ts';
+import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
+import { renderName, requestSources, type SourceName } from '../names.ts';
+import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
+import { createKafka, ensureTopics, kafkaError, type TransportLogger } from './kafka-client.ts';
+import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
+import { groupByTopic, messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
+import { PartitionTracker } from './partition-tracker.ts';
+
+export interface KafkaTransportOptions {
+  readonly logger?: TransportLogger;
+  /** Partitions of the topics this transport creates when missing (requests, replies, DLQ). */
+  readonly partitions?: number;
+  /** Fetch long-poll bound; also how quickly a resume or a new priority-0 message is seen. */
+  readonly maxWaitTimeMs?: number;
+  readonly maxBytesPerPartition?: number;
+  /**
+   * Unsettled deliveries per partition of a priority > 0 topic before that partition is paused
+   * (resumed at half). Keeps a deep low-priority backlog at the source, so priority-0 fetches are
+   * never queued behind it locally.
+   */
+  readonly lowPriorityInflightPerPartition?: number;
+  /** The same bound for priority 0 (a memory bound only). */
+  readonly inflightPerPartition?: number;
+  /** Unique per worker process: names the transactional id in exactlyOnce mode. */
+  readonly instanceId?: string;
+  /** kafkajs retries per request before a publish/commit fails (default 8, ~30 s of backoff). */
+  readonly retries?: number;
+}
+
+interface Entry {
+  readonly source: KafkaSource;
+  readonly tracker: PartitionTracker<EosPayload>;
+}
+
+interface Partition extends TrackedPartition {
+  readonly priority: number | undefined;
+}
+
+const EMPTY = Buffer.alloc(0);
+const tpKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
+
+/**
+ * Kafka transport (kafkajs). Request topics per model and priority; the eachBatch callback only
+ * records offsets and hands the messages to the runtime, so heartbeats and fetches keep flowing
+ * while the device works. autoCommit is off: a partition's offset is committed up to the
+ * contiguous prefix of settled deliveries, after their results are acknowledged by the brokers
+ * (acks=all). With `exactlyOnce`, results and offsets go in one transaction instead.
+ */
+export class KafkaTransport implements Transport {
+  readonly kind = 'kafka' as const;
+  private readonly kafka: Kafka;
+  private readonly names: Names;
+  private readonly ledger = new DeliveryLedger<Entry>();
+  private readonly partitions = new Map<string, Partition>();
+  private sources = new Map<string, SourceName>();
+  private readonly runtimePaused = new Set<string>();
+  private readonly boundPaused = new Map<string, Set<number>>();
+  private readonly knownTopics = new Set<string>();
+  private consumer: Consumer | undefined;
+  private producer: Producer | undefined;
+  private admin: Admin | undefined;
+  private committer: TransactionalCommitter | undefined;
+  private onDeliveries: ((d: Delivery[]) => void) | undefined;
+  private commitChain: Promise<void> = Promise.resolve();
+  private readonly pendingCommits = new Map<string, { topic: string; partition: number; offset: number }>();
+  private stopped = false;
+  private closed = false;
+  private readonly lowLimit: number;
+  private readonly topLimit: number;
+
+  constructor(
+    private readonly settings: KafkaSettings,
+    private readonly options: KafkaTransportOptions = {},
+  ) {
+    this.kafka = createKafka(settings, options.logger, options.retries);
+    this.names = {
+      replies: (model) => renderName(settings.repliesTemplate, model),
+      dlq: (model) => renderName(settings.dlqTemplate, model),
+    };
+    this.lowLimit = options.lowPriorityInflightPerPartition ?? 256;
+    this.topLimit = options.inflightPerPartition ?? 8192;
+  }
+
+  async start(options: TransportStartOptions): Promise<void> {
+    if (this.closed) throw closedError(this.kind);
+    if (this.consumer !== undefined) throw new FleetError('INVALID_ARGUMENT', 'kafka transport already started');
+    this.onDeliveries = options.onDeliveries;
+    this.sources = requestSources(this.settings.topicTemplate, options.subscriptions);
+    const models = options.subscriptions.map((s) => s.model);
+    try {
+      this.admin = this.kafka.admin();
+      await this.admin.connect();
+      const topics = [...this.sources.keys(), ...models.map(this.names.replies), ...models.map(this.names.dlq)];
+      await ensureTopics(this.admin, topics, this.options.partitions ?? 8);
+      for (const t of topics) this.knownTopics.add(t);
+
+      this.producer = this.settings.exactlyOnce
+        ? this.kafka.producer({
+            transactionalId: `${this.settings.clientId}.${this.settings.groupId}.${this.options.instanceId ?? randomUUID()}`,
+            idempotent: true,
+            maxInFlightRequests: 1,
+          })
+        : this.kafka.producer({ allowAutoTopicCreation: true });
+      await this.producer.connect();
+      if (this.settings.exactlyOnce) {
+        this.committer = new TransactionalCommitter(this.producer, this.settings.groupId, () => this.partitions.values());
+      }
+
+      const sessionTimeout = this.settings.sessionTimeoutMs;
+      const consumer = this.kafka.consumer({
+        groupId: this.settings.groupId,
+        sessionTimeout,
+        heartbeatInterval: Math.max(100, Math.min(3_000, Math.floor(sessionTimeout / 5))),
+        maxWaitTimeInMs: this.options.maxWaitTimeMs ?? 100,
+        maxBytesPerPartition: this.options.maxBytesPerPartition ?? 1_048_576,
+        allowAutoTopicCreation: false,
+        readUncommitted: false,
+      });
+      this.consumer = consumer;
+      consumer.on(consumer.events.GROUP_JOIN, (e) => this.onAssignment(e.payload.memberAssignment));
+      consumer.on(consumer.events.CRASH, (e) =>
+        this.options.logger?.error({ err: e.payload.error, restart: e.payload.restart }, 'kafka consumer crashed'),
+      );
+      await consumer.connect();
+      // A new group starts at the beginning: requests published before the first worker count.
+      await consumer.subscribe({ topics: [...this.sources.keys()], fromBeginning: true });
+      await consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: true,
+        partitionsConsumedConcurrently: 1,
+        eachBatch: async (payload) => this.onBatch(payload),
+      });
+    } catch (err) {
+      throw kafkaError(err, 'starting the kafka transport failed');
+    }
+  }
+
+  private onAssignment(assignment: Record<string, number[]>): void {
+    const assigned = new Set<string>();
+    for (const [topic, parts] of Object.entries(assignment)) for (const p of parts) assigned.add(tpKey(topic, p));
+    // Revoked partitions: their deliveries still get results, but the new owner commits (and
+    // may answer them again: at-least-once across a rebalance).
+    for (const key of [...this.partitions.keys()]) {
+      if (!assigned.has(key)) {
+        this.partitions.delete(key);
+        this.pendingCommits.delete(key);
+      }
+    }
+    for (const [topic, set] of this.boundPaused) {
+      for (const p of set) if (!assigned.has(tpKey(topic, p))) set.delete(p);
+    }
+    for (const topic of this.sources.keys()) this.reconcile(topic);
+  }
+
+  private onBatch({ batch }: EachBatchPayload): void {
+    const source = this.sources.get(batch.topic);
+    if (source === undefined || this.stopped || this.closed) return;
+    const part = this.partitionFor(batch.topic, batch.partition, source.priority);
+    const now = Date.now();
+    const deliveries: Delivery[] = [];
+    for (const m of batch.messages) {
+      const offset = Number(m.offset);
+      if (!part.tracker.deliver(offset)) continue;
+      const deliveryId = `${batch.topic}/${batch.partition}/${offset}`;
+      const value = m.value ?? EMPTY;
+      this.ledger.add(deliveryId, {
+        source: { topic: batch.topic, partition: batch.partition, offset, key: m.key, headers: m.headers, value },
+        tracker: part.tracker,
+      });
+      deliveries.push({
+        deliveryId,
+        model: source.model,
+        priority: source.priority,
+        body: value,
+        receivedAt: now,
+        // A crashed consumer's messages cannot be told apart from new ones on Kafka.
+        redelivered: false,
+      });
+    }
+    this.bound(part);
+    if (deliveries.length === 0) return;
+    try {
+      this.onDeliveries?.(deliveries);
+    } catch (err) {
+      this.options.logger?.error({ err }, 'onDeliveries threw; its deliveries stay unacked until settled or released');
+    }
+  }
+
+  private partitionFor(topic: string, partition: number, priority: number | undefined): Partition {
+    const key = tpKey(topic, partition);
+    let p = this.partitions.get(key);
+    if (p === undefined) {
+      p = { topic, partition, priority, tracker: new PartitionTracker<EosPayload>() };
+      this.partitions.set(key, p);
+    }
+    return p;
+  }
+
+  /** Pauses a partition whose unsettled deliveries reached its bound; resumes it at half. */
+  private bound(part: Partition): void {
+    const limit = part.priority === undefined || part.priority === 0 ? this.topLimit : this.lowLimit;
+    let set = this.boundPaused.get(part.topic);
+    const inflight = part.tracker.inflight;
+    if (inflight >= limit && !set?.has(part.partition)) {
+      if (set === undefined) this.boundPaused.set(part.topic, (set = new Set()));
+      set.add(part.partition);
+      this.reconcile(part.topic);
+    } else if (inflight <= limit / 2 && set?.has(part.partition)) {
+      set.delete(part.partition);
+      this.reconcile(part.topic);
+    }
+  }
+
+  /** Applies the wanted pause state of a topic to kafkajs (runtime pause, stop, per-partition bound). */
+  private reconcile(topic: string): void {
+    const c = this.consumer;
+    if (c === undefined || this.closed) return;
+    try {
+      if (this.stopped || this.runtimePaused.has(topic)) {
+        c.pause([{ topic }]);
+        return;
+      }
+      c.resume([{ topic }]);
+      const bounded = this.boundPaused.get(topic);
+      if (bounded !== undefined && bounded.size > 0) c.pause([{ topic, partitions: [...bounded] }]);
+    } catch (err) {
+      // kafkajs refuses pause before run() has set up the group; start() reconciles after joining.
+      this.options.logger?.debug({ err, topic }, 'pause/resume deferred');
+    }
+  }
+
+  private topicsOf(model: string, priorities: readonly number[]): string[] {
+    const out: string[] = [];
+    for (const s of this.sources.values()) {
+      if (s.model !== model) continue;
+      // One topic for all priorities (template without {priority}): it pauses with priority 0.
+      if (s.priority === undefined ? priorities.includes(0) : priorities.includes(s.priority)) out.push(s.name);
+    }
+    return out;
+  }
+
+  pause(model: string, priorities: readonly number[]): void {
+    for (const topic of this.topicsOf(model, priorities)) {
+      this.runtimePaused.add(topic);
+      this.reconcile(topic);
+    }
+  }
+
+  resume(model: string, priorities: readonly number[]): void {
+    for (const topic of this.topicsOf(model, priorities)) {
+      this.runtimePaused.delete(topic);
+      this.reconcile(topic);
+    }
+  }
+
+  settle(outcomes: readonly Outcome[]): Promise<void> {
+    if (this.closed) return Promise.reject(closedError(this.kind));
+    return this.ledger.track(this.committer === undefined ? this.settleAtLeastOnce(outcomes) : this.settleExactlyOnce(outcomes));
+  }
+
+  private async settleAtLeastOnce(outcomes: readonly Outcome[]): Promise<void> {
+    const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
+    if (claimed.length > 0) {
+      const messages = claimed.flatMap(({ item, entry }) => messagesFor(item.outcome, entry.source, this.names));
+      try {
+        await this.ensureKnown(messages.map((m) => m.topic));
+        await (this.producer as Producer).sendBatch({ topicMessages: groupByTopic(messages), acks: -1 });
+      } catch (err) {
+        for (const { item } of claimed) this.ledger.unclaim(item.deliveryId);
+        throw kafkaError(err, 'publishing results failed; the requests stay unacked');
+      }
+      for (const { item, entry } of claimed) {
+        entry.tracker.settle(entry.source.offset);
+        this.ledger.finish(item.deliveryId);
+        const part = this.partitions.get(tpKey(entry.source.topic, entry.source.partition));
+        if (part !== undefined && part.tracker === entry.tracker) this.bound(part);
+      }
+      await this.commit();
+    }
+    if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  private async settleExactlyOnce(outcomes: readonly Outcome[]): Promise<void> {
+    const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
+    const prepared = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names) }));
+    try {
+      await this.ensureKnown(prepared.flatMap((p) => p.messages.map((m) => m.topic)));
+    } catch (err) {
+      this.options.logger?.warn({ err }, 'could not create reply topics up front; the transaction will try');
+    }
+    const waits = prepared.map(
+      ({ item, entry, messages }) =>
+        new Promise<void>((resolve, reject) => {
+          const offset = entry.source.offset;
+          entry.tracker.settle(offset, {
+            messages,
+            resolve: () => {
+              this.ledger.finish(item.deliveryId);
+              resolve();
+            },
+            reject: (error) => {
+              entry.tracker.unsettle(offset);
+              this.ledger.unclaim(item.deliveryId);
+              reject(error);
+            },
+          });
+        }),
+    );
+    this.committer?.kick();
+    const results = await Promise.allSettled(waits);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed !== undefined) throw FleetError.from(failed.reason, 'TRANSPORT_ERROR');
+    if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  /** Reply topics named by requests are created on first use (auto-create may be off). */
+  private async ensureKnown(topics: readonly string[]): Promise<void> {
+    const unknown = [...new Set(topics)].filter((t) => !this.knownTopics.has(t));
+    if (unknown.length === 0 || this.admin === undefined) return;
+    await ensureTopics(this.admin, unknown, this.options.partitions ?? 8);
+    for (const t of unknown) this.knownTopics.add(t);
+  }
+
+  /**
+   * Commits every partition whose settled prefix grew. Serialized: each caller waits for a commit
+   * that started after its own deliveries were settled. A failed commit is retried with the next.
+   */
+  private commit(): Promise<void> {
+    const run = async (): Promise<void> => {
+      for (const part of this.partitions.values()) {
+        const prefix = part.tracker.takePrefix();
+        if (prefix !== undefined) {
+          this.pendingCommits.set(tpKey(part.topic, part.partition), { topic: part.topic, partition: part.partition, offset: prefix.commitNext });
+        }
+      }
+      if (this.pendingCommits.size === 0 || this.consumer === undefined) return;
+      const offsets = [...this.pendingCommits.values()];
+      this.pendingCommits.clear();
+      try {
+        await this.consumer.commitOffsets(offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: String(o.offset) })));
+      } catch (err) {
+        for (const o of offsets) {
+          const key = tpKey(o.topic, o.partition);
+          const newer = this.pendingCommits.get(key);
+          if (this.partitions.has(key) && (newer === undefined || newer.offset < o.offset)) this.pendingCommits.set(key, o);
+        }
+        throw kafkaError(err, 'results are published but committing their offsets failed (retried with the next settle)');
+      }
+    };
+    const next = this.commitChain.then(run);
+    this.commitChain = next.catch(() => undefined);
+    return next;
+  }
+
+  async release(deliveries: readonly Delivery[]): Promise<void> {
+    const { claimed, rejected } = this.ledger.claim(deliveries);
+    for (const { item, entry } of claimed) {
+      entry.tracker.release(entry.source.offset);
+      this.ledger.finish(item.deliveryId);
+    }
+    if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  async stopIntake(): Promise<void> {
+    this.stopped = true;
+    for (const topic of this.sources.keys()) this.reconcile(topic);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await this.stopIntake();
+    await this.ledger.quiesce();
+    await this.commit().catch((err: unknown) => this.options.logger?.warn({ err }, 'final commit failed'));
+    await this.committer?.idle();
+    // Whatever is still open is left uncommitted: the group hands it to another worker.
+    for (const [id, entry] of this.ledger.entries()) {
+      entry.tracker.release(entry.source.offset);
+      this.ledger.forget(id);
+    }
+    for (const part of this.partitions.values()) {
+      for (const p of part.tracker.stuckPayloads()) {
+        p.reject(new FleetError('CLOSED', 'closed before an earlier delivery of the partition settled; it will be redelivered'));
+      }
+    }
+    this.closed = true;
+    await this.disconnect();
+  }
+
+  /** Simulates a crash: no commit, no release; the group redelivers everything uncommitted. */
+  async abort(): Promise<void> {
+    this.closed = true;
+    for (const [id] of this.ledger.entries()) this.ledger.forget(id);
+    await this.disconnect();
+  }
+
+  private async disconnect(): Promise<void> {
+    await Promise.allSettled([this.consumer?.disconnect(), this.producer?.disconnect(), this.admin?.disconnect()]);
+  }
+
+  async sourceLag(): Promise<Record<string, number>> {
+    const admin = this.admin;
+    const out: Record<string, number> = {};
+    if (admin === undefined) return out;
+    const topics = [...this.sources.keys()];
+    try {
+      const committed = await admin.fetchOffsets({ groupId: this.settings.groupId, topics });
+      const committedOf = new Map<string, number>();
+      for (const t of committed) for (const p of t.partitions) committedOf.set(tpKey(t.topic, p.partition), Number(p.offset));
+      for (const topic of topics) {
+        const model = this.sources.get(topic)?.model as string;
+        const ends = await admin.fetchTopicOffsets(topic);
+        let lag = 0;
+        for (const p of ends) {
+          const c = committedOf.get(tpKey(topic, p.partition)) ?? -1;
+          lag += Math.max(0, Number(p.high) - Math.max(c, Number(p.low)));
+        }
+        out[model] = (out[model] ?? 0) + lag;
+      }
+    } catch (err) {
+      throw kafkaError(err, 'reading the consumer lag failed');
+    }
+    return out;
+  }
+}
