@@ -1,0 +1,90 @@
+// Executable graph built from an ONNX ModelProto: value slots, topologically ordered nodes,
+// kernels resolved at load. Shapes are inferred at run time from the actual inputs.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "onnx_proto.h"
+#include "sim_common.h"
+
+#pragma GCC visibility push(hidden)
+namespace sim {
+
+struct Tensor {
+  int dtype = ONNX_FLOAT;
+  std::vector<int64_t> shape;
+  void *data = nullptr;  // points into buf, at a constant, at caller memory, or at another slot (view)
+  AlignedBuf buf;
+  bool isConst = false;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  size_t bytes() const { return size_t(numel()) * onnxElemSize(dtype); }
+  int rank() const { return int(shape.size()); }
+  float *f() const { return static_cast<float *>(data); }
+  template <class T> T *as() const { return static_cast<T *>(data); }
+  // Gives this slot its own storage of the given type and shape (reusing capacity).
+  void alloc(int dt, const std::vector<int64_t> &s);
+  // Makes this slot an alias of src's bytes with another shape (Reshape, Flatten, ...).
+  void view(const Tensor &src, const std::vector<int64_t> &s);
+};
+
+struct Graph;
+struct Node;
+using KernelFn = void (*)(Node &, Graph &);
+using CheckFn = void (*)(const NodeProto &, int64_t opset);
+
+struct OpDef {
+  const char *name;
+  int minIn, maxIn, minOut, maxOut;
+  CheckFn check;  // validates attributes at load (throws SimError)
+  KernelFn run;
+};
+const OpDef *findOp(const std::string &opType);
+std::string supportedOps();
+
+struct Node {
+  const NodeProto *proto = nullptr;
+  const OpDef *op = nullptr;
+  std::vector<int> in, out;  // slot ids, -1 for an omitted optional input
+  std::shared_ptr<void> state;
+  std::string label() const;
+};
+
+struct Graph {
+  ModelProto proto;
+  std::vector<Tensor> slots;
+  std::vector<std::string> slotNames;
+  std::vector<Node> nodes;  // topological order
+  std::vector<int> inputSlots, outputSlots;
+  size_t weightBytes = 0;
+
+  Tensor &in(Node &n, int i) { return slots[size_t(n.in[size_t(i)])]; }
+  Tensor *optIn(Node &n, int i) {
+    if (i >= int(n.in.size()) || n.in[size_t(i)] < 0) return nullptr;
+    return &slots[size_t(n.in[size_t(i)])];
+  }
+  Tensor &out(Node &n, int i) { return slots[size_t(n.out[size_t(i)])]; }
+  int64_t opset() const { return proto.opset; }
+  // Runs all nodes; throws SimError(ACL_ERROR_RT_MODEL_EXECUTE) naming the failing node.
+  void run();
+  // Bytes held by intermediate value storage (the model's "workspace").
+  size_t workspaceBytes() const;
+};
+
+// Builds and validates the graph (supported ops, attributes, topology). Throws SimError.
+std::unique_ptr<Graph> buildGraph(ModelProto &&m);
+
+// Attribute helpers shared by the kernels.
+int64_t attrInt(const NodeProto &n, const char *name, int64_t def);
+float attrFloat(const NodeProto &n, const char *name, float def);
+std::string attrStr(const NodeProto &n, const char *name, const std::string &def);
+std::vector<int64_t> attrInts(const NodeProto &n, const char *name);
+bool hasAttr(const NodeProto &n, const char *name);
+
+}  // namespace sim
+#pragma GCC visibility pop

@@ -1,0 +1,404 @@
+// Thread pool and a BLIS-style cache-blocked SGEMM (packed panels, 6x16 register tile,
+// AVX2/FMA micro-kernel chosen at run time with a portable fallback).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compute.h"
+#include "sim_common.h"
+
+namespace sim {
+
+// ---------------------------------------------------------------- thread pool
+namespace {
+
+class Pool {
+ public:
+  explicit Pool(int n) : size_(n) {
+    for (int i = 1; i < n; ++i) threads_.emplace_back([this] { worker(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto &t : threads_) t.join();
+  }
+  int size() const { return size_; }
+
+  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn) {
+    if (threads_.empty() || n <= grain || !submitMu_.try_lock()) {
+      fn(0, n);
+      return;
+    }
+    int64_t chunk = std::max<int64_t>(grain, (n + size_ * 4 - 1) / (size_ * 4));
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      fn_ = &fn;
+      next_.store(0);
+      end_ = n;
+      chunk_ = chunk;
+      ++gen_;
+    }
+    cv_.notify_all();
+    drain(fn, n, chunk);
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      doneCv_.wait(lk, [&] { return busy_ == 0; });
+      fn_ = nullptr;
+    }
+    submitMu_.unlock();
+  }
+
+ private:
+  void drain(const std::function<void(int64_t, int64_t)> &fn, int64_t end, int64_t chunk) {
+    for (;;) {
+      int64_t b = next_.fetch_add(chunk);
+      if (b >= end) return;
+      fn(b, std::min(b + chunk, end));
+    }
+  }
+  void worker() {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || gen_ != seen; });
+      if (stop_) return;
+      seen = gen_;
+      if (!fn_) continue;
+      const auto *fn = fn_;
+      int64_t end = end_, chunk = chunk_;
+      ++busy_;
+      lk.unlock();
+      drain(*fn, end, chunk);
+      lk.lock();
+      if (--busy_ == 0) doneCv_.notify_all();
+    }
+  }
+
+  int size_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_, submitMu_;
+  std::condition_variable cv_, doneCv_;
+  const std::function<void(int64_t, int64_t)> *fn_ = nullptr;
+  std::atomic<int64_t> next_{0};
+  int64_t end_ = 0, chunk_ = 1;
+  uint64_t gen_ = 0;
+  int busy_ = 0;
+  bool stop_ = false;
+};
+
+std::mutex g_poolMu;
+std::shared_ptr<Pool> g_pool;
+
+std::shared_ptr<Pool> pool() {
+  std::lock_guard<std::mutex> lk(g_poolMu);
+  if (!g_pool) {
+    int n = int(std::thread::hardware_concurrency());
+    if (const char *e = std::getenv("NPU_FLEET_SIM_THREADS")) {
+      char *endp = nullptr;
+      long v = std::strtol(e, &endp, 10);
+      if (endp != e && *endp == 0 && v >= 1 && v <= 1024) n = int(v);
+    }
+    g_pool = std::make_shared<Pool>(std::max(1, n));
+  }
+  return g_pool;
+}
+
+}  // namespace
+
+void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  if (n <= grain) {
+    fn(0, n);
+    return;
+  }
+  pool()->run(n, grain, fn);
+}
+
+int poolSize() { return pool()->size(); }
+
+void shutdownPool() {
+  std::shared_ptr<Pool> p;
+  {
+    std::lock_guard<std::mutex> lk(g_poolMu);
+    p.swap(g_pool);
+  }
+  p.reset();
+}
+
+// ---------------------------------------------------------------- sgemm
+namespace {
+
+constexpr int MR = 6;
+constexpr int NR = 16;
+constexpr int64_t KC = 256;
+constexpr int64_t MC = 96;   // multiple of MR
+constexpr int64_t NC = 2048; // multiple of NR
+
+using Kernel = void (*)(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
+                        float alpha, float beta, int mr, int nr);
+
+void storeTile(const float *acc, float *C, int64_t ldc, float alpha, float beta, int mr, int nr) {
+  for (int r = 0; r < mr; ++r) {
+    float *c = C + r * ldc;
+    const float *a = acc + r * NR;
+    if (beta == 0.f) {
+      for (int j = 0; j < nr; ++j) c[j] = alpha * a[j];
+    } else {
+      for (int j = 0; j < nr; ++j) c[j] = alpha * a[j] + beta * c[j];
+    }
+  }
+}
+
+void kernelGeneric(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
+                   float alpha, float beta, int mr, int nr) {
+  alignas(64) float acc[MR * NR] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    const float *a = Ap + k * MR;
+    const float *b = Bp + k * NR;
+    for (int r = 0; r < MR; ++r) {
+      const float av = a[r];
+      for (int j = 0; j < NR; ++j) acc[r * NR + j] += av * b[j];
+    }
+  }
+  storeTile(acc, C, ldc, alpha, beta, mr, nr);
+}
+
+__attribute__((target("avx2,fma"))) void kernelAvx2(int64_t kc, const float *Ap, const float *Bp,
+                                                     float *C, int64_t ldc, float alpha,
+                                                     float beta, int mr, int nr) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(Bp);
+    const __m256 b1 = _mm256_load_ps(Bp + 8);
+    __m256 a;
+    a = _mm256_broadcast_ss(Ap + 0); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
+    a = _mm256_broadcast_ss(Ap + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+    a = _mm256_broadcast_ss(Ap + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+    a = _mm256_broadcast_ss(Ap + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+    a = _mm256_broadcast_ss(Ap + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+    a = _mm256_broadcast_ss(Ap + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
+    Ap += MR;
+    Bp += NR;
+  }
+  const __m256 va = _mm256_set1_ps(alpha);
+  if (mr == MR && nr == NR) {
+    const __m256 vb = _mm256_set1_ps(beta);
+    __m256 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    for (int r = 0; r < MR; ++r) {
+      float *c = C + r * ldc;
+      __m256 v0 = _mm256_mul_ps(va, rows[r][0]);
+      __m256 v1 = _mm256_mul_ps(va, rows[r][1]);
+      if (beta != 0.f) {
+        v0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(c), v0);
+        v1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(c + 8), v1);
+      }
+      _mm256_storeu_ps(c, v0);
+      _mm256_storeu_ps(c + 8, v1);
+    }
+    return;
+  }
+  alignas(64) float acc[MR * NR];
+  _mm256_store_ps(acc + 0, c00); _mm256_store_ps(acc + 8, c01);
+  _mm256_store_ps(acc + 16, c10); _mm256_store_ps(acc + 24, c11);
+  _mm256_store_ps(acc + 32, c20); _mm256_store_ps(acc + 40, c21);
+  _mm256_store_ps(acc + 48, c30); _mm256_store_ps(acc + 56, c31);
+  _mm256_store_ps(acc + 64, c40); _mm256_store_ps(acc + 72, c41);
+  _mm256_store_ps(acc + 80, c50); _mm256_store_ps(acc + 88, c51);
+  storeTile(acc, C, ldc, alpha, beta, mr, nr);
+}
+
+Kernel pickKernel() {
+  __builtin_cpu_init();
+  if (std::getenv("NPU_FLEET_SIM_NO_AVX") == nullptr && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma")) {
+    return kernelAvx2;
+  }
+  return kernelGeneric;
+}
+const Kernel g_kernel = pickKernel();
+
+// Packs op(A)[i0:i0+mc, k0:k0+kc] into MR-row slivers, zero-padded.
+void packA(bool transA, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t k0,
+           int64_t kc, float *Ap) {
+  for (int64_t s = 0; s < mc; s += MR) {
+    const int rows = int(std::min<int64_t>(MR, mc - s));
+    float *dst = Ap + s * kc;
+    if (!transA) {
+      for (int r = 0; r < MR; ++r) {
+        if (r < rows) {
+          const float *src = A + (i0 + s + r) * lda + k0;
+          for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k];
+        } else {
+          for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = 0.f;
+        }
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float *src = A + (k0 + k) * lda + i0 + s;
+        int r = 0;
+        for (; r < rows; ++r) dst[k * MR + r] = src[r];
+        for (; r < MR; ++r) dst[k * MR + r] = 0.f;
+      }
+    }
+  }
+}
+
+// Packs op(B)[k0:k0+kc, j0:j0+nc] into NR-column slivers, zero-padded.
+void packB(bool transB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0,
+           int64_t nc, float *Bp) {
+  for (int64_t s = 0; s < nc; s += NR) {
+    const int cols = int(std::min<int64_t>(NR, nc - s));
+    float *dst = Bp + s * kc;
+    if (!transB) {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float *src = B + (k0 + k) * ldb + j0 + s;
+        float *d = dst + k * NR;
+        if (cols == NR) {
+          std::memcpy(d, src, NR * sizeof(float));
+        } else {
+          int c = 0;
+          for (; c < cols; ++c) d[c] = src[c];
+          for (; c < NR; ++c) d[c] = 0.f;
+        }
+      }
+    } else {
+      for (int c = 0; c < NR; ++c) {
+        if (c < cols) {
+          const float *src = B + (j0 + s + c) * ldb + k0;
+          for (int64_t k = 0; k < kc; ++k) dst[k * NR + c] = src[k];
+        } else {
+          for (int64_t k = 0; k < kc; ++k) dst[k * NR + c] = 0.f;
+        }
+      }
+    }
+  }
+}
+
+thread_local AlignedBuf tl_packA, tl_packB;
+
+void sgemmSerial(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                 int64_t ldc) {
+  if (K == 0 || alpha == 0.f) {
+    for (int64_t i = 0; i < M; ++i) {
+      float *c = C + i * ldc;
+      for (int64_t j = 0; j < N; ++j) c[j] = beta == 0.f ? 0.f : beta * c[j];
+    }
+    return;
+  }
+  const int64_t ncMax = std::min<int64_t>(NC, (N + NR - 1) / NR * NR);
+  const int64_t kcMax = std::min<int64_t>(KC, K);
+  const int64_t mcMax = std::min<int64_t>(MC, (M + MR - 1) / MR * MR);
+  float *Bp = static_cast<float *>(tl_packB.ensure(size_t(ncMax * kcMax) * sizeof(float)));
+  float *Ap = static_cast<float *>(tl_packA.ensure(size_t(mcMax * kcMax) * sizeof(float)));
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nc = std::min<int64_t>(NC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kc = std::min<int64_t>(KC, K - pc);
+      const float b = pc == 0 ? beta : 1.f;
+      packB(transB, B, ldb, pc, kc, jc, nc, Bp);
+      for (int64_t ic = 0; ic < M; ic += MC) {
+        const int64_t mc = std::min<int64_t>(MC, M - ic);
+        packA(transA, A, lda, ic, mc, pc, kc, Ap);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const int nr = int(std::min<int64_t>(NR, nc - jr));
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            const int mr = int(std::min<int64_t>(MR, mc - ir));
+            g_kernel(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, alpha, b,
+                     mr, nr);
+          }
+        }
+      }
+    }
+  }
+}
+
+// y[N] = alpha * a[K] . op(B) + beta * y: the M == 1 case, where a 6-row tile wastes 5/6.
+void gemvRow(bool transB, int64_t N, int64_t K, float alpha, const float *a, const float *B,
+             int64_t ldb, float beta, float *y, int64_t j0, int64_t j1) {
+  if (transB) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const float *b = B + j * ldb;
+      float s = 0.f;
+      for (int64_t k = 0; k < K; ++k) s += a[k] * b[k];
+      y[j] = alpha * s + (beta == 0.f ? 0.f : beta * y[j]);
+    }
+  } else {
+    for (int64_t j = j0; j < j1; ++j) y[j] = beta == 0.f ? 0.f : beta * y[j];
+    for (int64_t k = 0; k < K; ++k) {
+      const float av = alpha * a[k];
+      const float *b = B + k * ldb;
+      for (int64_t j = j0; j < j1; ++j) y[j] += av * b[j];
+    }
+  }
+  (void)N;
+}
+
+}  // namespace
+
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+           const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+           int64_t ldc, bool parallel) {
+  if (M <= 0 || N <= 0) return;
+  const double flops = double(M) * double(N) * double(K);
+  const int nt = parallel ? poolSize() : 1;
+  if (M == 1 && K > 0) {
+    std::vector<float> arow;
+    const float *a = A;
+    if (transA && lda != 1) {
+      arow.resize(size_t(K));
+      for (int64_t k = 0; k < K; ++k) arow[size_t(k)] = A[k * lda];
+      a = arow.data();
+    }
+    if (nt > 1 && flops > 32768) {
+      parallelFor(N, 64, [&](int64_t j0, int64_t j1) { gemvRow(transB, N, K, alpha, a, B, ldb, beta, C, j0, j1); });
+    } else {
+      gemvRow(transB, N, K, alpha, a, B, ldb, beta, C, 0, N);
+    }
+    return;
+  }
+  if (nt <= 1 || flops < 65536.0) {
+    sgemmSerial(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // Split C into a grid of tiles, one serial blocked GEMM per tile.
+  const int64_t nBlocks = (N + NR - 1) / NR;
+  const int64_t mBlocks = (M + MR - 1) / MR;
+  int64_t nC = std::min<int64_t>(nBlocks, nt);
+  int64_t mC = std::min<int64_t>(mBlocks, std::max<int64_t>(1, (nt * 2) / nC));
+  if (nC * mC < nt * 2 && nBlocks > nC) nC = std::min<int64_t>(nBlocks, (nt * 2 + mC - 1) / mC);
+  const int64_t nStep = (nBlocks + nC - 1) / nC * NR;
+  const int64_t mStep = (mBlocks + mC - 1) / mC * MR;
+  nC = (N + nStep - 1) / nStep;
+  mC = (M + mStep - 1) / mStep;
+  parallelFor(nC * mC, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t mi = t / nC, nj = t % nC;
+      const int64_t i0 = mi * mStep, j0 = nj * nStep;
+      const int64_t mm = std::min(mStep, M - i0), nn = std::min(nStep, N - j0);
+      const float *Asub = transA ? A + i0 : A + i0 * lda;
+      const float *Bsub = transB ? B + j0 * ldb : B + j0;
+      sgemmSerial(transA, transB, mm, nn, K, alpha, Asub, lda, Bsub, ldb, beta, C + i0 * ldc + j0, ldc);
+    }
+  });
+}
+
+}  // namespace sim

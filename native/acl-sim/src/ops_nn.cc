@@ -1,0 +1,448 @@
+// Neural-network operators: Gemm, MatMul, Conv (im2col + SGEMM), pooling, BatchNormalization.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "compute.h"
+#include "ops.h"
+
+namespace sim {
+namespace {
+
+// ------------------------------------------------------------ Gemm / MatMul
+void gemmK(Node &n, Graph &g) {
+  const Tensor &A = g.in(n, 0), &B = g.in(n, 1);
+  const Tensor *C = g.optIn(n, 2);
+  requireFloat(A, "A");
+  requireFloat(B, "B");
+  if (A.rank() != 2 || B.rank() != 2) execFail("A and B must be 2-D, got " + shapeStr(A.shape) + " and " + shapeStr(B.shape));
+  const bool tA = attrInt(*n.proto, "transA", 0) != 0, tB = attrInt(*n.proto, "transB", 0) != 0;
+  const float alpha = attrFloat(*n.proto, "alpha", 1.f);
+  float beta = attrFloat(*n.proto, "beta", 1.f);
+  const int64_t M = tA ? A.shape[1] : A.shape[0], K = tA ? A.shape[0] : A.shape[1];
+  const int64_t KB = tB ? B.shape[1] : B.shape[0], N = tB ? B.shape[0] : B.shape[1];
+  if (K != KB) execFail("inner dims differ: A " + shapeStr(A.shape) + " B " + shapeStr(B.shape));
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_FLOAT, {M, N});
+  float *y = Y.f();
+  if (C && beta != 0.f) {
+    requireFloat(*C, "C");
+    const std::vector<int64_t> &cs = C->shape;
+    const int64_t cr = C->rank();
+    if (cr > 2) execFail("C must have rank <= 2");
+    const int64_t cm = cr == 2 ? cs[0] : 1, cn = cr >= 1 ? cs[size_t(cr - 1)] : 1;
+    if ((cm != 1 && cm != M) || (cn != 1 && cn != N)) {
+      execFail("C " + shapeStr(cs) + " does not broadcast to [" + std::to_string(M) + "," + std::to_string(N) + "]");
+    }
+    const float *c = C->f();
+    for (int64_t i = 0; i < M; ++i) {
+      const float *crow = c + (cm == 1 ? 0 : i * cn);
+      float *yr = y + i * N;
+      if (cn == 1) std::fill(yr, yr + N, crow[0]);
+      else std::memcpy(yr, crow, size_t(N) * sizeof(float));
+    }
+  } else {
+    beta = 0.f;
+  }
+  sgemm(tA, tB, M, N, K, alpha, A.f(), A.shape[1], B.f(), B.shape[1], beta, y, N);
+}
+
+void matmulK(Node &n, Graph &g) {
+  const Tensor &A = g.in(n, 0), &B = g.in(n, 1);
+  requireFloat(A, "A");
+  requireFloat(B, "B");
+  if (A.rank() == 0 || B.rank() == 0) execFail("MatMul inputs must have rank >= 1");
+  std::vector<int64_t> as = A.shape, bs = B.shape;
+  const bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec) as.insert(as.begin(), 1);
+  if (bVec) bs.push_back(1);
+  const int64_t M = as[as.size() - 2], K = as.back(), KB = bs[bs.size() - 2], N = bs.back();
+  if (K != KB) execFail("inner dims differ: " + shapeStr(A.shape) + " x " + shapeStr(B.shape));
+  std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  const size_t br = std::max(ab.size(), bb.size());
+  std::vector<int64_t> batch(br);
+  for (size_t i = 0; i < br; ++i) {
+    const int64_t da = i < br - ab.size() ? 1 : ab[i - (br - ab.size())];
+    const int64_t db = i < br - bb.size() ? 1 : bb[i - (br - bb.size())];
+    if (da != db && da != 1 && db != 1) execFail("batch dims of " + shapeStr(A.shape) + " and " + shapeStr(B.shape) + " do not broadcast");
+    batch[i] = std::max(da, db);
+  }
+  std::vector<int64_t> os = batch;
+  if (!aVec) os.push_back(M);
+  if (!bVec) os.push_back(N);
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_FLOAT, os);
+  int64_t nb = 1;
+  for (int64_t d : batch) nb *= d;
+  int64_t aBatch = 1, bBatch = 1;
+  for (int64_t d : ab) aBatch *= d;
+  for (int64_t d : bb) bBatch *= d;
+  if (bBatch == 1) {  // weights shared by every row: one GEMM with the batch folded into M
+    sgemm(false, false, aBatch * M, N, K, 1.f, A.f(), K, B.f(), N, 0.f, Y.f(), N);
+    if (aBatch < nb) {  // A broadcast against nothing bigger cannot happen when bBatch == 1
+      execFail("unexpected broadcast");
+    }
+    return;
+  }
+  std::vector<int64_t> sa(br, 0), sb(br, 0);
+  {
+    int64_t acc = 1;
+    for (size_t k = ab.size(); k-- > 0;) {
+      sa[k + (br - ab.size())] = ab[k] == 1 ? 0 : acc;
+      acc *= ab[k];
+    }
+    acc = 1;
+    for (size_t k = bb.size(); k-- > 0;) {
+      sb[k + (br - bb.size())] = bb[k] == 1 ? 0 : acc;
+      acc *= bb[k];
+    }
+  }
+  for (int64_t t = 0; t < nb; ++t) {
+    int64_t rem = t, ia = 0, ib = 0;
+    for (size_t k = br; k-- > 0;) {
+      const int64_t i = rem % batch[k];
+      rem /= batch[k];
+      ia += i * sa[k];
+      ib += i * sb[k];
+    }
+    sgemm(false, false, M, N, K, 1.f, A.f() + ia * M * K, K, B.f() + ib * K * N, N, 0.f, Y.f() + t * M * N, N);
+  }
+}
+
+// ------------------------------------------------------------ spatial helpers
+struct Spatial {
+  int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+// Resolves pads (explicit or auto_pad) for a 2-D window op. Output size per ONNX.
+void resolvePads(const NodeProto &p, Spatial &s, int64_t H, int64_t W, int64_t &OH, int64_t &OW, bool ceilMode) {
+  const std::string autoPad = attrStr(p, "auto_pad", "NOTSET");
+  const int64_t ekh = s.dh * (s.kh - 1) + 1, ekw = s.dw * (s.kw - 1) + 1;
+  if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    OH = (H + s.sh - 1) / s.sh;
+    OW = (W + s.sw - 1) / s.sw;
+    const int64_t th = std::max<int64_t>(0, (OH - 1) * s.sh + ekh - H);
+    const int64_t tw = std::max<int64_t>(0, (OW - 1) * s.sw + ekw - W);
+    const bool upper = autoPad == "SAME_UPPER";
+    s.pt = upper ? th / 2 : th - th / 2;
+    s.pb = th - s.pt;
+    s.pl = upper ? tw / 2 : tw - tw / 2;
+    s.pr = tw - s.pl;
+    return;
+  }
+  if (autoPad == "VALID") {
+    s.pt = s.pl = s.pb = s.pr = 0;
+  }
+  auto outDim = [&](int64_t in, int64_t pa, int64_t pb2, int64_t ek, int64_t st) {
+    const int64_t span = in + pa + pb2 - ek;
+    if (span < 0) execFail("the window is larger than the padded input");
+    int64_t o = ceilMode ? (span + st - 1) / st + 1 : span / st + 1;
+    if (ceilMode && (o - 1) * st >= in + pa) --o;  // the last window must start inside the input
+    return o;
+  };
+  OH = outDim(H, s.pt, s.pb, ekh, s.sh);
+  OW = outDim(W, s.pl, s.pr, ekw, s.sw);
+}
+
+Spatial readSpatial(const NodeProto &p, int64_t kh, int64_t kw) {
+  Spatial s{kh, kw, 1, 1, 1, 1, 0, 0, 0, 0};
+  std::vector<int64_t> st = attrInts(p, "strides"), dl = attrInts(p, "dilations"), pd = attrInts(p, "pads");
+  if (!st.empty()) {
+    if (st.size() != 2) execFail("strides must have 2 values");
+    s.sh = st[0];
+    s.sw = st[1];
+  }
+  if (!dl.empty()) {
+    if (dl.size() != 2) execFail("dilations must have 2 values");
+    s.dh = dl[0];
+    s.dw = dl[1];
+  }
+  if (!pd.empty()) {
+    if (pd.size() != 4) execFail("pads must have 4 values");
+    s.pt = pd[0];
+    s.pl = pd[1];
+    s.pb = pd[2];
+    s.pr = pd[3];
+  }
+  if (s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1 || s.pt < 0 || s.pl < 0 || s.pb < 0 || s.pr < 0 || s.kh < 1 || s.kw < 1) {
+    execFail("invalid strides, dilations, pads or kernel");
+  }
+  return s;
+}
+
+// col[(c*kh + i)*kw + j][oy*OW + ox] = x[c][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside).
+void im2col(const float *x, int64_t C, int64_t H, int64_t W, const Spatial &s, int64_t OH, int64_t OW, float *col) {
+  for (int64_t c = 0; c < C; ++c) {
+    const float *xc = x + c * H * W;
+    for (int64_t i = 0; i < s.kh; ++i) {
+      for (int64_t j = 0; j < s.kw; ++j) {
+        float *dst = col + ((c * s.kh + i) * s.kw + j) * OH * OW;
+        for (int64_t oy = 0; oy < OH; ++oy) {
+          const int64_t iy = oy * s.sh - s.pt + i * s.dh;
+          float *d = dst + oy * OW;
+          if (iy < 0 || iy >= H) {
+            std::fill(d, d + OW, 0.f);
+            continue;
+          }
+          const float *row = xc + iy * W;
+          const int64_t off = j * s.dw - s.pl;
+          if (s.sw == 1) {
+            // valid ox range: 0 <= ox + off < W
+            const int64_t lo = std::clamp<int64_t>(-off, 0, OW), hi = std::clamp<int64_t>(W - off, 0, OW);
+            std::fill(d, d + lo, 0.f);
+            if (hi > lo) std::memcpy(d + lo, row + lo + off, size_t(hi - lo) * sizeof(float));
+            std::fill(d + std::max(lo, hi), d + OW, 0.f);
+          } else {
+            for (int64_t ox = 0; ox < OW; ++ox) {
+              const int64_t ix = ox * s.sw + off;
+              d[ox] = ix >= 0 && ix < W ? row[ix] : 0.f;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+thread_local AlignedBuf tl_col;
+
+void convK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0), &Wt = g.in(n, 1);
+  const Tensor *Bt = g.optIn(n, 2);
+  requireFloat(X, "X");
+  requireFloat(Wt, "W");
+  if (X.rank() != 4 || Wt.rank() != 4) execFail("only 2-D convolution (4-D X and W) is supported, got X " + shapeStr(X.shape));
+  const int64_t N = X.shape[0], C = X.shape[1], H = X.shape[2], W = X.shape[3];
+  const int64_t M = Wt.shape[0], Cg = Wt.shape[1];
+  const int64_t group = attrInt(*n.proto, "group", 1);
+  if (group < 1 || C != Cg * group || M % group) {
+    execFail("channels do not match: X " + shapeStr(X.shape) + ", W " + shapeStr(Wt.shape) + ", group " + std::to_string(group));
+  }
+  std::vector<int64_t> ks = attrInts(*n.proto, "kernel_shape");
+  if (!ks.empty() && (ks.size() != 2 || ks[0] != Wt.shape[2] || ks[1] != Wt.shape[3])) execFail("kernel_shape does not match W");
+  Spatial s = readSpatial(*n.proto, Wt.shape[2], Wt.shape[3]);
+  int64_t OH, OW;
+  resolvePads(*n.proto, s, H, W, OH, OW, false);
+  if (Bt) {
+    requireFloat(*Bt, "B");
+    if (Bt->numel() != M) execFail("bias has " + std::to_string(Bt->numel()) + " values for " + std::to_string(M) + " channels");
+  }
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_FLOAT, {N, M, OH, OW});
+  const int64_t Mg = M / group, Kd = Cg * s.kh * s.kw, P = OH * OW;
+  const bool direct = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pt == 0 && s.pl == 0 && s.pb == 0 && s.pr == 0;
+  const float *x = X.f(), *w = Wt.f(), *b = Bt ? Bt->f() : nullptr;
+  float *y = Y.f();
+  const int64_t tasks = N * group;
+  auto one = [&](int64_t t, bool parallelGemm) {
+    const int64_t img = t / group, gi = t % group;
+    const float *xg = x + (img * C + gi * Cg) * H * W;
+    float *yg = y + (img * M + gi * Mg) * P;
+    const float *col = xg;
+    if (!direct) {
+      float *c = static_cast<float *>(tl_col.ensure(size_t(Kd * P) * sizeof(float)));
+      im2col(xg, Cg, H, W, s, OH, OW, c);
+      col = c;
+    }
+    float beta = 0.f;
+    if (b) {
+      for (int64_t m = 0; m < Mg; ++m) std::fill(yg + m * P, yg + (m + 1) * P, b[gi * Mg + m]);
+      beta = 1.f;
+    }
+    sgemm(false, false, Mg, P, Kd, 1.f, w + gi * Mg * Kd, Kd, col, P, beta, yg, P, parallelGemm);
+  };
+  if (tasks >= poolSize() && tasks > 1) {
+    parallelFor(tasks, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) one(t, false);
+    });
+  } else {
+    for (int64_t t = 0; t < tasks; ++t) one(t, true);
+  }
+}
+
+// ------------------------------------------------------------ pooling
+template <bool MAX>
+void poolK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  requireFloat(X, "X");
+  if (X.rank() != 4) execFail("only 2-D pooling (4-D input) is supported, got " + shapeStr(X.shape));
+  const std::vector<int64_t> ks = attrInts(*n.proto, "kernel_shape");
+  if (ks.size() != 2) execFail("kernel_shape must have 2 values");
+  Spatial s = readSpatial(*n.proto, ks[0], ks[1]);
+  if (!MAX && (s.dh != 1 || s.dw != 1) && g.opset() < 19) execFail("AveragePool dilations need opset 19");
+  const bool ceilMode = attrInt(*n.proto, "ceil_mode", 0) != 0;
+  const bool includePad = attrInt(*n.proto, "count_include_pad", 0) != 0;
+  const int64_t N = X.shape[0], C = X.shape[1], H = X.shape[2], W = X.shape[3];
+  int64_t OH, OW;
+  resolvePads(*n.proto, s, H, W, OH, OW, ceilMode);
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_FLOAT, {N, C, OH, OW});
+  const float *x = X.f();
+  float *y = Y.f();
+  parallelFor(N * C, 4, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float *xp = x + p * H * W;
+      float *yp = y + p * OH * OW;
+      for (int64_t oy = 0; oy < OH; ++oy) {
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          const int64_t hs = oy * s.sh - s.pt, ws = ox * s.sw - s.pl;
+          if (MAX) {
+            float m = -std::numeric_limits<float>::max();
+            for (int64_t i = 0; i < s.kh; ++i) {
+              const int64_t iy = hs + i * s.dh;
+              if (iy < 0 || iy >= H) continue;
+              for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t ix = ws + j * s.dw;
+                if (ix < 0 || ix >= W) continue;
+                m = std::max(m, xp[iy * W + ix]);
+              }
+            }
+            yp[oy * OW + ox] = m;
+          } else {
+            // ORT semantics: with count_include_pad the divisor covers explicit pads but not
+            // the extra cells a ceil_mode window hangs past them.
+            const int64_t he = std::min(hs + (s.kh - 1) * s.dh + 1, H + s.pb);
+            const int64_t we = std::min(ws + (s.kw - 1) * s.dw + 1, W + s.pr);
+            double sum = 0;
+            int64_t cnt = 0, cntPad = 0;
+            for (int64_t i = 0; i < s.kh; ++i) {
+              const int64_t iy = hs + i * s.dh;
+              if (iy >= he) break;
+              for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t ix = ws + j * s.dw;
+                if (ix >= we) break;
+                ++cntPad;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                sum += xp[iy * W + ix];
+                ++cnt;
+              }
+            }
+            const int64_t div = includePad ? cntPad : cnt;
+            yp[oy * OW + ox] = div ? float(sum / double(div)) : 0.f;
+          }
+        }
+      }
+    }
+  });
+}
+
+template <bool MAX>
+void globalPoolK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  requireFloat(X, "X");
+  if (X.rank() < 3) execFail("input must have rank >= 3, got " + shapeStr(X.shape));
+  const int64_t N = X.shape[0], C = X.shape[1];
+  int64_t S = 1;
+  std::vector<int64_t> os = {N, C};
+  for (int64_t k = 2; k < X.rank(); ++k) {
+    S *= X.shape[size_t(k)];
+    os.push_back(1);
+  }
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_FLOAT, os);
+  const float *x = X.f();
+  float *y = Y.f();
+  for (int64_t p = 0; p < N * C; ++p) {
+    const float *xp = x + p * S;
+    if (MAX) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < S; ++i) m = std::max(m, xp[i]);
+      y[p] = m;
+    } else {
+      double sum = 0;
+      for (int64_t i = 0; i < S; ++i) sum += xp[i];
+      y[p] = S ? float(sum / double(S)) : 0.f;
+    }
+  }
+}
+
+// ------------------------------------------------------------ BatchNormalization
+void batchNormK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  requireFloat(X, "X");
+  if (X.rank() < 2) execFail("input must have rank >= 2");
+  const int64_t N = X.shape[0], C = X.shape[1];
+  int64_t S = 1;
+  for (int64_t k = 2; k < X.rank(); ++k) S *= X.shape[size_t(k)];
+  const char *names[4] = {"scale", "B", "mean", "var"};
+  const float *p[4];
+  for (int i = 0; i < 4; ++i) {
+    const Tensor &t = g.in(n, i + 1);
+    requireFloat(t, names[i]);
+    if (t.numel() != C) execFail(std::string(names[i]) + " has " + std::to_string(t.numel()) + " values for " + std::to_string(C) + " channels");
+    p[i] = t.f();
+  }
+  const float eps = attrFloat(*n.proto, "epsilon", 1e-5f);
+  std::vector<float> a(static_cast<size_t>(C)), b(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    a[size_t(c)] = p[0][c] / std::sqrt(p[3][c] + eps);
+    b[size_t(c)] = p[1][c] - p[2][c] * a[size_t(c)];
+  }
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_FLOAT, X.shape);
+  const float *x = X.f();
+  float *y = Y.f();
+  for (int64_t i = 0; i < N; ++i) {
+    for (int64_t c = 0; c < C; ++c) {
+      const float *xs = x + (i * C + c) * S;
+      float *ys = y + (i * C + c) * S;
+      const float av = a[size_t(c)], bv = b[size_t(c)];
+      for (int64_t k = 0; k < S; ++k) ys[k] = xs[k] * av + bv;
+    }
+  }
+}
+
+// ------------------------------------------------------------ load-time checks
+void checkGemm(const NodeProto &n, int64_t) {
+  attrInt(n, "transA", 0);
+  attrInt(n, "transB", 0);
+  attrFloat(n, "alpha", 1.f);
+  attrFloat(n, "beta", 1.f);
+}
+void checkAutoPad(const NodeProto &n) {
+  const std::string ap = attrStr(n, "auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER") {
+    loadFail("auto_pad '" + ap + "' is not supported");
+  }
+  attrInts(n, "strides");
+  attrInts(n, "pads");
+  attrInts(n, "dilations");
+}
+void checkConv(const NodeProto &n, int64_t) {
+  checkAutoPad(n);
+  attrInt(n, "group", 1);
+  attrInts(n, "kernel_shape");
+}
+void checkPool(const NodeProto &n, int64_t) {
+  checkAutoPad(n);
+  if (attrInts(n, "kernel_shape").size() != 2) {
+    fail(ACL_ERROR_MODEL_MISSING_ATTR, "kernel_shape with 2 values is required (2-D pooling only)");
+  }
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) loadFail("the MaxPool Indices output is not supported");
+  attrInt(n, "ceil_mode", 0);
+  attrInt(n, "count_include_pad", 0);
+}
+void checkBatchNorm(const NodeProto &n, int64_t) {
+  if (attrInt(n, "training_mode", 0) != 0) loadFail("training_mode=1 is not supported");
+  for (size_t i = 1; i < n.outputs.size(); ++i) {
+    if (!n.outputs[i].empty()) loadFail("training outputs (running mean/var) are not supported");
+  }
+  attrFloat(n, "epsilon", 1e-5f);
+}
+
+}  // namespace
+
+const OpDef kNnOps[] = {
+    {"Gemm", 2, 3, 1, 1, checkGemm, gemmK},
+    {"MatMul", 2, 2, 1, 1, nullptr, matmulK},
+    {"Conv", 2, 3, 1, 1, checkConv, convK},
+    {"MaxPool", 1, 1, 1, 2, checkPool, poolK<true>},
+    {"AveragePool", 1, 1, 1, 1, checkPool, poolK<false>},
+    {"GlobalAveragePool", 1, 1, 1, 1, nullptr, globalPoolK<false>},
+    {"GlobalMaxPool", 1, 1, 1, 1, nullptr, globalPoolK<true>},
+    {"BatchNormalization", 5, 5, 1, 5, checkBatchNorm, batchNormK},
+};
+const size_t kNnOpsCount = sizeof(kNnOps) / sizeof(kNnOps[0]);
+
+}  // namespace sim

@@ -1,0 +1,678 @@
+// Element-wise, shape and data-movement operators.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "compute.h"
+#include "ops.h"
+
+namespace sim {
+namespace {
+
+// ------------------------------------------------------------ broadcasting binary ops
+std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
+  const size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> o(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      execFail("shapes " + shapeStr(a) + " and " + shapeStr(b) + " are not broadcastable");
+    }
+    o[i] = da == 1 ? db : da;
+  }
+  return o;
+}
+
+// Strides of `s` (right-aligned to rank r) with 0 on broadcast axes.
+std::vector<int64_t> bstrides(const std::vector<int64_t> &s, const std::vector<int64_t> &out) {
+  const size_t r = out.size();
+  std::vector<int64_t> st(r, 0);
+  int64_t acc = 1;
+  for (size_t k = s.size(); k-- > 0;) {
+    const size_t oi = k + (r - s.size());
+    st[oi] = s[k] == 1 && out[oi] != 1 ? 0 : acc;
+    acc *= s[k];
+  }
+  return st;
+}
+
+template <class T, class F>
+void binaryLoop(const Tensor &A, const Tensor &B, Tensor &Y, F f) {
+  const std::vector<int64_t> os = broadcastShape(A.shape, B.shape);
+  // Y may alias neither input: kernels never write their own inputs.
+  Y.alloc(A.dtype, os);
+  const T *a = A.as<T>();
+  const T *b = B.as<T>();
+  T *y = Y.as<T>();
+  const int64_t n = Y.numel();
+  if (n == 0) return;
+  if (A.shape == B.shape) {
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
+    return;
+  }
+  if (B.numel() == 1 && A.numel() == n) {
+    const T bv = b[0];
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], bv);
+    return;
+  }
+  if (A.numel() == 1 && B.numel() == n) {
+    const T av = a[0];
+    for (int64_t i = 0; i < n; ++i) y[i] = f(av, b[i]);
+    return;
+  }
+  const size_t r = os.size();
+  const std::vector<int64_t> sa = bstrides(A.shape, os), sb = bstrides(B.shape, os);
+  const int64_t inner = os[r - 1];
+  const int64_t ia = sa[r - 1], ib = sb[r - 1];
+  std::vector<int64_t> idx(r, 0);
+  int64_t offA = 0, offB = 0;
+  for (int64_t o = 0; o < n; o += inner) {
+    T *yo = y + o;
+    if (ia == 1 && ib == 1) {
+      for (int64_t j = 0; j < inner; ++j) yo[j] = f(a[offA + j], b[offB + j]);
+    } else if (ia == 1 && ib == 0) {
+      const T bv = b[offB];
+      for (int64_t j = 0; j < inner; ++j) yo[j] = f(a[offA + j], bv);
+    } else if (ia == 0 && ib == 1) {
+      const T av = a[offA];
+      for (int64_t j = 0; j < inner; ++j) yo[j] = f(av, b[offB + j]);
+    } else {
+      for (int64_t j = 0; j < inner; ++j) yo[j] = f(a[offA + j * ia], b[offB + j * ib]);
+    }
+    for (size_t k = r - 1; k-- > 0;) {  // odometer over the outer axes
+      ++idx[k];
+      offA += sa[k];
+      offB += sb[k];
+      if (idx[k] < os[k]) break;
+      offA -= sa[k] * os[k];
+      offB -= sb[k] * os[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+enum BinOp { B_ADD, B_SUB, B_MUL, B_DIV, B_POW };
+
+template <int OP>
+void binaryKernel(Node &n, Graph &g) {
+  const Tensor &A = g.in(n, 0), &B = g.in(n, 1);
+  Tensor &Y = g.out(n, 0);
+  if (A.dtype != B.dtype) {
+    execFail(std::string("input types differ: ") + onnxTypeName(A.dtype) + " vs " + onnxTypeName(B.dtype));
+  }
+  if (A.dtype == ONNX_FLOAT) {
+    switch (OP) {
+      case B_ADD: binaryLoop<float>(A, B, Y, [](float x, float y) { return x + y; }); break;
+      case B_SUB: binaryLoop<float>(A, B, Y, [](float x, float y) { return x - y; }); break;
+      case B_MUL: binaryLoop<float>(A, B, Y, [](float x, float y) { return x * y; }); break;
+      case B_DIV: binaryLoop<float>(A, B, Y, [](float x, float y) { return x / y; }); break;
+      case B_POW: binaryLoop<float>(A, B, Y, [](float x, float y) { return std::pow(x, y); }); break;
+    }
+    return;
+  }
+  auto intOps = [&](auto tag) {
+    using T = decltype(tag);
+    switch (OP) {
+      case B_ADD: binaryLoop<T>(A, B, Y, [](T x, T y) { return T(uint64_t(x) + uint64_t(y)); }); break;
+      case B_SUB: binaryLoop<T>(A, B, Y, [](T x, T y) { return T(uint64_t(x) - uint64_t(y)); }); break;
+      case B_MUL: binaryLoop<T>(A, B, Y, [](T x, T y) { return T(uint64_t(x) * uint64_t(y)); }); break;
+      case B_DIV:
+        binaryLoop<T>(A, B, Y, [](T x, T y) -> T {
+          if (y == 0) execFail("integer division by zero");
+          if (y == -1) return T(T(0) - x);  // avoids the MIN / -1 trap
+          return x / y;
+        });
+        break;
+      default: execFail("Pow supports float32 only");
+    }
+  };
+  if (A.dtype == ONNX_INT64) intOps(int64_t{});
+  else if (A.dtype == ONNX_INT32) intOps(int32_t{});
+  else execFail(std::string("unsupported type ") + onnxTypeName(A.dtype));
+}
+
+// ------------------------------------------------------------ unary ops
+template <class F>
+void unaryFloat(Node &n, Graph &g, F f) {
+  const Tensor &X = g.in(n, 0);
+  requireFloat(X, "input");
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_FLOAT, X.shape);
+  const float *x = X.f();
+  float *y = Y.f();
+  const int64_t cnt = X.numel();
+  if (cnt >= (1 << 17)) {
+    parallelFor(cnt, 1 << 15, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] = f(x[i]);
+    });
+  } else {
+    for (int64_t i = 0; i < cnt; ++i) y[i] = f(x[i]);
+  }
+}
+
+inline float sigmoid(float v) {
+  if (v >= 0) return 1.f / (1.f + std::exp(-v));
+  const float e = std::exp(v);
+  return e / (1.f + e);
+}
+
+void reluK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return v > 0.f ? v : 0.f; }); }
+void sigmoidK(Node &n, Graph &g) { unaryFloat(n, g, sigmoid); }
+void tanhK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return std::tanh(v); }); }
+void expK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return std::exp(v); }); }
+void logK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return std::log(v); }); }
+void sqrtK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return std::sqrt(v); }); }
+void negK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return -v; }); }
+void absK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return std::fabs(v); }); }
+void erfK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return std::erf(v); }); }
+void reciprocalK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return 1.f / v; }); }
+void leakyReluK(Node &n, Graph &g) {
+  const float alpha = attrFloat(*n.proto, "alpha", 0.01f);
+  unaryFloat(n, g, [alpha](float v) { return v >= 0.f ? v : alpha * v; });
+}
+void eluK(Node &n, Graph &g) {
+  const float alpha = attrFloat(*n.proto, "alpha", 1.f);
+  unaryFloat(n, g, [alpha](float v) { return v >= 0.f ? v : alpha * (std::exp(v) - 1.f); });
+}
+void clipK(Node &n, Graph &g) {
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  if (g.opset() < 11) {
+    lo = attrFloat(*n.proto, "min", lo);
+    hi = attrFloat(*n.proto, "max", hi);
+  } else {
+    if (const Tensor *t = g.optIn(n, 1)) {
+      requireFloat(*t, "min");
+      if (t->numel() != 1) execFail("min must be a scalar");
+      lo = t->f()[0];
+    }
+    if (const Tensor *t = g.optIn(n, 2)) {
+      requireFloat(*t, "max");
+      if (t->numel() != 1) execFail("max must be a scalar");
+      hi = t->f()[0];
+    }
+  }
+  unaryFloat(n, g, [lo, hi](float v) { return std::min(std::max(v, lo), hi); });
+}
+
+// ------------------------------------------------------------ softmax
+void softmaxImpl(Node &n, Graph &g, bool logMode) {
+  const Tensor &X = g.in(n, 0);
+  requireFloat(X, "input");
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_FLOAT, X.shape);
+  const int64_t r = X.rank();
+  if (r == 0) execFail("softmax of a scalar");
+  int64_t outer = 1, dim = 1, inner = 1;
+  if (g.opset() < 13) {  // coerced to 2-D [prod(d[:axis]), prod(d[axis:])]
+    const int64_t axis = normAxis(attrInt(*n.proto, "axis", 1), r, "axis", true);
+    for (int64_t i = 0; i < axis; ++i) outer *= X.shape[size_t(i)];
+    for (int64_t i = axis; i < r; ++i) dim *= X.shape[size_t(i)];
+  } else {
+    const int64_t axis = normAxis(attrInt(*n.proto, "axis", -1), r, "axis");
+    for (int64_t i = 0; i < axis; ++i) outer *= X.shape[size_t(i)];
+    dim = X.shape[size_t(axis)];
+    for (int64_t i = axis + 1; i < r; ++i) inner *= X.shape[size_t(i)];
+  }
+  const float *x = X.f();
+  float *y = Y.f();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      const float *xs = x + o * dim * inner + in;
+      float *ys = y + o * dim * inner + in;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t d = 0; d < dim; ++d) mx = std::max(mx, xs[d * inner]);
+      double sum = 0;
+      for (int64_t d = 0; d < dim; ++d) {
+        const float e = std::exp(xs[d * inner] - mx);
+        ys[d * inner] = e;
+        sum += e;
+      }
+      if (logMode) {
+        const float ls = float(std::log(sum));
+        for (int64_t d = 0; d < dim; ++d) ys[d * inner] = xs[d * inner] - mx - ls;
+      } else {
+        const float inv = float(1.0 / sum);
+        for (int64_t d = 0; d < dim; ++d) ys[d * inner] *= inv;
+      }
+    }
+  }
+}
+void softmaxK(Node &n, Graph &g) { softmaxImpl(n, g, false); }
+void logSoftmaxK(Node &n, Graph &g) { softmaxImpl(n, g, true); }
+
+// ------------------------------------------------------------ shape / movement
+void identityK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  g.out(n, 0).view(X, X.shape);
+}
+
+void flattenK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  const int64_t r = X.rank();
+  const int64_t axis = normAxis(attrInt(*n.proto, "axis", 1), r, "axis", true);
+  int64_t a = 1, b = 1;
+  for (int64_t i = 0; i < r; ++i) (i < axis ? a : b) *= X.shape[size_t(i)];
+  g.out(n, 0).view(X, {a, b});
+}
+
+void reshapeK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  std::vector<int64_t> req;
+  if (const Tensor *s = g.optIn(n, 1)) {
+    req = readInts(*s, "shape");
+  } else {
+    req = attrInts(*n.proto, "shape");
+  }
+  const bool allowZero = attrInt(*n.proto, "allowzero", 0) != 0;
+  std::vector<int64_t> out(req.size());
+  int64_t known = 1, inferAt = -1;
+  for (size_t i = 0; i < req.size(); ++i) {
+    int64_t d = req[i];
+    if (d == 0 && !allowZero) {
+      if (i >= X.shape.size()) execFail("shape " + shapeStr(req) + " copies dim " + std::to_string(i) + " that input " + shapeStr(X.shape) + " lacks");
+      d = X.shape[i];
+    }
+    if (d == -1) {
+      if (inferAt >= 0) execFail("shape " + shapeStr(req) + " has two -1 dims");
+      inferAt = int64_t(i);
+      out[i] = 1;
+      continue;
+    }
+    if (d < 0) execFail("shape " + shapeStr(req) + " has a negative dim");
+    out[i] = d;
+    known *= d;
+  }
+  const int64_t total = X.numel();
+  if (inferAt >= 0) {
+    if (known == 0 || total % known) execFail("cannot reshape " + shapeStr(X.shape) + " to " + shapeStr(req));
+    out[size_t(inferAt)] = total / known;
+  } else if (known != total) {
+    execFail("cannot reshape " + shapeStr(X.shape) + " to " + shapeStr(req));
+  }
+  g.out(n, 0).view(X, out);
+}
+
+template <class T>
+void transposeCopy(const T *x, T *y, const std::vector<int64_t> &inShape, const std::vector<int64_t> &perm) {
+  const size_t r = perm.size();
+  if (r == 0) return;
+  std::vector<int64_t> inStride(r), outShape(r), st(r);
+  int64_t acc = 1;
+  for (size_t k = r; k-- > 0;) {
+    inStride[k] = acc;
+    acc *= inShape[k];
+  }
+  int64_t total = acc;
+  for (size_t k = 0; k < r; ++k) {
+    outShape[k] = inShape[size_t(perm[k])];
+    st[k] = inStride[size_t(perm[k])];
+  }
+  if (total == 0) return;
+  const int64_t inner = outShape[r - 1], is = st[r - 1];
+  std::vector<int64_t> idx(r, 0);
+  int64_t off = 0;
+  for (int64_t o = 0; o < total; o += inner) {
+    T *yo = y + o;
+    for (int64_t j = 0; j < inner; ++j) yo[j] = x[off + j * is];
+    for (size_t k = r - 1; k-- > 0;) {
+      ++idx[k];
+      off += st[k];
+      if (idx[k] < outShape[k]) break;
+      off -= st[k] * outShape[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+void transposeK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  const int64_t r = X.rank();
+  std::vector<int64_t> perm = attrInts(*n.proto, "perm");
+  if (perm.empty()) {
+    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+  }
+  if (int64_t(perm.size()) != r) execFail("perm " + shapeStr(perm) + " does not match rank " + std::to_string(r));
+  std::vector<bool> seen(size_t(r), false);
+  std::vector<int64_t> os(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i) {
+    const int64_t p = perm[size_t(i)];
+    if (p < 0 || p >= r || seen[size_t(p)]) execFail("perm " + shapeStr(perm) + " is not a permutation");
+    seen[size_t(p)] = true;
+    os[size_t(i)] = X.shape[size_t(p)];
+  }
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(X.dtype, os);
+  if (r == 0) {
+    std::memcpy(Y.data, X.data, X.bytes());
+    return;
+  }
+  switch (onnxElemSize(X.dtype)) {
+    case 1: transposeCopy(X.as<uint8_t>(), Y.as<uint8_t>(), X.shape, perm); break;
+    case 4: transposeCopy(X.as<uint32_t>(), Y.as<uint32_t>(), X.shape, perm); break;
+    case 8: transposeCopy(X.as<uint64_t>(), Y.as<uint64_t>(), X.shape, perm); break;
+    default: execFail("unsupported element type");
+  }
+}
+
+void concatK(Node &n, Graph &g) {
+  const Tensor &X0 = g.in(n, 0);
+  const int64_t r = X0.rank();
+  if (r == 0) execFail("cannot concatenate scalars");
+  const int64_t axis = normAxis(attrInt(*n.proto, "axis", 1), r, "axis");
+  std::vector<int64_t> os = X0.shape;
+  os[size_t(axis)] = 0;
+  std::vector<const Tensor *> ins;
+  for (size_t i = 0; i < n.in.size(); ++i) {
+    const Tensor *t = g.optIn(n, int(i));
+    if (!t) continue;
+    if (t->dtype != X0.dtype || t->rank() != r) execFail("inputs differ in type or rank");
+    for (int64_t k = 0; k < r; ++k) {
+      if (k != axis && t->shape[size_t(k)] != X0.shape[size_t(k)]) {
+        execFail("input shapes " + shapeStr(X0.shape) + " and " + shapeStr(t->shape) + " differ off the axis");
+      }
+    }
+    os[size_t(axis)] += t->shape[size_t(axis)];
+    ins.push_back(t);
+  }
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(X0.dtype, os);
+  const size_t es = onnxElemSize(X0.dtype);
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= os[size_t(k)];
+  for (int64_t k = axis + 1; k < r; ++k) inner *= os[size_t(k)];
+  const size_t rowOut = size_t(os[size_t(axis)] * inner) * es;
+  size_t colOff = 0;
+  for (const Tensor *t : ins) {
+    const size_t rowIn = size_t(t->shape[size_t(axis)] * inner) * es;
+    for (int64_t o = 0; o < outer; ++o) {
+      std::memcpy(static_cast<uint8_t *>(Y.data) + size_t(o) * rowOut + colOff,
+                  static_cast<const uint8_t *>(t->data) + size_t(o) * rowIn, rowIn);
+    }
+    colOff += rowIn;
+  }
+}
+
+void gatherK(Node &n, Graph &g) {
+  const Tensor &D = g.in(n, 0), &I = g.in(n, 1);
+  const int64_t r = D.rank();
+  if (r == 0) execFail("data must have rank >= 1");
+  const int64_t axis = normAxis(attrInt(*n.proto, "axis", 0), r, "axis");
+  const std::vector<int64_t> idx = readInts(I, "indices");
+  const int64_t dimA = D.shape[size_t(axis)];
+  std::vector<int64_t> os(D.shape.begin(), D.shape.begin() + axis);
+  os.insert(os.end(), I.shape.begin(), I.shape.end());
+  os.insert(os.end(), D.shape.begin() + axis + 1, D.shape.end());
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(D.dtype, os);
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= D.shape[size_t(k)];
+  for (int64_t k = axis + 1; k < r; ++k) inner *= D.shape[size_t(k)];
+  const size_t es = onnxElemSize(D.dtype);
+  const size_t block = size_t(inner) * es;
+  const int64_t ni = int64_t(idx.size());
+  auto *y = static_cast<uint8_t *>(Y.data);
+  const auto *d = static_cast<const uint8_t *>(D.data);
+  for (int64_t i = 0; i < ni; ++i) {
+    int64_t v = idx[size_t(i)];
+    if (v < -dimA || v >= dimA) {
+      execFail("index " + std::to_string(v) + " is out of range for axis size " + std::to_string(dimA));
+    }
+  }
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < ni; ++i) {
+      int64_t v = idx[size_t(i)];
+      if (v < 0) v += dimA;
+      std::memcpy(y + (size_t(o * ni + i)) * block, d + size_t(o * dimA + v) * block, block);
+    }
+  }
+}
+
+// Axes for Reduce*/Squeeze/Unsqueeze: an attribute before `inputSince`, an input after.
+std::vector<int64_t> axesOf(Node &n, Graph &g, int64_t inputSince, bool &given) {
+  given = false;
+  if (g.opset() >= inputSince) {
+    if (const Tensor *t = g.optIn(n, 1)) {
+      given = true;
+      return readInts(*t, "axes");
+    }
+  }
+  if (hasAttr(*n.proto, "axes")) {
+    given = true;
+    return attrInts(*n.proto, "axes");
+  }
+  return {};
+}
+
+enum RedOp { R_MEAN, R_SUM, R_MAX };
+template <int OP>
+void reduceK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  requireFloat(X, "input");
+  const int64_t r = X.rank();
+  bool given = false;
+  std::vector<int64_t> axes = axesOf(n, g, OP == R_SUM ? 13 : 18, given);
+  const bool keep = attrInt(*n.proto, "keepdims", 1) != 0;
+  const bool noop = attrInt(*n.proto, "noop_with_empty_axes", 0) != 0;
+  std::vector<bool> red(size_t(r), false);
+  if (axes.empty()) {
+    if (noop) {
+      g.out(n, 0).view(X, X.shape);
+      return;
+    }
+    std::fill(red.begin(), red.end(), true);
+  }
+  for (int64_t a : axes) red[size_t(normAxis(a, r, "axis"))] = true;
+  std::vector<int64_t> os, keptShape(static_cast<size_t>(r));
+  int64_t count = 1;
+  for (int64_t k = 0; k < r; ++k) {
+    keptShape[size_t(k)] = red[size_t(k)] ? 1 : X.shape[size_t(k)];
+    if (red[size_t(k)]) {
+      count *= X.shape[size_t(k)];
+      if (keep) os.push_back(1);
+    } else {
+      os.push_back(X.shape[size_t(k)]);
+    }
+  }
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_FLOAT, os);
+  const int64_t on = Y.numel();
+  std::vector<double> acc(size_t(on), OP == R_MAX ? -std::numeric_limits<double>::infinity() : 0.0);
+  // Output strides laid over the input axes (0 on reduced axes).
+  std::vector<int64_t> ost(size_t(r), 0);
+  int64_t s = 1;
+  for (int64_t k = r - 1; k >= 0; --k) {
+    ost[size_t(k)] = red[size_t(k)] ? 0 : s;
+    s *= keptShape[size_t(k)];
+  }
+  const float *x = X.f();
+  const int64_t total = X.numel();
+  if (total > 0) {
+    if (r == 0) {
+      acc[0] = x[0];
+    } else {
+      const int64_t inner = X.shape[size_t(r - 1)], is = ost[size_t(r - 1)];
+      std::vector<int64_t> idx(size_t(r), 0);
+      int64_t off = 0;
+      for (int64_t o = 0; o < total; o += inner) {
+        const float *xo = x + o;
+        for (int64_t j = 0; j < inner; ++j) {
+          double &a = acc[size_t(off + j * is)];
+          if (OP == R_MAX) a = std::max(a, double(xo[j]));
+          else a += xo[j];
+        }
+        for (int64_t k = r - 2; k >= 0; --k) {
+          ++idx[size_t(k)];
+          off += ost[size_t(k)];
+          if (idx[size_t(k)] < X.shape[size_t(k)]) break;
+          off -= ost[size_t(k)] * X.shape[size_t(k)];
+          idx[size_t(k)] = 0;
+        }
+      }
+    }
+  }
+  float *y = Y.f();
+  for (int64_t i = 0; i < on; ++i) {
+    y[i] = float(OP == R_MEAN ? (count ? acc[size_t(i)] / double(count) : std::nan("")) : acc[size_t(i)]);
+  }
+}
+
+void shapeK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  const int64_t r = X.rank();
+  int64_t start = attrInt(*n.proto, "start", 0), end = attrInt(*n.proto, "end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, 0, r);
+  const int64_t len = std::max<int64_t>(0, end - start);
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_INT64, {len});
+  for (int64_t i = 0; i < len; ++i) Y.as<int64_t>()[i] = X.shape[size_t(start + i)];
+}
+
+void unsqueezeK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  bool given = false;
+  std::vector<int64_t> axes = axesOf(n, g, 13, given);
+  if (!given) execFail("axes are required");
+  const int64_t outRank = X.rank() + int64_t(axes.size());
+  std::vector<bool> ins(size_t(outRank), false);
+  for (int64_t a : axes) {
+    const int64_t k = normAxis(a, outRank, "axis");
+    if (ins[size_t(k)]) execFail("axis repeated");
+    ins[size_t(k)] = true;
+  }
+  std::vector<int64_t> os;
+  size_t src = 0;
+  for (int64_t k = 0; k < outRank; ++k) os.push_back(ins[size_t(k)] ? 1 : X.shape[src++]);
+  g.out(n, 0).view(X, os);
+}
+
+void squeezeK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  bool given = false;
+  std::vector<int64_t> axes = axesOf(n, g, 13, given);
+  const int64_t r = X.rank();
+  std::vector<bool> drop(size_t(r), false);
+  if (axes.empty()) {
+    for (int64_t k = 0; k < r; ++k) drop[size_t(k)] = X.shape[size_t(k)] == 1;
+  }
+  for (int64_t a : axes) {
+    const int64_t k = normAxis(a, r, "axis");
+    if (X.shape[size_t(k)] != 1) execFail("cannot squeeze axis " + std::to_string(a) + " of " + shapeStr(X.shape));
+    drop[size_t(k)] = true;
+  }
+  std::vector<int64_t> os;
+  for (int64_t k = 0; k < r; ++k) {
+    if (!drop[size_t(k)]) os.push_back(X.shape[size_t(k)]);
+  }
+  g.out(n, 0).view(X, os);
+}
+
+template <class S, class D>
+void castLoop(const Tensor &X, Tensor &Y) {
+  const S *x = X.as<S>();
+  D *y = Y.as<D>();
+  for (int64_t i = 0, e = X.numel(); i < e; ++i) y[i] = D(x[i]);
+}
+
+void castK(Node &n, Graph &g) {
+  const Tensor &X = g.in(n, 0);
+  const int to = int(attrInt(*n.proto, "to", ONNX_FLOAT));
+  Tensor &Y = g.out(n, 0);
+  if (to == X.dtype) {
+    Y.view(X, X.shape);
+    return;
+  }
+  Y.alloc(to, X.shape);
+  auto from = [&](auto dst) {
+    using D = decltype(dst);
+    switch (X.dtype) {
+      case ONNX_FLOAT: castLoop<float, D>(X, Y); break;
+      case ONNX_INT64: castLoop<int64_t, D>(X, Y); break;
+      case ONNX_INT32: castLoop<int32_t, D>(X, Y); break;
+      case ONNX_UINT8: case ONNX_BOOL: castLoop<uint8_t, D>(X, Y); break;
+      case ONNX_INT8: castLoop<int8_t, D>(X, Y); break;
+      default: execFail(std::string("cannot cast from ") + onnxTypeName(X.dtype));
+    }
+  };
+  switch (to) {
+    case ONNX_FLOAT: from(float{}); break;
+    case ONNX_INT64: from(int64_t{}); break;
+    case ONNX_INT32: from(int32_t{}); break;
+    default: execFail(std::string("cannot cast to ") + onnxTypeName(to));
+  }
+}
+
+// ------------------------------------------------------------ load-time checks
+void checkCast(const NodeProto &n, int64_t) {
+  const int64_t to = attrInt(n, "to", -1);
+  if (to != ONNX_FLOAT && to != ONNX_INT64 && to != ONNX_INT32) {
+    fail(ACL_ERROR_UNSUPPORTED_DATA_TYPE, "Cast 'to' must be float32, int64 or int32");
+  }
+}
+void checkConcat(const NodeProto &n, int64_t opset) {
+  if (opset >= 4 && !hasAttr(n, "axis")) fail(ACL_ERROR_MODEL_MISSING_ATTR, "attribute 'axis' is required");
+  attrInt(n, "axis", 1);
+}
+void checkAxis(const NodeProto &n, int64_t) { attrInt(n, "axis", 0); }
+void checkReduce(const NodeProto &n, int64_t) {
+  attrInts(n, "axes");
+  attrInt(n, "keepdims", 1);
+}
+void checkTranspose(const NodeProto &n, int64_t) { attrInts(n, "perm"); }
+void checkReshape(const NodeProto &n, int64_t) {
+  if (n.inputs.size() < 2 && !hasAttr(n, "shape")) fail(ACL_ERROR_MODEL_MISSING_ATTR, "Reshape needs a shape input");
+  attrInt(n, "allowzero", 0);
+}
+void checkUnsqueeze(const NodeProto &n, int64_t opset) {
+  if (opset < 13 && !hasAttr(n, "axes")) fail(ACL_ERROR_MODEL_MISSING_ATTR, "attribute 'axes' is required");
+  if (opset >= 13 && n.inputs.size() < 2) fail(ACL_ERROR_MODEL_MISSING_ATTR, "input 'axes' is required");
+}
+void checkDropout(const NodeProto &n, int64_t) {
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) loadFail("Dropout mask output is not supported");
+}
+
+}  // namespace
+
+const OpDef kTensorOps[] = {
+    {"Add", 2, 2, 1, 1, nullptr, binaryKernel<B_ADD>},
+    {"Sub", 2, 2, 1, 1, nullptr, binaryKernel<B_SUB>},
+    {"Mul", 2, 2, 1, 1, nullptr, binaryKernel<B_MUL>},
+    {"Div", 2, 2, 1, 1, nullptr, binaryKernel<B_DIV>},
+    {"Pow", 2, 2, 1, 1, nullptr, binaryKernel<B_POW>},
+    {"Relu", 1, 1, 1, 1, nullptr, reluK},
+    {"Sigmoid", 1, 1, 1, 1, nullptr, sigmoidK},
+    {"Tanh", 1, 1, 1, 1, nullptr, tanhK},
+    {"Exp", 1, 1, 1, 1, nullptr, expK},
+    {"Log", 1, 1, 1, 1, nullptr, logK},
+    {"Sqrt", 1, 1, 1, 1, nullptr, sqrtK},
+    {"Neg", 1, 1, 1, 1, nullptr, negK},
+    {"Abs", 1, 1, 1, 1, nullptr, absK},
+    {"Erf", 1, 1, 1, 1, nullptr, erfK},
+    {"Reciprocal", 1, 1, 1, 1, nullptr, reciprocalK},
+    {"LeakyRelu", 1, 1, 1, 1, nullptr, leakyReluK},
+    {"Elu", 1, 1, 1, 1, nullptr, eluK},
+    {"Clip", 1, 3, 1, 1, nullptr, clipK},
+    {"Softmax", 1, 1, 1, 1, checkAxis, softmaxK},
+    {"LogSoftmax", 1, 1, 1, 1, checkAxis, logSoftmaxK},
+    {"Identity", 1, 1, 1, 1, nullptr, identityK},
+    {"Dropout", 1, 3, 1, 2, checkDropout, identityK},
+    {"Flatten", 1, 1, 1, 1, checkAxis, flattenK},
+    {"Reshape", 1, 2, 1, 1, checkReshape, reshapeK},
+    {"Transpose", 1, 1, 1, 1, checkTranspose, transposeK},
+    {"Concat", 1, 64, 1, 1, checkConcat, concatK},
+    {"Gather", 2, 2, 1, 1, checkAxis, gatherK},
+    {"ReduceMean", 1, 2, 1, 1, checkReduce, reduceK<R_MEAN>},
+    {"ReduceSum", 1, 2, 1, 1, checkReduce, reduceK<R_SUM>},
+    {"ReduceMax", 1, 2, 1, 1, checkReduce, reduceK<R_MAX>},
+    {"Shape", 1, 1, 1, 1, nullptr, shapeK},
+    {"Unsqueeze", 1, 2, 1, 1, checkUnsqueeze, unsqueezeK},
+    {"Squeeze", 1, 2, 1, 1, nullptr, squeezeK},
+    {"Cast", 1, 1, 1, 1, checkCast, castK},
+};
+const size_t kTensorOpsCount = sizeof(kTensorOps) / sizeof(kTensorOps[0]);
+
+}  // namespace sim

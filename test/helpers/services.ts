@@ -1,0 +1,68 @@
+// What tests use to reach the real Kafka and Redis that test/helpers/global-setup.ts started (or
+// that KAFKA_BROKERS / REDIS_URL point at). A service that could not be started makes every test
+// that touches it fail with the reason; nothing is skipped.
+import { inject } from 'vitest';
+
+export { uniqueName } from './unique-name.ts';
+
+export interface TestServices {
+  /** host:port list for kafkajs `brokers`. */
+  readonly kafkaBrokers: string[];
+  /** redis://host:port for ioredis / BullMQ. */
+  readonly redisUrl: string;
+}
+
+/** Serializable hand-over from the global setup (main process) to the test workers (forks). */
+export interface ProvidedServices {
+  kafkaBrokers: string[] | null;
+  kafkaError: string | null;
+  redisUrl: string | null;
+  redisError: string | null;
+  /** One line per service: what runs and how, as printed at startup. */
+  summary: string[];
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    testServices: ProvidedServices;
+  }
+}
+
+function provided(): ProvidedServices {
+  let fromSetup: ProvidedServices | undefined;
+  try {
+    fromSetup = inject('testServices');
+  } catch {
+    // inject() throws outside a vitest worker
+  }
+  if (fromSetup) return fromSetup;
+  // Without the global setup (e.g. another vitest config), fall back to externally given servers.
+  const kafka = process.env['KAFKA_BROKERS'];
+  const redis = process.env['REDIS_URL'];
+  const noSetup = 'the vitest global setup (test/helpers/global-setup.ts) did not run';
+  return {
+    kafkaBrokers: kafka ? kafka.split(',').map((b) => b.trim()).filter(Boolean) : null,
+    kafkaError: kafka ? null : `${noSetup} and KAFKA_BROKERS is not set`,
+    redisUrl: redis ?? null,
+    redisError: redis ? null : `${noSetup} and REDIS_URL is not set`,
+    summary: [],
+  };
+}
+
+/**
+ * Connection info for the test servers. Reading a field of a service that failed to start throws
+ * an Error carrying the start-up failure (broker log tail included where there was one).
+ */
+export function getServices(): TestServices {
+  const p = provided();
+  return {
+    get kafkaBrokers(): string[] {
+      if (!p.kafkaBrokers) throw new Error(`Kafka is not available for this test run: ${p.kafkaError ?? 'unknown reason'}`);
+      return [...p.kafkaBrokers];
+    },
+    get redisUrl(): string {
+      if (!p.redisUrl) throw new Error(`Redis is not available for this test run: ${p.redisError ?? 'unknown reason'}`);
+      return p.redisUrl;
+    },
+  };
+}
