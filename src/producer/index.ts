@@ -1,5 +1,5 @@
 import type { TransportSettings } from '../contracts/fleet-config.ts';
-import { FleetError } from '../errors/fleet-error.ts';
+import { BullmqProducer } from './bullmq-producer.ts';
 import type { TransportLogger } from '../transport/kafka/kafka-client.ts';
 import type { MemoryBroker } from '../transport/memory/memory-broker.ts';
 import { KafkaProducer } from './kafka-producer.ts';
@@ -7,6 +7,7 @@ import { MemoryProducer } from './memory-producer.ts';
 import type { Producer, ProducerOptions } from './producer.ts';
 
 export type * from './producer.ts';
+export { BullmqProducer } from './bullmq-producer.ts';
 export { KafkaProducer } from './kafka-producer.ts';
 export { MemoryProducer } from './memory-producer.ts';
 export { ReplyRouter } from './reply-router.ts';
@@ -32,6 +33,6 @@ export function createProducer(settings: TransportSettings, options: CreateProdu
         ...(partitions === undefined ? {} : { partitions }),
       });
     case 'bullmq':
-      throw new FleetError('INVALID_CONFIG', 'bullmq producer: not wired yet');
+      return new BullmqProducer(settings.bullmq, { ...common, ...(log === undefined ? {} : { logger: log }) });
   }
 }

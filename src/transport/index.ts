@@ -1,6 +1,6 @@
 import type { TransportSettings } from '../contracts/fleet-config.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
-import { FleetError } from '../errors/fleet-error.ts';
+import { BullmqTransport, type BullmqTransportOptions } from './bullmq/bullmq-transport.ts';
 import type { TransportLogger } from './kafka/kafka-client.ts';
 import { KafkaTransport, type KafkaTransportOptions } from './kafka/kafka-transport.ts';
 import type { MemoryBroker } from './memory/memory-broker.ts';
@@ -10,6 +10,7 @@ import type { Transport } from './transport.ts';
 export type { Delivery, DlqRecord, ModelSubscription, Outcome, Transport, TransportStartOptions } from './transport.ts';
 export type { TransportLogger } from './kafka/kafka-client.ts';
 export { KafkaTransport, type KafkaTransportOptions } from './kafka/kafka-transport.ts';
+export { BullmqTransport, type BullmqTransportOptions } from './bullmq/bullmq-transport.ts';
 export { MemoryTransport, type MemoryTransportOptions } from './memory/memory-transport.ts';
 export { MemoryBroker, sharedMemoryBroker } from './memory/memory-broker.ts';
 
@@ -24,6 +25,8 @@ export interface CreateTransportOptions {
   readonly prefetch?: number;
   /** Kafka-only tuning (partitions, fetch wait, in-flight bounds, transactional instance id). */
   readonly kafka?: Omit<KafkaTransportOptions, 'logger'>;
+  /** BullMQ-only tuning (prefetch, stalled interval, max stalled count). */
+  readonly bullmq?: Omit<BullmqTransportOptions, 'logger'>;
 }
 
 /** The transport a worker consumes from, chosen by `config.transport.kind`. */
@@ -37,6 +40,6 @@ export function createTransport(settings: TransportSettings, options: CreateTran
     case 'kafka':
       return new KafkaTransport(settings.kafka, { ...options.kafka, ...(options.log === undefined ? {} : { logger: options.log }) });
     case 'bullmq':
-      throw new FleetError('INVALID_CONFIG', 'bullmq transport: not wired yet');
+      return new BullmqTransport(settings.bullmq, { ...options.bullmq, ...(options.log === undefined ? {} : { logger: options.log }) });
   }
 }

@@ -1,0 +1,193 @@
+import { randomUUID } from 'node:crypto';
+import { Queue, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { requestToJson, resultFromJson } from '../codec/index.ts';
+import type { BullmqSettings } from '../contracts/fleet-config.ts';
+import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import {
+  bullmqError,
+  jobIdFor,
+  KEEP_COMPLETED,
+  KEEP_FAILED,
+  redisConnection,
+  toBullmqPriority,
+} from '../transport/bullmq/bullmq-names.ts';
+import type { TransportLogger } from '../transport/kafka/kafka-client.ts';
+import { renderName } from '../transport/names.ts';
+import type {
+  Producer,
+  ProducerOptions,
+  PublishOptions,
+  RawMessage,
+  ReplySubscription,
+  RequestOptions,
+  SubscribeOptions,
+} from './producer.ts';
+import { ReplyRouter } from './reply-router.ts';
+
+export interface BullmqProducerOptions extends ProducerOptions {
+  readonly logger?: TransportLogger;
+  /** Reply workers' concurrency (results are handed over synchronously; this bounds Redis round trips in flight). */
+  readonly replyConcurrency?: number;
+}
+
+/**
+ * BullMQ producer client: a job per request on the model's queue, `jobId = id` (BullMQ ignores a
+ * second add with the same id while the first is retained: publishing is idempotent), priority
+ * p → p + 1, data = the JSON envelope. Replies are jobs on the reply queue; a reply queue is a
+ * work queue, so two subscribers of one queue split its replies between them.
+ */
+export class BullmqProducer implements Producer {
+  readonly kind = 'bullmq' as const;
+  readonly inbox: string;
+  private readonly router = new ReplyRouter();
+  private readonly queues = new Map<string, Queue>();
+  private readonly workers = new Set<Worker>();
+  private connection: Redis | undefined;
+  private inboxReady: Promise<void> | undefined;
+  private readonly defaultPriority: number;
+  private readonly limits: CodecLimits;
+  private closed = false;
+
+  constructor(
+    private readonly settings: BullmqSettings,
+    private readonly options: BullmqProducerOptions = {},
+  ) {
+    this.defaultPriority = options.defaultPriority ?? 0;
+    this.limits = options.limits ?? DEFAULT_LIMITS;
+    this.inbox = `${options.clientId ?? 'producer'}.inbox.${randomUUID()}`;
+  }
+
+  private queue(name: string): Queue {
+    if (this.closed) throw new FleetError('CLOSED', 'bullmq producer is closed');
+    let q = this.queues.get(name);
+    if (q === undefined) {
+      this.connection ??= redisConnection(this.settings.redisUrl);
+      q = new Queue(name, { connection: this.connection, prefix: this.settings.prefix });
+      q.on('error', (err) => this.options.logger?.warn({ err, queue: name }, 'bullmq queue error'));
+      this.queues.set(name, q);
+    }
+    return q;
+  }
+
+  private async addByModel(jobs: ReadonlyArray<{ model: string; name: string; data: unknown; opts: Record<string, unknown> }>): Promise<void> {
+    const byQueue = new Map<string, Array<{ name: string; data: unknown; opts: Record<string, unknown> }>>();
+    for (const { model, ...job } of jobs) {
+      const name = renderName(this.settings.queueTemplate, model);
+      const list = byQueue.get(name) ?? [];
+      list.push(job);
+      byQueue.set(name, list);
+    }
+    try {
+      await Promise.all([...byQueue].map(([name, list]) => this.queue(name).addBulk(list)));
+    } catch (err) {
+      throw bullmqError(err, 'publishing requests failed');
+    }
+  }
+
+  async publish(requests: RequestEnvelope | readonly RequestEnvelope[], _options: PublishOptions = {}): Promise<void> {
+    const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
+    await this.addByModel(
+      list.map((r) => ({
+        model: r.model,
+        name: 'request',
+        data: requestToJson(r),
+        opts: {
+          jobId: jobIdFor(r.id),
+          priority: toBullmqPriority(r.priority ?? this.defaultPriority),
+          removeOnComplete: KEEP_COMPLETED,
+          removeOnFail: KEEP_FAILED,
+        },
+      })),
+    );
+  }
+
+  async publishRaw(messages: readonly RawMessage[]): Promise<void> {
+    await this.addByModel(
+      messages.map((m) => ({
+        model: m.model,
+        name: 'request',
+        data: m.body instanceof Uint8Array ? Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength).toString('utf8') : m.body,
+        opts: {
+          ...(m.key === undefined ? {} : { jobId: jobIdFor(m.key) }),
+          priority: toBullmqPriority(m.priority ?? this.defaultPriority),
+          removeOnComplete: KEEP_COMPLETED,
+          removeOnFail: KEEP_FAILED,
+        },
+      })),
+    );
+  }
+
+  async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
+    this.inboxReady ??= this.listen(this.inbox, (r) => this.router.deliver(r), undefined).then(() => undefined);
+    await this.inboxReady;
+    const reply = this.router.expect(request.id, options.timeoutMs);
+    try {
+      await this.publish({ ...request, replyTo: this.inbox }, options);
+    } catch (err) {
+      this.router.fail(request.id, FleetError.from(err, 'TRANSPORT_ERROR'));
+    }
+    return reply;
+  }
+
+  async subscribeReplies(
+    replyTo: string,
+    onResult: (result: ResultEnvelope) => void,
+    options: SubscribeOptions = {},
+  ): Promise<ReplySubscription> {
+    const worker = await this.listen(replyTo, onResult, options.onError);
+    return {
+      close: async () => {
+        this.workers.delete(worker);
+        await worker.close();
+      },
+    };
+  }
+
+  /** A worker on a reply queue; jobs already waiting there are read too (a queue keeps them). */
+  private async listen(queue: string, onResult: (r: ResultEnvelope) => void, onError: ((e: Error) => void) | undefined): Promise<Worker> {
+    if (this.closed) throw new FleetError('CLOSED', 'bullmq producer is closed');
+    const worker = new Worker(
+      queue,
+      async (job) => {
+        let result: ResultEnvelope;
+        try {
+          result = resultFromJson(job.data, this.limits);
+        } catch (err) {
+          onError?.(err as Error);
+          return;
+        }
+        onResult(result);
+      },
+      {
+        connection: redisConnection(this.settings.redisUrl),
+        prefix: this.settings.prefix,
+        concurrency: this.options.replyConcurrency ?? 64,
+        removeOnComplete: { count: 0 },
+      },
+    );
+    worker.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq reply worker error'));
+    this.workers.add(worker);
+    try {
+      await worker.waitUntilReady();
+    } catch (err) {
+      throw bullmqError(err, `subscribing to replies on ${queue} failed`);
+    }
+    return worker;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
+    await Promise.allSettled([...this.workers].map((w) => w.close()));
+    this.workers.clear();
+    if (this.inboxReady !== undefined) await this.queue(this.inbox).obliterate({ force: true }).catch(() => undefined);
+    this.closed = true;
+    await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
+    this.queues.clear();
+    this.connection?.disconnect();
+  }
+}

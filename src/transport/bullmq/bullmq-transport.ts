@@ -1,0 +1,368 @@
+import { Queue, WaitingError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { resultToJson } from '../../codec/index.ts';
+import type { BullmqSettings } from '../../contracts/fleet-config.ts';
+import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
+import type { TransportLogger } from '../kafka/kafka-client.ts';
+import { renderName } from '../names.ts';
+import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
+import {
+  bullmqError,
+  fromBullmqPriority,
+  isLegalQueueName,
+  jobIdFor,
+  KEEP_COMPLETED,
+  KEEP_FAILED,
+  redisConnection,
+} from './bullmq-names.ts';
+
+export interface BullmqTransportOptions {
+  readonly logger?: TransportLogger;
+  /** Jobs held locally per model (BullMQ worker concurrency): the local backlog bound. */
+  readonly prefetch?: number;
+  /** How often a worker looks for jobs whose lock expired (crashed workers). */
+  readonly stalledIntervalMs?: number;
+  /** Stalls (worker crashes while holding the job) before BullMQ fails a job for good. */
+  readonly maxStalledCount?: number;
+  /** While only some priorities are paused, how long fetching rests after meeting a paused one. */
+  readonly pausedPollMs?: number;
+}
+
+interface Entry {
+  readonly job: Job;
+  readonly token: string;
+  readonly model: string;
+  /** Ends the processor: the worker then completes the job with this return value. */
+  readonly complete: (returnValue: unknown) => Promise<void>;
+  /** Ends the processor without completing (the job was moved back to wait). */
+  readonly abandon: () => void;
+}
+
+type CompletionListener = (error: Error | undefined) => void;
+
+/** A Worker that reports when moveToCompleted has really happened (or failed) for a job. */
+class SettlingWorker extends Worker {
+  readonly completions = new Map<string, CompletionListener>();
+
+  protected override async handleCompleted(
+    result: unknown,
+    job: Job,
+    token: string,
+    fetchNextCallback?: () => boolean,
+    span?: unknown,
+  ): Promise<Job> {
+    const listener = this.completions.get(job.id ?? '');
+    this.completions.delete(job.id ?? '');
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- span type is internal to bullmq
+      const next = await super.handleCompleted(result, job, token, fetchNextCallback, span as any);
+      listener?.(undefined);
+      return next;
+    } catch (err) {
+      listener?.(err as Error);
+      throw err;
+    }
+  }
+}
+
+interface ModelWorker {
+  readonly model: string;
+  readonly queue: string;
+  readonly worker: SettlingWorker;
+  readonly counter: Queue;
+  readonly paused: Set<number>;
+  priorityLevels: number;
+  restUntil: number;
+  restTimer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * BullMQ transport: one queue per model with native priority. Each fetched job's processor
+ * returns a promise that settle() resolves with the result, so BullMQ itself keeps the lock
+ * renewed while the job waits locally, completes the job with the result as its return value,
+ * and re-runs it elsewhere if this worker dies (stalled-job check). Chosen over manual
+ * getNextJob/moveToCompleted because lock renewal, stall recovery and fetch-next-on-complete stay
+ * BullMQ's well-tested code paths rather than ours.
+ */
+export class BullmqTransport implements Transport {
+  readonly kind = 'bullmq' as const;
+  private readonly ledger = new DeliveryLedger<Entry>();
+  private readonly workers = new Map<string, ModelWorker>();
+  private readonly outQueues = new Map<string, Queue>();
+  private connection: Redis | undefined;
+  private onDeliveries: ((d: Delivery[]) => void) | undefined;
+  private pending: Delivery[] = [];
+  private flushScheduled = false;
+  private stopped = false;
+  private closed = false;
+
+  constructor(
+    private readonly settings: BullmqSettings,
+    private readonly options: BullmqTransportOptions = {},
+  ) {}
+
+  private get shared(): Redis {
+    this.connection ??= redisConnection(this.settings.redisUrl);
+    return this.connection;
+  }
+
+  async start(options: TransportStartOptions): Promise<void> {
+    if (this.closed) throw closedError(this.kind);
+    this.onDeliveries = options.onDeliveries;
+    try {
+      for (const { model, priorityLevels } of options.subscriptions) {
+        if (this.workers.has(model)) continue;
+        const queue = renderName(this.settings.queueTemplate, model);
+        const worker = new SettlingWorker(queue, (job, token) => this.process(model, job, token), {
+          connection: redisConnection(this.settings.redisUrl),
+          prefix: this.settings.prefix,
+          concurrency: this.options.prefetch ?? 512,
+          lockDuration: this.settings.lockDurationMs,
+          stalledInterval: this.options.stalledIntervalMs ?? Math.min(30_000, this.settings.lockDurationMs),
+          maxStalledCount: this.options.maxStalledCount ?? 5,
+          autorun: false,
+        });
+        worker.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq worker error'));
+        const counter = new Queue(queue, { connection: this.shared, prefix: this.settings.prefix });
+        this.workers.set(model, { model, queue, worker, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined });
+        await worker.waitUntilReady();
+        void worker.run().catch((err: unknown) => this.options.logger?.error({ err, queue }, 'bullmq worker stopped'));
+      }
+    } catch (err) {
+      throw bullmqError(err, 'starting the bullmq transport failed');
+    }
+  }
+
+  /** The processor: hands the job to the runtime and resolves when settle() (or release) says so. */
+  private async process(model: string, job: Job, token: string | undefined): Promise<unknown> {
+    const mw = this.workers.get(model);
+    const priority = fromBullmqPriority(job.priority);
+    if (this.stopped || this.closed || mw === undefined || (priority !== undefined && mw.paused.has(priority))) {
+      // Fetched although intake is off for it (a fetch was in flight, or only some priorities are
+      // paused and this is the best job left): put it back at the head of its priority, rest.
+      await job.moveToWait(token);
+      if (mw !== undefined && !this.stopped && !this.closed) await this.rest(mw);
+      throw new WaitingError();
+    }
+    const deliveryId = `${mw.queue}/${job.id}`;
+    return new Promise<unknown>((resolve, reject) => {
+      this.ledger.add(deliveryId, {
+        job,
+        token: token ?? '',
+        model,
+        complete: (returnValue) =>
+          new Promise<void>((done, fail) => {
+            mw.worker.completions.set(job.id ?? '', (err) => (err === undefined ? done() : fail(err)));
+            resolve(returnValue);
+          }),
+        abandon: () => reject(new WaitingError()),
+      });
+      const data: unknown = job.data;
+      const body =
+        data !== null && typeof data === 'object' && !Array.isArray(data)
+          ? (data as Record<string, unknown>)
+          : Buffer.from(typeof data === 'string' ? data : JSON.stringify(data) ?? '', 'utf8');
+      this.pending.push({
+        deliveryId,
+        model,
+        priority,
+        body,
+        receivedAt: Date.now(),
+        redelivered: job.attemptsStarted > 1 || job.stalledCounter > 0,
+      });
+      this.scheduleFlush();
+    });
+  }
+
+  /** Jobs arrive one by one; hand them over in batches on the next turn of the event loop. */
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      const batch = this.pending;
+      this.pending = [];
+      if (batch.length === 0) return;
+      try {
+        this.onDeliveries?.(batch);
+      } catch (err) {
+        this.options.logger?.error({ err }, 'onDeliveries threw; its deliveries stay unacked until settled or released');
+      }
+    });
+  }
+
+  /** Fetching rests for pausedPollMs: the next fetch would only find the same paused priority. */
+  private async rest(mw: ModelWorker): Promise<void> {
+    mw.restUntil = Date.now() + (this.options.pausedPollMs ?? 200);
+    if (mw.restTimer === undefined) {
+      mw.restTimer = setTimeout(() => {
+        mw.restTimer = undefined;
+        void this.reconcile(mw);
+      }, this.options.pausedPollMs ?? 200);
+    }
+    await this.reconcile(mw);
+  }
+
+  private async reconcile(mw: ModelWorker): Promise<void> {
+    const allPaused = mw.priorityLevels > 0 && [...Array(mw.priorityLevels).keys()].every((p) => mw.paused.has(p));
+    const wantPaused = this.stopped || this.closed || allPaused || mw.restUntil > Date.now();
+    try {
+      if (wantPaused && !mw.worker.isPaused()) await mw.worker.pause(true);
+      else if (!wantPaused && mw.worker.isPaused()) await mw.worker.resume();
+    } catch (err) {
+      this.options.logger?.warn({ err, queue: mw.queue }, 'bullmq pause/resume failed');
+    }
+  }
+
+  pause(model: string, priorities: readonly number[]): void {
+    const mw = this.workers.get(model);
+    if (mw === undefined) return;
+    for (const p of priorities) mw.paused.add(p);
+    void this.reconcile(mw);
+  }
+
+  resume(model: string, priorities: readonly number[]): void {
+    const mw = this.workers.get(model);
+    if (mw === undefined) return;
+    for (const p of priorities) mw.paused.delete(p);
+    mw.restUntil = 0;
+    void this.reconcile(mw);
+  }
+
+  settle(outcomes: readonly Outcome[]): Promise<void> {
+    if (this.closed) return Promise.reject(closedError(this.kind));
+    return this.ledger.track(this.settleNow(outcomes));
+  }
+
+  private async settleNow(outcomes: readonly Outcome[]): Promise<void> {
+    const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
+    if (claimed.length > 0) {
+      const byQueue = new Map<string, Array<{ name: string; data: unknown; opts: Record<string, unknown> }>>();
+      const add = (queue: string, job: { name: string; data: unknown; opts: Record<string, unknown> }): void => {
+        const list = byQueue.get(queue) ?? [];
+        list.push(job);
+        byQueue.set(queue, list);
+      };
+      const returnValues = new Map<string, unknown>();
+      for (const { item, entry } of claimed) {
+        const { outcome } = item;
+        const json = resultToJson(outcome.result);
+        returnValues.set(item.deliveryId, json);
+        const replyTo = outcome.replyTo ?? renderName(this.settings.repliesTemplate, entry.model);
+        let dlq = outcome.dlq;
+        if (isLegalQueueName(replyTo)) {
+          add(replyTo, {
+            name: 'result',
+            data: json,
+            // jobId = request id: a second answer to the same request (after a redelivery)
+            // is dropped by BullMQ while the first is retained.
+            opts: { ...(outcome.result.id === '' ? {} : { jobId: jobIdFor(outcome.result.id) }), removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
+          });
+        } else {
+          dlq ??= { reason: 'INVALID_ARGUMENT', message: `replyTo "${replyTo}" is not a legal BullMQ queue name (no ':')` };
+        }
+        if (dlq !== undefined) {
+          add(renderName(this.settings.dlqTemplate, entry.model), {
+            name: 'dead-letter',
+            data: { reason: dlq.reason, message: dlq.message, source: { queue: entry.job.queueName, jobId: entry.job.id }, original: entry.job.data },
+            opts: { removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
+          });
+        }
+      }
+      try {
+        await Promise.all([...byQueue].map(([queue, jobs]) => this.outQueue(queue).addBulk(jobs)));
+      } catch (err) {
+        for (const { item } of claimed) this.ledger.unclaim(item.deliveryId);
+        throw bullmqError(err, 'publishing results failed; the jobs stay active (unacked)');
+      }
+      const completions = claimed.map(async ({ item, entry }) => {
+        try {
+          await entry.complete(returnValues.get(item.deliveryId));
+        } finally {
+          this.ledger.finish(item.deliveryId);
+        }
+      });
+      const results = await Promise.allSettled(completions);
+      const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed !== undefined) {
+        throw bullmqError(failed.reason, 'results are published but completing the job failed (lock lost?); it may be answered again');
+      }
+    }
+    if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  private outQueue(name: string): Queue {
+    let q = this.outQueues.get(name);
+    if (q === undefined) {
+      q = new Queue(name, { connection: this.shared, prefix: this.settings.prefix });
+      q.on('error', (err) => this.options.logger?.warn({ err, queue: name }, 'bullmq queue error'));
+      this.outQueues.set(name, q);
+    }
+    return q;
+  }
+
+  async release(deliveries: readonly Delivery[]): Promise<void> {
+    const { claimed, rejected } = this.ledger.claim(deliveries);
+    let failure: unknown;
+    await Promise.all(
+      claimed.map(async ({ item, entry }) => {
+        try {
+          await entry.job.moveToWait(entry.token);
+        } catch (err) {
+          // The lock is gone: the stalled check returns the job to wait anyway.
+          failure ??= err;
+        }
+        entry.abandon();
+        this.ledger.finish(item.deliveryId);
+      }),
+    );
+    if (failure !== undefined) this.options.logger?.warn({ err: failure }, 'release: moving a job back to wait failed');
+    if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  async stopIntake(): Promise<void> {
+    this.stopped = true;
+    await Promise.all([...this.workers.values()].map((mw) => this.reconcile(mw)));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await this.stopIntake();
+    await this.ledger.quiesce();
+    await this.release(this.ledger.idleEntries().map(([id]) => ({ deliveryId: id }) as Delivery)).catch(() => undefined);
+    this.closed = true;
+    for (const mw of this.workers.values()) if (mw.restTimer !== undefined) clearTimeout(mw.restTimer);
+    await Promise.allSettled([...this.workers.values()].map((mw) => mw.worker.close()));
+    await this.disconnect();
+  }
+
+  /** Simulates a crash: connections dropped, locks left to expire; other workers re-run the jobs. */
+  async abort(): Promise<void> {
+    this.closed = true;
+    for (const [id] of this.ledger.entries()) this.ledger.forget(id);
+    for (const mw of this.workers.values()) if (mw.restTimer !== undefined) clearTimeout(mw.restTimer);
+    await Promise.allSettled([...this.workers.values()].map((mw) => mw.worker.close(true)));
+    await this.disconnect();
+  }
+
+  private async disconnect(): Promise<void> {
+    await Promise.allSettled([...this.workers.values()].map((mw) => mw.counter.close()));
+    await Promise.allSettled([...this.outQueues.values()].map((q) => q.close()));
+    this.outQueues.clear();
+    this.connection?.disconnect();
+    this.connection = undefined;
+  }
+
+  async sourceLag(): Promise<Record<string, number>> {
+    const out: Record<string, number> = {};
+    try {
+      for (const mw of this.workers.values()) {
+        const counts = await mw.counter.getJobCounts('wait', 'prioritized');
+        out[mw.model] = (counts['wait'] ?? 0) + (counts['prioritized'] ?? 0);
+      }
+    } catch (err) {
+      throw bullmqError(err, 'reading the bullmq waiting count failed');
+    }
+    return out;
+  }
+}

@@ -1,0 +1,4 @@
+import { bullmqHarness } from './bullmq-harness.ts';
+import { runTransportConformance } from './conformance.ts';
+
+runTransportConformance(() => bullmqHarness());
