@@ -108,7 +108,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
   project.provide('testServices', services);
   // Also for child processes that tests spawn (workers, producers) and read the usual variables.
-  const savedEnv = { KAFKA_BROKERS: envKafka, REDIS_URL: envRedis };
+  const savedEnv = {
+    KAFKA_BROKERS: envKafka,
+    REDIS_URL: envRedis,
+    KAFKAJS_NO_PARTITIONER_WARNING: process.env['KAFKAJS_NO_PARTITIONER_WARNING'],
+  };
+  // kafkajs 2 prints a partitioner-migration warning on every producer: noise in every Kafka test.
+  process.env['KAFKAJS_NO_PARTITIONER_WARNING'] ??= '1';
   if (services.kafkaBrokers) process.env['KAFKA_BROKERS'] = services.kafkaBrokers.join(',');
   if (services.redisUrl) process.env['REDIS_URL'] = services.redisUrl;
 

@@ -55,10 +55,13 @@ export async function warmUpKafka(brokers: string[], timeoutMs = 30_000): Promis
     }
   });
   await retrying('transaction coordinator', async () => {
-    // InitProducerId creates the transaction state topic and needs it loaded.
+    // A transactional InitProducerId (kafkajs sends it on the first transaction(), not on connect)
+    // creates the transaction state topic and needs it loaded.
     const producer = kafka.producer({ transactionalId: `test-services-warmup-${process.pid}`, maxInFlightRequests: 1, idempotent: true });
     try {
       await producer.connect();
+      const transaction = await producer.transaction();
+      await transaction.abort();
     } finally {
       await producer.disconnect().catch(() => undefined);
     }
