@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { fromBullmqPriority, isLegalQueueName, jobIdFor, toBullmqPriority } from '../../../src/transport/bullmq/bullmq-names.ts';
+import { renderName, requestSources } from '../../../src/transport/names.ts';
+import { replyEncodingFor } from '../../../src/transport/wire.ts';
+
+describe('names', () => {
+  it('renders templates and maps topics back to model and priority', () => {
+    expect(renderName('{model}.requests.p{priority}', 'resnet.v2', 1)).toBe('resnet.v2.requests.p1');
+    expect(() => renderName('{model}.p{priority}', 'm')).toThrow(FleetError);
+    const s = requestSources('{model}.requests.p{priority}', [{ model: 'a.b', priorityLevels: 2 }]);
+    expect([...s.values()]).toEqual([
+      { name: 'a.b.requests.p0', model: 'a.b', priority: 0 },
+      { name: 'a.b.requests.p1', model: 'a.b', priority: 1 },
+    ]);
+    expect([...requestSources('{model}.in', [{ model: 'm', priorityLevels: 3 }]).values()]).toEqual([
+      { name: 'm.in', model: 'm', priority: undefined },
+    ]);
+  });
+
+  it('maps request priority to BullMQ priority so every job is prioritized (1 = most urgent)', () => {
+    expect(toBullmqPriority(0)).toBe(1);
+    expect(fromBullmqPriority(toBullmqPriority(3))).toBe(3);
+    expect(fromBullmqPriority(0)).toBeUndefined();
+  });
+
+  it('uses the request id as BullMQ job id unless BullMQ would refuse it; the mapping is one-to-one', () => {
+    expect(jobIdFor('req-1')).toBe('req-1');
+    expect(jobIdFor('042')).toBe('042');
+    const odd = ['42', 'a:b', '~x', '~' + Buffer.from('42').toString('base64url')];
+    const mapped = odd.map(jobIdFor);
+    for (const m of mapped) {
+      expect(m.includes(':')).toBe(false);
+      expect(`${Number.parseInt(m, 10)}` === m).toBe(false);
+    }
+    expect(new Set(mapped).size).toBe(odd.length);
+    expect(isLegalQueueName('a.b-c')).toBe(true);
+    expect(isLegalQueueName('a:b')).toBe(false);
+  });
+
+  it('answers in the encoding the request came in', () => {
+    expect(replyEncodingFor(new TextEncoder().encode('  {"id":1}'))).toBe('json');
+    expect(replyEncodingFor(new Uint8Array([0x4e, 0x50, 0x55, 0x46, 1]))).toBe('binary');
+    expect(replyEncodingFor(new Uint8Array([0xde, 0xad]))).toBe('binary');
+    expect(replyEncodingFor({ id: 'x' })).toBe('json');
+  });
+});
