@@ -122,7 +122,7 @@ struct OpenWork : Request {
 struct LoadWork : Request {
   // [device]
   void Begin(DeviceCore &dev) override {
-    model = std::make_shared<ModelCore>(dev.api(), dev.streams());
+    model = std::make_shared<ModelCore>(dev.api());
     try {
       model->Load(opts);
       dev.AddModel(model);

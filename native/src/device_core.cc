@@ -113,7 +113,10 @@ bool DeviceCore::ShutdownForExit(int waitMs) {
     if (accepting_) {
       accepting_ = false;
       struct SilentClose : Work {
-        void Begin(DeviceCore &core) override { core.RequestClose(nullptr); }
+        void Begin(DeviceCore &core) override {
+          core.RequestClose(nullptr);
+          delete this;  // nobody awaits it, so it is never posted back
+        }
         void Settle(Napi::Env) override {}
       };
       queue_.push_back(std::make_unique<SilentClose>());
@@ -140,9 +143,6 @@ void DeviceCore::ThreadMain(Request *open) {
     ACL_CHECK(api, aclrtSetDevice, id);
     deviceSet_ = true;
     ACL_CHECK(api, aclrtCreateContext, &context_, id);  // also makes it current on this thread
-    ACL_CHECK(api, aclrtCreateStream, &streams_.copyIn);
-    ACL_CHECK(api, aclrtCreateStream, &streams_.compute);
-    ACL_CHECK(api, aclrtCreateStream, &streams_.copyOut);
   } catch (const FailureException &e) {
     open->Fail(e.failure());
   }
@@ -315,12 +315,6 @@ void DeviceCore::Teardown() {
       first.message = std::string(fn) + " failed: " + std::to_string(rc) + " " + AclErrorName(rc);
     }
   };
-  for (aclrtStream *s : {&streams_.copyIn, &streams_.compute, &streams_.copyOut}) {
-    if (*s == nullptr) continue;
-    note(a.aclrtSynchronizeStream(*s), "aclrtSynchronizeStream");
-    note(a.aclrtDestroyStream(*s), "aclrtDestroyStream");
-    *s = nullptr;
-  }
   if (context_ != nullptr) note(a.aclrtDestroyContext(context_), "aclrtDestroyContext");
   context_ = nullptr;
   if (deviceSet_) note(a.aclrtResetDevice(id), "aclrtResetDevice");

@@ -1,4 +1,4 @@
-// One opened device: its native thread, ACL context and streams, loaded models and the pipeline
+// One opened device: its native thread, ACL context, loaded models and the pipeline
 // of executions in flight.
 //
 // Threads: methods marked [JS] run on the JS thread only; [device] on this device's own thread
@@ -32,7 +32,8 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   ~DeviceCore();
 
   // [JS] Creates the ThreadSafeFunction and the device thread; `open` is settled (through the
-  // TSFN) once the thread has set the device and created its context and streams.
+  // TSFN) once the thread has set the device and created its context. Streams belong to the
+  // models' pipeline slots (model_core.h).
   void Start(Napi::Env env, std::unique_ptr<Request> open);
   // [JS] Hands `work` to the device thread and counts it as a pending promise (the event loop
   // stays alive while any is pending). Returns false (leaving `work` with the caller) once close
@@ -50,7 +51,6 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   void Post(Work *work);
   // [device] Used by Work::Begin implementations.
   const AclApi &api() const { return backend_.api; }
-  DeviceStreams streams() const { return streams_; }
   void AddModel(std::shared_ptr<ModelCore> model) { models_.push_back(std::move(model)); }
   void EnqueueExec(ExecJob *job);
   // `work` (may be null) is posted after the model finished its in-flight work and was released.
@@ -68,7 +68,7 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   void Dispatch(ModelCore &model);    // [device] start pending executes on free slots
   void PollInflight(bool block);      // [device]
   void ProgressLifecycle();           // [device] finish parked unloads / close once idle
-  void Teardown();                    // [device] streams, context, device reset
+  void Teardown();                    // [device] context, device reset
 
   const AclBackend &backend_;
   Tsfn tsfn_;
@@ -83,7 +83,6 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
 
   // [device] only.
   aclrtContext context_ = nullptr;
-  DeviceStreams streams_;
   bool deviceSet_ = false;
   std::vector<std::shared_ptr<ModelCore>> models_;
   std::deque<std::pair<std::shared_ptr<ModelCore>, int>> inflight_;  // submission order

@@ -142,7 +142,9 @@ void ModelCore::Load(const LoadOptions &opts) {
 
   for (auto &t : info.inputs) {
     auto given = opts.maxInputDims.find(t.name);
-    if (info.dynamic == DynamicKind::Range && given != opts.maxInputDims.end()) {
+    bool dynamicBeyondBatch = false;
+    for (size_t k = 1; k < t.dims.size(); ++k) dynamicBeyondBatch = dynamicBeyondBatch || t.dims[k] < 0;
+    if (given != opts.maxInputDims.end()) {
       if (given->second.size() != t.dims.size()) {
         ThrowKind("invalid", "maxInputDims." + t.name + " has rank " +
                                  std::to_string(given->second.size()) + ", the model input is " +
@@ -155,6 +157,8 @@ void ModelCore::Load(const LoadOptions &opts) {
                                    " does not fit the model input " + DimsText(t.dims));
         }
       }
+      // The batch dimension is bounded by the gears, whatever maxInputDims says.
+      if (!t.dims.empty() && t.dims[0] < 0) t.maxDims[0] = std::max(t.maxDims[0], maxGear);
     } else {
       t.maxDims = t.dims;
       for (size_t k = 0; k < t.maxDims.size(); ++k) {
@@ -167,7 +171,9 @@ void ModelCore::Load(const LoadOptions &opts) {
         t.maxDims[k] = maxGear;
       }
     }
-    if (info.dynamic == DynamicKind::Range || t.bufferBytes == 0) {
+    // Real shapes of such inputs are passed per execution through aclmdlSetDatasetTensorDesc.
+    if (dynamicBeyondBatch || info.dynamic == DynamicKind::Range) setsTensorDesc_ = true;
+    if (dynamicBeyondBatch || info.dynamic == DynamicKind::Range || t.bufferBytes == 0) {
       t.bufferBytes = ElementCount(t.maxDims) * t.elemBytes;
     }
   }
@@ -229,6 +235,9 @@ void ModelCore::AllocateSlot(Slot &s, size_t mbatchBytes) {
     ACL_CHECK(api_, aclrtMallocHost, &s.hostOut.back(), bytes);
     addBuffer(s.outDs, s.devOut.back(), t.bufferBytes);
   }
+  ACL_CHECK(api_, aclrtCreateStream, &s.sIn);
+  ACL_CHECK(api_, aclrtCreateStream, &s.sExec);
+  ACL_CHECK(api_, aclrtCreateStream, &s.sOut);
   ACL_CHECK(api_, aclrtCreateEvent, &s.evIn);
   ACL_CHECK(api_, aclrtCreateEvent, &s.evExec);
   ACL_CHECK(api_, aclrtCreateEvent, &s.evOut);
@@ -254,6 +263,13 @@ void ModelCore::FreeSlotMemory(Slot &s) {
     if (*ev) api_.aclrtDestroyEvent(*ev);
     *ev = nullptr;
   }
+  for (aclrtStream *st : {&s.sIn, &s.sExec, &s.sOut}) {
+    if (*st == nullptr) continue;
+    api_.aclrtSynchronizeStream(*st);  // idle here; clears any sticky error before destroy
+    api_.aclrtDestroyStream(*st);
+    *st = nullptr;
+  }
+  TakeRecentErrMsg(api_);
 }
 
 void ModelCore::Release() {
@@ -296,11 +312,20 @@ void ModelCore::Fail(Slot &s, const Failure &f) {
 std::vector<int64_t> ModelCore::ReadOutputDims(Slot &s, size_t o, bool afterRun) {
   const TensorInfo &t = info.outputs[o];
   if (info.dynamic == DynamicKind::Static) return t.dims;
-  if (info.dynamic == DynamicKind::Range && !afterRun) return t.maxDims;
+  const bool knownAfterRun = info.dynamic == DynamicKind::Range || setsTensorDesc_;
+  if (knownAfterRun && !afterRun) return t.maxDims;
+  // Dynamic batch: only the batch dimension varies, so the gear determines the shape. (Not
+  // aclmdlGetCurOutputDims: it is per model, and a batch finishing on another slot may update it
+  // between this slot's setter and the read.)
+  if (info.dynamic == DynamicKind::Batch && !setsTensorDesc_) {
+    std::vector<int64_t> dims = t.dims;
+    if (!dims.empty() && dims[0] < 0) dims[0] = static_cast<int64_t>(s.job->gear);
+    if (std::all_of(dims.begin(), dims.end(), [](int64_t v) { return v >= 0; })) return dims;
+  }
   auto allKnown = [](const std::vector<int64_t> &d) {
     return std::all_of(d.begin(), d.end(), [](int64_t v) { return v >= 0; });
   };
-  if (info.dynamic == DynamicKind::Range && api_.aclmdlGetDatasetTensorDesc != nullptr &&
+  if (knownAfterRun && api_.aclmdlGetDatasetTensorDesc != nullptr &&
       api_.aclGetTensorDescNumDims != nullptr && api_.aclGetTensorDescDimV2 != nullptr) {
     aclTensorDesc *d = api_.aclmdlGetDatasetTensorDesc(s.outDs, t.aclIndex);
     if (d != nullptr) {
@@ -356,10 +381,10 @@ void ModelCore::Start(int slotIndex, ExecJob *job) {
     s.enqueuedAt = Clock::now();
     s.hostCopyInMs = MsBetween(t0, s.enqueuedAt);
 
-    if (info.dynamic == DynamicKind::Range) {
+    if (setsTensorDesc_) {
       if (api_.aclmdlSetDatasetTensorDesc == nullptr || api_.aclCreateTensorDesc == nullptr) {
         ThrowKind("invalid", "this ACL library lacks aclmdlSetDatasetTensorDesc, needed for "
-                             "range-dynamic models");
+                             "models with dynamic non-batch dimensions");
       }
       for (auto *d : s.inDescs) api_.aclDestroyTensorDesc ? api_.aclDestroyTensorDesc(d) : void();
       s.inDescs.clear();
@@ -377,10 +402,17 @@ void ModelCore::Start(int slotIndex, ExecJob *job) {
       const size_t bytes = job->inputs[k].bytes;
       if (bytes == 0) continue;
       ACL_CHECK(api_, aclrtMemcpyAsync, s.devIn[k], info.inputs[k].bufferBytes, s.hostIn[k], bytes,
-                ACL_MEMCPY_HOST_TO_DEVICE, streams_.copyIn);
+                ACL_MEMCPY_HOST_TO_DEVICE, s.sIn);
     }
-    ACL_CHECK(api_, aclrtRecordEvent, s.evIn, streams_.copyIn);
-    ACL_CHECK(api_, aclrtStreamWaitEvent, streams_.compute, s.evIn);
+    ACL_CHECK(api_, aclrtRecordEvent, s.evIn, s.sIn);
+    ACL_CHECK(api_, aclrtStreamWaitEvent, s.sExec, s.evIn);
+    // One execution of a modelId at a time: chain after the previous batch's execute.
+    if (lastStarted_ >= 0 && lastStarted_ != slotIndex) {
+      const Slot &prev = slots_[static_cast<size_t>(lastStarted_)];
+      if (prev.job != nullptr && !prev.execDone) {
+        ACL_CHECK(api_, aclrtStreamWaitEvent, s.sExec, prev.evExec);
+      }
+    }
     if (info.dynamic == DynamicKind::Batch) {
       ACL_CHECK(api_, aclmdlSetDynamicBatchSize, info.modelId, s.inDs, *mbatchIndex_, job->gear);
     }
@@ -390,30 +422,31 @@ void ModelCore::Start(int slotIndex, ExecJob *job) {
       s.outCopyBytes[o] = std::min(ElementCount(s.outDims[o]) * info.outputs[o].elemBytes,
                                    info.outputs[o].bufferBytes);
     }
-    ACL_CHECK(api_, aclmdlExecuteAsync, info.modelId, s.inDs, s.outDs, streams_.compute);
-    ACL_CHECK(api_, aclrtRecordEvent, s.evExec, streams_.compute);
-    ACL_CHECK(api_, aclrtStreamWaitEvent, streams_.copyOut, s.evExec);
+    ACL_CHECK(api_, aclmdlExecuteAsync, info.modelId, s.inDs, s.outDs, s.sExec);
+    lastStarted_ = slotIndex;
+    ACL_CHECK(api_, aclrtRecordEvent, s.evExec, s.sExec);
+    ACL_CHECK(api_, aclrtStreamWaitEvent, s.sOut, s.evExec);
     for (size_t o = 0; o < info.outputs.size(); ++o) {
       if (s.outCopyBytes[o] == 0) continue;
       ACL_CHECK(api_, aclrtMemcpyAsync, s.hostOut[o], info.outputs[o].bufferBytes, s.devOut[o],
-                s.outCopyBytes[o], ACL_MEMCPY_DEVICE_TO_HOST, streams_.copyOut);
+                s.outCopyBytes[o], ACL_MEMCPY_DEVICE_TO_HOST, s.sOut);
     }
-    ACL_CHECK(api_, aclrtRecordEvent, s.evOut, streams_.copyOut);
+    ACL_CHECK(api_, aclrtRecordEvent, s.evOut, s.sOut);
   } catch (const FailureException &e) {
     Fail(s, e.failure());
-    // Whatever was already enqueued may still read or write this slot: fence all three streams
-    // with the slot's events so the slot is recycled only after the device is done with it.
+    // Whatever was already enqueued may still read or write this slot: fence the slot's three
+    // streams with its events so the slot is recycled only after the device is done with it.
     const bool fenced =
-        api_.aclrtRecordEvent(s.evIn, streams_.copyIn) == ACL_SUCCESS &&
-        api_.aclrtStreamWaitEvent(streams_.compute, s.evIn) == ACL_SUCCESS &&
-        api_.aclrtRecordEvent(s.evExec, streams_.compute) == ACL_SUCCESS &&
-        api_.aclrtStreamWaitEvent(streams_.copyOut, s.evExec) == ACL_SUCCESS &&
-        api_.aclrtRecordEvent(s.evOut, streams_.copyOut) == ACL_SUCCESS;
+        api_.aclrtRecordEvent(s.evIn, s.sIn) == ACL_SUCCESS &&
+        api_.aclrtStreamWaitEvent(s.sExec, s.evIn) == ACL_SUCCESS &&
+        api_.aclrtRecordEvent(s.evExec, s.sExec) == ACL_SUCCESS &&
+        api_.aclrtStreamWaitEvent(s.sOut, s.evExec) == ACL_SUCCESS &&
+        api_.aclrtRecordEvent(s.evOut, s.sOut) == ACL_SUCCESS;
     if (!fenced) {
       TakeRecentErrMsg(api_);
-      api_.aclrtSynchronizeStream(streams_.copyIn);
-      api_.aclrtSynchronizeStream(streams_.compute);
-      api_.aclrtSynchronizeStream(streams_.copyOut);
+      api_.aclrtSynchronizeStream(s.sIn);
+      api_.aclrtSynchronizeStream(s.sExec);
+      api_.aclrtSynchronizeStream(s.sOut);
       TakeRecentErrMsg(api_);
       s.inDone = s.execDone = s.outDone = true;
       s.inDoneAt = s.execDoneAt = s.outDoneAt = Clock::now();
@@ -480,12 +513,23 @@ void ModelCore::Wait(int slotIndex, int32_t timeoutMs) {
 ExecJob *ModelCore::Finish(int slotIndex, Clock::time_point prevExecDoneAt) {
   Slot &s = slots_[static_cast<size_t>(slotIndex)];
   ExecJob *job = s.job;
+  // All of this slot's work has completed, so these return at once; they surface an asynchronous
+  // device failure of this batch (e.g. a failed kernel), which event waits do not report.
+  for (aclrtStream st : {s.sIn, s.sExec, s.sOut}) {
+    const aclError rc = api_.aclrtSynchronizeStream(st);
+    if (rc != ACL_SUCCESS) {
+      bool done = true;
+      Clock::time_point at;
+      MarkStage(s, &done, &at, rc, "aclrtSynchronizeStream");
+    }
+  }
   const auto t0 = Clock::now();
   if (!job->failed) {
     for (size_t o = 0; o < info.outputs.size(); ++o) {
       const TensorInfo &t = info.outputs[o];
       ExecOutput out;
-      out.dims = info.dynamic == DynamicKind::Range ? ReadOutputDims(s, o, true) : s.outDims[o];
+      out.dims = info.dynamic == DynamicKind::Range || setsTensorDesc_ ? ReadOutputDims(s, o, true)
+                                                                       : s.outDims[o];
       out.bytes = ElementCount(out.dims) * t.elemBytes;
       if (out.bytes > t.bufferBytes) {
         Failure f;

@@ -45,15 +45,13 @@ struct ModelInfo {
   uint32_t modelId = 0;
 };
 
-struct DeviceStreams {
-  aclrtStream copyIn = nullptr;
-  aclrtStream compute = nullptr;
-  aclrtStream copyOut = nullptr;
-};
-
-// Buffers of one pipeline slot. Owned by ModelCore; a slot with `job != nullptr` is in flight and
-// none of its memory may be touched or freed until its copy-out event has completed.
+// Buffers and streams of one pipeline slot. Owned by ModelCore; a slot with `job != nullptr` is in
+// flight and none of its memory may be touched or freed until its copy-out event has completed.
+// Each slot has its own copy-in / compute / copy-out streams, so that once its last event has
+// completed, synchronizing them returns at once and reports an asynchronous device error of
+// exactly this batch (ACL reports those at the next stream synchronize).
 struct Slot {
+  aclrtStream sIn = nullptr, sExec = nullptr, sOut = nullptr;
   std::vector<void *> devIn, hostIn;    // aclrtMalloc / aclrtMallocHost, one per visible input
   void *devMbatch = nullptr;            // the ascend_mbatch_shape_data buffer, never written by us
   std::vector<void *> devOut, hostOut;  // one per output
@@ -73,7 +71,7 @@ struct Slot {
 
 class ModelCore {
  public:
-  ModelCore(const AclApi &api, DeviceStreams streams) : api_(api), streams_(streams) {}
+  explicit ModelCore(const AclApi &api) : api_(api) {}
   ~ModelCore();  // frees nothing on the device: Release() must have run on the device thread
 
   // Device thread. Throws FailureException; the caller then calls Release() to free what a
@@ -111,10 +109,11 @@ class ModelCore {
   std::vector<int64_t> ReadOutputDims(Slot &s, size_t o, bool afterRun);
 
   const AclApi &api_;
-  DeviceStreams streams_;
+  int lastStarted_ = -1;  // slot of the most recent batch: the next execute waits for its evExec
   aclmdlDesc *desc_ = nullptr;
   bool modelLoaded_ = false;
   std::optional<size_t> mbatchIndex_;
+  bool setsTensorDesc_ = false;  // some input has dynamic non-batch dims (range-dynamic)
   size_t numAclInputs_ = 0;
   std::vector<Slot> slots_;
   int inflight_ = 0;
