@@ -1,0 +1,95 @@
+// BullMQ-only behaviour beyond the conformance suite: job layout (jobId = id, native priority,
+// JSON data, return value = result), lock renewal while a job waits locally, awkward ids.
+import { afterEach, describe, expect, it } from 'vitest';
+import { requestToJson, resultToJson } from '../../../src/codec/index.ts';
+import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
+import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
+import { jobIdFor } from '../../../src/transport/bullmq/bullmq-names.ts';
+import { uniqueName } from '../../helpers/services.ts';
+import { idOf, Inbox, makeRequest, outcomeFor, startWith } from './conformance-kit.ts';
+import { bullmqSettings, queueJobs } from './bullmq-harness.ts';
+
+const open: Array<{ close(): Promise<void> }> = [];
+afterEach(async () => {
+  await Promise.allSettled(open.splice(0).map((c) => c.close()));
+});
+function track<T extends { close(): Promise<void> }>(c: T): T {
+  open.push(c);
+  return c;
+}
+
+describe('bullmq transport', () => {
+  it('a request is a job with jobId = id, priority p + 1 and the JSON envelope; its result is the return value and a reply job', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('layout');
+    const producer = track(new BullmqProducer(settings));
+    const request = makeRequest(model, 'job-1', 2, { replyTo: `${model}.out` });
+    await producer.publish(request);
+    const [job] = await queueJobs(settings, `${model}.requests`, ['prioritized']);
+    expect(job?.id).toBe('job-1');
+    expect(job?.priority).toBe(3);
+    expect(job?.data).toEqual(JSON.parse(JSON.stringify(requestToJson(request))));
+
+    const t = track(new BullmqTransport(settings, { stalledIntervalMs: 500 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const [d] = await inbox.waitFor(1, 10_000);
+    expect(d?.priority).toBe(2);
+    const outcome = outcomeFor(d as NonNullable<typeof d>);
+    await t.settle([outcome]);
+    const [done] = await queueJobs(settings, `${model}.requests`, ['completed']);
+    const expected = JSON.parse(JSON.stringify(resultToJson(outcome.result)));
+    expect(done?.id).toBe('job-1');
+    expect(done?.returnvalue).toEqual(expected);
+    const [reply] = await queueJobs(settings, `${model}.out`, ['wait']);
+    expect(reply?.id).toBe('job-1');
+    expect(reply?.data).toEqual(expected);
+  });
+
+  it('keeps the lock while a job waits locally for several lock durations (no re-run elsewhere)', async () => {
+    const settings = bullmqSettings({ lockDurationMs: 1_000 });
+    const model = uniqueName('lock');
+    const producer = track(new BullmqProducer(settings));
+    await producer.publish([makeRequest(model, 'held', 0)]);
+    const a = track(new BullmqTransport(settings, { stalledIntervalMs: 300 }));
+    const b = track(new BullmqTransport(settings, { stalledIntervalMs: 300 }));
+    const inboxA = new Inbox();
+    const inboxB = new Inbox();
+    await startWith(a, model, inboxA);
+    const [d] = await inboxA.waitFor(1, 10_000);
+    await startWith(b, model, inboxB);
+    // Four lock durations with B's stalled checker running: B must not get the job.
+    expect(await inboxB.quietFor(4_000)).toEqual([]);
+    await a.settle([outcomeFor(d as NonNullable<typeof d>)]);
+    const [done] = await queueJobs(settings, `${model}.requests`, ['completed']);
+    expect(done?.id).toBe('held');
+  });
+
+  it('ids BullMQ refuses as job ids (integers, ":") still round-trip through request()', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('ids');
+    const producer = track(new BullmqProducer(settings));
+    const t = track(new BullmqTransport(settings));
+    await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) });
+    for (const id of ['42', 'a:b']) {
+      const r = await producer.request(makeRequest(model, id, 0), { timeoutMs: 10_000 });
+      expect(r.id).toBe(id);
+    }
+    const jobs = await queueJobs(settings, `${model}.requests`, ['completed']);
+    expect(jobs.map((j) => j.id).sort()).toEqual([jobIdFor('42'), jobIdFor('a:b')].sort());
+  });
+
+  it('a second publish of the same id is dropped while the first job is retained (idempotent publish)', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('idem');
+    const producer = track(new BullmqProducer(settings));
+    await producer.publish([makeRequest(model, 'same', 1), makeRequest(model, 'same', 1)]);
+    await producer.publish(makeRequest(model, 'same', 1));
+    const t = track(new BullmqTransport(settings));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    await inbox.waitFor(1, 10_000);
+    expect(await inbox.quietFor(1_000)).toEqual([]);
+    expect(inbox.all.map(idOf)).toEqual(['same']);
+  });
+});
