@@ -216,6 +216,12 @@ function shapeCases(): OpCase[] {
   ];
 }
 
+/** The same kind of model with initializers in float_data / int64_data instead of raw_data. */
+function typedEncoding(c: OpCase, name: string): OpCase {
+  const initializers = c.graph.initializers?.map((t) => ({ ...t, encoding: 'typed' as const }));
+  return { ...c, name, graph: { ...c.graph, initializers } };
+}
+
 export const OP_CASES: OpCase[] = [
   ...gemmCases(),
   ...matMulCases(),
@@ -224,5 +230,10 @@ export const OP_CASES: OpCase[] = [
   ...convCases(),
   ...poolCases(),
   ...shapeCases(),
+  typedEncoding(
+    single('Gemm', 'Gemm', [x([6])], [w('W', [4, 6]), w('C', [4])], y([4]), { transB: attr.i(1) }),
+    'Gemm/typed-float-data',
+  ),
+  typedEncoding(single('Reshape', 'Reshape', [x([2, 6])], [i64('shape', [3], [0, 3, -1])], y([3, 4])), 'Reshape/typed-int64-data'),
 ];
 
