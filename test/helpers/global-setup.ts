@@ -2,7 +2,7 @@
 // Per service: KAFKA_BROKERS / REDIS_URL when set; else containers when a Docker engine answers;
 // else local processes (redis-server from PATH, a KRaft broker from cached Apache Kafka jars).
 // NPU_FLEET_TEST_SERVICES=local|containers forces the choice for services not given by env.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -19,6 +19,25 @@ interface Started {
 }
 
 const EXTERNAL_WAIT_MS = 15_000;
+
+const WORK_DIR_PREFIX = 'npu-fleet-test-services-';
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Temp dirs of earlier runs that were killed before their teardown (named after their runner's pid). */
+function sweepStaleWorkDirs(): void {
+  for (const name of readdirSync(tmpdir())) {
+    const pid = Number(name.startsWith(WORK_DIR_PREFIX) ? name.slice(WORK_DIR_PREFIX.length).split('-')[0] : NaN);
+    if (Number.isInteger(pid) && pid > 0 && !pidAlive(pid)) rmSync(join(tmpdir(), name), { recursive: true, force: true });
+  }
+}
 
 function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;
@@ -41,7 +60,9 @@ async function externalKafka(value: string): Promise<Started> {
 }
 
 async function externalRedis(url: string): Promise<Started> {
-  const { version } = await redisInfo(url, EXTERNAL_WAIT_MS);
+  const { version } = await redisInfo(url, EXTERNAL_WAIT_MS).catch((error: unknown) => {
+    throw new Error(`REDIS_URL=${url} does not answer: ${error instanceof Error ? error.message : String(error)}`);
+  });
   return { endpoint: url, line: `redis ${version} external (REDIS_URL) at ${url}` };
 }
 
@@ -83,7 +104,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const envRedis = process.env['REDIS_URL'];
   const needMode = !envKafka || !envRedis;
   const { mode, why } = needMode ? await chooseMode() : { mode: 'local' as const, why: 'both given by env' };
-  const workDir = mkdtempSync(join(tmpdir(), 'npu-fleet-test-services-'));
+  sweepStaleWorkDirs();
+  const workDir = mkdtempSync(join(tmpdir(), `${WORK_DIR_PREFIX}${process.pid}-`));
+  const removeWorkDir = (): void => rmSync(workDir, { recursive: true, force: true });
+  process.once('exit', removeWorkDir);
 
   const [kafka, redis] = await Promise.allSettled([
     envKafka ? externalKafka(envKafka) : startKafka(mode, workDir),
@@ -125,7 +149,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
       if (value === undefined) delete process.env[key];
       else process.env[key] = value;
     }
-    rmSync(workDir, { recursive: true, force: true });
+    removeWorkDir();
+    process.removeListener('exit', removeWorkDir);
     for (const r of results) if (r.status === 'rejected') console.error('[services] teardown failed:', r.reason);
   };
 }

@@ -2,7 +2,7 @@
 // offsets, and runs kafkajs transactions (send + sendOffsets) to commit or abort.
 import { Kafka, logLevel } from 'kafkajs';
 import type { Admin, Consumer, KafkaMessage, Producer } from 'kafkajs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 
 const WAIT_MS = 20_000;
@@ -11,11 +11,17 @@ let kafka: Kafka;
 let admin: Admin;
 const cleanups: Array<() => Promise<void>> = [];
 
-beforeAll(async () => {
+// Connected lazily inside each test (not in beforeAll), so a broker that failed to start shows
+// up as failed tests carrying the reason rather than as a suite whose tests count as skipped.
+async function connect(): Promise<void> {
+  if (admin) return;
   kafka = new Kafka({ clientId: uniqueName('smoke'), brokers: getServices().kafkaBrokers, logLevel: logLevel.WARN });
-  admin = kafka.admin();
-  await admin.connect();
-});
+  const connecting = kafka.admin();
+  await connecting.connect();
+  admin = connecting;
+}
+
+beforeEach(connect);
 
 afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
