@@ -35,6 +35,9 @@ export interface DeviceWorkerOptions {
   readonly onHang?: (info: { model: string; gear: number; elapsedMs: number }) => void;
 }
 
+/** How long before the device frees up the next batch is formed, so its copy-in overlaps. */
+const PIPELINE_LEAD_MS = 1;
+
 export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped' | 'hung';
 
 /**
@@ -52,6 +55,10 @@ export class DeviceWorker {
   private readonly ctx: ResultContext;
   private inflight = 0;
   private deviceFreeAt = 0;
+  /** Estimated device ms of batches in flight, in dispatch order (the device runs them in turn). */
+  private readonly inflightEstimates: number[] = [];
+  /** When the device last finished a batch: a batch's service time starts no earlier. */
+  private lastCompletionAt = 0;
   private wakeTimer: NodeJS.Timeout | undefined;
   private wakeAt = Infinity;
   private pumping = false;
@@ -234,7 +241,13 @@ export class DeviceWorker {
     const maxInflight = this.o.config.worker.inflightPerDevice;
     for (const lane of this.lanes.orderedLanes(nowMs)) {
       if (this.state === 'hung') break;
-      if (this.inflight < maxInflight) {
+      const deviceBusy = this.inflight > 0 && freeAt - nowMs > PIPELINE_LEAD_MS;
+      if (this.inflight < maxInflight && deviceBusy && lane.scheduler.queuedItems < lane.scheduler.limit) {
+        // The device is busy: a partial batch sent now would only wait on the device. Keep
+        // collecting until just before it frees up (the lead covers copy-in), or until full.
+        this.expire(lane, lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
+        nextWake = Math.min(nextWake, freeAt - PIPELINE_LEAD_MS);
+      } else if (this.inflight < maxInflight) {
         const d = lane.scheduler.decide(nowMs, freeAt);
         this.expire(lane, d.expired, nowMs);
         if (d.kind === 'dispatch') {
@@ -282,6 +295,7 @@ export class DeviceWorker {
     this.inflight++;
     version.inflight++;
     this.deviceFreeAt = Math.max(nowMs, this.deviceFreeAt) + batch.estimatedDeviceMs;
+    this.inflightEstimates.push(batch.estimatedDeviceMs);
     this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflight);
     void this.runBatch(lane, version, batch, nowMs);
   }
@@ -309,7 +323,11 @@ export class DeviceWorker {
         padded: batch.paddedItems,
         executeSeconds: timings.executeMs / 1000,
       });
-      lane.scheduler.recordCompletion(batch.gear, deviceMs, doneAt);
+      // Service time, not latency: the second batch in flight waits for the first on the device,
+      // and that wait must not inflate the learnt per-gear estimate.
+      const serviceMs = Math.max(0.01, doneAt - Math.max(dispatchedAt, this.lastCompletionAt));
+      this.lastCompletionAt = doneAt;
+      lane.scheduler.recordCompletion(batch.gear, Math.min(serviceMs, deviceMs), doneAt);
       batch.members.forEach((m, i) => {
         const { request, delivery } = m.payload;
         const late = overran || (request.deadlineAt !== undefined && doneAt > request.deadlineAt);
@@ -363,7 +381,10 @@ export class DeviceWorker {
       clearTimeout(hangTimer);
       this.inflight--;
       version.inflight--;
-      if (this.inflight === 0) this.deviceFreeAt = Date.now();
+      this.inflightEstimates.shift();
+      // Re-anchor on what is really left: the next batch in flight starts on the device now.
+      const now = Date.now();
+      this.deviceFreeAt = now + this.inflightEstimates.reduce((a, b) => a + b, 0);
       this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflight);
       await this.lanes.retireIfIdle(version);
       this.pump();

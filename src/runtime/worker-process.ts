@@ -53,8 +53,7 @@ export async function runWorker(
     throw new FleetError('INVALID_CONFIG', `no servable model in ${snapshot.dir}; run \`npu-fleet models validate ${config.modelRepository}\``);
   }
   const transport = deps.createTransport(config, rootLog);
-  let worker!: DeviceWorker;
-  worker = new DeviceWorker({
+  const worker: DeviceWorker = new DeviceWorker({
     config,
     deviceId,
     device,
