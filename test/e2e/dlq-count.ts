@@ -23,7 +23,7 @@ export async function dlqCount(transport: TransportSettings, model: string): Pro
     const url = new URL(transport.bullmq.redisUrl);
     const queue = new Queue(name, { prefix: transport.bullmq.prefix, connection: { host: url.hostname, port: Number(url.port) } });
     try {
-      const counts = await queue.getJobCounts('waiting', 'prioritized', 'completed', 'failed', 'delayed', 'active', 'paused');
+      const counts = await queue.getJobCounts('waiting', 'prioritized', 'completed', 'failed', 'delayed', 'active');
       return Object.values(counts).reduce((a, b) => a + b, 0);
     } finally {
       await queue.close();
