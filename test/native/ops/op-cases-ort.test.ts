@@ -4,10 +4,9 @@
  * here is a bad test case, not a simulator bug.
  */
 import { describe, expect, it } from 'vitest';
-import { encodeModel } from '../../../scripts/onnx/onnx-model.ts';
 import { Prng } from '../../../scripts/onnx/prng.ts';
 import { concreteDims, randomInput, runOrt } from './differential.ts';
-import { OP_CASES, OP_GEARS, SUPPORTED_OPS } from './op-cases.ts';
+import { encodeCase, OP_CASES, OP_GEARS, SUPPORTED_OPS } from './op-cases.ts';
 
 describe('single-op cases on onnxruntime', () => {
   it('cover every operator the simulator supports, with unique names', () => {
@@ -18,7 +17,7 @@ describe('single-op cases on onnxruntime', () => {
   });
 
   it.each(OP_CASES.map((c) => [c.name, c] as const))('%s', async (_name, c) => {
-    const bytes = encodeModel({ graph: c.graph });
+    const bytes = encodeCase(c);
     for (const batch of [1, Math.max(...OP_GEARS)]) {
       const rng = new Prng(batch);
       const inputs = c.graph.inputs.map((i) => randomInput(rng, i, concreteDims(i.dims, batch), c.ranges?.[i.name]));

@@ -2,7 +2,7 @@
  * Single-op models for the simulator's differential tests. Every graph input has the dynamic
  * leading dimension "batch", so each case runs at batch 1 and at the largest gear, like a model.
  */
-import { attr, type AttributeValue, type GraphDef, type NodeDef, type TensorData, type ValueInfo } from '../../../scripts/onnx/onnx-model.ts';
+import { attr, encodeModel, type AttributeValue, type GraphDef, type NodeDef, type TensorData, type ValueInfo } from '../../../scripts/onnx/onnx-model.ts';
 import { Prng } from '../../../scripts/onnx/prng.ts';
 import { i64, uniform } from '../../../scripts/onnx/tensors.ts';
 
@@ -12,6 +12,15 @@ export interface OpCase {
   graph: GraphDef;
   /** Value range of each input's random data (default [-1, 1)); int64 inputs draw integers in [lo, hi). */
   ranges?: Record<string, [number, number]>;
+  /** ai.onnx opset (default 17); some ops changed semantics across opsets. */
+  opset?: number;
+}
+
+/** The case's model bytes (IR version matching the opset, as exporters write it). */
+export function encodeCase(c: OpCase): Uint8Array {
+  const opset = c.opset ?? 17;
+  const irVersion = opset >= 18 ? 9 : opset >= 13 ? 8 : 7;
+  return encodeModel({ graph: c.graph, irVersion, opsetImports: [{ domain: '', version: opset }] });
 }
 
 /** The operator set the simulator promises (issue 3); every one must appear in some case. */
@@ -234,6 +243,11 @@ export const OP_CASES: OpCase[] = [
     single('Gemm', 'Gemm', [x([6])], [w('W', [4, 6]), w('C', [4])], y([4]), { transB: attr.i(1) }),
     'Gemm/typed-float-data',
   ),
+  // Before opset 13 Softmax flattens to 2-D at `axis` (default 1) and normalises over the rest.
+  { ...single('Softmax/opset11-axis1-3d', 'Softmax', [x([3, 4])], [], y([3, 4]), {}, { x: [-4, 4] }), opset: 11 },
+  { ...single('Softmax/opset11-axis2-4d', 'Softmax', [x([2, 3, 2])], [], y([2, 3, 2]), { axis: attr.i(2) }, { x: [-4, 4] }), opset: 11 },
+  // From opset 18 ReduceMean takes its axes as an input.
+  { ...single('ReduceMean/opset18-axes-input', 'ReduceMean', [x([3, 4])], [i64('axes', [1], [-1])], y([3]), { keepdims: attr.i(0) }), opset: 18 },
   typedEncoding(single('Reshape', 'Reshape', [x([2, 6])], [i64('shape', [3], [0, 3, -1])], y([3, 4])), 'Reshape/typed-int64-data'),
 ];
 

@@ -7,10 +7,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeModel } from '../../../scripts/onnx/onnx-model.ts';
 import { Prng } from '../../../scripts/onnx/prng.ts';
 import { compare, concreteDims, describeComparison, randomInput, runOrt } from './differential.ts';
-import { OP_CASES, OP_GEARS } from './op-cases.ts';
+import { encodeCase, OP_CASES, OP_GEARS } from './op-cases.ts';
 import { openSimDevice, type SimDeviceHandle } from './sim-runner.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sim-ops-'));
@@ -34,7 +33,7 @@ describe('simulator ops vs onnxruntime', () => {
   it.each(OP_CASES.map((c) => [c.name, c] as const))('%s', async (name, c) => {
     const path = join(dir, name.replace(/\W/g, '_'), 'model.onnx');
     mkdirSync(join(path, '..'), { recursive: true });
-    writeFileSync(path, encodeModel({ graph: c.graph }));
+    writeFileSync(path, encodeCase(c));
     const maxInputDims = Object.fromEntries(c.graph.inputs.map((i) => [i.name, concreteDims(i.dims, largestGear)]));
     const model = await device.load(path, OP_GEARS, maxInputDims);
     try {
