@@ -41,7 +41,7 @@ export function requestArb(dtype?: Dtype): fc.Arbitrary<RequestEnvelope> {
       },
       { requiredKeys: ['id', 'model', 'inputs', 'createdAt'] },
     )
-    .map((r) => Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as RequestEnvelope);
+    .map((r) => Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as unknown as RequestEnvelope);
 }
 
 export function resultArb(): fc.Arbitrary<ResultEnvelope> {
@@ -63,5 +63,5 @@ export function resultArb(): fc.Arbitrary<ResultEnvelope> {
       device: fc.integer({ min: -1, max: 7 }),
       worker: fc.constantFrom('w0', 'host-1/dev1'),
     })
-    .map((r) => Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as ResultEnvelope);
+    .map((r) => Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as unknown as ResultEnvelope);
 }
