@@ -19,8 +19,9 @@ function listFiles(dir: string): string[] {
 describe('scripts/gen-models.ts', () => {
   const written = generateModels(tmp);
 
-  it('writes config.yaml and 1/model.onnx for the three example models', () => {
+  it('writes a README, config.yaml and 1/model.onnx for the three example models', () => {
     expect(written.map((f) => relative(tmp, f)).sort()).toEqual([
+      'README.md',
       'mlp-classifier/1/model.onnx',
       'mlp-classifier/config.yaml',
       'small-cnn/1/model.onnx',
