@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -37,6 +38,18 @@ describe('scripts/gen-models.ts', () => {
     for (const f of committed) {
       expect(readFileSync(join(tmp, f)).equals(readFileSync(join(DEFAULT_MODELS_DIR, f))), f).toBe(true);
     }
+  });
+
+  it('runs as a CLI into a given directory (npm run gen:models -- <dir>)', () => {
+    const out = join(tmp, 'cli');
+    const r = spawnSync(process.execPath, ['--import', 'tsx', join(DEFAULT_MODELS_DIR, '..', '..', 'scripts', 'gen-models.ts'), out], {
+      encoding: 'utf8',
+    });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim().split('\n')).toHaveLength(7);
+    expect(listFiles(out)).toEqual(listFiles(DEFAULT_MODELS_DIR));
+    expect(readFileSync(join(out, 'small-cnn', '1', 'model.onnx')).equals(readFileSync(join(DEFAULT_MODELS_DIR, 'small-cnn', '1', 'model.onnx')))).toBe(true);
   });
 
   it('writes configs that the model config schema accepts', () => {
