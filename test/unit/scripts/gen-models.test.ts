@@ -8,7 +8,8 @@ import { DEFAULT_MODELS_DIR, generateModels } from '../../../scripts/gen-models.
 import { ModelConfigSchema } from '../../../src/contracts/model-config.ts';
 
 const tmp = mkdtempSync(join(tmpdir(), 'gen-models-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+const cleanup = [tmp];
+afterAll(() => cleanup.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 function listFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true, withFileTypes: true })
@@ -41,7 +42,8 @@ describe('scripts/gen-models.ts', () => {
   });
 
   it('runs as a CLI into a given directory (npm run gen:models -- <dir>)', () => {
-    const out = join(tmp, 'cli');
+    const out = mkdtempSync(join(tmpdir(), 'gen-models-cli-'));
+    cleanup.push(out);
     const r = spawnSync(process.execPath, ['--import', 'tsx', join(DEFAULT_MODELS_DIR, '..', '..', 'scripts', 'gen-models.ts'), out], {
       encoding: 'utf8',
     });
