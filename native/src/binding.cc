@@ -18,6 +18,10 @@ struct AddonData {
   Napi::FunctionReference deviceCtor;
   Napi::FunctionReference modelCtor;
   std::string addonDir;
+  // Handed to the next NativeDevice / NativeModel constructor call (JS thread only). Lets C++
+  // construct the wrappers without Napi::External objects, which node frees only on GC.
+  std::shared_ptr<DeviceCore> nextDevice;
+  std::shared_ptr<ModelCore> nextModel;
 };
 
 AddonData &Data(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
@@ -112,9 +116,8 @@ struct OpenWork : Request {
       Reject(env, deferred, failure);
       return;
     }
-    auto *holder = new std::shared_ptr<DeviceCore>(core);
-    Napi::Object device = Data(env).deviceCtor.New(
-        {Napi::External<std::shared_ptr<DeviceCore>>::New(env, holder)});
+    Data(env).nextDevice = core;
+    Napi::Object device = Data(env).deviceCtor.New({});
     Resolve(env, deferred, device);
   }
 };
@@ -149,11 +152,9 @@ struct LoadWork : Request {
       Reject(env, deferred, failure);
       return;
     }
-    auto *holder = new std::shared_ptr<ModelCore>(model);
-    Napi::Object handle =
-        Data(env).modelCtor.New({Napi::External<std::shared_ptr<ModelCore>>::New(env, holder),
-                                 Napi::External<std::shared_ptr<DeviceCore>>::New(
-                                     env, new std::shared_ptr<DeviceCore>(core))});
+    Data(env).nextModel = model;
+    Data(env).nextDevice = core;
+    Napi::Object handle = Data(env).modelCtor.New({});
     const ModelInfo &mi = model->info;
     Napi::Object info = Napi::Object::New(env);
     info.Set("inputs", TensorsToJs(env, mi.inputs));
@@ -247,12 +248,8 @@ class NativeDevice : public Napi::ObjectWrap<NativeDevice> {
   }
 
   explicit NativeDevice(const Napi::CallbackInfo &info) : Napi::ObjectWrap<NativeDevice>(info) {
-    if (info.Length() < 1 || !info[0].IsExternal()) {
-      throw Napi::TypeError::New(info.Env(), "NativeDevice is created by openDevice()");
-    }
-    auto *holder = info[0].As<Napi::External<std::shared_ptr<DeviceCore>>>().Data();
-    core_ = std::move(*holder);
-    delete holder;
+    core_ = std::move(Data(info.Env()).nextDevice);
+    if (!core_) throw Napi::TypeError::New(info.Env(), "NativeDevice is created by openDevice()");
   }
 
   // GC of an unclosed device: close it in the background (no one awaits the result).
@@ -353,15 +350,11 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
   }
 
   explicit NativeModel(const Napi::CallbackInfo &info) : Napi::ObjectWrap<NativeModel>(info) {
-    if (info.Length() < 2 || !info[0].IsExternal() || !info[1].IsExternal()) {
+    model_ = std::move(Data(info.Env()).nextModel);
+    device_ = std::move(Data(info.Env()).nextDevice);
+    if (!model_ || !device_) {
       throw Napi::TypeError::New(info.Env(), "NativeModel is created by loadModel()");
     }
-    auto *m = info[0].As<Napi::External<std::shared_ptr<ModelCore>>>().Data();
-    auto *d = info[1].As<Napi::External<std::shared_ptr<DeviceCore>>>().Data();
-    model_ = std::move(*m);
-    device_ = std::move(*d);
-    delete m;
-    delete d;
   }
 
   // GC of a loaded model nobody unloaded: unload it in the background.
@@ -496,6 +489,23 @@ Napi::Value OpenDevice(const Napi::CallbackInfo &info) {
   return promise;
 }
 
+}  // namespace
+}  // namespace npufleet
+
+// Present only when the process runs with LeakSanitizer (npm run test:asan preloads libasan).
+extern "C" int __lsan_do_recoverable_leak_check() __attribute__((weak));
+
+namespace npufleet {
+namespace {
+
+// leakCheck(): null without LeakSanitizer; else 0 (no leaks) or 1 (leaks were reported to stderr).
+// Lets the native tests check for leaks at the end of each file, whatever way vitest ends the
+// worker process (a killed process never runs LSan's at-exit check).
+Napi::Value LeakCheck(const Napi::CallbackInfo &info) {
+  if (__lsan_do_recoverable_leak_check == nullptr) return info.Env().Null();
+  return Napi::Number::New(info.Env(), __lsan_do_recoverable_leak_check());
+}
+
 Napi::Value ErrorName(const Napi::CallbackInfo &info) {
   return Napi::String::New(info.Env(), AclErrorName(info[0].As<Napi::Number>().Int32Value()));
 }
@@ -517,6 +527,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("backendInfo", Napi::Function::New(env, BackendInfo));
   exports.Set("openDevice", Napi::Function::New(env, OpenDevice));
   exports.Set("aclErrorName", Napi::Function::New(env, ErrorName));
+  exports.Set("leakCheck", Napi::Function::New(env, LeakCheck));
   exports.Set("addonDir", data->addonDir);
   return exports;
 }

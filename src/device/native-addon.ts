@@ -50,6 +50,8 @@ export interface RawAddon {
   backendInfo(): { kind: 'sim' | 'ascend'; libraryPath: string; deviceCount: number };
   openDevice(id: number): Promise<RawDevice>;
   aclErrorName(code: number): string;
+  /** null unless running under LeakSanitizer; then 0 = no leaks, 1 = leaks reported on stderr. */
+  leakCheck(): number | null;
   addonDir: string;
 }
 

@@ -9,6 +9,7 @@ export default defineConfig({
   test: {
     root: fileURLToPath(new URL('../..', import.meta.url)),
     include: ['test/native/**/*.test.ts'],
+    setupFiles: ['test/native/support/leak-check-setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: 'forks',
