@@ -4,7 +4,9 @@
 #include <dlfcn.h>
 #include <napi.h>
 
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "acl_loader.h"
@@ -262,12 +264,13 @@ class NativeDevice : public Napi::ObjectWrap<NativeDevice> {
  private:
   Napi::Value Id(const Napi::CallbackInfo &info) { return Napi::Number::New(info.Env(), core_->id); }
 
-  // loadModel(path: string, gears: number[], maxInputDims: Record<string, number[]>, slots: 1|2)
+  // loadModel(path, gears: number[], maxInputDims: Record<string, number[]>, slots: 1|2,
+  //           maxOutputDims: Record<string, number[]>)
   Napi::Value LoadModel(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     if (info.Length() < 4 || !info[0].IsString() || !info[1].IsArray() || !info[2].IsObject() ||
         !info[3].IsNumber()) {
-      throw Napi::TypeError::New(env, "loadModel(path, gears, maxInputDims, slots)");
+      throw Napi::TypeError::New(env, "loadModel(path, gears, maxInputDims, slots, maxOutputDims)");
     }
     auto w = std::make_unique<LoadWork>();
     w->opts.path = info[0].As<Napi::String>();
@@ -275,11 +278,16 @@ class NativeDevice : public Napi::ObjectWrap<NativeDevice> {
       if (g <= 0) throw Napi::RangeError::New(env, "gears must be positive");
       w->opts.gears.push_back(static_cast<uint64_t>(g));
     }
-    Napi::Object maxDims = info[2].As<Napi::Object>();
-    Napi::Array names = maxDims.GetPropertyNames();
-    for (uint32_t i = 0; i < names.Length(); ++i) {
-      const std::string name = names.Get(i).ToString();
-      w->opts.maxInputDims[name] = DimsFromJs(maxDims.Get(name), "maxInputDims entries");
+    auto readDimsMap = [](Napi::Object o, std::map<std::string, std::vector<int64_t>> &out) {
+      Napi::Array names = o.GetPropertyNames();
+      for (uint32_t i = 0; i < names.Length(); ++i) {
+        const std::string name = names.Get(i).ToString();
+        out[name] = DimsFromJs(o.Get(name), "max dims entries");
+      }
+    };
+    readDimsMap(info[2].As<Napi::Object>(), w->opts.maxInputDims);
+    if (info.Length() > 4 && info[4].IsObject()) {
+      readDimsMap(info[4].As<Napi::Object>(), w->opts.maxOutputDims);
     }
     const int slots = info[3].As<Napi::Number>().Int32Value();
     if (slots != 1 && slots != 2) throw Napi::RangeError::New(env, "slots must be 1 or 2");
@@ -443,9 +451,19 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
 
 // ---- module -----------------------------------------------------------------------------------
 
+void ShutdownAtExit() {
+  DeviceCore::ShutdownAll(5000);
+  if (DeviceCore::LiveDevices() == 0) FinalizeBackend();
+}
+
 const AclBackend &Backend(Napi::Env env) {
   try {
-    return GetBackend(Data(env).addonDir);
+    const AclBackend &b = GetBackend(Data(env).addonDir);
+    // Registered after the ACL library was loaded, so it runs before that library's static
+    // destructors: device threads must not call into a half-destroyed library at exit.
+    static std::once_flag once;
+    std::call_once(once, [] { std::atexit(&ShutdownAtExit); });
+    return b;
   } catch (const std::exception &e) {
     Napi::Error err = Napi::Error::New(env, e.what());
     err.Value().Set("kind", "load");

@@ -1,5 +1,6 @@
 #include "device_core.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -14,6 +15,20 @@ constexpr auto kPollSlice = std::chrono::microseconds(200);
 }  // namespace
 
 static std::atomic<int> g_runningDevices{0};  // device threads not yet finished
+static std::mutex g_registryMu;
+static std::vector<std::weak_ptr<DeviceCore>> g_registry;  // every started device
+
+void DeviceCore::ShutdownAll(int waitMs) {
+  std::vector<std::shared_ptr<DeviceCore>> live;
+  {
+    std::lock_guard<std::mutex> lock(g_registryMu);
+    for (auto &w : g_registry) {
+      if (auto d = w.lock()) live.push_back(std::move(d));
+    }
+    g_registry.clear();
+  }
+  for (auto &d : live) d->ShutdownForExit(waitMs);
+}
 
 DeviceCore::DeviceCore(int32_t deviceId, const AclBackend &backend)
     : id(deviceId), backend_(backend) {}
@@ -77,6 +92,13 @@ void DeviceCore::Start(Napi::Env env, std::unique_ptr<Request> open) {
   napi_add_env_cleanup_hook(env, &DeviceCore::EnvCleanupHook, hookArg_);
   RetainJs(env);
   ++g_runningDevices;
+  {
+    std::lock_guard<std::mutex> lock(g_registryMu);
+    g_registry.erase(std::remove_if(g_registry.begin(), g_registry.end(),
+                                    [](const std::weak_ptr<DeviceCore> &w) { return w.expired(); }),
+                     g_registry.end());
+    g_registry.push_back(shared_from_this());
+  }
   open->core = shared_from_this();
   Request *raw = open.release();
   auto self = shared_from_this();

@@ -59,6 +59,10 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
 
   const int32_t id;
   static int LiveDevices();
+  // Process exit (atexit, also reached by process.exit(), which skips env cleanup hooks): stops
+  // every device thread still running, waiting up to waitMs for each, before the ACL library's
+  // static objects are destroyed.
+  static void ShutdownAll(int waitMs);
 
  private:
   static void EnvCleanupHook(void *arg);

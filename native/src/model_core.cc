@@ -178,18 +178,29 @@ void ModelCore::Load(const LoadOptions &opts) {
     }
   }
   for (auto &t : info.outputs) {
-    t.maxDims = t.dims;
-    for (size_t k = 0; k < t.maxDims.size(); ++k) {
-      if (t.maxDims[k] >= 0) continue;
-      if (k != 0) {
-        ThrowKind("invalid", "output " + t.name + " " + DimsText(t.dims) +
-                                 " has a dynamic non-batch dimension, which the binding cannot size");
-      }
-      t.maxDims[k] = maxGear;
+    auto given = opts.maxOutputDims.find(t.name);
+    t.maxDims = given != opts.maxOutputDims.end() ? given->second : t.dims;
+    if (t.maxDims.size() != t.dims.size()) {
+      ThrowKind("invalid", "maxOutputDims." + t.name + " has rank " + std::to_string(t.maxDims.size()) +
+                               ", the model output is " + DimsText(t.dims));
     }
-    if (t.bufferBytes == 0) t.bufferBytes = ElementCount(t.maxDims) * t.elemBytes;
+    bool dynamicBeyondBatch = false;
+    for (size_t k = 0; k < t.maxDims.size(); ++k) {
+      if (t.dims[k] >= 0 && t.maxDims[k] != t.dims[k]) {
+        ThrowKind("invalid", "maxOutputDims." + t.name + " " + DimsText(t.maxDims) +
+                                 " does not fit the model output " + DimsText(t.dims));
+      }
+      dynamicBeyondBatch = dynamicBeyondBatch || (k > 0 && t.dims[k] < 0);
+      if (k == 0 && t.dims[0] < 0) t.maxDims[0] = std::max<int64_t>(t.maxDims[0], maxGear);
+      if (t.maxDims[k] >= 0) continue;
+      ThrowKind("invalid", "output " + t.name + " " + DimsText(t.dims) +
+                               " has a dynamic non-batch dimension: pass maxOutputDims." + t.name +
+                               " to size its buffers");
+    }
+    if (t.bufferBytes == 0 || dynamicBeyondBatch) {
+      t.bufferBytes = std::max(t.bufferBytes, ElementCount(t.maxDims) * t.elemBytes);
+    }
   }
-
   info.slots = opts.slots;
   slots_.resize(static_cast<size_t>(opts.slots));
   for (auto &s : slots_) AllocateSlot(s, mbatchBytes);

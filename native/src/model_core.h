@@ -32,6 +32,7 @@ struct LoadOptions {
   std::string path;
   std::vector<uint64_t> gears;  // config gears (the simulator) or empty
   std::map<std::string, std::vector<int64_t>> maxInputDims;
+  std::map<std::string, std::vector<int64_t>> maxOutputDims;  // outputs with dynamic non-batch dims
   int slots = 2;
 };
 

@@ -27,6 +27,8 @@ export interface LoadModelOptions {
   gears?: number[];
   /** Upper bounds for inputs with dynamic non-batch dimensions (range-dynamic models). */
   maxInputDims?: Record<string, number[]>;
+  /** Upper bounds for outputs with dynamic non-batch dimensions (sizes their buffers). */
+  maxOutputDims?: Record<string, number[]>;
   /** Pipeline depth: 2 overlaps copy-in of the next batch with the current execution. */
   slots?: 1 | 2;
 }
@@ -102,12 +104,12 @@ export class Device {
     }
     let raw: RawModel;
     try {
-      raw = await this.raw.loadModel(path, checked.gears, checked.maxInputDims, checked.slots);
+      raw = await this.raw.loadModel(path, checked.gears, checked.maxInputDims, checked.slots, checked.maxOutputDims);
     } catch (error) {
       throw toFleetError(error, 'loadModel', { path, deviceId: this.id });
     }
     try {
-      return new LoadedModel(raw, this, path, checked.maxInputDims);
+      return new LoadedModel(raw, this, path, checked.maxInputDims, checked.maxOutputDims);
     } catch (error) {
       await raw.unload().catch(() => undefined);
       throw error;
@@ -160,6 +162,7 @@ export class LoadedModel {
     readonly device: Device,
     readonly path: string,
     maxInputDims: Record<string, number[]>,
+    maxOutputDims: Record<string, number[]>,
   ) {
     const info = raw.info;
     this.inputs = Object.freeze(info.inputs.map(toSpec));
@@ -169,11 +172,16 @@ export class LoadedModel {
     this.dynamic = info.dynamic;
     this.slots = info.slots;
     this.maxInputDims = Object.freeze(info.inputs.map((t) => Object.freeze([...t.maxDims])));
-    const unknown = Object.keys(maxInputDims).filter((name) => !info.inputs.some((t) => t.name === name));
-    if (unknown.length > 0) {
-      throw new FleetError('INVALID_ARGUMENT', `maxInputDims names unknown input(s) ${unknown.join(', ')}; the model's inputs: ${info.inputs.map((t) => t.name).join(', ')}`, {
-        details: { path, unknown },
-      });
+    for (const [option, names, tensors] of [
+      ['maxInputDims', Object.keys(maxInputDims), info.inputs],
+      ['maxOutputDims', Object.keys(maxOutputDims), info.outputs],
+    ] as const) {
+      const unknown = names.filter((name) => !tensors.some((t) => t.name === name));
+      if (unknown.length > 0) {
+        throw new FleetError('INVALID_ARGUMENT', `${option} names unknown tensor(s) ${unknown.join(', ')}; the model has: ${tensors.map((t) => t.name).join(', ')}`, {
+          details: { path, unknown },
+        });
+      }
     }
   }
 

@@ -41,7 +41,13 @@ export interface RawModel {
 
 export interface RawDevice {
   readonly id: number;
-  loadModel(path: string, gears: number[], maxInputDims: Record<string, number[]>, slots: number): Promise<RawModel>;
+  loadModel(
+    path: string,
+    gears: number[],
+    maxInputDims: Record<string, number[]>,
+    slots: number,
+    maxOutputDims: Record<string, number[]>,
+  ): Promise<RawModel>;
   memInfo(): Promise<{ freeBytes: number; totalBytes: number }>;
   close(): Promise<void>;
 }

@@ -16,22 +16,27 @@ function isPositiveInt(n: unknown): n is number {
 export function validateLoadOptions(
   path: string,
   opts: LoadModelOptions,
-): { gears: number[]; maxInputDims: Record<string, number[]>; slots: 1 | 2 } {
+): { gears: number[]; maxInputDims: Record<string, number[]>; maxOutputDims: Record<string, number[]>; slots: 1 | 2 } {
   if (typeof path !== 'string' || path.length === 0) throw invalid('loadModel: path must be a non-empty string');
   const gears = opts.gears ?? [];
   if (!Array.isArray(gears) || gears.length > MAX_GEARS || !gears.every(isPositiveInt)) {
     throw invalid(`loadModel: gears must be at most ${MAX_GEARS} positive integers, got ${JSON.stringify(gears)}`, { gears });
   }
-  const maxInputDims: Record<string, number[]> = {};
-  for (const [name, dims] of Object.entries(opts.maxInputDims ?? {})) {
-    if (!Array.isArray(dims) || dims.length === 0 || dims.length > MAX_RANK || !dims.every(isPositiveInt)) {
-      throw invalid(`loadModel: maxInputDims.${name} must be a non-empty array of positive integers, got ${JSON.stringify(dims)}`, { name });
+  const dimsMap = (option: string, given: Record<string, number[]> | undefined): Record<string, number[]> => {
+    const out: Record<string, number[]> = {};
+    for (const [name, dims] of Object.entries(given ?? {})) {
+      if (!Array.isArray(dims) || dims.length === 0 || dims.length > MAX_RANK || !dims.every(isPositiveInt)) {
+        throw invalid(`loadModel: ${option}.${name} must be a non-empty array of positive integers, got ${JSON.stringify(dims)}`, { name });
+      }
+      out[name] = [...dims];
     }
-    maxInputDims[name] = [...dims];
-  }
+    return out;
+  };
+  const maxInputDims = dimsMap('maxInputDims', opts.maxInputDims);
+  const maxOutputDims = dimsMap('maxOutputDims', opts.maxOutputDims);
   const slots = opts.slots ?? 2;
   if (slots !== 1 && slots !== 2) throw invalid(`loadModel: slots must be 1 or 2, got ${String(slots)}`);
-  return { gears: [...new Set(gears)].sort((a, b) => a - b), maxInputDims, slots };
+  return { gears: [...new Set(gears)].sort((a, b) => a - b), maxInputDims, maxOutputDims, slots };
 }
 
 /**

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 process.env['NPU_FLEET_DEVICE'] = 'sim';
 
 import { backendInfo, openDevice, type Device } from '../../src/device/index.ts';
-import { affine, affineModel, asF32, EXAMPLE_MLP, f32Bytes, ramp } from './support/tiny-models.ts';
+import { affine, affineModel, affineRangeModel, asF32, EXAMPLE_MLP, f32Bytes, ramp, rowMeanModel } from './support/tiny-models.ts';
 
 describe('native binding over the simulator', () => {
   let device: Device;
@@ -113,6 +113,48 @@ describe('native binding over the simulator', () => {
     } finally {
       await one.unload();
       await two.unload();
+    }
+  });
+
+  it('runs a range-dynamic model with per-execution input dims and reads output dims back', async () => {
+    const model = await device.loadModel(rowMeanModel(), { gears: [1, 2, 4], maxInputDims: { x: [4, 64] } });
+    try {
+      expect(model.dynamic).toBe('range');
+      expect(model.inputs[0]?.dims).toEqual([-1, -1]);
+      expect(model.outputs[0]?.dims).toEqual([-1]);
+      for (const [batch, len] of [
+        [1, 3],
+        [4, 64],
+        [2, 17],
+      ] as const) {
+        const x = ramp(batch * len, len);
+        const r = await model.execute([{ data: f32Bytes(x), dims: [batch, len] }], batch);
+        expect(r.outputs[0]?.dims).toEqual([batch]);
+        const means = Array.from({ length: batch }, (_, b) => x.subarray(b * len, (b + 1) * len).reduce((a, v) => a + v, 0) / len);
+        asF32(r.outputs[0]!.data).forEach((v, b) => expect(v).toBeCloseTo(means[b]!, 4));
+      }
+      const tooLong = await model.execute([{ data: f32Bytes(ramp(65)), dims: [1, 65] }], 1).catch((e: unknown) => e);
+      expect(tooLong).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    } finally {
+      await model.unload();
+    }
+  });
+
+  it('sizes dynamic non-batch outputs from maxOutputDims and returns their actual dims', async () => {
+    const path = affineRangeModel();
+    const missing = await device.loadModel(path, { gears: [2], maxInputDims: { x: [2, 32] } }).catch((e: unknown) => e);
+    expect(missing).toMatchObject({ code: 'MODEL_LOAD_FAILED' });
+    expect(String((missing as Error).message)).toMatch(/maxOutputDims\.y/);
+    const model = await device.loadModel(path, { gears: [2], maxInputDims: { x: [2, 32] }, maxOutputDims: { y: [2, 32] } });
+    try {
+      for (const len of [5, 32, 1]) {
+        const x = ramp(2 * len, len);
+        const r = await model.execute([{ data: f32Bytes(x), dims: [2, len] }], 2);
+        expect(r.outputs[0]?.dims).toEqual([2, len]);
+        expect(Array.from(asF32(r.outputs[0]!.data))).toEqual(Array.from(affine(x)));
+      }
+    } finally {
+      await model.unload();
     }
   });
 

@@ -80,7 +80,7 @@ describe('device argument validation', () => {
   });
 
   it('normalises load options and rejects bad ones', () => {
-    expect(validateLoadOptions('/m.onnx', { gears: [8, 1, 4, 4] })).toEqual({ gears: [1, 4, 8], maxInputDims: {}, slots: 2 });
+    expect(validateLoadOptions('/m.onnx', { gears: [8, 1, 4, 4] })).toEqual({ gears: [1, 4, 8], maxInputDims: {}, maxOutputDims: {}, slots: 2 });
     expect(thrown(() => validateLoadOptions('', {})).code).toBe('INVALID_ARGUMENT');
     expect(thrown(() => validateLoadOptions('/m', { gears: [1.5] })).code).toBe('INVALID_ARGUMENT');
     expect(thrown(() => validateLoadOptions('/m', { maxInputDims: { x: [0, 4] } })).code).toBe('INVALID_ARGUMENT');

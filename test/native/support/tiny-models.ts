@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { encodeModel, type GraphDef } from '../../../scripts/onnx/onnx-model.ts';
+import { attr, encodeModel, type GraphDef } from '../../../scripts/onnx/onnx-model.ts';
 import { f32 } from '../../../scripts/onnx/tensors.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-native-'));
@@ -27,6 +27,30 @@ export function affineModel(width = 4): string {
     ],
     inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', width] }],
     outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', width] }],
+    initializers: [f32('two', [1], [2]), f32('one', [1], [1])],
+  });
+}
+
+/** Range-dynamic: y[b] = mean(x[b, :]) over [batch, len] float32 (len varies per execution). */
+export function rowMeanModel(): string {
+  return write('row-mean', {
+    name: 'row-mean',
+    nodes: [{ opType: 'ReduceMean', inputs: ['x'], outputs: ['y'], attributes: { axes: attr.ints([1]), keepdims: attr.i(0) } }],
+    inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 'len'] }],
+    outputs: [{ name: 'y', dtype: 'float32', dims: ['batch'] }],
+  });
+}
+
+/** Range-dynamic with a dynamic non-batch output dimension: y = x * 2 + 1 over [batch, len]. */
+export function affineRangeModel(): string {
+  return write('affine-range', {
+    name: 'affine-range',
+    nodes: [
+      { opType: 'Mul', inputs: ['x', 'two'], outputs: ['x2'] },
+      { opType: 'Add', inputs: ['x2', 'one'], outputs: ['y'] },
+    ],
+    inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 'len'] }],
+    outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', 'len'] }],
     initializers: [f32('two', [1], [2]), f32('one', [1], [1])],
   });
 }

@@ -1,0 +1,23 @@
+/**
+ * Child process for process-exit.test.ts. Modes:
+ *  idle-open      open a device, load a model, run once, never close: must exit by itself;
+ *  exit-inflight  start an execution the simulator hangs 400 ms, then process.exit(0) at once:
+ *                 env teardown must close the device (waiting for the work) and exit cleanly.
+ */
+import { openDevice } from '../../../src/device/index.ts';
+import { affineModel, f32Bytes, ramp } from './tiny-models.ts';
+
+const mode = process.argv[2];
+const device = await openDevice(0);
+const model = await device.loadModel(affineModel(4), { gears: [1] });
+const input = [{ data: f32Bytes(ramp(4)), dims: [1, 4] }];
+if (mode === 'idle-open') {
+  await model.execute(input, 1);
+  process.stdout.write('ran\n');
+} else if (mode === 'exit-inflight') {
+  void model.execute(input, 1);
+  setTimeout(() => {
+    process.stdout.write('exiting\n');
+    process.exit(0);
+  }, 50);
+}
