@@ -7,8 +7,9 @@
 import { describe, expect, it } from 'vitest';
 
 process.env['NPU_FLEET_DEVICE'] = 'sim';
-// Device 0: the 2nd execution hangs 600 ms, the 5th fails. Device 1: the 1st hangs 500 ms.
-process.env['NPU_FLEET_SIM_FAULTS'] = 'dev0:hang@2:600ms,dev0:fail@5,dev1:hang@1:500ms';
+// Device 0: the 2nd execution hangs 600 ms, the 5th fails, the 7th hangs 400 ms.
+// Device 1: the 1st hangs 500 ms.
+process.env['NPU_FLEET_SIM_FAULTS'] = 'dev0:hang@2:600ms,dev0:fail@5,dev0:hang@7:400ms,dev1:hang@1:500ms';
 
 import { FleetError } from '../../src/errors/fleet-error.ts';
 import { openDevice } from '../../src/device/index.ts';
@@ -51,7 +52,19 @@ describe('overrun and device faults', () => {
     const after = await model.execute([{ data: f32Bytes(x1), dims: [1, 4] }], 1);
     expect(Array.from(asF32(after.outputs[0]!.data))).toEqual(Array.from(affine(x1)));
 
+    // unload() right after a (hanging) execute waits for it; the execute still succeeds.
+    let executedAt = 0;
+    const t1 = performance.now();
+    const last = model.execute([{ data: f32Bytes(x2), dims: [2, 4] }], 2).then((r) => {
+      executedAt = performance.now();
+      return r;
+    });
     await model.unload();
+    const unloadedAt = performance.now();
+    expect(unloadedAt - t1).toBeGreaterThanOrEqual(350);
+    expect(executedAt).toBeGreaterThan(0);
+    expect(executedAt).toBeLessThanOrEqual(unloadedAt);
+    expect(Array.from(asF32((await last).outputs[0]!.data))).toEqual(Array.from(affine(x2)));
     expect((await device.memInfo()).freeBytes).toBe(baseline.freeBytes);
     await device.close();
   });
