@@ -9,6 +9,8 @@ process.env['NPU_FLEET_DEVICE'] = 'sim';
 
 import { FleetError } from '../../src/errors/fleet-error.ts';
 import { backendInfo, openDevice, type Device, type LoadedModel } from '../../src/device/index.ts';
+import { loadAddon } from '../../src/device/native-addon.ts';
+import { toFleetError } from '../../src/device/native-error.ts';
 import { affineModel, brokenModels, f32Bytes, ramp, unsupportedOpModel } from './support/tiny-models.ts';
 
 async function rejection(p: Promise<unknown>): Promise<FleetError> {
@@ -77,6 +79,17 @@ describe('native binding errors', () => {
       const e = await rejection(openDevice(id));
       expect(e.code).toBe('INVALID_ARGUMENT');
     }
+  });
+
+  it('turns an ACL failure to open a device into a typed error when TS checks are bypassed', async () => {
+    const raw = await loadAddon()
+      .openDevice(backendInfo().deviceCount + 5)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(raw).toMatchObject({ kind: 'acl', aclError: expect.any(Number), aclCode: expect.stringMatching(/^ACL_ERROR_/), api: 'aclrtSetDevice' });
+    expect(toFleetError(raw, 'openDevice').code).toBe('INVALID_ARGUMENT');
   });
 
   it('rejects bad load options before they reach C++', async () => {
