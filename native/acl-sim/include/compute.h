@@ -20,5 +20,12 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
            const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
            int64_t ldc, bool parallel = true);
 
+// Pre-packing of a constant B operand (weights) so repeated GEMMs skip the packing pass.
+size_t packedBFloats(int64_t K, int64_t N);
+void packBAll(bool transB, const float *B, int64_t ldb, int64_t K, int64_t N, float *out);
+// C = alpha * op(A) * B + beta * C with B given by packBAll (M >= 2).
+void sgemmPackedB(bool transA, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                  const float *packed, float beta, float *C, int64_t ldc);
+
 }  // namespace sim
 #pragma GCC visibility pop

@@ -62,6 +62,7 @@ struct Graph {
   std::vector<Node> nodes;  // topological order
   std::vector<int> inputSlots, outputSlots;
   size_t weightBytes = 0;
+  size_t stateBytes = 0;  // kernel-private data such as pre-packed weights
 
   Tensor &in(Node &n, int i) { return slots[size_t(n.in[size_t(i)])]; }
   Tensor *optIn(Node &n, int i) {

@@ -294,9 +294,11 @@ void packB(bool transB, const float *B, int64_t ldb, int64_t k0, int64_t kc, int
 
 thread_local AlignedBuf tl_packA, tl_packB;
 
+// pre: B already packed for the whole matrix (packBAll layout, Npad columns); jOff: column of
+// this call's first output column within that matrix.
 void sgemmSerial(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                 int64_t ldc) {
+                 int64_t ldc, const float *pre = nullptr, int64_t preNpad = 0, int64_t jOff = 0) {
   if (K == 0 || alpha == 0.f) {
     for (int64_t i = 0; i < M; ++i) {
       float *c = C + i * ldc;
@@ -307,14 +309,16 @@ void sgemmSerial(bool transA, bool transB, int64_t M, int64_t N, int64_t K, floa
   const int64_t ncMax = std::min<int64_t>(NC, (N + NR - 1) / NR * NR);
   const int64_t kcMax = std::min<int64_t>(KC, K);
   const int64_t mcMax = std::min<int64_t>(MC, (M + MR - 1) / MR * MR);
-  float *Bp = static_cast<float *>(tl_packB.ensure(size_t(ncMax * kcMax) * sizeof(float)));
+  float *Bbuf = pre ? nullptr : static_cast<float *>(tl_packB.ensure(size_t(ncMax * kcMax) * sizeof(float)));
   float *Ap = static_cast<float *>(tl_packA.ensure(size_t(mcMax * kcMax) * sizeof(float)));
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min<int64_t>(NC, N - jc);
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min<int64_t>(KC, K - pc);
       const float b = pc == 0 ? beta : 1.f;
-      packB(transB, B, ldb, pc, kc, jc, nc, Bp);
+      const float *Bp = Bbuf;
+      if (pre) Bp = pre + pc * preNpad + (jOff + jc) * kc;
+      else packB(transB, B, ldb, pc, kc, jc, nc, Bbuf);
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min<int64_t>(MC, M - ic);
         packA(transA, A, lda, ic, mc, pc, kc, Ap);
@@ -331,25 +335,85 @@ void sgemmSerial(bool transA, bool transB, int64_t M, int64_t N, int64_t K, floa
   }
 }
 
-// y[N] = alpha * a[K] . op(B) + beta * y: the M == 1 case, where a 6-row tile wastes 5/6.
-void gemvRow(bool transB, int64_t N, int64_t K, float alpha, const float *a, const float *B,
-             int64_t ldb, float beta, float *y, int64_t j0, int64_t j1) {
+// Splits C into a grid of tiles (column tiles aligned to NR), one serial blocked GEMM each.
+void gridGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int nt,
+              const float *pre, int64_t preNpad) {
+  const int64_t nBlocks = (N + NR - 1) / NR;
+  const int64_t mBlocks = (M + MR - 1) / MR;
+  int64_t nC = std::min<int64_t>(nBlocks, nt);
+  int64_t mC = std::min<int64_t>(mBlocks, std::max<int64_t>(1, (nt * 2) / nC));
+  if (nC * mC < nt * 2 && nBlocks > nC) nC = std::min<int64_t>(nBlocks, (nt * 2 + mC - 1) / mC);
+  const int64_t nStep = (nBlocks + nC - 1) / nC * NR;
+  const int64_t mStep = (mBlocks + mC - 1) / mC * MR;
+  nC = (N + nStep - 1) / nStep;
+  mC = (M + mStep - 1) / mStep;
+  parallelFor(nC * mC, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t mi = t / nC, nj = t % nC;
+      const int64_t i0 = mi * mStep, j0 = nj * nStep;
+      const int64_t mm = std::min(mStep, M - i0), nn = std::min(nStep, N - j0);
+      const float *Asub = transA ? A + i0 : A + i0 * lda;
+      const float *Bsub = pre ? nullptr : (transB ? B + j0 * ldb : B + j0);
+      sgemmSerial(transA, transB, mm, nn, K, alpha, Asub, lda, Bsub, ldb, beta, C + i0 * ldc + j0, ldc, pre, preNpad, j0);
+    }
+  });
+}
+
+// Dot product and axpy for the M == 1 case, where a 6-row tile wastes 5/6 of the work.
+__attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b, int64_t K) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), s1);
+    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 16), _mm256_loadu_ps(b + k + 16), s2);
+    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 24), _mm256_loadu_ps(b + k + 24), s3);
+  }
+  for (; k + 8 <= K; k += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+  alignas(32) float t[8];
+  _mm256_store_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  float s = 0.f;
+  for (; k < K; ++k) s += a[k] * b[k];
+  for (float v : t) s += v;
+  return s;
+}
+float dotGeneric(const float *a, const float *b, int64_t K) {
+  float acc[16] = {};
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    for (int l = 0; l < 16; ++l) acc[l] += a[k + l] * b[k + l];
+  }
+  float s = 0.f;
+  for (; k < K; ++k) s += a[k] * b[k];
+  for (float v : acc) s += v;
+  return s;
+}
+__attribute__((target("avx2,fma"))) void axpyAvx2(float av, const float *b, float *y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(av);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_fmadd_ps(va, _mm256_loadu_ps(b + j), _mm256_loadu_ps(y + j)));
+  for (; j < n; ++j) y[j] += av * b[j];
+}
+void axpyGeneric(float av, const float *b, float *y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] += av * b[j];
+}
+const bool g_avx2 = g_kernel == kernelAvx2;
+
+void gemvRow(bool transB, int64_t K, float alpha, const float *a, const float *B, int64_t ldb, float beta,
+             float *y, int64_t j0, int64_t j1) {
   if (transB) {
     for (int64_t j = j0; j < j1; ++j) {
-      const float *b = B + j * ldb;
-      float s = 0.f;
-      for (int64_t k = 0; k < K; ++k) s += a[k] * b[k];
+      const float s = g_avx2 ? dotAvx2(a, B + j * ldb, K) : dotGeneric(a, B + j * ldb, K);
       y[j] = alpha * s + (beta == 0.f ? 0.f : beta * y[j]);
     }
   } else {
     for (int64_t j = j0; j < j1; ++j) y[j] = beta == 0.f ? 0.f : beta * y[j];
     for (int64_t k = 0; k < K; ++k) {
-      const float av = alpha * a[k];
-      const float *b = B + k * ldb;
-      for (int64_t j = j0; j < j1; ++j) y[j] += av * b[j];
+      if (g_avx2) axpyAvx2(alpha * a[k], B + k * ldb + j0, y + j0, j1 - j0);
+      else axpyGeneric(alpha * a[k], B + k * ldb + j0, y + j0, j1 - j0);
     }
   }
-  (void)N;
 }
 
 }  // namespace
@@ -369,9 +433,9 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
       a = arow.data();
     }
     if (nt > 1 && flops > 32768) {
-      parallelFor(N, 64, [&](int64_t j0, int64_t j1) { gemvRow(transB, N, K, alpha, a, B, ldb, beta, C, j0, j1); });
+      parallelFor(N, 64, [&](int64_t j0, int64_t j1) { gemvRow(transB, K, alpha, a, B, ldb, beta, C, j0, j1); });
     } else {
-      gemvRow(transB, N, K, alpha, a, B, ldb, beta, C, 0, N);
+      gemvRow(transB, K, alpha, a, B, ldb, beta, C, 0, N);
     }
     return;
   }
@@ -379,26 +443,29 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
     sgemmSerial(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  // Split C into a grid of tiles, one serial blocked GEMM per tile.
-  const int64_t nBlocks = (N + NR - 1) / NR;
-  const int64_t mBlocks = (M + MR - 1) / MR;
-  int64_t nC = std::min<int64_t>(nBlocks, nt);
-  int64_t mC = std::min<int64_t>(mBlocks, std::max<int64_t>(1, (nt * 2) / nC));
-  if (nC * mC < nt * 2 && nBlocks > nC) nC = std::min<int64_t>(nBlocks, (nt * 2 + mC - 1) / mC);
-  const int64_t nStep = (nBlocks + nC - 1) / nC * NR;
-  const int64_t mStep = (mBlocks + mC - 1) / mC * MR;
-  nC = (N + nStep - 1) / nStep;
-  mC = (M + mStep - 1) / mStep;
-  parallelFor(nC * mC, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t mi = t / nC, nj = t % nC;
-      const int64_t i0 = mi * mStep, j0 = nj * nStep;
-      const int64_t mm = std::min(mStep, M - i0), nn = std::min(nStep, N - j0);
-      const float *Asub = transA ? A + i0 : A + i0 * lda;
-      const float *Bsub = transB ? B + j0 * ldb : B + j0;
-      sgemmSerial(transA, transB, mm, nn, K, alpha, Asub, lda, Bsub, ldb, beta, C + i0 * ldc + j0, ldc);
-    }
-  });
+  gridGemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nt, nullptr, 0);
+}
+
+size_t packedBFloats(int64_t K, int64_t N) { return size_t(K) * size_t((N + NR - 1) / NR * NR); }
+
+void packBAll(bool transB, const float *B, int64_t ldb, int64_t K, int64_t N, float *out) {
+  const int64_t Npad = (N + NR - 1) / NR * NR;
+  for (int64_t pc = 0; pc < K; pc += KC) {
+    const int64_t kc = std::min<int64_t>(KC, K - pc);
+    packB(transB, B, ldb, pc, kc, 0, N, out + pc * Npad);
+  }
+}
+
+void sgemmPackedB(bool transA, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                  const float *packed, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  const int64_t Npad = (N + NR - 1) / NR * NR;
+  const int nt = double(M) * double(N) * double(K) < 65536.0 ? 1 : poolSize();
+  if (nt <= 1) {
+    sgemmSerial(transA, false, M, N, K, alpha, A, lda, nullptr, 0, beta, C, ldc, packed, Npad, 0);
+    return;
+  }
+  gridGemm(transA, false, M, N, K, alpha, A, lda, nullptr, 0, beta, C, ldc, nt, packed, Npad);
 }
 
 }  // namespace sim

@@ -308,7 +308,7 @@ void Graph::run() {
 }
 
 size_t Graph::workspaceBytes() const {
-  size_t s = 0;
+  size_t s = stateBytes;
   for (const Tensor &t : slots) {
     if (!t.isConst) s += t.buf.capacity();
   }

@@ -11,6 +11,31 @@ namespace sim {
 namespace {
 
 // ------------------------------------------------------------ Gemm / MatMul
+// Constant weights are packed once (first run, i.e. the validation run at load) and reused.
+struct PackedWeights {
+  AlignedBuf buf;
+  int64_t K = 0, N = 0;
+  bool transB = false;
+  const void *src = nullptr;
+};
+
+const float *packedWeights(Node &n, Graph &g, const Tensor &B, bool transB, int64_t K, int64_t N) {
+  if (!B.isConst) return nullptr;
+  auto pw = std::static_pointer_cast<PackedWeights>(n.state);
+  if (!pw || pw->K != K || pw->N != N || pw->transB != transB || pw->src != B.data) {
+    pw = std::make_shared<PackedWeights>();
+    const size_t floats = packedBFloats(K, N);
+    packBAll(transB, B.f(), B.shape[1], K, N, static_cast<float *>(pw->buf.ensure(floats * sizeof(float))));
+    pw->K = K;
+    pw->N = N;
+    pw->transB = transB;
+    pw->src = B.data;
+    if (!n.state) g.stateBytes += floats * sizeof(float);
+    n.state = pw;
+  }
+  return static_cast<const float *>(pw->buf.data());
+}
+
 void gemmK(Node &n, Graph &g) {
   const Tensor &A = g.in(n, 0), &B = g.in(n, 1);
   const Tensor *C = g.optIn(n, 2);
@@ -44,6 +69,12 @@ void gemmK(Node &n, Graph &g) {
     }
   } else {
     beta = 0.f;
+  }
+  if (M >= 2) {
+    if (const float *pk = packedWeights(n, g, B, tB, K, N)) {
+      sgemmPackedB(tA, M, N, K, alpha, A.f(), A.shape[1], pk, beta, y, N);
+      return;
+    }
   }
   sgemm(tA, tB, M, N, K, alpha, A.f(), A.shape[1], B.f(), B.shape[1], beta, y, N);
 }
@@ -79,10 +110,9 @@ void matmulK(Node &n, Graph &g) {
   for (int64_t d : ab) aBatch *= d;
   for (int64_t d : bb) bBatch *= d;
   if (bBatch == 1) {  // weights shared by every row: one GEMM with the batch folded into M
-    sgemm(false, false, aBatch * M, N, K, 1.f, A.f(), K, B.f(), N, 0.f, Y.f(), N);
-    if (aBatch < nb) {  // A broadcast against nothing bigger cannot happen when bBatch == 1
-      execFail("unexpected broadcast");
-    }
+    const float *pk = aBatch * M >= 2 && B.rank() == 2 ? packedWeights(n, g, B, false, K, N) : nullptr;
+    if (pk) sgemmPackedB(false, aBatch * M, N, K, 1.f, A.f(), K, pk, 0.f, Y.f(), N);
+    else sgemm(false, false, aBatch * M, N, K, 1.f, A.f(), K, B.f(), N, 0.f, Y.f(), N);
     return;
   }
   std::vector<int64_t> sa(br, 0), sb(br, 0);
