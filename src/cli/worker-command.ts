@@ -4,9 +4,9 @@ import { EXIT_HANG, runWorker } from '../runtime/worker-process.ts';
 import { workerDeps } from './worker-deps.ts';
 
 /**
- * `npu-fleet worker --device N`: runs until SIGTERM/SIGINT (drain, exit 0) or a device hang (exit
- * 75 at once: the hung batch's native thread cannot be joined; the supervisor restarts us and the
- * broker redelivers what we never acked).
+ * `npu-fleet worker --device N`: runs until SIGTERM/SIGINT (drain, exit 0) or a device hang (the
+ * process kills itself at once: the hung batch's native thread cannot be joined; the supervisor
+ * restarts us and the broker redelivers what we never acked).
  */
 export async function workerCommand(config: FleetConfig, deviceId: number): Promise<number> {
   const log = createLogger({ level: config.log.level, base: { device: deviceId } });
@@ -14,14 +14,21 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   // Fault drills: inject simulator faults into a worker's first incarnation only, so the restarted
   // worker shows recovery instead of hitting the same injected fault again.
   if (restarts > 0 && process.env.NPU_FLEET_SIM_FAULTS_FIRST_RUN_ONLY === '1') delete process.env.NPU_FLEET_SIM_FAULTS;
+  let abandon: (() => Promise<void>) | undefined;
   const running = await runWorker(config, deviceId, workerDeps(config), {
     log,
     restarts,
     onHang: () => {
       log.fatal('exiting for restart after device hang');
-      setTimeout(() => process.exit(EXIT_HANG), 50);
+      // process.exit would run the addon's teardown, which waits for the hung device thread; a
+      // hard kill is the only exit that cannot hang. The supervisor restarts us either way.
+      void (abandon?.() ?? Promise.resolve()).finally(() => {
+        process.exitCode = EXIT_HANG;
+        process.kill(process.pid, 'SIGKILL');
+      });
     },
   });
+  abandon = () => running.abandon();
   log.info({ metricsPort: running.metricsPort }, 'worker ready');
   return await new Promise<number>((resolve) => {
     const onSignal = (signal: NodeJS.Signals): void => {

@@ -186,7 +186,17 @@ export class KafkaProducer implements Producer {
     });
     try {
       await consumer.connect();
-      await consumer.subscribe({ topics: [topic], fromBeginning });
+      // A topic created a moment ago may not be in the broker's metadata yet (retriable
+      // UNKNOWN_TOPIC_OR_PARTITION on a busy KRaft controller): retry with backoff.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await consumer.subscribe({ topics: [topic], fromBeginning });
+          break;
+        } catch (err) {
+          if (attempt >= 8 || (err as { retriable?: boolean }).retriable !== true) throw err;
+          await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** Math.min(attempt, 5)));
+        }
+      }
       await consumer.run({
         eachBatch: async ({ batch }) => {
           for (const m of batch.messages) {

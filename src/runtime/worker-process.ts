@@ -25,6 +25,12 @@ export interface RunningWorker {
   readonly metricsPort: number;
   /** Drain and release everything; resolves with the process exit code to use. */
   stop(): Promise<number>;
+  /**
+   * After a device hang: commit what was settled and leave the broker session (so the group
+   * rebalances at once instead of after a session timeout), bounded in time. The hung batch's
+   * deliveries stay unacked and are redelivered.
+   */
+  abandon(timeoutMs?: number): Promise<void>;
 }
 
 const REPO_POLL_MS = 1000;
@@ -122,5 +128,13 @@ export async function runWorker(
       }
       return hung ? EXIT_HANG : EXIT_OK;
     })());
-  return { worker, metrics, metricsPort: server.port, stop };
+  const abandon = async (timeoutMs = 3000): Promise<void> => {
+    clearInterval(poll);
+    await Promise.race([
+      transport.close().catch((err: unknown) => log.warn({ err }, 'transport close after hang failed')),
+      new Promise<void>((resolve) => setTimeout(resolve, timeoutMs).unref()),
+    ]);
+    await server.close();
+  };
+  return { worker, metrics, metricsPort: server.port, stop, abandon };
 }

@@ -1,7 +1,7 @@
 // Runs `npu-fleet start` as a real process tree (supervisor + one worker process per simulated
 // device) against the test run's Kafka or Redis, with unique topic/queue names per test.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -17,6 +17,7 @@ export interface FleetProcess {
   readonly repoDir: string;
   readonly transport: TransportSettings;
   readonly output: () => string;
+  readonly story: () => string;
   /** Resolves with the supervisor's exit code. */
   readonly exited: Promise<number | null>;
   /** PIDs of worker processes, from their log lines. */
@@ -44,6 +45,7 @@ export function transportSettings(kind: TransportKind): TransportSettings {
         kind: 'kafka',
         kafka: {
           brokers: getServices().kafkaBrokers,
+          sessionTimeoutMs: 10_000,
           groupId: `${prefix}-workers`,
           clientId: prefix,
           topicTemplate: `${prefix}.{model}.requests.p{priority}`,
@@ -78,8 +80,14 @@ export async function startFleet(kind: TransportKind, options: FleetOptions = {}
     env: { ...process.env, NPU_FLEET_DEVICE: 'sim', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  child.stdout?.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr?.on('data', (b: Buffer) => (out += b.toString()));
+  // Everything the fleet prints is kept in fleet.log beside its config, for post-mortems.
+  const logFile = join(dir, 'fleet.log');
+  const keep = (b: Buffer): void => {
+    out += b.toString();
+    appendFileSync(logFile, b);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const fleet: FleetProcess = {
     child,
@@ -87,6 +95,8 @@ export async function startFleet(kind: TransportKind, options: FleetOptions = {}
     repoDir,
     transport,
     output: () => out,
+    // Fleet log lines without the broker client's chatter: what a failure message should show.
+    story: () => `(full log: ${logFile})\n` + out.split('\n').filter((l) => !l.includes('"logger":"kafkajs"')).join('\n'),
     exited,
     workerPids: () => {
       const pids = new Set<number>();

@@ -47,6 +47,20 @@ export function createKafka(
  * workers of a group to share them.
  */
 export async function ensureTopics(admin: Admin, topics: readonly string[], numPartitions: number): Promise<void> {
+  // A freshly created topic's metadata can lag on a busy KRaft controller ("does not host this
+  // topic-partition", retriable): try again with backoff before calling it a failure.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ensureTopicsOnce(admin, topics, numPartitions);
+    } catch (err) {
+      const cause = (err as FleetError).cause as { retriable?: boolean } | undefined;
+      if (attempt >= 6 || cause?.retriable !== true) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** (attempt - 1)));
+    }
+  }
+}
+
+async function ensureTopicsOnce(admin: Admin, topics: readonly string[], numPartitions: number): Promise<void> {
   const wanted = [...new Set(topics)];
   if (wanted.length === 0) return;
   try {
