@@ -76,7 +76,7 @@ async function startKafka(mode: 'containers' | 'local', workDir: string): Promis
   return {
     endpoint: k.brokers.join(','),
     stop: k.stop,
-    line: `kafka ${k.version} local KRaft broker (java, jars in .cache/kafka/${k.version}) at ${k.brokers.join(',')}, ready in ${seconds(k.startupMs)}`,
+    line: `kafka ${k.version} local KRaft broker (java, jars in .cache/kafka/${k.version}) at ${k.brokers.join(',')}, ready in ${seconds(k.startupMs)} (${k.phases})`,
   };
 }
 
