@@ -146,6 +146,7 @@ constexpr aclError ACL_ERROR_RT_EVENT_SYNC_TIMEOUT = 507047;
   X(void, aclDestroyTensorDesc, (const aclTensorDesc *desc))                                       \
   X(size_t, aclGetTensorDescNumDims, (const aclTensorDesc *desc))                                  \
   X(aclError, aclGetTensorDescDimV2, (const aclTensorDesc *desc, size_t index, int64_t *dimSize)) \
+  X(aclError, aclrtEventElapsedTime, (float *ms, aclrtEvent startEvent, aclrtEvent endEvent))      \
   X(aclError, aclsimSetNextLoadBatchGears, (const uint64_t *gears, size_t count))
 
 struct AclApi {

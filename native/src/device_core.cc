@@ -253,20 +253,21 @@ void DeviceCore::PollInflight(bool block) {
     auto &[model, slot] = inflight_.front();
     model->Wait(slot, kWaitSliceMs);
   }
-  // Timestamp every stage that has completed, oldest batch first.
-  for (auto &[model, slot] : inflight_) {
-    if (!model->Poll(slot)) break;
-  }
-  // Retire finished batches in order; each freed slot may start a pending execute.
-  while (!inflight_.empty()) {
-    auto [model, slot] = inflight_.front();
-    if (!model->SlotAt(slot).outDone) break;
-    inflight_.pop_front();
-    const Clock::time_point execDoneAt = model->SlotAt(slot).execDoneAt;
-    ExecJob *job = model->Finish(slot, lastExecDoneAt_);
-    lastExecDoneAt_ = execDoneAt;
+  // Retire every finished batch (models are independent, so a hung batch of one model must not
+  // hold back another's results); each freed slot may start a pending execute.
+  for (auto it = inflight_.begin(); it != inflight_.end();) {
+    auto [model, slot] = *it;
+    if (!model->Poll(slot)) {
+      ++it;
+      continue;
+    }
+    it = inflight_.erase(it);
+    const Clock::time_point doneAt = model->SlotAt(slot).doneAt;
+    ExecJob *job = model->Finish(slot, lastDoneAt_);
+    lastDoneAt_ = doneAt;
     Post(job);
-    Dispatch(*model);
+    Dispatch(*model);  // appends to inflight_: re-scan from the start
+    it = inflight_.begin();
   }
 }
 

@@ -90,7 +90,7 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   bool deviceSet_ = false;
   std::vector<std::shared_ptr<ModelCore>> models_;
   std::deque<std::pair<std::shared_ptr<ModelCore>, int>> inflight_;  // submission order
-  Clock::time_point lastExecDoneAt_{};
+  Clock::time_point lastDoneAt_{};  // when the previously retired batch finished
   bool closing_ = false;
   Work *closeWork_ = nullptr;
   bool exit_ = false;

@@ -246,12 +246,10 @@ void ModelCore::AllocateSlot(Slot &s, size_t mbatchBytes) {
     ACL_CHECK(api_, aclrtMallocHost, &s.hostOut.back(), bytes);
     addBuffer(s.outDs, s.devOut.back(), t.bufferBytes);
   }
-  ACL_CHECK(api_, aclrtCreateStream, &s.sIn);
-  ACL_CHECK(api_, aclrtCreateStream, &s.sExec);
-  ACL_CHECK(api_, aclrtCreateStream, &s.sOut);
-  ACL_CHECK(api_, aclrtCreateEvent, &s.evIn);
-  ACL_CHECK(api_, aclrtCreateEvent, &s.evExec);
-  ACL_CHECK(api_, aclrtCreateEvent, &s.evOut);
+  ACL_CHECK(api_, aclrtCreateStream, &s.stream);
+  for (aclrtEvent *ev : {&s.evStart, &s.evIn, &s.evExecStart, &s.evExec, &s.evOut}) {
+    ACL_CHECK(api_, aclrtCreateEvent, ev);
+  }
 }
 
 void ModelCore::FreeSlotMemory(Slot &s) {
@@ -270,15 +268,14 @@ void ModelCore::FreeSlotMemory(Slot &s) {
   if (s.devMbatch) api_.aclrtFree(s.devMbatch);
   s.devIn.clear(), s.devOut.clear(), s.hostIn.clear(), s.hostOut.clear();
   s.devMbatch = nullptr;
-  for (aclrtEvent *ev : {&s.evIn, &s.evExec, &s.evOut}) {
+  for (aclrtEvent *ev : {&s.evStart, &s.evIn, &s.evExecStart, &s.evExec, &s.evOut}) {
     if (*ev) api_.aclrtDestroyEvent(*ev);
     *ev = nullptr;
   }
-  for (aclrtStream *st : {&s.sIn, &s.sExec, &s.sOut}) {
-    if (*st == nullptr) continue;
-    api_.aclrtSynchronizeStream(*st);  // idle here; clears any sticky error before destroy
-    api_.aclrtDestroyStream(*st);
-    *st = nullptr;
+  if (s.stream != nullptr) {
+    api_.aclrtSynchronizeStream(s.stream);  // idle here; clears any sticky error before destroy
+    api_.aclrtDestroyStream(s.stream);
+    s.stream = nullptr;
   }
   TakeRecentErrMsg(api_);
 }
@@ -375,7 +372,7 @@ void ModelCore::Start(int slotIndex, ExecJob *job) {
   Slot &s = slots_[static_cast<size_t>(slotIndex)];
   s.job = job;
   ++inflight_;
-  s.inDone = s.execDone = s.outDone = false;
+  s.done = false;
   s.outDims.assign(info.outputs.size(), {});
   s.outCopyBytes.assign(info.outputs.size(), 0);
   try {
@@ -409,66 +406,58 @@ void ModelCore::Start(int slotIndex, ExecJob *job) {
         ACL_CHECK(api_, aclmdlSetDatasetTensorDesc, s.inDs, d, info.inputs[k].aclIndex);
       }
     }
+    ACL_CHECK(api_, aclrtRecordEvent, s.evStart, s.stream);
     for (size_t k = 0; k < info.inputs.size(); ++k) {
       const size_t bytes = job->inputs[k].bytes;
       if (bytes == 0) continue;
       ACL_CHECK(api_, aclrtMemcpyAsync, s.devIn[k], info.inputs[k].bufferBytes, s.hostIn[k], bytes,
-                ACL_MEMCPY_HOST_TO_DEVICE, s.sIn);
+                ACL_MEMCPY_HOST_TO_DEVICE, s.stream);
     }
-    ACL_CHECK(api_, aclrtRecordEvent, s.evIn, s.sIn);
-    ACL_CHECK(api_, aclrtStreamWaitEvent, s.sExec, s.evIn);
+    ACL_CHECK(api_, aclrtRecordEvent, s.evIn, s.stream);
     // One execution of a modelId at a time: chain after the previous batch's execute.
     if (lastStarted_ >= 0 && lastStarted_ != slotIndex) {
       const Slot &prev = slots_[static_cast<size_t>(lastStarted_)];
-      if (prev.job != nullptr && !prev.execDone) {
-        ACL_CHECK(api_, aclrtStreamWaitEvent, s.sExec, prev.evExec);
+      if (prev.job != nullptr && !prev.done) {
+        ACL_CHECK(api_, aclrtStreamWaitEvent, s.stream, prev.evExec);
       }
     }
+    ACL_CHECK(api_, aclrtRecordEvent, s.evExecStart, s.stream);
     if (info.dynamic == DynamicKind::Batch) {
       ACL_CHECK(api_, aclmdlSetDynamicBatchSize, info.modelId, s.inDs, *mbatchIndex_, job->gear);
     }
-    // Read now: GetCurOutputDims reflects the most recent setter, i.e. this slot's gear.
     for (size_t o = 0; o < info.outputs.size(); ++o) {
       s.outDims[o] = ReadOutputDims(s, o, false);
       s.outCopyBytes[o] = std::min(ElementCount(s.outDims[o]) * info.outputs[o].elemBytes,
                                    info.outputs[o].bufferBytes);
     }
-    ACL_CHECK(api_, aclmdlExecuteAsync, info.modelId, s.inDs, s.outDs, s.sExec);
+    ACL_CHECK(api_, aclmdlExecuteAsync, info.modelId, s.inDs, s.outDs, s.stream);
     lastStarted_ = slotIndex;
-    ACL_CHECK(api_, aclrtRecordEvent, s.evExec, s.sExec);
-    ACL_CHECK(api_, aclrtStreamWaitEvent, s.sOut, s.evExec);
+    ACL_CHECK(api_, aclrtRecordEvent, s.evExec, s.stream);
     for (size_t o = 0; o < info.outputs.size(); ++o) {
       if (s.outCopyBytes[o] == 0) continue;
       ACL_CHECK(api_, aclrtMemcpyAsync, s.hostOut[o], info.outputs[o].bufferBytes, s.devOut[o],
-                s.outCopyBytes[o], ACL_MEMCPY_DEVICE_TO_HOST, s.sOut);
+                s.outCopyBytes[o], ACL_MEMCPY_DEVICE_TO_HOST, s.stream);
     }
-    ACL_CHECK(api_, aclrtRecordEvent, s.evOut, s.sOut);
+    ACL_CHECK(api_, aclrtRecordEvent, s.evOut, s.stream);
   } catch (const FailureException &e) {
     Fail(s, e.failure());
-    // Whatever was already enqueued may still read or write this slot: fence the slot's three
-    // streams with its events so the slot is recycled only after the device is done with it.
-    const bool fenced =
-        api_.aclrtRecordEvent(s.evIn, s.sIn) == ACL_SUCCESS &&
-        api_.aclrtStreamWaitEvent(s.sExec, s.evIn) == ACL_SUCCESS &&
-        api_.aclrtRecordEvent(s.evExec, s.sExec) == ACL_SUCCESS &&
-        api_.aclrtStreamWaitEvent(s.sOut, s.evExec) == ACL_SUCCESS &&
-        api_.aclrtRecordEvent(s.evOut, s.sOut) == ACL_SUCCESS;
+    // Whatever was already enqueued may still read or write this slot: fence the stream so the
+    // slot is recycled (and the next execute chained) only after the device is done with it.
+    const bool fenced = api_.aclrtRecordEvent(s.evExec, s.stream) == ACL_SUCCESS &&
+                        api_.aclrtRecordEvent(s.evOut, s.stream) == ACL_SUCCESS;
     if (!fenced) {
       TakeRecentErrMsg(api_);
-      api_.aclrtSynchronizeStream(s.sIn);
-      api_.aclrtSynchronizeStream(s.sExec);
-      api_.aclrtSynchronizeStream(s.sOut);
+      api_.aclrtSynchronizeStream(s.stream);
       TakeRecentErrMsg(api_);
-      s.inDone = s.execDone = s.outDone = true;
-      s.inDoneAt = s.execDoneAt = s.outDoneAt = Clock::now();
+      s.done = true;
+      s.doneAt = Clock::now();
     }
   }
 }
 
-void ModelCore::MarkStage(Slot &s, bool *done, Clock::time_point *at, aclError rc,
-                          const char *api) {
-  *done = true;
-  *at = Clock::now();
+void ModelCore::MarkDone(Slot &s, aclError rc, const char *api) {
+  s.done = true;
+  s.doneAt = Clock::now();
   if (rc != ACL_SUCCESS) {
     Failure f;
     f.kind = "acl";
@@ -483,57 +472,58 @@ void ModelCore::MarkStage(Slot &s, bool *done, Clock::time_point *at, aclError r
 
 bool ModelCore::Poll(int slotIndex) {
   Slot &s = slots_[static_cast<size_t>(slotIndex)];
-  struct Stage {
-    aclrtEvent ev;
-    bool *done;
-    Clock::time_point *at;
-  };
-  const Stage stages[] = {{s.evIn, &s.inDone, &s.inDoneAt},
-                          {s.evExec, &s.execDone, &s.execDoneAt},
-                          {s.evOut, &s.outDone, &s.outDoneAt}};
-  for (const Stage &st : stages) {
-    if (*st.done) continue;
-    aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-    const aclError rc = api_.aclrtQueryEventStatus(st.ev, &status);
-    if (rc != ACL_SUCCESS) {
-      MarkStage(s, st.done, st.at, rc, "aclrtQueryEventStatus");
-    } else if (status == ACL_EVENT_RECORDED_STATUS_COMPLETE) {
-      MarkStage(s, st.done, st.at, ACL_SUCCESS, "");
-    } else {
-      break;  // later stages cannot be complete before this one
-    }
+  if (s.done) return true;
+  aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  const aclError rc = api_.aclrtQueryEventStatus(s.evOut, &status);
+  if (rc != ACL_SUCCESS) {
+    MarkDone(s, rc, "aclrtQueryEventStatus");
+  } else if (status == ACL_EVENT_RECORDED_STATUS_COMPLETE) {
+    MarkDone(s, ACL_SUCCESS, "");
   }
-  return s.outDone;
+  return s.done;
 }
 
 void ModelCore::Wait(int slotIndex, int32_t timeoutMs) {
   Slot &s = slots_[static_cast<size_t>(slotIndex)];
-  aclrtEvent ev = !s.inDone ? s.evIn : !s.execDone ? s.evExec : !s.outDone ? s.evOut : nullptr;
-  if (ev == nullptr || api_.aclrtSynchronizeEventWithTimeout == nullptr) return;
-  const aclError rc = api_.aclrtSynchronizeEventWithTimeout(ev, timeoutMs);
-  if (rc == ACL_SUCCESS) return;  // Poll() timestamps it right after
-  if (IsWaitTimeout(rc)) {
+  if (s.done || api_.aclrtSynchronizeEventWithTimeout == nullptr) return;
+  const aclError rc = api_.aclrtSynchronizeEventWithTimeout(s.evOut, timeoutMs);
+  if (rc == ACL_SUCCESS) {
+    MarkDone(s, ACL_SUCCESS, "");
+  } else if (IsWaitTimeout(rc)) {
     TakeRecentErrMsg(api_);  // a wait that timed out is not an error; clear the thread's text
-    return;
+  } else {
+    MarkDone(s, rc, "aclrtSynchronizeEventWithTimeout");
   }
-  bool *done = ev == s.evIn ? &s.inDone : ev == s.evExec ? &s.execDone : &s.outDone;
-  Clock::time_point *at = ev == s.evIn ? &s.inDoneAt : ev == s.evExec ? &s.execDoneAt : &s.outDoneAt;
-  MarkStage(s, done, at, rc, "aclrtSynchronizeEventWithTimeout");
 }
 
-ExecJob *ModelCore::Finish(int slotIndex, Clock::time_point prevExecDoneAt) {
+void ModelCore::FillTimings(Slot &s, ExecJob *job, Clock::time_point prevDoneAt,
+                            double hostCopyOutMs) {
+  float inMs = 0, execMs = 0, outMs = 0;
+  const bool timed =
+      api_.aclrtEventElapsedTime != nullptr &&
+      api_.aclrtEventElapsedTime(&inMs, s.evStart, s.evIn) == ACL_SUCCESS &&
+      api_.aclrtEventElapsedTime(&execMs, s.evExecStart, s.evExec) == ACL_SUCCESS &&
+      api_.aclrtEventElapsedTime(&outMs, s.evExec, s.evOut) == ACL_SUCCESS;
+  if (timed) {
+    job->copyInMs = s.hostCopyInMs + std::max(0.0f, inMs);
+    job->executeMs = std::max(0.0f, execMs);
+    job->copyOutMs = std::max(0.0f, outMs) + hostCopyOutMs;
+  } else {
+    // Without device timestamps: the device-side span, from when this batch could start.
+    TakeRecentErrMsg(api_);
+    job->copyInMs = s.hostCopyInMs;
+    job->executeMs = MsBetween(std::max(s.enqueuedAt, prevDoneAt), s.doneAt);
+    job->copyOutMs = hostCopyOutMs;
+  }
+}
+
+ExecJob *ModelCore::Finish(int slotIndex, Clock::time_point prevDoneAt) {
   Slot &s = slots_[static_cast<size_t>(slotIndex)];
   ExecJob *job = s.job;
-  // All of this slot's work has completed, so these return at once; they surface an asynchronous
-  // device failure of this batch (e.g. a failed kernel), which event waits do not report.
-  for (aclrtStream st : {s.sIn, s.sExec, s.sOut}) {
-    const aclError rc = api_.aclrtSynchronizeStream(st);
-    if (rc != ACL_SUCCESS) {
-      bool done = true;
-      Clock::time_point at;
-      MarkStage(s, &done, &at, rc, "aclrtSynchronizeStream");
-    }
-  }
+  // The stream is idle, so this returns at once; it surfaces an asynchronous device failure of
+  // this batch (e.g. a failed kernel), which event waits do not report.
+  const aclError rc = api_.aclrtSynchronizeStream(s.stream);
+  if (rc != ACL_SUCCESS) MarkDone(s, rc, "aclrtSynchronizeStream");
   const auto t0 = Clock::now();
   if (!job->failed) {
     for (size_t o = 0; o < info.outputs.size(); ++o) {
@@ -556,10 +546,7 @@ ExecJob *ModelCore::Finish(int slotIndex, Clock::time_point prevExecDoneAt) {
     }
   }
   const auto end = Clock::now();
-  const Clock::time_point execStart = std::max(s.inDoneAt, prevExecDoneAt);
-  job->copyInMs = s.hostCopyInMs + MsBetween(s.enqueuedAt, s.inDoneAt);
-  job->executeMs = MsBetween(execStart, s.execDoneAt);
-  job->copyOutMs = MsBetween(s.execDoneAt, s.outDoneAt) + MsBetween(t0, end);
+  if (!job->failed) FillTimings(s, job, prevDoneAt, MsBetween(t0, end));
   job->totalMs = MsBetween(job->submittedAt, end);
   job->overran = job->timeoutMs > 0 && job->totalMs > job->timeoutMs;
   s.job = nullptr;

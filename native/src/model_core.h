@@ -46,13 +46,14 @@ struct ModelInfo {
   uint32_t modelId = 0;
 };
 
-// Buffers and streams of one pipeline slot. Owned by ModelCore; a slot with `job != nullptr` is in
-// flight and none of its memory may be touched or freed until its copy-out event has completed.
-// Each slot has its own copy-in / compute / copy-out streams, so that once its last event has
-// completed, synchronizing them returns at once and reports an asynchronous device error of
-// exactly this batch (ACL reports those at the next stream synchronize).
+// Buffers, stream and events of one pipeline slot. Owned by ModelCore; a slot with
+// `job != nullptr` is in flight and none of its memory may be touched or freed until its evOut
+// has completed. A batch runs on its slot's one stream (H2D, execute, D2H in order); the other
+// slot's stream carries the neighbouring batch, so its copies overlap this execution. Once evOut
+// has completed the stream is idle, so synchronizing it returns at once and reports an
+// asynchronous device failure of exactly this batch (ACL reports those at stream synchronize).
 struct Slot {
-  aclrtStream sIn = nullptr, sExec = nullptr, sOut = nullptr;
+  aclrtStream stream = nullptr;
   std::vector<void *> devIn, hostIn;    // aclrtMalloc / aclrtMallocHost, one per visible input
   void *devMbatch = nullptr;            // the ascend_mbatch_shape_data buffer, never written by us
   std::vector<void *> devOut, hostOut;  // one per output
@@ -60,14 +61,17 @@ struct Slot {
   aclmdlDataset *outDs = nullptr;
   std::vector<aclDataBuffer *> dataBuffers;
   std::vector<aclTensorDesc *> inDescs;  // range models: descs handed to the dataset this batch
-  aclrtEvent evIn = nullptr, evExec = nullptr, evOut = nullptr;
+  // Recorded on `stream` every batch: before/after the copy-in, before/after the execute (after
+  // waiting for the previous batch's execute), after the copy-out. Timings come from them.
+  aclrtEvent evStart = nullptr, evIn = nullptr, evExecStart = nullptr, evExec = nullptr,
+             evOut = nullptr;
 
   ExecJob *job = nullptr;
   std::vector<std::vector<int64_t>> outDims;
   std::vector<size_t> outCopyBytes;
   double hostCopyInMs = 0;
-  Clock::time_point enqueuedAt, inDoneAt, execDoneAt, outDoneAt;
-  bool inDone = false, execDone = false, outDone = false;
+  Clock::time_point enqueuedAt, doneAt;
+  bool done = false;
 };
 
 class ModelCore {
@@ -87,14 +91,15 @@ class ModelCore {
   // Enqueues copy-in, execute and copy-out of `job` on the device streams using `slot`.
   // On failure the job is failed; the slot stays in flight until its events complete.
   void Start(int slot, ExecJob *job);
-  // Queries the slot's events without blocking, timestamping stages as they are first seen done;
-  // returns true when the slot's copy-out has completed.
+  // Queries the slot's evOut without blocking; true once the batch (copy-out included) is done.
   bool Poll(int slot);
   const Slot &SlotAt(int slot) const { return slots_[static_cast<size_t>(slot)]; }
-  // Blocks up to timeoutMs (or until done) on the slot's next unfinished event.
+  // Blocks up to timeoutMs (or until done) on the slot's evOut.
   void Wait(int slot, int32_t timeoutMs);
-  // Copies outputs out of staging into the job, fills timings, frees the slot; returns the job.
-  ExecJob *Finish(int slot, Clock::time_point prevExecDoneAt);
+  // Checks the stream for an asynchronous failure, copies outputs out of staging into the job,
+  // fills timings, frees the slot; returns the job. `prevDoneAt`: when the batch before it
+  // finished (timing fallback when the library has no aclrtEventElapsedTime).
+  ExecJob *Finish(int slot, Clock::time_point prevDoneAt);
 
   ModelInfo info;
   std::atomic<bool> unloadRequested{false};
@@ -106,7 +111,8 @@ class ModelCore {
   void AllocateSlot(Slot &s, size_t mbatchBytes);
   void FreeSlotMemory(Slot &s);
   void Fail(Slot &s, const Failure &f);
-  void MarkStage(Slot &s, bool *done, Clock::time_point *at, aclError rc, const char *api);
+  void MarkDone(Slot &s, aclError rc, const char *api);
+  void FillTimings(Slot &s, ExecJob *job, Clock::time_point prevDoneAt, double hostCopyOutMs);
   std::vector<int64_t> ReadOutputDims(Slot &s, size_t o, bool afterRun);
 
   const AclApi &api_;
