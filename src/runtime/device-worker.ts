@@ -35,6 +35,9 @@ export interface DeviceWorkerOptions {
   readonly onHang?: (info: { model: string; gear: number; elapsedMs: number }) => void;
 }
 
+/** Deliveries admitted per event-loop turn (see admitSlice). */
+const ADMIT_SLICE = 256;
+
 /** How long before the device frees up the next batch is formed, so its copy-in overlaps. */
 const PIPELINE_LEAD_MS = 1;
 
@@ -107,10 +110,39 @@ export class DeviceWorker {
 
   // ---- intake -------------------------------------------------------------------------------
 
+  /**
+   * Deliveries wait here, by source priority, until admitted. Admission (decode + validate) runs
+   * in slices with a yield between them: a fetch of thousands of low-priority messages must not
+   * hold the event loop while an urgent one is waiting behind it.
+   */
+  private readonly intake: Delivery[][] = [];
+  private intakeScheduled = false;
+
   private onDeliveries(deliveries: Delivery[]): void {
+    for (const d of deliveries) {
+      const level = Math.max(0, Math.min(15, d.priority ?? 0));
+      (this.intake[level] ??= []).push(d);
+    }
+    this.admitSlice();
+  }
+
+  private admitSlice(): void {
+    this.intakeScheduled = false;
     const nowMs = Date.now();
-    for (const d of deliveries) this.admit(d, nowMs);
+    let budget = ADMIT_SLICE;
+    for (const queue of this.intake) {
+      if (!queue) continue;
+      while (budget > 0 && queue.length > 0) {
+        this.admit(queue.shift() as Delivery, nowMs);
+        budget--;
+      }
+      if (budget === 0) break;
+    }
     this.pump();
+    if (!this.intakeScheduled && this.intake.some((q) => q && q.length > 0)) {
+      this.intakeScheduled = true;
+      setImmediate(() => this.admitSlice());
+    }
   }
 
   private admit(delivery: Delivery, nowMs: number): void {
@@ -227,7 +259,7 @@ export class DeviceWorker {
     } finally {
       this.pumping = false;
     }
-    if (this.inflight === 0 && this.lanes.queuedRequests() === 0) {
+    if (this.inflight === 0 && this.lanes.queuedRequests() === 0 && !this.intake.some((q) => q && q.length > 0)) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
       for (const w of waiters) w();
