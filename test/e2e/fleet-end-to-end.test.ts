@@ -6,7 +6,7 @@ import { createProducer } from '../../src/producer/index.ts';
 import { prng, syntheticRequest } from '../../src/runtime/demo-load.ts';
 import { uniqueName } from '../helpers/services.ts';
 import { directOutputs, maxRelDiff } from './direct-oracle.ts';
-import { startFleet, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
+import { killFleet, startFleet, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
 
 const MODEL_DIR = 'examples/models/mlp-classifier';
 const TOTAL = 10_000;
@@ -14,7 +14,7 @@ const TOTAL = 10_000;
 describe.each<TransportKind>(['kafka', 'bullmq'])('fleet end to end on %s', (kind) => {
   let fleet: FleetProcess | undefined;
   afterAll(async () => {
-    if (fleet && fleet.child.exitCode === null) fleet.child.kill('SIGKILL');
+    if (fleet) killFleet(fleet.child);
   });
 
   it(`${TOTAL} mixed requests through npu-fleet start: one result each, outputs equal the binding's, no device time on expired`, async () => {

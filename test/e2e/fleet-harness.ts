@@ -37,6 +37,22 @@ export interface FleetOptions {
   transport?: TransportSettings;
 }
 
+const live = new Set<ChildProcess>();
+
+/** SIGKILLs a fleet's whole process group (supervisor and workers): nothing outlives a test. */
+export function killFleet(child: ChildProcess): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+process.once('exit', () => {
+  for (const child of live) killFleet(child);
+});
+
 export function transportSettings(kind: TransportKind): TransportSettings {
   const prefix = uniqueName(`e2e-${kind}`).replace(/[^a-zA-Z0-9-]/g, '-');
   if (kind === 'kafka') {
@@ -79,7 +95,11 @@ export async function startFleet(kind: TransportKind, options: FleetOptions = {}
     cwd: process.cwd(),
     env: { ...process.env, NPU_FLEET_DEVICE: 'sim', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // Own process group, so a test can kill the supervisor and its workers together.
+    detached: true,
   });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
   // Everything the fleet prints is kept in fleet.log beside its config, for post-mortems.
   const logFile = join(dir, 'fleet.log');
   const keep = (b: Buffer): void => {
@@ -113,7 +133,7 @@ export async function startFleet(kind: TransportKind, options: FleetOptions = {}
   while ((out.match(/"msg":"worker ready"/g) ?? []).length < (options.devices ?? 2)) {
     if (child.exitCode !== null) throw new Error(`fleet exited with ${child.exitCode} before it was ready:\n${out.slice(-4000)}`);
     if (Date.now() > deadline) {
-      child.kill('SIGKILL');
+      killFleet(child);
       throw new Error(`fleet not ready after 90 s:\n${out.slice(-4000)}`);
     }
     await new Promise((r) => setTimeout(r, 100));

@@ -4,14 +4,14 @@ import type { RequestEnvelope } from '../../src/contracts/request-envelope.ts';
 import type { RawMessage } from '../../src/producer/producer.ts';
 import { prng } from '../../src/runtime/demo-load.ts';
 import { dlqCount } from './dlq-count.ts';
-import { startFleet, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
+import { killFleet, startFleet, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
 import { openLoad, percentile, type LoadSession } from './fleet-load.ts';
 
 let fleet: FleetProcess | undefined;
 let load: LoadSession | undefined;
 afterEach(async () => {
   await load?.close().catch(() => {});
-  if (fleet && fleet.child.exitCode === null) fleet.child.kill('SIGKILL');
+  if (fleet) killFleet(fleet.child);
   fleet = undefined;
   load = undefined;
 });

@@ -2,14 +2,14 @@ import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RequestEnvelope } from '../../src/contracts/request-envelope.ts';
-import { startFleet, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
+import { killFleet, startFleet, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
 import { openLoad, type LoadSession } from './fleet-load.ts';
 
 let fleet: FleetProcess | undefined;
 let load: LoadSession | undefined;
 afterEach(async () => {
   await load?.close().catch(() => {});
-  if (fleet && fleet.child.exitCode === null) fleet.child.kill('SIGKILL');
+  if (fleet) killFleet(fleet.child);
   fleet = undefined;
   load = undefined;
 });
