@@ -30,6 +30,19 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   });
   abandon = () => running.abandon();
   log.info({ metricsPort: running.metricsPort }, 'worker ready');
+  if (process.env.NPU_FLEET_SUPERVISED === '1') {
+    // Under `npu-fleet start`: if the supervisor dies (even by SIGKILL), drain and exit instead of
+    // living on as an orphan that nobody will stop.
+    const parent = process.ppid;
+    const watch = setInterval(() => {
+      if (process.ppid !== parent) {
+        clearInterval(watch);
+        log.warn({ parent }, 'supervisor is gone; draining and exiting');
+        process.kill(process.pid, 'SIGTERM');
+      }
+    }, 1000);
+    watch.unref();
+  }
   return await new Promise<number>((resolve) => {
     const onSignal = (signal: NodeJS.Signals): void => {
       log.info({ signal }, 'draining');

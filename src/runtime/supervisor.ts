@@ -55,7 +55,7 @@ export class Supervisor {
     const child = spawn(process.execPath, args, {
       stdio: ['ignore', 'inherit', 'inherit'],
       // The restart count rides in the env so npu_fleet_worker_restarts_total survives restarts.
-      env: { ...process.env, ...this.o.env, NPU_FLEET_RESTARTS: String(slot.restarts) },
+      env: { ...process.env, ...this.o.env, NPU_FLEET_RESTARTS: String(slot.restarts), NPU_FLEET_SUPERVISED: '1' },
     });
     slot.child = child;
     slot.startedAt = Date.now();
