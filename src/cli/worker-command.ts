@@ -14,7 +14,8 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   // Fault drills: inject simulator faults into a worker's first incarnation only, so the restarted
   // worker shows recovery instead of hitting the same injected fault again.
   if (restarts > 0 && process.env.NPU_FLEET_SIM_FAULTS_FIRST_RUN_ONLY === '1') delete process.env.NPU_FLEET_SIM_FAULTS;
-  let abandon: (() => Promise<void>) | undefined;
+  // Filled in once runWorker returns; a hang before that has nothing to abandon yet.
+  const late: { abandon?: () => Promise<void> } = {};
   const running = await runWorker(config, deviceId, workerDeps(config), {
     log,
     restarts,
@@ -22,13 +23,13 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
       log.fatal('exiting for restart after device hang');
       // process.exit would run the addon's teardown, which waits for the hung device thread; a
       // hard kill is the only exit that cannot hang. The supervisor restarts us either way.
-      void (abandon?.() ?? Promise.resolve()).finally(() => {
+      void (late.abandon?.() ?? Promise.resolve()).finally(() => {
         process.exitCode = EXIT_HANG;
         process.kill(process.pid, 'SIGKILL');
       });
     },
   });
-  abandon = () => running.abandon();
+  late.abandon = () => running.abandon();
   log.info({ metricsPort: running.metricsPort }, 'worker ready');
   if (process.env.NPU_FLEET_SUPERVISED === '1') {
     // Under `npu-fleet start`: if the supervisor dies (even by SIGKILL), drain and exit instead of
