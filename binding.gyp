@@ -9,7 +9,10 @@
         "native/src/acl_loader.cc",
         "native/src/binding.cc",
         "native/src/device_core.cc",
-        "native/src/model_core.cc"
+        "native/src/model_core.cc",
+        "native/src/model_exec.cc",
+        "native/src/napi_util.cc",
+        "native/src/requests.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED"],
