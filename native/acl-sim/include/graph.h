@@ -11,6 +11,14 @@
 #pragma GCC visibility push(hidden)
 namespace sim {
 
+// Element count of a shape; throws SimError(code) if a dim is negative or the count exceeds
+// 2^34 elements, so later size arithmetic cannot wrap.
+int64_t checkedNumel(const std::vector<int64_t> &shape, int code);
+
+// Largest single tensor the calling thread may allocate (the device capacity while a model
+// loads or runs), so a hostile or oversized graph fails instead of exhausting host memory.
+void setTensorByteLimit(size_t bytes);
+
 struct Tensor {
   int dtype = ONNX_FLOAT;
   std::vector<int64_t> shape;

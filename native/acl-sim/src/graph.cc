@@ -11,10 +11,31 @@
 
 namespace sim {
 
+int64_t checkedNumel(const std::vector<int64_t> &shape, int code) {
+  constexpr int64_t kMax = int64_t(1) << 34;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) fail(code, "shape " + shapeStr(shape) + " has a negative dim");
+    if (d != 0 && n > kMax / d) fail(code, "shape " + shapeStr(shape) + " is too large (over 2^34 elements)");
+    n *= d;
+  }
+  return n;
+}
+
+namespace {
+thread_local size_t tl_tensorByteLimit = SIZE_MAX;
+}
+void setTensorByteLimit(size_t bytes) { tl_tensorByteLimit = bytes; }
+
 void Tensor::alloc(int dt, const std::vector<int64_t> &s) {
+  const int64_t numel = checkedNumel(s, ACL_ERROR_RT_MODEL_EXECUTE);
+  const size_t n = size_t(numel) * onnxElemSize(dt);
+  if (n > tl_tensorByteLimit) {
+    fail(int(ACL_ERROR_GE_MEMORY_ALLOCATION), "a " + std::string(onnxTypeName(dt)) + " tensor of shape " + shapeStr(s) + " (" +
+                                         std::to_string(n) + " bytes) exceeds the device memory");
+  }
   dtype = dt;
   shape = s;
-  size_t n = bytes();
   data = buf.ensure(n ? n : 1);
 }
 

@@ -112,6 +112,7 @@ std::shared_ptr<Model> findModel(uint32_t id) {
 // the graph; returns the output shapes.
 std::vector<std::vector<int64_t>> dryRun(Graph &g, int64_t lead, int64_t other, std::vector<int> *types) {
   std::vector<std::vector<uint8_t>> store(g.inputSlots.size());
+  size_t total = 0;
   for (size_t i = 0; i < g.inputSlots.size(); ++i) {
     const ValueInfo *vi = nullptr;
     for (const ValueInfo &v : g.proto.inputs) {
@@ -124,7 +125,13 @@ std::vector<std::vector<int64_t>> dryRun(Graph &g, int64_t lead, int64_t other, 
       const DimProto &d = vi->dims[k];
       t.shape.push_back(isDyn(d) ? (k == 0 ? lead : other) : d.value);
     }
-    store[i].assign(std::max<size_t>(t.bytes(), 8), 0);
+    const size_t bytes = size_t(checkedNumel(t.shape, ACL_ERROR_PARSE_MODEL)) * onnxElemSize(t.dtype);
+    total += bytes;
+    if (total > rtConfig().memoryBytes) {
+      fail(int(ACL_ERROR_GE_MEMORY_ALLOCATION), "the inputs at batch " + std::to_string(lead) + " need " + std::to_string(total) +
+                                                    " bytes, more than the device memory");
+    }
+    store[i].assign(std::max<size_t>(bytes, 8), 0);
     t.data = store[i].data();
   }
   g.run();
@@ -161,6 +168,10 @@ std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::str
     throw;
   }
   Graph &g = *m->graph;
+  setTensorByteLimit(rtConfig().memoryBytes);
+  struct Unlimit {
+    ~Unlimit() { setTensorByteLimit(SIZE_MAX); }
+  } unlimit;
   bool leadDyn = false, otherDyn = false;
   for (int s : g.inputSlots) {
     for (const ValueInfo &v : g.proto.inputs) {
@@ -173,6 +184,9 @@ std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::str
       d.onnxType = v.elemType;
       d.dt = aclTypeOf(v.elemType);
       d.fmt = v.dims.size() == 4 ? ACL_FORMAT_NCHW : ACL_FORMAT_ND;
+      std::vector<int64_t> probe;
+      for (const DimProto &dp : v.dims) probe.push_back(isDyn(dp) ? 1 : dp.value);
+      checkedNumel(probe, ACL_ERROR_PARSE_MODEL);
       for (size_t k = 0; k < v.dims.size(); ++k) {
         d.dims.push_back(isDyn(v.dims[k]) ? -1 : v.dims[k].value);
         d.nonBatchDyn.push_back(k > 0 && isDyn(v.dims[k]));
@@ -208,6 +222,7 @@ std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::str
       A = dryRun(g, maxB, 1, &types);
     }
   } catch (SimError &e) {
+    if (e.code == int(ACL_ERROR_GE_MEMORY_ALLOCATION)) fail(e.code, source + ": " + e.msg);
     fail(ACL_ERROR_PARSE_MODEL, source + ": validation run failed: " + e.msg);
   }
   for (size_t i = 0; i < g.outputSlots.size(); ++i) {
@@ -306,9 +321,7 @@ struct ExecPlan {
 };
 
 size_t bytesOf(const std::vector<int64_t> &s, int onnxType) {
-  size_t n = 1;
-  for (int64_t d : s) n *= size_t(d);
-  return n * onnxElemSize(onnxType);
+  return size_t(checkedNumel(s, ACL_ERROR_INVALID_PARAM)) * onnxElemSize(onnxType);
 }
 
 ExecPlan plan(uint32_t modelId, const aclmdlDataset *input, aclmdlDataset *output) {
@@ -422,9 +435,12 @@ void runPlan(ExecPlan &p) {
     t.shape = p.inShapes[i];
     t.data = p.inPtrs[i];
   }
+  setTensorByteLimit(rtConfig().memoryBytes);
   try {
     g.run();
+    setTensorByteLimit(SIZE_MAX);
   } catch (SimError &e) {
+    setTensorByteLimit(SIZE_MAX);
     for (int s : g.inputSlots) g.slots[size_t(s)].data = nullptr;
     fail(ACL_ERROR_RT_MODEL_EXECUTE, where + " failed: " + e.msg);
   }

@@ -379,6 +379,25 @@ void malformed() {
     grp.tag(7, 3);  // a group wire type
     CHECK(loadBytes(grp.b) == ACL_ERROR_DESERIALIZE_MODEL);
   }
+  // Declared or intermediate shapes too large for the device fail without touching memory.
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {int64_t(1) << 40, int64_t(1) << 40});
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y", FLOAT, {});
+    CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("too large") != std::string::npos);
+    tb::Model big;
+    big.input("x", FLOAT, {2, int64_t(1) << 28});  // 2 GiB of input on a 1 GiB device
+    big.node("Relu", {"x"}, {"y"});
+    big.output("y", FLOAT, {});
+    CHECK(loadBytes(big.bytes(), &msg) == int(ACL_ERROR_GE_MEMORY_ALLOCATION));
+    tb::Model outer;  // [65536,1] x [1,65536] would be a 16 GiB intermediate
+    outer.input("x", FLOAT, {65536, 1});
+    outer.init(tb::tensorF("w", {1, 65536}, std::vector<float>(65536, 1.f)));
+    outer.node("MatMul", {"x", "w"}, {"y"});
+    outer.output("y", FLOAT, {});
+    CHECK(loadBytes(outer.bytes(), &msg) == int(ACL_ERROR_GE_MEMORY_ALLOCATION) && msg.find("MatMul") != std::string::npos);
+  }
   // Every truncation of a valid model fails cleanly (the graph field comes last).
   const std::string small = mlpModel(8, 4, 4, 3);
   int ok = 0, truncFailed = 0;
