@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 #include <napi.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -199,9 +201,23 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
 
 // ---- module -----------------------------------------------------------------------------------
 
+std::atomic<int> g_exitCode{0};
+
 void ShutdownAtExit() {
-  DeviceCore::ShutdownAll(5000);
+  if (!DeviceCore::ShutdownAll(DeviceCore::ExitGraceMs())) {
+    // A device is still busy (hung work): its thread and the ACL library's own threads may still
+    // be inside the library, so running its static destructors could crash the exit. Leave now;
+    // the OS and the driver reclaim the device. The code is the one process.exit() was given.
+    std::fflush(nullptr);
+    std::_Exit(g_exitCode.load());
+  }
   if (DeviceCore::LiveDevices() == 0) FinalizeBackend();
+}
+
+// setExitCode(code): src/device calls it from process.on('exit') so a forced exit keeps the code.
+Napi::Value SetExitCode(const Napi::CallbackInfo &info) {
+  if (info.Length() > 0 && info[0].IsNumber()) g_exitCode = info[0].As<Napi::Number>().Int32Value();
+  return info.Env().Undefined();
 }
 
 const AclBackend &Backend(Napi::Env env) {
@@ -294,6 +310,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("openDevice", Napi::Function::New(env, OpenDevice));
   exports.Set("aclErrorName", Napi::Function::New(env, ErrorName));
   exports.Set("leakCheck", Napi::Function::New(env, LeakCheck));
+  exports.Set("setExitCode", Napi::Function::New(env, SetExitCode));
   exports.Set("addonDir", data->addonDir);
   return exports;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 
 namespace npufleet {
 
@@ -18,7 +19,13 @@ static std::atomic<int> g_runningDevices{0};  // device threads not yet finished
 static std::mutex g_registryMu;
 static std::vector<std::weak_ptr<DeviceCore>> g_registry;  // every started device
 
-void DeviceCore::ShutdownAll(int waitMs) {
+int DeviceCore::ExitGraceMs() {
+  const char *v = std::getenv("NPU_FLEET_EXIT_GRACE_MS");
+  const int ms = v != nullptr ? std::atoi(v) : 0;
+  return ms > 0 ? ms : 2000;
+}
+
+bool DeviceCore::ShutdownAll(int waitMs) {
   std::vector<std::shared_ptr<DeviceCore>> live;
   {
     std::lock_guard<std::mutex> lock(g_registryMu);
@@ -27,7 +34,9 @@ void DeviceCore::ShutdownAll(int waitMs) {
     }
     g_registry.clear();
   }
-  for (auto &d : live) d->ShutdownForExit(waitMs);
+  bool all = true;
+  for (auto &d : live) all = d->ShutdownForExit(waitMs) && all;
+  return all;
 }
 
 DeviceCore::DeviceCore(int32_t deviceId, const AclBackend &backend)
@@ -71,7 +80,7 @@ void DeviceCore::EnvCleanupHook(void *arg) {
   auto *weak = static_cast<std::weak_ptr<DeviceCore> *>(arg);
   if (auto core = weak->lock()) {
     core->hookArg_ = nullptr;
-    core->ShutdownForExit(5000);
+    core->ShutdownForExit(ExitGraceMs());
   }
   delete weak;
 }

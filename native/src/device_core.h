@@ -61,8 +61,10 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   static int LiveDevices();
   // Process exit (atexit, also reached by process.exit(), which skips env cleanup hooks): stops
   // every device thread still running, waiting up to waitMs for each, before the ACL library's
-  // static objects are destroyed.
-  static void ShutdownAll(int waitMs);
+  // static objects are destroyed. False when some device did not stop (hung work).
+  static bool ShutdownAll(int waitMs);
+  // How long teardown at exit waits for work in flight: NPU_FLEET_EXIT_GRACE_MS, default 2000.
+  static int ExitGraceMs();
 
  private:
   static void EnvCleanupHook(void *arg);

@@ -52,6 +52,18 @@ export interface ExecuteOptions {
 }
 
 let backendCache: BackendInfo | undefined;
+let exitHookInstalled = false;
+
+/**
+ * At process exit the addon stops open devices, waiting NPU_FLEET_EXIT_GRACE_MS (default 2000)
+ * for work in flight; if a device is still busy (hung) it ends the process with _exit so the ACL
+ * library is not torn down under running threads. This passes it the code the process exits with.
+ */
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', (code) => loadAddon().setExitCode(typeof code === 'number' ? code : 0));
+}
 
 /** Which ACL library the binding drives (opens and initialises it on first call). */
 export function backendInfo(): BackendInfo {
@@ -76,6 +88,7 @@ export async function openDevice(deviceId: number): Promise<Device> {
       { details: { deviceId, deviceCount } },
     );
   }
+  installExitHook();
   try {
     return new Device(await loadAddon().openDevice(deviceId));
   } catch (error) {

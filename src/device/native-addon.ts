@@ -58,6 +58,8 @@ export interface RawAddon {
   aclErrorName(code: number): string;
   /** null unless running under LeakSanitizer; then 0 = no leaks, 1 = leaks reported on stderr. */
   leakCheck(): number | null;
+  /** Exit code for a forced exit when a device is still busy at process exit. */
+  setExitCode(code: number): void;
   addonDir: string;
 }
 

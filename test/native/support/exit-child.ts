@@ -1,8 +1,9 @@
 /**
  * Child process for process-exit.test.ts. Modes:
  *  idle-open      open a device, load a model, run once, never close: must exit by itself;
- *  exit-inflight  start an execution the simulator hangs 400 ms, then process.exit(0) at once:
- *                 env teardown must close the device (waiting for the work) and exit cleanly.
+ *  exit-inflight  start an execution (the test makes the simulator hang it), then
+ *                 process.exit(argv[3] ?? 0) 50 ms later: teardown closes the device, waiting
+ *                 for the work up to NPU_FLEET_EXIT_GRACE_MS, and exits with that code.
  */
 import { openDevice } from '../../../src/device/index.ts';
 import { affineModel, f32Bytes, ramp } from './tiny-models.ts';
@@ -17,7 +18,7 @@ if (mode === 'idle-open') {
 } else if (mode === 'exit-inflight') {
   void model.execute(input, 1);
   setTimeout(() => {
-    process.stdout.write('exiting\n');
-    process.exit(0);
+    process.stdout.write(`exiting ${Date.now()}\n`);
+    process.exit(Number(process.argv[3] ?? 0));
   }, 50);
 }
