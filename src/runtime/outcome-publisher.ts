@@ -3,15 +3,17 @@ import type { Outcome, Transport } from '../transport/transport.ts';
 
 /**
  * Collects outcomes and settles them with the transport in small batches (publish results, then
- * ack). A failed settle is retried with backoff, never dropped: the delivery stays unacked, so a
- * crash meanwhile means redelivery, not loss.
+ * ack). Up to `maxConcurrent` settles run at once: one broker round trip per batch would otherwise
+ * cap throughput at batch size / round trip. A failed settle is retried with backoff, never
+ * dropped: its deliveries stay unacked, so a crash meanwhile means redelivery, not loss.
  */
 export class OutcomePublisher {
   private queue: Outcome[] = [];
   private timer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> | undefined;
+  private running = 0;
   private closed = false;
   private pendingCount = 0;
+  private idleWaiters: Array<() => void> = [];
 
   constructor(
     private readonly transport: Transport,
@@ -19,6 +21,7 @@ export class OutcomePublisher {
     private readonly lingerMs: number,
     private readonly maxBatch = 500,
     private readonly onSettled: (outcomes: readonly Outcome[], settledAt: number) => void = () => {},
+    private readonly maxConcurrent = 4,
   ) {}
 
   /** Outcomes accepted but not yet acknowledged by the transport. */
@@ -36,34 +39,37 @@ export class OutcomePublisher {
   private kick(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.flushing || this.queue.length === 0) return;
-    this.flushing = this.flushLoop().finally(() => {
-      this.flushing = undefined;
-      if (this.queue.length > 0) this.kick();
-    });
+    while (this.queue.length > 0 && this.running < this.maxConcurrent) {
+      const batch = this.queue.splice(0, this.maxBatch);
+      this.running++;
+      void this.settle(batch).finally(() => {
+        this.running--;
+        if (this.queue.length > 0) this.kick();
+        else if (this.running === 0) {
+          const waiters = this.idleWaiters;
+          this.idleWaiters = [];
+          for (const w of waiters) w();
+        }
+      });
+    }
   }
 
-  private async flushLoop(): Promise<void> {
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, this.maxBatch);
-      let attempt = 0;
-      for (;;) {
-        try {
-          await this.transport.settle(batch);
+  private async settle(batch: Outcome[]): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.transport.settle(batch);
+        this.pendingCount -= batch.length;
+        this.onSettled(batch, Date.now());
+        return;
+      } catch (err) {
+        if (this.closed && attempt > 3) {
+          this.log.error({ err, outcomes: batch.length }, 'settle failed during shutdown; deliveries stay unacked and will be redelivered');
           this.pendingCount -= batch.length;
-          this.onSettled(batch, Date.now());
-          break;
-        } catch (err) {
-          attempt++;
-          if (this.closed && attempt > 3) {
-            this.log.error({ err, outcomes: batch.length }, 'settle failed during shutdown; deliveries stay unacked and will be redelivered');
-            this.pendingCount -= batch.length;
-            break;
-          }
-          const backoffMs = Math.min(5000, 50 * 2 ** Math.min(attempt, 7));
-          this.log.warn({ err, attempt, backoffMs, outcomes: batch.length }, 'settle failed; retrying');
-          await new Promise((r) => setTimeout(r, backoffMs));
+          return;
         }
+        const backoffMs = Math.min(5000, 50 * 2 ** Math.min(attempt, 7));
+        this.log.warn({ err, attempt, backoffMs, outcomes: batch.length }, 'settle failed; retrying');
+        await new Promise((r) => setTimeout(r, backoffMs));
       }
     }
   }
@@ -71,7 +77,10 @@ export class OutcomePublisher {
   /** Settles everything queued; resolves when the transport has acknowledged it all. */
   async flush(): Promise<void> {
     this.kick();
-    while (this.flushing) await this.flushing;
+    while (this.running > 0 || this.queue.length > 0) {
+      await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+      this.kick();
+    }
   }
 
   async close(): Promise<void> {
