@@ -25,7 +25,10 @@ size_t packedBFloats(int64_t K, int64_t N);
 void packBAll(bool transB, const float *B, int64_t ldb, int64_t K, int64_t N, float *out);
 // C = alpha * op(A) * B + beta * C with B given by packBAll (M >= 2).
 void sgemmPackedB(bool transA, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                  const float *packed, float beta, float *C, int64_t ldc);
+                  const float *packed, float beta, float *C, int64_t ldc, bool parallel = true);
+// Blocking constants the packed layout depends on (im2col writes that layout directly).
+constexpr int kGemmNR = 16;
+constexpr int64_t kGemmKC = 256;
 
 }  // namespace sim
 #pragma GCC visibility pop

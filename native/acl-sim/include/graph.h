@@ -60,6 +60,8 @@ struct Node {
   const OpDef *op = nullptr;
   std::vector<int> in, out;  // slot ids, -1 for an omitted optional input
   std::shared_ptr<void> state;
+  double totalMs = 0;  // accumulated only with NPU_FLEET_SIM_OP_TIMES
+  uint64_t calls = 0;
   std::string label() const;
 };
 
@@ -83,6 +85,8 @@ struct Graph {
   void run();
   // Bytes held by intermediate value storage (the model's "workspace").
   size_t workspaceBytes() const;
+  // With NPU_FLEET_SIM_OP_TIMES set, prints per-node time totals to stderr.
+  ~Graph();
 };
 
 // Builds and validates the graph (supported ops, attributes, topology). Throws SimError.

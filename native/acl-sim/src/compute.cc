@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +31,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lk(mu_);
       stop_ = true;
+      stopFlag_ = true;
     }
     cv_.notify_all();
     for (auto &t : threads_) t.join();
@@ -72,7 +74,18 @@ class Pool {
     uint64_t seen = 0;
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
-      cv_.wait(lk, [&] { return stop_ || gen_ != seen; });
+      if (!stop_ && gen_.load() == seen) {
+        // Spin briefly before sleeping: back-to-back GEMMs of one execution arrive within
+        // microseconds, and a condition-variable wake-up costs tens of them.
+        lk.unlock();
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+        while (gen_.load(std::memory_order_acquire) == seen && !stopFlag_.load(std::memory_order_relaxed) &&
+               std::chrono::steady_clock::now() < until) {
+          _mm_pause();
+        }
+        lk.lock();
+      }
+      cv_.wait(lk, [&] { return stop_ || gen_.load() != seen; });
       if (stop_) return;
       seen = gen_;
       if (!fn_) continue;
@@ -93,9 +106,10 @@ class Pool {
   const std::function<void(int64_t, int64_t)> *fn_ = nullptr;
   std::atomic<int64_t> next_{0};
   int64_t end_ = 0, chunk_ = 1;
-  uint64_t gen_ = 0;
+  std::atomic<uint64_t> gen_{0};
   int busy_ = 0;
   bool stop_ = false;
+  std::atomic<bool> stopFlag_{false};
 };
 
 std::mutex g_poolMu;
@@ -142,8 +156,8 @@ void shutdownPool() {
 namespace {
 
 constexpr int MR = 6;
-constexpr int NR = 16;
-constexpr int64_t KC = 256;
+constexpr int NR = kGemmNR;
+constexpr int64_t KC = kGemmKC;
 constexpr int64_t MC = 96;   // multiple of MR
 constexpr int64_t NC = 2048; // multiple of NR
 
@@ -457,10 +471,10 @@ void packBAll(bool transB, const float *B, int64_t ldb, int64_t K, int64_t N, fl
 }
 
 void sgemmPackedB(bool transA, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                  const float *packed, float beta, float *C, int64_t ldc) {
+                  const float *packed, float beta, float *C, int64_t ldc, bool parallel) {
   if (M <= 0 || N <= 0) return;
   const int64_t Npad = (N + NR - 1) / NR * NR;
-  const int nt = double(M) * double(N) * double(K) < 65536.0 ? 1 : poolSize();
+  const int nt = !parallel || double(M) * double(N) * double(K) < 65536.0 ? 1 : poolSize();
   if (nt <= 1) {
     sgemmSerial(transA, false, M, N, K, alpha, A, lda, nullptr, 0, beta, C, ldc, packed, Npad, 0);
     return;

@@ -2,6 +2,8 @@
 // and execution.
 #include "graph.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <new>
@@ -315,9 +317,32 @@ std::unique_ptr<Graph> buildGraph(ModelProto &&m) {
   return g;
 }
 
+namespace {
+const bool g_opTimes = std::getenv("NPU_FLEET_SIM_OP_TIMES") != nullptr;
+}
+
+Graph::~Graph() {
+  if (!g_opTimes || nodes.empty() || nodes[0].calls == 0) return;
+  double total = 0;
+  for (const Node &n : nodes) total += n.totalMs;
+  std::fprintf(stderr, "[acl-sim] op times for graph '%s' (%llu runs, %.3f ms per run):\n", proto.graphName.c_str(),
+               static_cast<unsigned long long>(nodes[0].calls), total / double(nodes[0].calls));
+  for (const Node &n : nodes) {
+    std::fprintf(stderr, "  %8.3f ms/run %5.1f%%  %s\n", n.totalMs / double(n.calls), total > 0 ? 100.0 * n.totalMs / total : 0.0,
+                 n.label().c_str());
+  }
+}
+
 void Graph::run() {
   for (Node &n : nodes) {
     try {
+      if (g_opTimes) {
+        const auto t0 = Clock::now();
+        n.op->run(n, *this);
+        n.totalMs += msSince(t0);
+        ++n.calls;
+        continue;
+      }
       n.op->run(n, *this);
     } catch (SimError &e) {
       e.msg = n.label() + ": " + e.msg;
