@@ -144,22 +144,24 @@ std::vector<std::vector<int64_t>> dryRun(Graph &g, int64_t lead, int64_t other, 
   return out;
 }
 
-std::vector<uint64_t> takeGears() {
+std::vector<uint64_t> takeGears(bool consume) {
   std::vector<uint64_t> g = {1, 2, 4, 8, 16, 32};
   if (tl_gearsSet) g = tl_gears;
-  tl_gears.clear();
-  tl_gearsSet = false;
+  if (consume) {
+    tl_gears.clear();
+    tl_gearsSet = false;
+  }
   return g;
 }
 
 // Parses, validates and dry-runs a model; fills its description. Does not register it.
-std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::string &source) {
+std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::string &source, std::vector<uint64_t> gears) {
   ModelProto mp;
   std::string err;
   if (!parseOnnxModel(bytes, size, mp, err)) fail(ACL_ERROR_DESERIALIZE_MODEL, source + ": malformed ONNX model: " + err);
   auto m = std::make_unique<Model>();
   ModelInfo &info = m->info;
-  info.gears = takeGears();
+  info.gears = std::move(gears);
   info.maxBatch = *std::max_element(info.gears.begin(), info.gears.end());
   try {
     m->graph = buildGraph(std::move(mp));
@@ -290,11 +292,12 @@ std::vector<uint8_t> readFile(const char *path) {
   return data;
 }
 
-aclError loadBytes(const uint8_t *bytes, size_t size, uint32_t *modelId, const std::string &source) {
+// `gears` were taken (consumed) by the caller first, so a failed load uses them up too.
+aclError loadBytes(const uint8_t *bytes, size_t size, uint32_t *modelId, const std::string &source, std::vector<uint64_t> gears) {
   rtRequireInit();
   if (!modelId) fail(ACL_ERROR_INVALID_PARAM, "modelId is null");
   const int dev = rtCurrentDevice();
-  std::unique_ptr<Model> m = prepare(bytes, size, source);
+  std::unique_ptr<Model> m = prepare(bytes, size, source, std::move(gears));
   const size_t total = m->info.weightBytes + m->info.workBytes;
   rtReserve(dev, total, int(ACL_ERROR_GE_MEMORY_ALLOCATION), "loading " + source);
   m->dev = dev;
@@ -544,16 +547,18 @@ using namespace sim;
 // ------------------------------------------------------------ load / unload
 ACLSIM_API aclError aclmdlLoadFromFile(const char *modelPath, uint32_t *modelId) {
   API_BEGIN
+  std::vector<uint64_t> gears = takeGears(true);
   rtRequireInit();
   std::vector<uint8_t> data = readFile(modelPath);
-  return loadBytes(data.data(), data.size(), modelId, std::string("'") + modelPath + "'");
+  return loadBytes(data.data(), data.size(), modelId, std::string("'") + modelPath + "'", std::move(gears));
   API_END
 }
 
 ACLSIM_API aclError aclmdlLoadFromMem(const void *model, size_t modelSize, uint32_t *modelId) {
   API_BEGIN
+  std::vector<uint64_t> gears = takeGears(true);
   if (!model) return setError(ACL_ERROR_INVALID_PARAM, "model is null");
-  return loadBytes(static_cast<const uint8_t *>(model), modelSize, modelId, "model in memory");
+  return loadBytes(static_cast<const uint8_t *>(model), modelSize, modelId, "model in memory", std::move(gears));
   API_END
 }
 
@@ -562,7 +567,7 @@ ACLSIM_API aclError aclmdlQuerySize(const char *fileName, size_t *workSize, size
   rtRequireInit();
   if (!workSize || !weightSize) return setError(ACL_ERROR_INVALID_PARAM, "workSize/weightSize is null");
   std::vector<uint8_t> data = readFile(fileName);
-  std::unique_ptr<Model> m = prepare(data.data(), data.size(), std::string("'") + fileName + "'");
+  std::unique_ptr<Model> m = prepare(data.data(), data.size(), std::string("'") + fileName + "'", takeGears(false));
   *workSize = m->info.workBytes;
   *weightSize = m->info.weightBytes;
   return ACL_SUCCESS;

@@ -250,6 +250,15 @@ void dynamicBatch() {
   ACL_OK(aclmdlGetDynamicBatch(d, &batch));
   CHECK(batch.batchCount == 6);
   ACL_OK(aclmdlUnload(id));
+  // A failed load uses the gears up as well.
+  ACL_OK(aclsimSetNextLoadBatchGears(gears, 3));
+  CHECK_CODE(aclmdlLoadFromMem("junk", 4, &id), ACL_ERROR_DESERIALIZE_MODEL);
+  aclGetRecentErrMsg();
+  ACL_OK(aclmdlLoadFromMem(mlp.data(), mlp.size(), &id));
+  ACL_OK(aclmdlGetDesc(d, id));
+  ACL_OK(aclmdlGetDynamicBatch(d, &batch));
+  CHECK(batch.batchCount == 6);
+  ACL_OK(aclmdlUnload(id));
   CHECK_CODE(aclsimSetNextLoadBatchGears(gears, 0), ACL_ERROR_INVALID_PARAM);
   const uint64_t dup[] = {2, 2};
   CHECK_CODE(aclsimSetNextLoadBatchGears(dup, 2), ACL_ERROR_INVALID_PARAM);
