@@ -112,8 +112,8 @@ class Pool {
   std::atomic<bool> stopFlag_{false};
 };
 
-std::mutex g_poolMu;
-std::shared_ptr<Pool> g_pool;
+std::mutex &g_poolMu = *new std::mutex;
+std::shared_ptr<Pool> &g_pool = *new std::shared_ptr<Pool>;
 
 std::shared_ptr<Pool> pool() {
   std::lock_guard<std::mutex> lk(g_poolMu);

@@ -93,8 +93,8 @@ struct Model {
   }
 };
 
-std::mutex g_mdlMu;
-std::map<uint32_t, std::shared_ptr<Model>> g_models;
+std::mutex &g_mdlMu = *new std::mutex;
+std::map<uint32_t, std::shared_ptr<Model>> &g_models = *new std::map<uint32_t, std::shared_ptr<Model>>;
 uint32_t g_nextId = 1;
 thread_local std::vector<uint64_t> tl_gears;
 thread_local bool tl_gearsSet = false;

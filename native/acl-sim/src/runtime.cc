@@ -169,20 +169,23 @@ struct Device {
   std::atomic<uint64_t> execCount{0};
 };
 
-std::mutex g_mu;
+// Process-lifetime state lives on the heap and is never destroyed: a process that exits
+// without aclFinalize must not run destructors that join (possibly hung) stream threads or
+// destroy mutexes other threads still hold.
+std::mutex &g_mu = *new std::mutex;
 bool g_init = false;
 bool g_everFinalized = false;
 uint64_t g_epoch = 0;
-SimConfig g_cfg;
-std::unique_ptr<Device[]> g_dev;
-std::map<void *, std::shared_ptr<Context>> g_ctx;
-std::map<void *, std::shared_ptr<Stream>> g_streams;
-std::map<void *, std::shared_ptr<Event>> g_events;
-std::map<uintptr_t, DevAlloc> g_devAllocs;
-std::map<uintptr_t, size_t> g_hostAllocs;
-std::map<uint64_t, std::shared_ptr<ReportQueue>> g_reports;
-std::mutex g_sleepMu;
-std::condition_variable g_sleepCv;
+SimConfig &g_cfg = *new SimConfig;
+std::unique_ptr<Device[]> &g_dev = *new std::unique_ptr<Device[]>;
+std::map<void *, std::shared_ptr<Context>> &g_ctx = *new std::map<void *, std::shared_ptr<Context>>;
+std::map<void *, std::shared_ptr<Stream>> &g_streams = *new std::map<void *, std::shared_ptr<Stream>>;
+std::map<void *, std::shared_ptr<Event>> &g_events = *new std::map<void *, std::shared_ptr<Event>>;
+std::map<uintptr_t, DevAlloc> &g_devAllocs = *new std::map<uintptr_t, DevAlloc>;
+std::map<uintptr_t, size_t> &g_hostAllocs = *new std::map<uintptr_t, size_t>;
+std::map<uint64_t, std::shared_ptr<ReportQueue>> &g_reports = *new std::map<uint64_t, std::shared_ptr<ReportQueue>>;
+std::mutex &g_sleepMu = *new std::mutex;
+std::condition_variable &g_sleepCv = *new std::condition_variable;
 
 thread_local void *tl_ctx = nullptr;
 

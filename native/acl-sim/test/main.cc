@@ -8,8 +8,12 @@ void runtimeTests(const char *filter);
 void opTests(const char *filter);
 void modelTests(const char *filter);
 void benchMain();
+int exitChildMain();
+const char *g_argv0 = nullptr;
 
 int main(int argc, char **argv) {
+  g_argv0 = argv[0];
+  if (argc > 1 && !std::strcmp(argv[1], "--exit-child")) return exitChildMain();
   const char *filter = nullptr;
   bool bench = false;
   for (int i = 1; i < argc; ++i) {

@@ -12,6 +12,8 @@
 #include "harness.h"
 #include "onnx_builder.h"
 
+extern const char *g_argv0;
+
 namespace {
 
 using tb::DYN_BATCH;
@@ -658,7 +660,39 @@ void manyExecutions() {
   CHECK(free1 == free0);
 }
 
+// The process exits (no aclFinalize) while an execution hangs on a stream: exit must not wait.
+void exitWhileHung() {
+  const std::string cmd = std::string("NPU_FLEET_SIM_FAULTS=hang@1 timeout 20 ") + g_argv0 + " --exit-child";
+  const auto t0 = Clock::now();
+  const int rc = std::system(cmd.c_str());
+  CHECK(rc == 0);
+  CHECK(msSince(t0) < 10000);
+}
+
 }  // namespace
+
+int exitChildMain() {
+  if (aclInit(nullptr) || aclrtSetDevice(0)) return 2;
+  const std::string mlp = mlpModel(16, 8, 8, 4);
+  uint32_t id;
+  if (aclmdlLoadFromMem(mlp.data(), mlp.size(), &id)) return 3;
+  aclmdlDesc *d = aclmdlCreateDesc();
+  aclmdlGetDesc(d, id);
+  void *a, *b, *c;
+  aclrtMalloc(&a, aclmdlGetInputSizeByIndex(d, 0), ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtMalloc(&b, 8, ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtMalloc(&c, aclmdlGetOutputSizeByIndex(d, 0), ACL_MEM_MALLOC_HUGE_FIRST);
+  aclmdlDataset *in = aclmdlCreateDataset(), *out = aclmdlCreateDataset();
+  aclmdlAddDatasetBuffer(in, aclCreateDataBuffer(a, aclmdlGetInputSizeByIndex(d, 0)));
+  aclmdlAddDatasetBuffer(in, aclCreateDataBuffer(b, 8));
+  aclmdlAddDatasetBuffer(out, aclCreateDataBuffer(c, aclmdlGetOutputSizeByIndex(d, 0)));
+  aclmdlSetDynamicBatchSize(id, in, 1, 1);
+  aclrtStream s;
+  aclrtCreateStream(&s);
+  if (aclmdlExecuteAsync(id, in, out, s)) return 4;
+  if (aclrtSynchronizeStreamWithTimeout(s, 50) != ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) return 5;
+  std::exit(0);  // static destructors run; the hung stream thread must not be joined
+}
 
 void modelTests(const char *filter) {
   struct {
@@ -669,7 +703,7 @@ void modelTests(const char *filter) {
                {"dynamic_batch", dynamicBatch, false},     {"range_dynamic", rangeDynamic, false},
                {"malformed", malformed, false},            {"mem_accounting", memoryAccounting, false},
                {"mem_capacity", memoryCapacity, true},     {"time_faults", timeModelAndFaults, true},
-               {"many_executions", manyExecutions, false}};
+               {"many_executions", manyExecutions, false}, {"exit_while_hung", exitWhileHung, true}};
   for (auto &t : tests) {
     if (filter && !std::strstr(t.name, filter)) continue;
     std::printf("models/%s\n", t.name);
