@@ -4,4 +4,7 @@ import { register } from 'tsx/esm/api';
 
 register();
 const { main } = await import('../src/cli/main.ts');
-process.exitCode = await main(process.argv.slice(2));
+const code = await main(process.argv.slice(2));
+// Commands return only when their work is done: exit now rather than wait for a client library's
+// idle timers or sockets to let the event loop drain.
+process.exit(code);

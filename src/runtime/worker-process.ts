@@ -119,7 +119,9 @@ export async function runWorker(
           log.info({ released }, 'drained');
         }
         await worker.close();
+        log.info('transport closed');
         await device.close();
+        log.info('device closed');
       } catch (err) {
         log.error({ err }, 'error during shutdown');
         return EXIT_FATAL;
