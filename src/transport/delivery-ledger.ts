@@ -10,6 +10,8 @@ export class DeliveryLedger<E> {
   private readonly open = new Map<string, E>();
   private readonly settling = new Set<string>();
   private readonly inflight = new Set<Promise<unknown>>();
+  /** Finished by a settle call that then failed as a whole: a retry of that call skips them. */
+  private readonly tolerated = new Set<string>();
 
   get size(): number {
     return this.open.size;
@@ -36,6 +38,7 @@ export class DeliveryLedger<E> {
     const rejected: string[] = [];
     for (const item of items) {
       const entry = this.open.get(item.deliveryId);
+      if (entry === undefined && this.tolerated.delete(item.deliveryId)) continue;
       if (entry === undefined || this.settling.has(item.deliveryId)) {
         rejected.push(item.deliveryId);
         continue;
@@ -79,6 +82,26 @@ export class DeliveryLedger<E> {
     };
     promise.then(done, done);
     return promise;
+  }
+
+  /**
+   * Runs one settle call. When it fails after finishing part of its deliveries (e.g. results
+   * published but the commit failed), those are remembered so that retrying the same call, as
+   * the runtime does, completes the rest instead of being refused as a double settle.
+   */
+  guard<T>(deliveryIds: readonly string[], work: () => Promise<T>): Promise<T> {
+    const wasOpen = deliveryIds.filter((id) => this.open.has(id) && !this.settling.has(id));
+    return this.track(
+      work().catch((err: unknown) => {
+        for (const id of wasOpen) if (!this.open.has(id)) this.tolerated.add(id);
+        // Bounded: only the most recent failures can still be retried.
+        for (const id of this.tolerated) {
+          if (this.tolerated.size <= 100_000) break;
+          this.tolerated.delete(id);
+        }
+        throw err;
+      }),
+    );
   }
 
   /** Resolves when every tracked settle/release has finished (successfully or not). */

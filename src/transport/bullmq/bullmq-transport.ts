@@ -231,7 +231,10 @@ export class BullmqTransport implements Transport {
 
   settle(outcomes: readonly Outcome[]): Promise<void> {
     if (this.closed) return Promise.reject(closedError(this.kind));
-    return this.ledger.track(this.settleNow(outcomes));
+    return this.ledger.guard(
+      outcomes.map((o) => o.delivery.deliveryId),
+      () => this.settleNow(outcomes),
+    );
   }
 
   private async settleNow(outcomes: readonly Outcome[]): Promise<void> {

@@ -259,7 +259,10 @@ export class KafkaTransport implements Transport {
 
   settle(outcomes: readonly Outcome[]): Promise<void> {
     if (this.closed) return Promise.reject(closedError(this.kind));
-    return this.ledger.track(this.committer === undefined ? this.settleAtLeastOnce(outcomes) : this.settleExactlyOnce(outcomes));
+    return this.ledger.guard(
+      outcomes.map((o) => o.delivery.deliveryId),
+      () => (this.committer === undefined ? this.settleAtLeastOnce(outcomes) : this.settleExactlyOnce(outcomes)),
+    );
   }
 
   private async settleAtLeastOnce(outcomes: readonly Outcome[]): Promise<void> {
@@ -279,8 +282,9 @@ export class KafkaTransport implements Transport {
         const part = this.partitions.get(tpKey(entry.source.topic, entry.source.partition));
         if (part !== undefined && part.tracker === entry.tracker) this.bound(part);
       }
-      await this.commit();
     }
+    // Also when everything was skipped: a retry after a failed commit commits now.
+    if (claimed.length > 0 || this.pendingCommits.size > 0) await this.commit();
     if (rejected.length > 0) throw notOpenError(rejected);
   }
 

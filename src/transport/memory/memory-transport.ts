@@ -59,7 +59,10 @@ export class MemoryTransport implements Transport {
   }
 
   settle(outcomes: readonly Outcome[]): Promise<void> {
-    return this.ledger.track(this.settleNow(outcomes));
+    return this.ledger.guard(
+      outcomes.map((o) => o.delivery.deliveryId),
+      () => this.settleNow(outcomes),
+    );
   }
 
   private async settleNow(outcomes: readonly Outcome[]): Promise<void> {
