@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadModelConfig } from '../../src/contracts/config-loader.ts';
 import type { RequestEnvelope } from '../../src/contracts/request-envelope.ts';
@@ -78,6 +79,17 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet end to end on %s', (kin
       expect(got?.version).toBe('1');
     }
     expect(worst).toBeLessThan(1e-4);
+
+    // The publish CLI against the same fleet: request-and-await-reply, one JSON line per reply.
+    const cli = spawnSync(process.execPath, ['bin/npu-fleet.js', 'publish', '--config', fleet.configFile, '--model', 'mlp-classifier', '--count', '3', '--priority', '0', '--await', '--timeout-ms', '30000'], { encoding: 'utf8', timeout: 60_000 });
+    expect(cli.status, cli.stderr).toBe(0);
+    const replies = cli.stdout.trim().split('\n').map((l) => JSON.parse(l) as { status: string; outputs: Array<{ shape: number[] }> });
+    expect(replies).toHaveLength(3);
+    for (const r of replies) {
+      expect(r.status).toBe('ok');
+      expect(r.outputs[0]?.shape[1]).toBe(10);
+    }
+
     const code = await fleet.stop('SIGTERM');
     expect(code).toBe(0);
   }, 420_000);
