@@ -66,7 +66,10 @@ export class KafkaTransport implements Transport {
   private committer: TransactionalCommitter | undefined;
   private onDeliveries: ((d: Delivery[]) => void) | undefined;
   private commitChain: Promise<void> = Promise.resolve();
-  private readonly pendingCommits = new Map<string, { topic: string; partition: number; offset: number }>();
+  private readonly pendingCommits = new Map<string, { topic: string; partition: number; offset: number; metadata: string }>();
+  /** Per partition: highest offset a previous owner had received (from commit metadata). */
+  private readonly redeliveryHints = new Map<string, number>();
+  private hintsLoaded: Promise<void> | undefined;
   private stopped = false;
   private closed = false;
   private readonly lowLimit: number;
@@ -132,7 +135,11 @@ export class KafkaTransport implements Transport {
         autoCommit: false,
         eachBatchAutoResolve: true,
         partitionsConsumedConcurrently: 1,
-        eachBatch: async (payload) => this.onBatch(payload),
+        eachBatch: async (payload) => {
+          // Once per rebalance: one admin round trip for the redelivery hints, then never waits.
+          if (this.hintsLoaded !== undefined) await this.hintsLoaded;
+          this.onBatch(payload);
+        },
       });
     } catch (err) {
       throw kafkaError(err, 'starting the kafka transport failed');
@@ -154,12 +161,35 @@ export class KafkaTransport implements Transport {
       for (const p of set) if (!assigned.has(tpKey(topic, p))) set.delete(p);
     }
     for (const topic of this.sources.keys()) this.reconcile(topic);
+    this.hintsLoaded = this.loadHints(assigned);
+  }
+
+  /**
+   * Every commit carries the highest offset delivered so far as metadata, so a worker that takes
+   * over a partition after a crash marks the messages the dead one had received as redelivered.
+   * Best effort: messages received after the dead worker's last commit look new.
+   */
+  private async loadHints(assigned: ReadonlySet<string>): Promise<void> {
+    if (this.admin === undefined) return;
+    try {
+      const committed = await this.admin.fetchOffsets({ groupId: this.settings.groupId, topics: [...this.sources.keys()] });
+      for (const t of committed) {
+        for (const p of t.partitions) {
+          const key = tpKey(t.topic, p.partition);
+          const hint = Number(p.metadata ?? NaN);
+          if (assigned.has(key) && Number.isSafeInteger(hint) && !this.partitions.has(key)) this.redeliveryHints.set(key, hint);
+        }
+      }
+    } catch (err) {
+      this.options.logger?.warn({ err }, 'could not read commit metadata; redelivered flags stay false');
+    }
   }
 
   private onBatch({ batch }: EachBatchPayload): void {
     const source = this.sources.get(batch.topic);
     if (source === undefined || this.stopped || this.closed) return;
     const part = this.partitionFor(batch.topic, batch.partition, source.priority);
+    const hint = this.redeliveryHints.get(tpKey(batch.topic, batch.partition)) ?? -1;
     const now = Date.now();
     const deliveries: Delivery[] = [];
     for (const m of batch.messages) {
@@ -177,8 +207,7 @@ export class KafkaTransport implements Transport {
         priority: source.priority,
         body: value,
         receivedAt: now,
-        // A crashed consumer's messages cannot be told apart from new ones on Kafka.
-        redelivered: false,
+        redelivered: offset <= hint,
       });
     }
     this.bound(part);
@@ -338,14 +367,21 @@ export class KafkaTransport implements Transport {
       for (const part of this.partitions.values()) {
         const prefix = part.tracker.takePrefix();
         if (prefix !== undefined) {
-          this.pendingCommits.set(tpKey(part.topic, part.partition), { topic: part.topic, partition: part.partition, offset: prefix.commitNext });
+          this.pendingCommits.set(tpKey(part.topic, part.partition), {
+            topic: part.topic,
+            partition: part.partition,
+            offset: prefix.commitNext,
+            metadata: String(part.tracker.highestDelivered),
+          });
         }
       }
       if (this.pendingCommits.size === 0 || this.consumer === undefined) return;
       const offsets = [...this.pendingCommits.values()];
       this.pendingCommits.clear();
       try {
-        await this.consumer.commitOffsets(offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: String(o.offset) })));
+        await this.consumer.commitOffsets(
+          offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: String(o.offset), metadata: o.metadata })),
+        );
       } catch (err) {
         for (const o of offsets) {
           const key = tpKey(o.topic, o.partition);

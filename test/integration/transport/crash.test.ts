@@ -46,7 +46,7 @@ async function waitForLines(lines: string[], count: number, timeoutMs: number): 
 }
 
 const cases: Array<{ name: string; settings: () => TransportSettings; redeliveryMs: number; flag: boolean }> = [
-  { name: 'kafka', settings: () => ({ kind: 'kafka', kafka: kafkaSettings({ sessionTimeoutMs: 6_000 }) }), redeliveryMs: 45_000, flag: false },
+  { name: 'kafka', settings: () => ({ kind: 'kafka', kafka: kafkaSettings({ sessionTimeoutMs: 6_000 }) }), redeliveryMs: 45_000, flag: true },
   { name: 'bullmq', settings: () => ({ kind: 'bullmq', bullmq: bullmqSettings({ lockDurationMs: 2_000 }) }), redeliveryMs: 20_000, flag: true },
 ];
 
