@@ -3,20 +3,12 @@
 // 10,000 while time advances. Run: npx tsx bench/scheduler-decide.ts
 import { BatchScheduler } from '../src/scheduler/index.ts';
 import type { SchedulerOptionsInput, SchedulerRequest } from '../src/scheduler/index.ts';
+import { prng } from '../src/runtime/demo-load.ts';
 
 const QUEUED = 10_000;
 const DISPATCHES = 20_000;
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = prng;
 
 interface Case {
   name: string;

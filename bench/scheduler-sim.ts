@@ -6,6 +6,7 @@
 // Run: npx tsx bench/scheduler-sim.ts [durationMs]
 import { BatchScheduler } from '../src/scheduler/index.ts';
 import type { SchedulerRequest } from '../src/scheduler/index.ts';
+import { prng } from '../src/runtime/demo-load.ts';
 
 const GEARS = [1, 2, 4, 8, 16, 32];
 const DEVICE = { baseMs: 4, perItemMs: 0.25, jitter: 0.05 };
@@ -44,16 +45,7 @@ const ITEMS = [
 ];
 const MEAN_ITEMS = ITEMS.reduce((a, x) => a + x.items * x.share, 0);
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = prng;
 const pick = <T extends { share: number }>(xs: readonly T[], u: number): T => {
   let acc = 0;
   for (const x of xs) if (u < (acc += x.share)) return x;

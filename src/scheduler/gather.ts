@@ -1,3 +1,4 @@
+import { DTYPE_BYTES, type Dtype as DType } from '../contracts/tensor.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 
 /**
@@ -7,18 +8,9 @@ import { FleetError } from '../errors/fleet-error.ts';
  * filling the variable-axis padding of bucketed inputs with a pad value; scatter hands each request
  * a VIEW of its rows of an output buffer (no copy — the views share the batch buffer's memory).
  */
-export const DTYPES = ['float32', 'float16', 'int8', 'uint8', 'int32', 'int64', 'bool'] as const;
-export type DType = (typeof DTYPES)[number];
-
-export const DTYPE_BYTES: Readonly<Record<DType, number>> = {
-  float32: 4,
-  float16: 2,
-  int8: 1,
-  uint8: 1,
-  int32: 4,
-  int64: 8,
-  bool: 1,
-};
+// One dtype table for the whole project: the contracts' (pure data, no I/O).
+export { DTYPES, DTYPE_BYTES } from '../contracts/tensor.ts';
+export type { Dtype as DType } from '../contracts/tensor.ts';
 
 export interface Tensor {
   readonly dtype: DType;
