@@ -1,6 +1,9 @@
 // Thread pool and a BLIS-style cache-blocked SGEMM (packed panels, 6x16 register tile,
 // AVX2/FMA micro-kernel chosen at run time with a portable fallback).
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(ACLSIM_NO_X86)
+#define ACLSIM_X86 1
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -81,7 +84,9 @@ class Pool {
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
         while (gen_.load(std::memory_order_acquire) == seen && !stopFlag_.load(std::memory_order_relaxed) &&
                std::chrono::steady_clock::now() < until) {
+#ifdef ACLSIM_X86
           _mm_pause();
+#endif
         }
         lk.lock();
       }
@@ -176,20 +181,42 @@ void storeTile(const float *acc, float *C, int64_t ldc, float alpha, float beta,
   }
 }
 
+// Portable micro-kernel with GCC/Clang vector extensions (SSE2 on x86-64, NEON on aarch64):
+// two passes of 6x8 so the 12 accumulator vectors stay in the 16 SIMD registers of SSE2.
+typedef float v4f __attribute__((vector_size(16)));
+
 void kernelGeneric(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
                    float alpha, float beta, int mr, int nr) {
-  alignas(64) float acc[MR * NR] = {};
-  for (int64_t k = 0; k < kc; ++k) {
-    const float *a = Ap + k * MR;
-    const float *b = Bp + k * NR;
+  alignas(64) float acc[MR * NR];
+  for (int half = 0; half < NR; half += 8) {
+    v4f c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
+    v4f c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
+    const float *a = Ap;
+    const float *b = Bp + half;
+    for (int64_t k = 0; k < kc; ++k) {
+      v4f b0, b1;
+      std::memcpy(&b0, b, 16);
+      std::memcpy(&b1, b + 4, 16);
+      v4f av;
+      av = v4f{} + a[0]; c00 += av * b0; c01 += av * b1;
+      av = v4f{} + a[1]; c10 += av * b0; c11 += av * b1;
+      av = v4f{} + a[2]; c20 += av * b0; c21 += av * b1;
+      av = v4f{} + a[3]; c30 += av * b0; c31 += av * b1;
+      av = v4f{} + a[4]; c40 += av * b0; c41 += av * b1;
+      av = v4f{} + a[5]; c50 += av * b0; c51 += av * b1;
+      a += MR;
+      b += NR;
+    }
+    const v4f rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     for (int r = 0; r < MR; ++r) {
-      const float av = a[r];
-      for (int j = 0; j < NR; ++j) acc[r * NR + j] += av * b[j];
+      std::memcpy(acc + r * NR + half, &rows[r][0], 16);
+      std::memcpy(acc + r * NR + half + 4, &rows[r][1], 16);
     }
   }
   storeTile(acc, C, ldc, alpha, beta, mr, nr);
 }
 
+#ifdef ACLSIM_X86
 __attribute__((target("avx2,fma"))) void kernelAvx2(int64_t kc, const float *Ap, const float *Bp,
                                                      float *C, int64_t ldc, float alpha,
                                                      float beta, int mr, int nr) {
@@ -239,13 +266,17 @@ __attribute__((target("avx2,fma"))) void kernelAvx2(int64_t kc, const float *Ap,
   storeTile(acc, C, ldc, alpha, beta, mr, nr);
 }
 
+#endif
+
 Kernel pickKernel() {
+#ifdef ACLSIM_X86
   __builtin_cpu_init();
   if (std::getenv("NPU_FLEET_SIM_NO_AVX") == nullptr && __builtin_cpu_supports("avx2") &&
       __builtin_cpu_supports("fma")) {
     return kernelAvx2;
   }
-  return kernelGeneric;
+#endif
+  return kernelGeneric;  // other architectures: portable code the compiler vectorises
 }
 const Kernel g_kernel = pickKernel();
 
@@ -375,6 +406,7 @@ void gridGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float a
 }
 
 // Dot product and axpy for the M == 1 case, where a 6-row tile wastes 5/6 of the work.
+#ifdef ACLSIM_X86
 __attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b, int64_t K) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
   int64_t k = 0;
@@ -392,6 +424,7 @@ __attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b
   for (float v : t) s += v;
   return s;
 }
+#endif
 float dotGeneric(const float *a, const float *b, int64_t K) {
   float acc[16] = {};
   int64_t k = 0;
@@ -403,16 +436,24 @@ float dotGeneric(const float *a, const float *b, int64_t K) {
   for (float v : acc) s += v;
   return s;
 }
+#ifdef ACLSIM_X86
 __attribute__((target("avx2,fma"))) void axpyAvx2(float av, const float *b, float *y, int64_t n) {
   const __m256 va = _mm256_set1_ps(av);
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_fmadd_ps(va, _mm256_loadu_ps(b + j), _mm256_loadu_ps(y + j)));
   for (; j < n; ++j) y[j] += av * b[j];
 }
+#endif
 void axpyGeneric(float av, const float *b, float *y, int64_t n) {
   for (int64_t j = 0; j < n; ++j) y[j] += av * b[j];
 }
+#ifdef ACLSIM_X86
 const bool g_avx2 = g_kernel == kernelAvx2;
+#else
+constexpr bool g_avx2 = false;
+float dotAvx2(const float *a, const float *b, int64_t K) { return dotGeneric(a, b, K); }
+void axpyAvx2(float av, const float *b, float *y, int64_t n) { axpyGeneric(av, b, y, n); }
+#endif
 
 void gemvRow(bool transB, int64_t K, float alpha, const float *a, const float *B, int64_t ldb, float beta,
              float *y, int64_t j0, int64_t j1) {
