@@ -7,6 +7,7 @@ import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { createKafka, ensureTopics, kafkaError, type TransportLogger } from '../transport/kafka/kafka-client.ts';
+import { chunkByBytes, groupByTopic } from '../transport/kafka/kafka-outcomes.ts';
 import { CONTENT_TYPES, HEADERS, renderName } from '../transport/names.ts';
 import type {
   Producer,
@@ -86,19 +87,15 @@ export class KafkaProducer implements Producer {
 
   private async send(messages: ReadonlyArray<{ topic: string; message: Message }>): Promise<void> {
     const { producer, admin } = await this.connect();
-    const byTopic = new Map<string, Message[]>();
-    for (const { topic, message } of messages) {
-      const list = byTopic.get(topic) ?? [];
-      list.push(message);
-      byTopic.set(topic, list);
-    }
-    const missing = [...byTopic.keys()].filter((t) => !this.knownTopics.has(t));
+    const missing = [...new Set(messages.map((m) => m.topic))].filter((t) => !this.knownTopics.has(t));
     if (missing.length > 0) {
       await ensureTopics(admin, missing, this.options.partitions ?? 8);
       for (const t of missing) this.knownTopics.add(t);
     }
     try {
-      await producer.sendBatch({ topicMessages: [...byTopic].map(([topic, msgs]) => ({ topic, messages: msgs })), acks: -1 });
+      for (const chunk of chunkByBytes(messages)) {
+        await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+      }
     } catch (err) {
       throw kafkaError(err, 'publishing requests failed');
     }

@@ -1,7 +1,7 @@
 import type { Producer } from 'kafkajs';
 import type { FleetError } from '../../errors/fleet-error.ts';
 import { kafkaError } from './kafka-client.ts';
-import { groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
+import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 import type { PartitionTracker } from './partition-tracker.ts';
 
 /** A settled delivery waiting to leave in a transaction together with its offset. */
@@ -71,8 +71,9 @@ export class TransactionalCommitter {
       try {
         const txn = await this.producer.transaction();
         try {
-          const topicMessages = groupByTopic(payloads.flatMap((p) => p.messages));
-          if (topicMessages.length > 0) await txn.sendBatch({ topicMessages });
+          for (const chunk of chunkByBytes(payloads.flatMap((p) => p.messages))) {
+            await txn.sendBatch({ topicMessages: groupByTopic(chunk) });
+          }
           const byTopic = new Map<string, Array<{ partition: number; offset: string }>>();
           for (const b of batch) {
             const list = byTopic.get(b.tp.topic) ?? [];

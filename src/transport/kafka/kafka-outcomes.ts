@@ -75,3 +75,33 @@ export function groupByTopic(messages: readonly OutgoingMessage[]): TopicMessage
   }
   return [...byTopic].map(([topic, msgs]) => ({ topic, messages: msgs }));
 }
+
+/**
+ * Splits messages into sends that the broker accepts: kafkajs puts everything for a partition
+ * into one record batch, and a batch over the broker's message.max.bytes (1 MiB by default) is
+ * refused as a whole. Order is kept (chunks are sent one after another).
+ */
+export function chunkByBytes<T extends { message: Message }>(messages: readonly T[], maxBytes = 512 * 1024): T[][] {
+  const chunks: T[][] = [];
+  let current: T[] = [];
+  let bytes = 0;
+  for (const m of messages) {
+    const size = sizeOf(m.message);
+    if (current.length > 0 && bytes + size > maxBytes) {
+      chunks.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(m);
+    bytes += size;
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
+}
+
+function sizeOf(message: Message): number {
+  const len = (v: unknown): number => (v === null || v === undefined ? 0 : typeof v === 'string' ? Buffer.byteLength(v) : (v as Buffer).length);
+  let headers = 0;
+  for (const [k, v] of Object.entries(message.headers ?? {})) headers += k.length + len(v) + 8;
+  return len(message.value) + len(message.key) + headers + 32;
+}

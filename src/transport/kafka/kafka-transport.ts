@@ -7,7 +7,7 @@ import { renderName, requestSources, type SourceName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import { createKafka, ensureTopics, kafkaError, type TransportLogger } from './kafka-client.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
-import { groupByTopic, messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
+import { chunkByBytes, groupByTopic, messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
 import { PartitionTracker } from './partition-tracker.ts';
 
 export interface KafkaTransportOptions {
@@ -300,7 +300,9 @@ export class KafkaTransport implements Transport {
       const messages = claimed.flatMap(({ item, entry }) => messagesFor(item.outcome, entry.source, this.names));
       try {
         await this.ensureKnown(messages.map((m) => m.topic));
-        await (this.producer as Producer).sendBatch({ topicMessages: groupByTopic(messages), acks: -1 });
+        for (const chunk of chunkByBytes(messages)) {
+          await (this.producer as Producer).sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+        }
       } catch (err) {
         for (const { item } of claimed) this.ledger.unclaim(item.deliveryId);
         throw kafkaError(err, 'publishing results failed; the requests stay unacked');

@@ -156,4 +156,20 @@ describe('kafka transport', () => {
     // The bound per partition plus one fetch of slack per partition (32 KiB, at least one record batch).
     expect(maxLowLocal).toBeLessThan(2 * (bound + 200));
   });
+
+  it('settles a batch of results larger than the broker message limit in one call', async () => {
+    const settings = kafkaSettings();
+    const model = uniqueName('big').replace(/-/g, '');
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    const n = 4_000;
+    for (let k = 0; k < n; k += 1_000) {
+      await producer.publish(Array.from({ length: 1_000 }, (_, i) => makeRequest(model, `big${k + i}`, 0, { meta: { pad: 'x'.repeat(400) } })));
+    }
+    const t = track(new KafkaTransport(settings, { partitions: 1 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const got = await inbox.waitFor(n, 60_000);
+    await t.settle(got.map(outcomeFor)); // ~2 MB of results to one partition
+    expect(await committed(settings.groupId, `${model}.requests.p0`)).toBe(n);
+  });
 });

@@ -45,3 +45,13 @@ describe('names', () => {
     expect(replyEncodingFor({ id: 'x' })).toBe('json');
   });
 });
+
+describe('chunkByBytes', () => {
+  it('keeps order and keeps every chunk under the byte budget (a single oversize message gets its own chunk)', async () => {
+    const { chunkByBytes } = await import('../../../src/transport/kafka/kafka-outcomes.ts');
+    const msgs = [100, 300, 300, 50, 2_000, 10].map((n, i) => ({ i, message: { value: Buffer.alloc(n) } }));
+    const chunks = chunkByBytes(msgs, 700);
+    expect(chunks.flat().map((m) => m.i)).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(chunks.map((c) => c.map((m) => m.i))).toEqual([[0, 1], [2, 3], [4], [5]]);
+  });
+});
