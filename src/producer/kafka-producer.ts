@@ -31,6 +31,8 @@ export interface KafkaProducerOptions extends ProducerOptions {
   readonly logger?: TransportLogger;
   /** Partitions of request topics created by this producer when missing (match the workers'). */
   readonly partitions?: number;
+  /** A content-type header on requests (default off: costly in kafkajs; bodies are self-describing). */
+  readonly headers?: boolean;
 }
 
 /**
@@ -108,7 +110,11 @@ export class KafkaProducer implements Producer {
     await this.send(
       list.map((r) => ({
         topic: this.topicFor(r.model, r.priority),
-        message: { key: r.streamKey ?? r.id, value: encodeRequest(r, encoding), headers: { [HEADERS.contentType]: contentType } },
+        message: {
+          key: r.streamKey ?? r.id,
+          value: encodeRequest(r, encoding),
+          ...(this.options.headers === true ? { headers: { [HEADERS.contentType]: contentType } } : {}),
+        },
       })),
     );
   }

@@ -29,6 +29,8 @@ export interface KafkaTransportOptions {
   readonly instanceId?: string;
   /** kafkajs retries per request before a publish/commit fails (default 8, ~30 s of backoff). */
   readonly retries?: number;
+  /** Content-type / request-id headers on results (default off: they slow kafkajs sends a lot). */
+  readonly resultHeaders?: boolean;
 }
 
 interface Entry {
@@ -83,6 +85,7 @@ export class KafkaTransport implements Transport {
     this.names = {
       replies: (model) => renderName(settings.repliesTemplate, model),
       dlq: (model) => renderName(settings.dlqTemplate, model),
+      resultHeaders: options.resultHeaders ?? false,
     };
     this.lowLimit = options.lowPriorityInflightPerPartition ?? 256;
     this.topLimit = options.inflightPerPartition ?? 8192;
