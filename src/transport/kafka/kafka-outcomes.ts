@@ -87,7 +87,7 @@ export function groupByTopic(messages: readonly OutgoingMessage[]): TopicMessage
  * into one record batch, and a batch over the broker's message.max.bytes (1 MiB by default) is
  * refused as a whole. Order is kept (chunks are sent one after another).
  */
-export function chunkByBytes<T extends { message: Message }>(messages: readonly T[], maxBytes = 512 * 1024): T[][] {
+export function chunkByBytes<T extends { message: Message }>(messages: readonly T[], maxBytes = 900 * 1024): T[][] {
   const chunks: T[][] = [];
   let current: T[] = [];
   let bytes = 0;

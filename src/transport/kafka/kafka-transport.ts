@@ -7,7 +7,7 @@ import { renderName, requestSources, type SourceName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import { createKafka, ensureTopics, kafkaError, type TransportLogger } from './kafka-client.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
-import { chunkByBytes, groupByTopic, messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
+import { chunkByBytes, groupByTopic, messagesFor, type KafkaSource, type Names, type OutgoingMessage } from './kafka-outcomes.ts';
 import { PartitionTracker } from './partition-tracker.ts';
 
 export interface KafkaTransportOptions {
@@ -72,6 +72,8 @@ export class KafkaTransport implements Transport {
   /** Per partition: highest offset a previous owner had received (from commit metadata). */
   private readonly redeliveryHints = new Map<string, number>();
   private hintsLoaded: Promise<void> | undefined;
+  private readonly sendQueue: Array<{ messages: OutgoingMessage[]; resolve: () => void; reject: (err: unknown) => void }> = [];
+  private sending = false;
   private stopped = false;
   private closed = false;
   private readonly lowLimit: number;
@@ -303,9 +305,7 @@ export class KafkaTransport implements Transport {
       const messages = claimed.flatMap(({ item, entry }) => messagesFor(item.outcome, entry.source, this.names));
       try {
         await this.ensureKnown(messages.map((m) => m.topic));
-        for (const chunk of chunkByBytes(messages)) {
-          await (this.producer as Producer).sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
-        }
+        await this.send(messages);
       } catch (err) {
         for (const { item } of claimed) this.ledger.unclaim(item.deliveryId);
         throw kafkaError(err, 'publishing results failed; the requests stay unacked');
@@ -353,6 +353,47 @@ export class KafkaTransport implements Transport {
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed !== undefined) throw FleetError.from(failed.reason, 'TRANSPORT_ERROR');
     if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  /**
+   * Sends are serialized and coalesced: settles that arrive while a send is in flight leave
+   * together in the next one. Concurrent kafkajs sendBatch calls on one connection were measured
+   * ~1.5-3x slower per message than the same messages sent one batch after another. A failed
+   * coalesced send is retried per settle, so one bad settle cannot fail its neighbours.
+   */
+  private send(messages: OutgoingMessage[]): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.sendQueue.push({ messages, resolve, reject });
+      void this.pumpSends();
+    });
+  }
+
+  private async pumpSends(): Promise<void> {
+    if (this.sending) return;
+    this.sending = true;
+    try {
+      while (this.sendQueue.length > 0) {
+        const group = this.sendQueue.splice(0);
+        try {
+          await this.sendNow(group.flatMap((g) => g.messages));
+          for (const g of group) g.resolve();
+        } catch (err) {
+          if (group.length === 1) {
+            group[0]?.reject(err);
+            continue;
+          }
+          for (const g of group) await this.sendNow(g.messages).then(g.resolve, g.reject);
+        }
+      }
+    } finally {
+      this.sending = false;
+    }
+  }
+
+  private async sendNow(messages: readonly OutgoingMessage[]): Promise<void> {
+    for (const chunk of chunkByBytes(messages)) {
+      await (this.producer as Producer).sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+    }
   }
 
   /** Reply topics named by requests are created on first use (auto-create may be off). */
