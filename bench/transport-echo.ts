@@ -25,7 +25,7 @@ import type { RequestEnvelope } from '../src/contracts/request-envelope.ts';
 import { ZERO_TIMINGS, type ResultEnvelope } from '../src/contracts/result-envelope.ts';
 import { createProducer } from '../src/producer/index.ts';
 import { BullmqTransport } from '../src/transport/bullmq/bullmq-transport.ts';
-import { KafkaTransport } from '../src/transport/kafka/kafka-transport.ts';
+import { KafkaTransport, type KafkaTransportOptions } from '../src/transport/kafka/kafka-transport.ts';
 import { MemoryBroker } from '../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../src/transport/memory/memory-transport.ts';
 import type { Delivery, Outcome, Transport } from '../src/transport/transport.ts';
@@ -38,6 +38,8 @@ export interface EchoOptions {
   readonly partitions?: number;
   /** BullMQ raw echo worker concurrency. */
   readonly concurrency?: number;
+  /** KafkaTransport tuning for the transport echo. */
+  readonly kafkaTransport?: KafkaTransportOptions;
 }
 
 export interface EchoResult {
@@ -177,7 +179,7 @@ export async function kafkaTransportEcho(brokers: string[], options: EchoOptions
   const producer = createProducer({ kind: 'kafka', kafka: settings }, { partitions: options.partitions ?? 4 });
   const kafka = new Kafka({ clientId: 'echo', brokers, logLevel: logLevel.NOTHING });
   const replyTo = `${model}.out`;
-  const transport = new KafkaTransport(settings, { partitions: options.partitions ?? 4 });
+  const transport = new KafkaTransport(settings, { partitions: options.partitions ?? 4, ...options.kafkaTransport });
   try {
     return await transportEcho(
       'kafka transport echo (KafkaTransport)',
