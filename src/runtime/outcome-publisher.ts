@@ -58,7 +58,7 @@ export class OutcomePublisher {
     for (let attempt = 1; ; attempt++) {
       try {
         await this.transport.settle(batch);
-        this.pendingCount -= batch.length;
+            this.pendingCount -= batch.length;
         this.onSettled(batch, Date.now());
         return;
       } catch (err) {
