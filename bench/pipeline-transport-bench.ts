@@ -14,7 +14,8 @@ import { openDevice } from '../src/device/index.ts';
 import { createLogger } from '../src/observability/logger.ts';
 import { createProducer } from '../src/producer/index.ts';
 import { runWorker, type RunningWorker } from '../src/runtime/worker-process.ts';
-import { createTransport, type Transport } from '../src/transport/index.ts';
+import type { Transport } from '../src/transport/index.ts';
+import { transportFor } from '../src/cli/worker-deps.ts';
 import { bullmqRawEcho, kafkaRawEcho, withBenchServices } from './transport-echo.ts';
 
 process.env.NPU_FLEET_DEVICE = 'sim';
@@ -52,7 +53,7 @@ async function pipeline(transport: TransportSettings, messages: number): Promise
   const transports: Transport[] = [];
   for (const deviceId of [0, 1]) {
     const create = (c: typeof config): Transport => {
-      const t = createTransport(c.transport, { log });
+      const t = transportFor(c, log);
       transports.push(t);
       return t;
     };

@@ -2,7 +2,7 @@ import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { backendInfo, openDevice } from '../device/index.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { WorkerDeps } from '../runtime/worker-process.ts';
-import { createTransport } from '../transport/index.ts';
+import { createTransport, type Transport } from '../transport/index.ts';
 
 /** Production wiring: the native binding and the configured broker. */
 export function workerDeps(config: FleetConfig): WorkerDeps {
@@ -14,6 +14,22 @@ export function workerDeps(config: FleetConfig): WorkerDeps {
   return {
     openDevice: (id) => openDevice(id),
     artifact: info.kind === 'ascend' ? 'om' : 'onnx',
-    createTransport: (cfg: FleetConfig, log: Logger) => createTransport(cfg.transport, { log, limits: cfg.limits }),
+    createTransport: transportFor,
   };
+}
+
+/** The configured transport with its tuning knobs applied (also used by benches). */
+export function transportFor(cfg: FleetConfig, log: Logger): Transport {
+  return createTransport(cfg.transport, {
+    log,
+    limits: cfg.limits,
+    ...(cfg.transport.kind === 'kafka'
+      ? {
+          kafka: {
+            maxBytesPerPartition: cfg.transport.kafka.maxBytesPerPartition,
+            lowPriorityInflightPerPartition: cfg.transport.kafka.lowPriorityInflightPerPartition,
+          },
+        }
+      : {}),
+  });
 }

@@ -17,6 +17,8 @@ export const FLEET_DEFAULTS = {
   bullmqQueueTemplate: '{model}.requests',
   bullmqLockDurationMs: 120_000,
   publishLingerMs: 2,
+  kafkaMaxBytesPerPartition: 256 * 1024,
+  kafkaLowPriorityInflight: 128,
 } as const;
 
 export const KafkaSettingsSchema = z
@@ -32,6 +34,18 @@ export const KafkaSettingsSchema = z
     dlqTemplate: z.string().default(FLEET_DEFAULTS.dlqTemplate).describe('Dead-letter topic; {model} replaced'),
     exactlyOnce: z.boolean().default(false).describe('Transactional results + offsets (needs broker support)'),
     sessionTimeoutMs: z.number().int().positive().default(30_000),
+    maxBytesPerPartition: z
+      .number()
+      .int()
+      .positive()
+      .default(FLEET_DEFAULTS.kafkaMaxBytesPerPartition)
+      .describe('Fetch size per partition; smaller keeps a low-priority backlog from delaying urgent fetches'),
+    lowPriorityInflightPerPartition: z
+      .number()
+      .int()
+      .positive()
+      .default(FLEET_DEFAULTS.kafkaLowPriorityInflight)
+      .describe('Unsettled deliveries per partition of a priority > 0 topic before it is paused'),
   })
   .describe('Kafka transport settings');
 
