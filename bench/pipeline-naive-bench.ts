@@ -38,7 +38,8 @@ function makeRequests(count: number, seed: number, replyTo: string) {
   const rand = prng(seed);
   return Array.from({ length: count }, (_, i) => ({
     ...syntheticRequest(modelConfig, i, rand, { idPrefix: `b${seed}`, replyTo, deadlineShare: 0, maxSamples: 1 }),
-    priority: 0,
+    // The model's default priority: a bulk-style request that may wait a few ms for a fuller batch.
+    priority: modelConfig.defaultPriority,
   }));
 }
 

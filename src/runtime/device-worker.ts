@@ -60,6 +60,8 @@ export class DeviceWorker {
   private deviceFreeAt = 0;
   /** Estimated device ms of batches in flight, in dispatch order (the device runs them in turn). */
   private readonly inflightEstimates: number[] = [];
+  /** Recent host→device copy time: how early the next batch must be formed to overlap it. */
+  private copyInEwmaMs = 0;
   /** When the device last finished a batch: a batch's service time starts no earlier. */
   private lastCompletionAt = 0;
   private wakeTimer: NodeJS.Timeout | undefined;
@@ -273,12 +275,14 @@ export class DeviceWorker {
     const maxInflight = this.o.config.worker.inflightPerDevice;
     for (const lane of this.lanes.orderedLanes(nowMs)) {
       if (this.state === 'hung') break;
-      const deviceBusy = this.inflight > 0 && freeAt - nowMs > PIPELINE_LEAD_MS;
-      if (this.inflight < maxInflight && deviceBusy && lane.scheduler.queuedItems < lane.scheduler.limit) {
-        // The device is busy: a partial batch sent now would only wait on the device. Keep
-        // collecting until just before it frees up (the lead covers copy-in), or until full.
+      const leadMs = Math.max(PIPELINE_LEAD_MS, this.copyInEwmaMs);
+      const deviceBusy = this.inflight > 0 && freeAt - nowMs > leadMs;
+      if (this.inflight < maxInflight && deviceBusy && lane.scheduler.queuedAtLevel(0) === 0) {
+        // The device is busy: a batch sent now would only wait on the device, and would hold the
+        // second slot that urgent work needs. Keep collecting until just before the device frees
+        // up (the lead covers copy-in); top-priority work goes at once.
         this.expire(lane, lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
-        nextWake = Math.min(nextWake, freeAt - PIPELINE_LEAD_MS);
+        nextWake = Math.min(nextWake, freeAt - leadMs);
       } else if (this.inflight < maxInflight) {
         const d = lane.scheduler.decide(nowMs, freeAt);
         this.expire(lane, d.expired, nowMs);
@@ -346,6 +350,7 @@ export class DeviceWorker {
       const { outputs, timings } = await version.executable.execute(inputs, batch.gear);
       const doneAt = Date.now();
       const deviceMs = timings.copyInMs + timings.executeMs + timings.copyOutMs;
+      this.copyInEwmaMs = this.copyInEwmaMs * 0.8 + timings.copyInMs * 0.2;
       const perRequest = scatterOutputs(outputs, cfg, batch);
       this.o.metrics.observeBatch({
         model: cfg.name,

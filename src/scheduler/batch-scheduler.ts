@@ -71,6 +71,11 @@ export class BatchScheduler<P = unknown> {
     return this.byId.size;
   }
 
+  /** Requests queued at one priority level (0 = most urgent); O(1). */
+  queuedAtLevel(level: number): number {
+    return this.levelRequests[level] ?? 0;
+  }
+
   get queuedItems(): number {
     return this.items;
   }
