@@ -78,7 +78,9 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet input hygiene on %s', (
 });
 
 describe('Kafka priority', () => {
-  it('with a deep lowest-priority backlog, p99 latency of priority 0 stays within 2x of an idle fleet', async () => {
+  // Timing on a shared 2-core machine: one rerun absorbs a scheduling hiccup; a real regression
+  // (p0 queued behind the backlog) fails every attempt by a wide margin.
+  it('with a deep lowest-priority backlog, p99 latency of priority 0 stays within 2x of an idle fleet', { retry: 2 }, async () => {
     // One device, so a 40k backlog outlasts the probe.
     fleet = await startFleet('kafka', { models: [MODEL], devices: 1, env: { NPU_FLEET_SIM_PROFILE: 'base=2ms,perItem=0.1ms' } });
     load = await openLoad(fleet.transport);
@@ -95,10 +97,10 @@ describe('Kafka priority', () => {
       return t.map((x) => x.totalMs);
     };
     await probe(30); // warm-up
-    const idle = await probe(100);
-    const backlog = load.make(40_000, { priority: 2, maxSamples: 1 });
-    for (let i = 0; i < backlog.length; i += 4000) await load.producer.publish(backlog.slice(i, i + 4000));
-    const loaded = await probe(100);
+    const idle = await probe(200);
+    const backlog = load.make(50_000, { priority: 2, maxSamples: 1 });
+    for (let i = 0; i < backlog.length; i += 5000) await load.producer.publish(backlog.slice(i, i + 5000));
+    const loaded = await probe(200);
     const pendingLow = backlog.filter((r) => !load!.results.byId.has(r.id)).length;
     const idleP99 = percentile(idle, 0.99);
     const loadedP99 = percentile(loaded, 0.99);
