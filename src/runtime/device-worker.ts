@@ -284,7 +284,9 @@ export class DeviceWorker {
         this.expire(lane, lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
         nextWake = Math.min(nextWake, freeAt - leadMs);
       } else if (this.inflight < maxInflight) {
-        const d = lane.scheduler.decide(nowMs, freeAt);
+        // Urgent work going to a busy device travels without low-priority filler: it queues
+        // behind the batch on the device, so its own batch must be short.
+        const d = lane.scheduler.decide(nowMs, freeAt, deviceBusy ? 0 : Infinity);
         this.expire(lane, d.expired, nowMs);
         if (d.kind === 'dispatch') {
           this.dispatch(lane, d.batch, nowMs);

@@ -146,7 +146,11 @@ export class BatchScheduler<P = unknown> {
    * `deviceFreeAt` (optional) is when the device can start this batch, if it is still busy; the
    * deadline checks then count from it.
    */
-  decide(nowMs: number, deviceFreeAt: number = nowMs): Decision<P> {
+  /**
+   * `maxLevel` caps the priority levels a batch may take in: with 0, a batch holds only top-level
+   * requests (no lower-priority filler), so urgent work sent to a busy device stays short.
+   */
+  decide(nowMs: number, deviceFreeAt: number = nowMs, maxLevel = Infinity): Decision<P> {
     const startAt = Math.max(nowMs, deviceFreeAt);
     const expired: SchedulerRequest<P>[] = [];
     this.expireUnreachable(startAt, expired);
@@ -158,7 +162,7 @@ export class BatchScheduler<P = unknown> {
       if (typeof trigger === 'number') {
         return trigger === Infinity ? { kind: 'idle', expired } : { kind: 'wait', untilAt: trigger, expired };
       }
-      const batch = this.compose(top.bucket, limit, trigger, nowMs, startAt, expired);
+      const batch = this.compose(top.bucket, limit, trigger, nowMs, startAt, expired, maxLevel);
       if (batch !== null) return { kind: 'dispatch', batch, expired };
       // Everything the bucket offered had expired; look again.
     }
@@ -359,6 +363,7 @@ export class BatchScheduler<P = unknown> {
     nowMs: number,
     startAt: number,
     expired: SchedulerRequest<P>[],
+    maxLevel = Infinity,
   ): Batch<P> | null {
     const outside = this.bucketCount > 1 ? this.topOutside(bucket, nowMs) : undefined;
     const members: Entry<P>[] = [];
@@ -370,6 +375,7 @@ export class BatchScheduler<P = unknown> {
         continue;
       }
       if (members.length > 0) {
+        if (next.level > maxLevel) break;
         const total = items + next.items;
         if (total > limit) break;
         if (outside !== undefined && passesOver(next, outside, nowMs)) break;
