@@ -1,4 +1,4 @@
 import { bullmqHarness } from './bullmq-harness.ts';
-import { runTransportConformance } from './conformance.ts';
+import { assertTransportConformance } from './conformance.ts';
 
-runTransportConformance(() => bullmqHarness());
+assertTransportConformance(() => bullmqHarness());

@@ -19,7 +19,7 @@ import {
 
 let modelCounter = 0;
 
-export function runTransportConformance(makeHarness: () => Promise<ConformanceHarness>): void {
+export function assertTransportConformance(makeHarness: () => Promise<ConformanceHarness>): void {
   let h: ConformanceHarness;
   const transports: Transport[] = [];
   const producers: Producer[] = [];

@@ -1,4 +1,4 @@
-import { runTransportConformance } from './conformance.ts';
+import { assertTransportConformance } from './conformance.ts';
 import { kafkaHarness } from './kafka-harness.ts';
 
-runTransportConformance(() => kafkaHarness());
+assertTransportConformance(() => kafkaHarness());

@@ -3,10 +3,10 @@ import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import { HEADERS } from '../../../src/transport/names.ts';
 import type { Transport } from '../../../src/transport/transport.ts';
-import { runTransportConformance } from './conformance.ts';
+import { assertTransportConformance } from './conformance.ts';
 import { sleep, type ConformanceHarness } from './conformance-kit.ts';
 
-runTransportConformance(async (): Promise<ConformanceHarness> => {
+assertTransportConformance(async (): Promise<ConformanceHarness> => {
   const broker = new MemoryBroker();
   const unpublishable = 'conformance.failing.replies';
   broker.failSends(unpublishable);
