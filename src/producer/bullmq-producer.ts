@@ -124,13 +124,7 @@ export class BullmqProducer implements Producer {
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
     this.inboxReady ??= this.listen(this.inbox, (r) => this.router.deliver(r), undefined).then(() => undefined);
     await this.inboxReady;
-    const reply = this.router.expect(request.id, options.timeoutMs);
-    try {
-      await this.publish({ ...request, replyTo: this.inbox }, options);
-    } catch (err) {
-      this.router.fail(request.id, FleetError.from(err, 'TRANSPORT_ERROR'));
-    }
-    return reply;
+    return this.router.roundTrip(request.id, options.timeoutMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
   }
 
   async subscribeReplies(

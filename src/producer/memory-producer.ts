@@ -75,13 +75,7 @@ export class MemoryProducer implements Producer {
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
     this.checkOpen();
     this.inboxConsumer ??= this.broker.consume(this.inbox, (msgs) => this.route(msgs, (r) => this.router.deliver(r)), { autoAck: true });
-    const reply = this.router.expect(request.id, options.timeoutMs);
-    try {
-      await this.publish({ ...request, replyTo: this.inbox }, options);
-    } catch (err) {
-      this.router.fail(request.id, FleetError.from(err, 'TRANSPORT_ERROR'));
-    }
-    return reply;
+    return this.router.roundTrip(request.id, options.timeoutMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
   }
 
   async subscribeReplies(

@@ -13,6 +13,20 @@ export class ReplyRouter {
   /** Replies for ids nobody waits for (late after a timeout, or duplicates after redelivery). */
   unmatched = 0;
 
+  /**
+   * Request-and-await-reply shared by every producer: register first (a fast reply must not
+   * arrive unclaimed), publish with the reply address, fail the wait if the publish fails.
+   */
+  async roundTrip(id: string, timeoutMs: number, publish: () => Promise<void>): Promise<ResultEnvelope> {
+    const reply = this.expect(id, timeoutMs);
+    try {
+      await publish();
+    } catch (err) {
+      this.fail(id, FleetError.from(err, 'TRANSPORT_ERROR'));
+    }
+    return reply;
+  }
+
   get waiting(): number {
     return this.pending.size;
   }
