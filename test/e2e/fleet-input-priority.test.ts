@@ -97,10 +97,10 @@ describe('Kafka priority', () => {
       return t.map((x) => x.totalMs);
     };
     await probe(30); // warm-up
-    const idle = await probe(200);
+    const idle = await probe(400);
     const backlog = load.make(50_000, { priority: 2, maxSamples: 1 });
     for (let i = 0; i < backlog.length; i += 5000) await load.producer.publish(backlog.slice(i, i + 5000));
-    const loaded = await probe(200);
+    const loaded = await probe(400);
     const pendingLow = backlog.filter((r) => !load!.results.byId.has(r.id)).length;
     const idleP99 = percentile(idle, 0.99);
     const loadedP99 = percentile(loaded, 0.99);
