@@ -281,19 +281,19 @@ export class DeviceWorker {
         // The device is busy: a batch sent now would only wait on the device, and would hold the
         // second slot that urgent work needs. Keep collecting until just before the device frees
         // up (the lead covers copy-in); top-priority work goes at once.
-        this.expire(lane, lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
+        this.expire(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
         nextWake = Math.min(nextWake, freeAt - leadMs);
       } else if (this.inflight < maxInflight) {
         // Urgent work going to a busy device travels without low-priority filler: it queues
         // behind the batch on the device, so its own batch must be short.
         const d = lane.scheduler.decide(nowMs, freeAt, deviceBusy ? 0 : Infinity);
-        this.expire(lane, d.expired, nowMs);
+        this.expire(d.expired, nowMs);
         if (d.kind === 'dispatch') {
           this.dispatch(lane, d.batch, nowMs);
           this.pumpAgain = true;
         } else if (d.kind === 'wait') nextWake = Math.min(nextWake, d.untilAt);
       } else {
-        this.expire(lane, lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
+        this.expire(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
       }
       this.maybeResume(lane);
     }
@@ -313,7 +313,7 @@ export class DeviceWorker {
     }, Math.max(0, Math.ceil(atMs - nowMs)));
   }
 
-  private expire(lane: Lane<Payload>, expired: readonly SchedulerRequest<Payload>[], nowMs: number): void {
+  private expire(expired: readonly SchedulerRequest<Payload>[], nowMs: number): void {
     for (const r of expired) {
       const { request, delivery } = r.payload;
       this.o.metrics.deadlineMiss(request.model, 'queue');
@@ -325,7 +325,6 @@ export class DeviceWorker {
         device: -1,
       }, undefined, r.payload.duplicates);
     }
-    void lane;
   }
 
   private dispatch(lane: Lane<Payload>, batch: Batch<Payload>, nowMs: number): void {

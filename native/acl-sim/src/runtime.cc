@@ -237,6 +237,11 @@ std::shared_ptr<Event> lookupEventLocked(aclrtEvent e) {
   if (it == g_events.end()) fail(ACL_ERROR_INVALID_PARAM, "event handle is invalid or destroyed");
   return it->second;
 }
+// The same under the registry lock, for calls that then lock only the event itself.
+std::shared_ptr<Event> lookupEvent(aclrtEvent e) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return lookupEventLocked(e);
+}
 
 // Byte range [p, p+n) inside one device allocation?
 const DevAlloc *devRangeLocked(const void *p, size_t n) {
@@ -956,11 +961,7 @@ ACLSIM_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
 
 ACLSIM_API aclError aclrtResetEvent(aclrtEvent event, aclrtStream) {
   API_BEGIN
-  std::shared_ptr<Event> e;
-  {
-    std::lock_guard<std::mutex> lk(g_mu);
-    e = lookupEventLocked(event);
-  }
+  const std::shared_ptr<Event> e = lookupEvent(event);
   std::lock_guard<std::mutex> lk(e->mu);
   e->doneSeq = e->recSeq;
   return ACL_SUCCESS;
@@ -969,11 +970,7 @@ ACLSIM_API aclError aclrtResetEvent(aclrtEvent event, aclrtStream) {
 
 ACLSIM_API aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus *status) {
   API_BEGIN
-  std::shared_ptr<Event> e;
-  {
-    std::lock_guard<std::mutex> lk(g_mu);
-    e = lookupEventLocked(event);
-  }
+  const std::shared_ptr<Event> e = lookupEvent(event);
   if (!status) return setError(ACL_ERROR_INVALID_PARAM, "status is null");
   std::lock_guard<std::mutex> lk(e->mu);
   *status = e->doneSeq >= e->recSeq ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
@@ -983,11 +980,7 @@ ACLSIM_API aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus *status) 
 
 ACLSIM_API aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status) {
   API_BEGIN
-  std::shared_ptr<Event> e;
-  {
-    std::lock_guard<std::mutex> lk(g_mu);
-    e = lookupEventLocked(event);
-  }
+  const std::shared_ptr<Event> e = lookupEvent(event);
   if (!status) return setError(ACL_ERROR_INVALID_PARAM, "status is null");
   std::lock_guard<std::mutex> lk(e->mu);
   *status = e->doneSeq >= e->recSeq ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
@@ -998,11 +991,7 @@ ACLSIM_API aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedSt
 static aclError syncEvent(aclrtEvent event, int32_t timeout) {
   API_BEGIN
   if (timeout < -1) return setError(ACL_ERROR_RT_PARAM_INVALID, "timeout must be -1 or >= 0 ms");
-  std::shared_ptr<Event> e;
-  {
-    std::lock_guard<std::mutex> lk(g_mu);
-    e = lookupEventLocked(event);
-  }
+  const std::shared_ptr<Event> e = lookupEvent(event);
   std::unique_lock<std::mutex> lk(e->mu);
   const uint64_t target = e->recSeq;
   auto done = [&] { return e->doneSeq >= target; };
