@@ -89,6 +89,12 @@ export const FLEET_METRICS = {
     help: 'Batches currently submitted to the device and not yet completed',
     labels: ['device'],
   },
+  deviceMemoryUsed: {
+    name: 'npu_fleet_device_memory_used_bytes',
+    kind: 'gauge',
+    help: 'Device memory in use (total - free, as the device reports it), read on every scrape',
+    labels: ['device'],
+  },
   localQueueDepth: {
     name: 'npu_fleet_local_queue_depth',
     kind: 'gauge',
@@ -185,6 +191,7 @@ export class FleetMetrics {
   private readonly batches: Counter<'model' | 'device' | 'gear'>;
   private readonly deviceExecute: Histogram<'model' | 'device' | 'gear'>;
   private readonly inFlight: Gauge<'device'>;
+  private readonly deviceMemoryUsed: Gauge<'device'>;
   private readonly queueDepth: Gauge<'model' | 'priority'>;
   private readonly sourceLag: Gauge<'model' | 'transport'>;
   private readonly deadlineMisses: Counter<'model' | 'stage'>;
@@ -220,6 +227,7 @@ export class FleetMetrics {
     this.batches = counter(m.batches);
     this.deviceExecute = histogram(m.deviceExecute, latency);
     this.inFlight = gauge(m.batchesInFlight);
+    this.deviceMemoryUsed = gauge(m.deviceMemoryUsed);
     this.queueDepth = gauge(m.localQueueDepth);
     this.sourceLag = gauge(m.sourceLag);
     this.deadlineMisses = counter(m.deadlineMisses);
@@ -264,6 +272,10 @@ export class FleetMetrics {
     this.inFlight.set({ device: String(device) }, n);
   }
 
+  setDeviceMemoryUsed(device: number | string, bytes: number): void {
+    if (Number.isFinite(bytes)) this.deviceMemoryUsed.set({ device: String(device) }, Math.max(0, bytes));
+  }
+
   setQueueDepth(model: string, priority: number, n: number): void {
     this.queueDepth.set({ model, priority: String(priority) }, n);
   }
@@ -297,7 +309,7 @@ export class FleetMetrics {
   }
 
   /**
-   * Runs before every scrape: pull-style gauges (queue depth, source lag) are refreshed here rather
+   * Runs before every scrape: pull-style gauges (queue depth, source lag, device memory) are refreshed here rather
    * than on every enqueue. A throwing hook does not fail the scrape.
    */
   onScrape(hook: Hook): () => void {

@@ -472,12 +472,18 @@ export class DeviceWorker {
 
   // ---- lifecycle ----------------------------------------------------------------------------
 
-  /** Queue depth per model/priority and source lag, for the metrics edge. */
+  /** Queue depth per model/priority, device memory in use and source lag, for the metrics edge. */
   async exportGauges(): Promise<void> {
     const nowMs = Date.now();
     for (const lane of this.lanes.allLanes()) {
       const stats = lane.scheduler.stats(nowMs);
       for (const level of stats.levels) this.o.metrics.setQueueDepth(lane.config.name, level.level, level.requests);
+    }
+    try {
+      const mem = await this.o.device.memInfo();
+      this.o.metrics.setDeviceMemoryUsed(this.o.deviceId, mem.totalBytes - mem.freeBytes);
+    } catch (err) {
+      this.o.log.debug({ err }, 'device memory unavailable');
     }
     try {
       const lag = await this.o.transport.sourceLag();

@@ -21,6 +21,8 @@ export interface ExecutableModel {
 export interface DeviceLike {
   readonly id: number;
   loadModel(path: string, opts?: { gears?: number[]; maxInputDims?: Record<string, number[]> }): Promise<ExecutableModel>;
+  /** Device memory as the device reports it; exported as npu_fleet_device_memory_used_bytes. */
+  memInfo(): Promise<{ freeBytes: number; totalBytes: number }>;
   close(): Promise<void>;
 }
 

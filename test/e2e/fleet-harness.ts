@@ -22,6 +22,8 @@ export interface FleetProcess {
   readonly exited: Promise<number | null>;
   /** PIDs of worker processes, from their log lines. */
   workerPids(): number[];
+  /** /metrics port per device, from the workers' "worker ready" lines (a restarted worker's latest). */
+  metricsPorts(): Map<number, number>;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
@@ -123,6 +125,19 @@ export async function startFleet(kind: TransportKind, options: FleetOptions = {}
       for (const m of out.matchAll(/"pid":(\d+)[^\n]*"msg":"worker ready"/g)) pids.add(Number(m[1]));
       return [...pids];
     },
+    metricsPorts: () => {
+      const ports = new Map<number, number>();
+      for (const line of out.split('\n')) {
+        if (!line.includes('"msg":"worker ready"')) continue;
+        try {
+          const rec = JSON.parse(line) as { device?: unknown; metricsPort?: unknown };
+          if (typeof rec.device === 'number' && typeof rec.metricsPort === 'number') ports.set(rec.device, rec.metricsPort);
+        } catch {
+          // a line interleaved with other output: skip it
+        }
+      }
+      return ports;
+    },
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null) child.kill(signal);
       return exited;
@@ -147,4 +162,21 @@ export async function waitFor(cond: () => boolean, timeoutMs: number, what: stri
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${diag()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * One sample from a worker's /metrics: the first series named `name` whose labels include all of
+ * `labels` (undefined when absent).
+ */
+export async function scrapeMetric(port: number, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
+  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+  if (res.status !== 200) throw new Error(`GET :${port}/metrics answered ${res.status}`);
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  for (const line of (await res.text()).split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    const i = line.lastIndexOf(' ');
+    const series = line.slice(0, i);
+    if (wanted.every((w) => series.includes(`{${w}`) || series.includes(`,${w}`))) return Number(line.slice(i + 1));
+  }
+  return undefined;
 }

@@ -2,7 +2,7 @@ import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RequestEnvelope } from '../../src/contracts/request-envelope.ts';
-import { killFleet, startFleet, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
+import { killFleet, scrapeMetric, startFleet, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
 import { openLoad, type LoadSession } from './fleet-load.ts';
 
 let fleet: FleetProcess | undefined;
@@ -40,7 +40,7 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (ki
     expect(await fleet.stop()).toBe(0);
   }, 420_000);
 
-  it('slow device: a batch past execTimeoutMs is delivered late; a hang past the limit restarts the worker and its requests are answered', async () => {
+  it('slow device: a batch past execTimeoutMs is delivered late and device memory returns to baseline; a hang past the limit restarts the worker and its requests are answered', async () => {
     fleet = await startFleet(kind, {
       models: ['mlp-classifier'],
       copyRepo: true,
@@ -49,10 +49,26 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (ki
       worker: { hangLimitMs: 4000 }, // execTimeoutMs of the example models is 1000
     });
     load = await openLoad(fleet.transport);
+    // Device memory from the worker's own /metrics (total - free, read from the device per scrape).
+    const port = fleet.metricsPorts().get(0);
+    expect(port).toBeTypeOf('number');
+    const memUsed = async (): Promise<number> => {
+      const v = await scrapeMetric(port as number, 'npu_fleet_device_memory_used_bytes', { device: '0' });
+      if (v === undefined) throw new Error('npu_fleet_device_memory_used_bytes{device="0"} missing from /metrics');
+      return v;
+    };
+    const baseline = await memUsed(); // model loaded, idle
+    expect(baseline).toBeGreaterThan(0);
     // One request at a time so execution k is request k.
     const reqs = load.make(12, { priority: 0 });
-    for (const r of reqs.slice(0, 3)) {
+    const during: number[] = [];
+    for (const [i, r] of reqs.slice(0, 3).entries()) {
       await load.producer.publish(r);
+      // Execution 2 is the slow one (1.5 s): sample device memory while it is on the device.
+      while (i === 1 && !load.results.byId.has(r.id) && during.length < 100) {
+        during.push(await memUsed());
+        await new Promise((res) => setTimeout(res, 100));
+      }
       await waitFor(() => load!.results.byId.has(r.id), 30_000, `result of ${r.id}`, missing(load, reqs, fleet));
     }
     const second = load.results.first(reqs[1]?.id ?? '');
@@ -60,6 +76,18 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (ki
     expect(second?.late).toBe(true);
     expect(second?.timings.deviceMs).toBeGreaterThanOrEqual(1400);
     expect(load.results.first(reqs[0]?.id ?? '')?.late).toBeUndefined();
+    // Nothing the late batch held may stay allocated once its result is out. Slots are allocated at
+    // model load, so the figure should not move at all; poll anyway in case freeing trails the result.
+    let after = await memUsed();
+    for (const end = Date.now() + 5000; after !== baseline && Date.now() < end; after = await memUsed()) {
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    console.log(
+      `[e2e ${kind}] slow device: device memory used baseline ${baseline} B, during the late batch ${Math.min(...during)}..${Math.max(...during)} B (${during.length} scrapes), after ${after} B`,
+    );
+    expect(during.length).toBeGreaterThan(0);
+    expect(after).toBe(baseline);
+    // Readings done: the hang below restarts the worker (new process, new device baseline).
     await load.producer.publish(reqs.slice(3));
     await waitFor(answered(load, reqs), 120_000, 'every request answered after the hang restart', missing(load, reqs, fleet));
     expect(fleet.output()).toMatch(/device hang/);

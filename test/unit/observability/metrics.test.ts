@@ -67,6 +67,8 @@ describe('FleetMetrics', () => {
   it('sets gauges and counters through the typed helpers', async () => {
     const m = new FleetMetrics({ processMetrics: false });
     m.setBatchesInFlight(0, 2);
+    m.setDeviceMemoryUsed(0, 3_145_728);
+    m.setDeviceMemoryUsed(1, Number.NaN);
     m.setQueueDepth('mlp', 1, 17);
     m.setQueueDepth('mlp', 1, 5);
     m.setSourceLag('mlp', 'kafka', 1234);
@@ -84,6 +86,8 @@ describe('FleetMetrics', () => {
     m.setWorkerReady(true);
     const s = samples(await m.render());
     expect(s.get('npu_fleet_batches_in_flight{device="0"}')).toBe(2);
+    expect(s.get('npu_fleet_device_memory_used_bytes{device="0"}')).toBe(3_145_728);
+    expect(s.has('npu_fleet_device_memory_used_bytes{device="1"}')).toBe(false);
     expect(s.get('npu_fleet_local_queue_depth{model="mlp",priority="1"}')).toBe(5);
     expect(s.get('npu_fleet_source_lag{model="mlp",transport="kafka"}')).toBe(1234);
     expect(s.get('npu_fleet_queue_wait_seconds_count{model="mlp",priority="1"}')).toBe(1);
