@@ -7,8 +7,10 @@
  * Run: npx tsx bench/pipeline-naive-bench.ts [--requests N]
  */
 import type { ResultEnvelope } from '../src/contracts/result-envelope.ts';
+import { runWithWorkerFlags } from './worker-flags.ts';
 import type { Delivery } from '../src/transport/transport.ts';
 
+runWithWorkerFlags();
 // The simulator reads its profile when the addon initialises ACL: set it before any device import.
 process.env.NPU_FLEET_SIM_PROFILE = process.env.NPU_FLEET_SIM_PROFILE ?? 'base=2ms,perItem=0.1ms';
 process.env.NPU_FLEET_DEVICE = 'sim';
@@ -147,7 +149,7 @@ async function openLoop(ratePerSec: number, durationMs: number): Promise<Run> {
   return run;
 }
 
-console.log(`pipeline bench: model ${MODEL}, simulator profile ${process.env.NPU_FLEET_SIM_PROFILE}, full batch (gear ${gears[gears.length - 1]}) device time ${batchTimeMs.toFixed(1)} ms`);
+console.log(`pipeline bench: model ${MODEL}, simulator profile ${process.env.NPU_FLEET_SIM_PROFILE}, node flags [${process.execArgv.filter((f) => !f.includes("tsx")).join(" ")}], full batch (gear ${gears[gears.length - 1]}) device time ${batchTimeMs.toFixed(1)} ms`);
 const naive = await saturation('naive', Math.min(N, 2000));
 const naiveRate = (naive.completed * 1000) / naive.elapsedMs;
 console.log(`naive one-at-a-time worker:  ${naiveRate.toFixed(0).padStart(6)} req/s  (${naive.completed} requests)`);

@@ -4,23 +4,36 @@
  * through BullMQ with a near-zero-cost model, as a ratio to that transport's own echo ceiling
  * (kafkajs consume→produce; BullMQ process→add), measured side by side in one run. Target >= 0.7.
  * Both start from a pre-published backlog and stop at the last reply.
- * Run: npx tsx bench/pipeline-transport-bench.ts [--messages N]
+ * Run: npx tsx bench/pipeline-transport-bench.ts [--messages N] [--rounds R] [--devices D] [--processes]
+ *      (BENCH_ONLY=kafka|bullmq runs one transport; BENCH_PRIORITY sets the request priority)
  */
+import { runWithWorkerFlags } from './worker-flags.ts';
+runWithWorkerFlags();
+import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { parseFleetConfig } from '../src/contracts/config-loader.ts';
-import type { TransportSettings } from '../src/contracts/fleet-config.ts';
+import type { FleetConfig, TransportSettings } from '../src/contracts/fleet-config.ts';
 import type { RequestEnvelope } from '../src/contracts/request-envelope.ts';
 import { openDevice } from '../src/device/index.ts';
 import { createLogger } from '../src/observability/logger.ts';
 import { createProducer } from '../src/producer/index.ts';
-import { runWorker, type RunningWorker } from '../src/runtime/worker-process.ts';
+import { runWorker } from '../src/runtime/worker-process.ts';
+import { workerNodeFlags } from '../src/runtime/worker-node-flags.ts';
 import type { Transport } from '../src/transport/index.ts';
 import { transportFor } from '../src/cli/worker-deps.ts';
-import { bullmqRawEcho, kafkaRawEcho, withBenchServices } from './transport-echo.ts';
+import { Queue } from 'bullmq';
+import { Kafka, logLevel } from 'kafkajs';
+import { bullmqRawEcho, kafkaRawEcho, topicSize, until, withBenchServices } from './transport-echo.ts';
 
 process.env.NPU_FLEET_DEVICE = 'sim';
 const argIndex = process.argv.indexOf('--messages');
 const N = argIndex > 0 ? Number(process.argv[argIndex + 1]) : 20_000;
+const devicesIndex = process.argv.indexOf('--devices');
+const DEVICES = devicesIndex > 0 ? Number(process.argv[devicesIndex + 1]) : 2;
+const IN_PROCESS = !process.argv.includes('--processes');
+const roundsIndex = process.argv.indexOf('--rounds');
+const ROUNDS = roundsIndex > 0 ? Number(process.argv[roundsIndex + 1]) : 3;
 const MODEL = 'mlp-classifier';
 const log = createLogger({ level: 'warn' });
 
@@ -31,71 +44,134 @@ function request(i: number, replyTo: string): RequestEnvelope {
   return { id: `p-${i}`, model: MODEL, priority: Number(process.env.BENCH_PRIORITY ?? 1), createdAt: Date.now(), replyTo, inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data }] };
 }
 
+/**
+ * Replies are counted the way the echo counts them (reply topic high watermarks / reply queue
+ * length), so both sides of the ratio stop on the same event and neither pays for a consumer.
+ */
+async function replyCounter(transport: TransportSettings, replyTo: string): Promise<{ count: () => Promise<number>; close: () => Promise<void> }> {
+  if (transport.kind === 'kafka') {
+    const kafka = new Kafka({ clientId: 'bench-count', brokers: transport.kafka.brokers, logLevel: logLevel.NOTHING });
+    return { count: () => topicSize(kafka, replyTo).catch(() => 0), close: async () => {} };
+  }
+  if (transport.kind === 'bullmq') {
+    const q = new Queue(replyTo, { connection: { url: transport.bullmq.redisUrl } as never, prefix: transport.bullmq.prefix });
+    return { count: () => q.getWaitingCount(), close: () => q.close() };
+  }
+  throw new Error('pipeline bench: kafka or bullmq only');
+}
+
+interface WorkerHandle {
+  command(cmd: 'pause' | 'resume' | 'stop'): Promise<void>;
+}
+
+/**
+ * One worker per device. By default all in this process, like the echo they are compared with
+ * (one process; on a 2-core machine shared with the broker, separate processes only add
+ * contention). --processes: each in its own process, as `npu-fleet start` runs them.
+ */
+async function startWorkers(config: FleetConfig): Promise<WorkerHandle[]> {
+  const handles: WorkerHandle[] = [];
+  for (let deviceId = 0; deviceId < DEVICES; deviceId++) {
+    if (IN_PROCESS) {
+      let transport: Transport | undefined;
+      const create = (c: FleetConfig): Transport => (transport = transportFor(c, log));
+      const w = await runWorker(config, deviceId, { artifact: 'onnx', openDevice, createTransport: create }, { log, metricsPort: 0 });
+      handles.push({
+        command: async (cmd) => {
+          if (cmd === 'pause') transport?.pause(MODEL, [0, 1, 2]);
+          else if (cmd === 'resume') transport?.resume(MODEL, [0, 1, 2]);
+          else await w.stop();
+        },
+      });
+      continue;
+    }
+    const child = fork(fileURLToPath(new URL('./pipeline-worker-child.ts', import.meta.url)), [JSON.stringify(config), String(deviceId), MODEL], {
+      execArgv: [...workerNodeFlags(config.worker), '--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const replies: Array<(m: { ok: string }) => void> = [];
+    child.on('message', (m: { ok: string }) => replies.shift()?.(m));
+    const reply = (): Promise<{ ok: string }> => new Promise((r) => replies.push(r));
+    const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`bench worker ${deviceId} exited with ${code}`))));
+    await Promise.race([reply(), exited]);
+    handles.push({
+      command: async (cmd) => {
+        const answered = reply();
+        child.send({ cmd });
+        await answered;
+      },
+    });
+  }
+  return handles;
+}
+
 async function pipeline(transport: TransportSettings, messages: number): Promise<{ msgsPerSec: number; seconds: number }> {
   const replyTo = `bench-replies-${randomUUID().slice(0, 8)}`;
   const producer = createProducer(transport, {});
-  let received = 0;
-  let target = 0;
-  let done: () => void = () => {};
-  const sub = await producer.subscribeReplies(replyTo, () => {
-    if (++received === target) done();
-  });
-  const roundTrip = async (count: number, offset: number): Promise<void> => {
-    target = received + count;
-    const finished = new Promise<void>((r) => (done = r));
+  const counter = await replyCounter(transport, replyTo);
+  const publishAll = async (count: number, offset: number): Promise<void> => {
     for (let i = 0; i < count; i += 1000) {
       await producer.publish(Array.from({ length: Math.min(1000, count - i) }, (_, k) => request(offset + i + k, replyTo)));
     }
-    await finished;
   };
-  const config = parseFleetConfig({ transport, devices: { count: 2, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } });
-  const workers: RunningWorker[] = [];
-  const transports: Transport[] = [];
-  for (const deviceId of [0, 1]) {
-    const create = (c: typeof config): Transport => {
-      const t = transportFor(c, log);
-      transports.push(t);
-      return t;
-    };
-    workers.push(await runWorker(config, deviceId, { artifact: 'onnx', openDevice, createTransport: create }, { log, metricsPort: 0 }));
-  }
+  const config = parseFleetConfig({ transport, devices: { count: DEVICES, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } });
+  const workers = await startWorkers(config);
   // Warm-up: group joined, topics known, code hot. Then, like the echo, start from a backlog:
   // pause intake, publish everything, resume and time until the last reply.
-  await roundTrip(2000, 1_000_000);
-  for (const t of transports) t.pause(MODEL, [0, 1, 2]);
+  const warmUp = 2000;
+  await publishAll(warmUp, 1_000_000);
+  await until(async () => (await counter.count()) >= warmUp, 120_000, 'pipeline warm-up');
+  await Promise.all(workers.map((w) => w.command('pause')));
   await new Promise((r) => setTimeout(r, 300));
-  target = received + messages;
-  const finished = new Promise<void>((r) => (done = r));
-  for (let i = 0; i < messages; i += 1000) {
-    await producer.publish(Array.from({ length: Math.min(1000, messages - i) }, (_, k) => request(i + k, replyTo)));
-  }
+  await publishAll(messages, 0);
   const t0 = performance.now();
-  for (const t of transports) t.resume(MODEL, [0, 1, 2]);
-  await finished;
+  await Promise.all(workers.map((w) => w.command('resume')));
+  await until(async () => (await counter.count()) >= warmUp + messages, 300_000, 'pipeline');
   const seconds = (performance.now() - t0) / 1000;
-  for (const w of workers) await w.stop();
-  await sub.close();
+  await Promise.all(workers.map((w) => w.command('stop')));
+  await counter.close();
   await producer.close();
   return { msgsPerSec: messages / seconds, seconds };
 }
 
+function median(values: number[]): number {
+  const v = [...values].sort((a, b) => a - b);
+  return v[Math.floor(v.length / 2)] ?? NaN;
+}
+
 await withBenchServices(async ({ kafkaBrokers, redisUrl }) => {
-  console.log(`pipeline vs transport echo ceiling: ${N} messages, model ${MODEL} (near-zero cost), 2 simulated devices`);
-  const tag = randomUUID().slice(0, 8);
-  const kafka = parseFleetConfig({
-    transport: { kind: 'kafka', kafka: { brokers: kafkaBrokers, groupId: `bench-${tag}`, topicTemplate: `bench-${tag}.{model}.requests.p{priority}`, repliesTemplate: `bench-${tag}.{model}.replies`, dlqTemplate: `bench-${tag}.{model}.dlq` } },
-  }).transport;
-  const bull = parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl, prefix: `bench-${tag}` } } }).transport;
-  const rows: Array<[string, number, number]> = [];
-  const kCeil = await kafkaRawEcho(kafkaBrokers, { messages: N });
-  const kPipe = await pipeline(kafka, N);
-  rows.push(['kafka', kCeil.msgsPerSec, kPipe.msgsPerSec]);
-  const bCeil = await bullmqRawEcho(redisUrl, { messages: Math.min(N, 10_000) });
-  const bPipe = await pipeline(bull, Math.min(N, 10_000));
-  rows.push(['bullmq', bCeil.msgsPerSec, bPipe.msgsPerSec]);
-  for (const [name, ceiling, pipe] of rows) {
-    const ratio = pipe / ceiling;
-    console.log(`${name.padEnd(7)} echo ceiling ${ceiling.toFixed(0).padStart(7)} msg/s | full pipeline ${pipe.toFixed(0).padStart(7)} req/s | ratio ${ratio.toFixed(2)} (target >= 0.7) ${ratio >= 0.7 ? 'PASS' : 'MISS'}`);
+  console.log(
+    `pipeline vs transport echo ceiling: model ${MODEL} (near-zero cost), ${DEVICES} simulated devices, one worker each, ` +
+      `${IN_PROCESS ? 'all in this process' : 'each in its own process'}; ${ROUNDS} interleaved rounds (echo then pipeline), ratios paired per round`,
+  );
+  const only = process.env['BENCH_ONLY'];
+  const rows: Array<{ name: string; messages: number; ceilings: number[]; pipes: number[] }> = [];
+  for (const kind of ['kafka', 'bullmq'] as const) {
+    if (only !== undefined && only !== kind) continue;
+    const messages = kind === 'kafka' ? N : Math.min(N, 10_000);
+    const row = { name: kind, messages, ceilings: [] as number[], pipes: [] as number[] };
+    for (let round = 0; round < ROUNDS; round++) {
+      const tag = randomUUID().slice(0, 8);
+      const settings =
+        kind === 'kafka'
+          ? parseFleetConfig({
+              transport: { kind: 'kafka', kafka: { brokers: kafkaBrokers, groupId: `bench-${tag}`, topicTemplate: `bench-${tag}.{model}.requests.p{priority}`, repliesTemplate: `bench-${tag}.{model}.replies`, dlqTemplate: `bench-${tag}.{model}.dlq` } },
+            }).transport
+          : parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl, prefix: `bench-${tag}` } } }).transport;
+      const ceiling = kind === 'kafka' ? await kafkaRawEcho(kafkaBrokers, { messages }) : await bullmqRawEcho(redisUrl, { messages });
+      const pipe = await pipeline(settings, messages);
+      row.ceilings.push(ceiling.msgsPerSec);
+      row.pipes.push(pipe.msgsPerSec);
+      process.stderr.write(`  ${kind} round ${round + 1}: echo ${ceiling.msgsPerSec.toFixed(0)} msg/s, pipeline ${pipe.msgsPerSec.toFixed(0)} req/s, ratio ${(pipe.msgsPerSec / ceiling.msgsPerSec).toFixed(2)}\n`);
+    }
+    rows.push(row);
+  }
+  for (const r of rows) {
+    const ratio = median(r.pipes.map((p, i) => p / (r.ceilings[i] ?? NaN)));
+    console.log(
+      `${r.name.padEnd(7)} ${r.messages} msgs | echo ceiling median ${median(r.ceilings).toFixed(0).padStart(6)} msg/s | full pipeline median ${median(r.pipes).toFixed(0).padStart(6)} req/s | ` +
+        `ratio median ${ratio.toFixed(2)} [${r.pipes.map((p, i) => (p / (r.ceilings[i] ?? NaN)).toFixed(2)).join(', ')}] (target >= 0.7) ${ratio >= 0.7 ? 'PASS' : 'MISS'}`,
+    );
   }
 });
 process.exit(0);

@@ -80,7 +80,7 @@ function result(delivery: Delivery): Outcome {
   return { delivery, result: r, replyTo: req.replyTo };
 }
 
-async function until(done: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+export async function until(done: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await done())) {
     if (Date.now() > deadline) throw new Error(`echo bench: ${what} did not finish within ${timeoutMs} ms`);
@@ -95,7 +95,7 @@ function finish(name: string, messages: number, startedAt: number): EchoResult {
   return r;
 }
 
-async function topicSize(kafka: Kafka, topic: string): Promise<number> {
+export async function topicSize(kafka: Kafka, topic: string): Promise<number> {
   const admin = kafka.admin();
   await admin.connect();
   try {

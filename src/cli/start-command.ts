@@ -3,6 +3,7 @@ import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { createLogger } from '../observability/logger.ts';
 import { startEmbeddedFleet } from '../runtime/embedded-fleet.ts';
 import { Supervisor } from '../runtime/supervisor.ts';
+import { workerNodeFlags } from '../runtime/worker-node-flags.ts';
 import { workerDeps } from './worker-deps.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/npu-fleet.js', import.meta.url));
@@ -31,7 +32,7 @@ export async function startCommand(config: FleetConfig, configFile: string | und
   }
   const supervisor = new Supervisor({
     deviceIds: Array.from({ length: config.devices.count }, (_, i) => i),
-    workerArgs: (deviceId) => [BIN, 'worker', '--device', String(deviceId), ...(configFile ? ['--config', configFile] : [])],
+    workerArgs: (deviceId) => [...workerNodeFlags(config.worker), BIN, 'worker', '--device', String(deviceId), ...(configFile ? ['--config', configFile] : [])],
     env: {},
     restartBackoffMinMs: config.supervisor.restartBackoffMinMs,
     restartBackoffMaxMs: config.supervisor.restartBackoffMaxMs,

@@ -31,5 +31,6 @@ export function transportFor(cfg: FleetConfig, log: Logger): Transport {
           },
         }
       : {}),
+    ...(cfg.transport.kind === 'bullmq' ? { bullmq: { prefetch: cfg.transport.bullmq.prefetch } } : {}),
   });
 }

@@ -116,7 +116,7 @@ export class BullmqTransport implements Transport {
         const worker = new SettlingWorker(queue, (job, token) => this.process(model, job, token), {
           connection: redisConnection(this.settings.redisUrl),
           prefix: this.settings.prefix,
-          concurrency: this.options.prefetch ?? 512,
+          concurrency: this.options.prefetch ?? this.settings.prefetch,
           lockDuration: this.settings.lockDurationMs,
           stalledInterval: this.options.stalledIntervalMs ?? Math.min(30_000, this.settings.lockDurationMs),
           maxStalledCount: this.options.maxStalledCount ?? 5,
