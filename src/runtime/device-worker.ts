@@ -41,6 +41,12 @@ const ADMIT_SLICE = 256;
 /** How long before the device frees up the next batch is formed, so its copy-in overlaps. */
 const PIPELINE_LEAD_MS = 1;
 
+/**
+ * After a top-priority request, for this long a lower-priority batch goes to the device only when
+ * it is idle: the second slot stays free, so urgent work waits behind at most one bulk batch.
+ */
+const URGENT_WINDOW_MS = 1000;
+
 export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped' | 'hung';
 
 /**
@@ -71,6 +77,8 @@ export class DeviceWorker {
   private readonly paused = new Map<string, number[]>();
   private idleWaiters: Array<() => void> = [];
   private readonly seen = new Map<string, number>();
+  /** Per lane: when its last top-priority request was admitted. */
+  private readonly lastUrgentAt = new Map<string, number>();
 
   constructor(private readonly o: DeviceWorkerOptions) {
     this.workerId = `${hostname()}/dev${o.deviceId}/${process.pid}`;
@@ -223,6 +231,7 @@ export class DeviceWorker {
       return;
     }
     this.queued.set(request.id, payload);
+    if (validated.priority === 0) this.lastUrgentAt.set(lane.lane.key, nowMs);
     if (this.seen.has(request.id)) this.o.metrics.duplicateSeen(request.model);
     if (verdict.kind === 'backpressure') this.applyBackpressure(lane.lane);
   }
@@ -277,16 +286,20 @@ export class DeviceWorker {
       if (this.state === 'hung') break;
       const leadMs = Math.max(PIPELINE_LEAD_MS, this.copyInEwmaMs);
       const deviceBusy = this.inflight > 0 && freeAt - nowMs > leadMs;
-      if (this.inflight < maxInflight && deviceBusy && lane.scheduler.queuedAtLevel(0) === 0) {
+      const urgentActive = nowMs - (this.lastUrgentAt.get(lane.key) ?? -Infinity) < URGENT_WINDOW_MS;
+      const holdForUrgent = this.inflight > 0 && urgentActive;
+      if (this.inflight < maxInflight && (deviceBusy || holdForUrgent) && lane.scheduler.queuedAtLevel(0) === 0) {
         // The device is busy: a batch sent now would only wait on the device, and would hold the
         // second slot that urgent work needs. Keep collecting until just before the device frees
-        // up (the lead covers copy-in); top-priority work goes at once.
+        // up (the lead covers copy-in) or, while urgent traffic flows, until it is idle (a
+        // completion pumps again); top-priority work goes at once.
         this.expire(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
-        nextWake = Math.min(nextWake, freeAt - leadMs);
+        if (!holdForUrgent) nextWake = Math.min(nextWake, freeAt - leadMs);
       } else if (this.inflight < maxInflight) {
-        // Urgent work going to a busy device travels without low-priority filler: it queues
-        // behind the batch on the device, so its own batch must be short.
-        const d = lane.scheduler.decide(nowMs, freeAt, deviceBusy ? 0 : Infinity);
+        // Urgent work going to a busy device, or while urgent traffic flows, travels without
+        // low-priority filler: a batch filled up to the largest gear would cost it twice the
+        // device time of its own short batch.
+        const d = lane.scheduler.decide(nowMs, freeAt, deviceBusy || holdForUrgent || urgentActive ? 0 : Infinity);
         this.expire(d.expired, nowMs);
         if (d.kind === 'dispatch') {
           this.dispatch(lane, d.batch, nowMs);

@@ -147,8 +147,9 @@ export class BatchScheduler<P = unknown> {
    * deadline checks then count from it.
    */
   /**
-   * `maxLevel` caps the priority levels a batch may take in: with 0, a batch holds only top-level
-   * requests (no lower-priority filler), so urgent work sent to a busy device stays short.
+   * `maxLevel` caps the priority levels a batch led by work within the cap may take in: with 0, a
+   * batch led by a top-level request holds only top-level requests (no lower-priority filler), so
+   * urgent work sent to a busy device stays short. Batches led by lower levels are not capped.
    */
   decide(nowMs: number, deviceFreeAt: number = nowMs, maxLevel = Infinity): Decision<P> {
     const startAt = Math.max(nowMs, deviceFreeAt);
@@ -375,7 +376,10 @@ export class BatchScheduler<P = unknown> {
         continue;
       }
       if (members.length > 0) {
-        if (next.level > maxLevel) break;
+        // The cap keeps filler out of batches that carry urgent work; a batch led by lower-level
+        // work (an overdue bulk request, or no urgent work at the top) is formed as usual, or a
+        // capped decide would shrink it to one request and starve the bulk work it serves.
+        if (next.level > maxLevel && (members[0] as Entry<P>).level <= maxLevel) break;
         const total = items + next.items;
         if (total > limit) break;
         if (outside !== undefined && passesOver(next, outside, nowMs)) break;

@@ -80,8 +80,8 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet input hygiene on %s', (
 describe('Kafka priority', () => {
   // Timing on a shared 2-core machine: one rerun absorbs a scheduling hiccup; a real regression
   // (p0 queued behind the backlog) fails every attempt by a wide margin.
-  it('with a deep lowest-priority backlog, p99 latency of priority 0 stays within 3x of an idle fleet (target 2x)', { retry: 2, timeout: 300_000 }, async () => {
-    // One device, so a 40k backlog outlasts the probe.
+  it('with a deep lowest-priority backlog, p99 latency of priority 0 stays within 2x of an idle fleet', { retry: 2, timeout: 300_000 }, async () => {
+    // One device, so the backlog outlasts the probe (~6k/s drain; 1,000 probes take ~11 s).
     fleet = await startFleet('kafka', { models: [MODEL], devices: 1, env: { NPU_FLEET_SIM_PROFILE: 'base=2ms,perItem=0.1ms' } });
     load = await openLoad(fleet.transport);
     const probe = async (n: number): Promise<number[]> => {
@@ -97,18 +97,17 @@ describe('Kafka priority', () => {
       return t.map((x) => x.totalMs);
     };
     await probe(30); // warm-up
-    const idle = await probe(400);
-    const backlog = load.make(50_000, { priority: 2, maxSamples: 1 });
+    const idle = await probe(1000);
+    const backlog = load.make(100_000, { priority: 2, maxSamples: 1 });
     for (let i = 0; i < backlog.length; i += 5000) await load.producer.publish(backlog.slice(i, i + 5000));
-    const loaded = await probe(400);
+    const loaded = await probe(1000);
     const pendingLow = backlog.filter((r) => !load!.results.byId.has(r.id)).length;
     const idleP99 = percentile(idle, 0.99);
     const loadedP99 = percentile(loaded, 0.99);
     console.log(`[e2e kafka] priority: p0 p50 idle ${percentile(idle, 0.5)} ms / backlog ${percentile(loaded, 0.5)} ms; p99 idle ${idleP99.toFixed(1)} ms, with backlog ${loadedP99.toFixed(1)} ms (${(loadedP99 / idleP99).toFixed(2)}x); low-priority still pending during probe end: ${pendingLow}`);
     expect(pendingLow).toBeGreaterThan(1000); // the backlog was really there while p0 was measured
-    // Issue 5 targets 2x; isolated runs measure 0.7-1.9x, but inside the full suite on 2 shared
-    // cores single GC/scheduling hiccups push the loaded p99 to 2.2-2.5x. The guard is 3x: p0
-    // queued behind the backlog instead would take hundreds of ms (the backlog drains for seconds).
-    expect(loadedP99).toBeLessThanOrEqual(3 * idleP99);
+    // 1,000 probes per phase, so each p99 is the 10th-worst sample, not one scheduling hiccup on
+    // this 2-core machine. p0 queued behind the backlog instead would take seconds.
+    expect(loadedP99).toBeLessThanOrEqual(2 * idleP99);
   });
 });
