@@ -51,6 +51,12 @@ function request(i: number, replyTo: string): RequestEnvelope {
 async function replyCounter(transport: TransportSettings, replyTo: string): Promise<{ count: () => Promise<number>; close: () => Promise<void> }> {
   if (transport.kind === 'kafka') {
     const kafka = new Kafka({ clientId: 'bench-count', brokers: transport.kafka.brokers, logLevel: logLevel.NOTHING });
+    // Created up front with the partitions a worker gives reply topics it creates: a metadata
+    // read of a missing topic would have the broker auto-create it with one partition.
+    const admin = kafka.admin();
+    await admin.connect();
+    await admin.createTopics({ topics: [{ topic: replyTo, numPartitions: 8 }], waitForLeaders: true });
+    await admin.disconnect();
     return { count: () => topicSize(kafka, replyTo).catch(() => 0), close: async () => {} };
   }
   if (transport.kind === 'bullmq') {
