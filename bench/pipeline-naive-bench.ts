@@ -158,7 +158,7 @@ const batchRate = (batching.completed * 1000) / batching.elapsedMs;
 console.log(`batching worker (1 device):  ${batchRate.toFixed(0).padStart(6)} req/s  (${batching.completed} requests)`);
 // The target pairs the two: carry 8x the naive worker's throughput, with p99 under 3 batch times.
 const rate = Math.round(naiveRate * 8);
-const open = await openLoop(rate, 5000);
+const open = await openLoop(rate, 10_000);
 const p50 = pct(open.latencies, 0.5);
 const p99 = pct(open.latencies, 0.99);
 console.log(`open loop at ${rate} req/s (8x naive, ${((rate / batchRate) * 100).toFixed(0)}% of saturation): p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
