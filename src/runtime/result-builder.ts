@@ -33,17 +33,20 @@ export interface BuildResult {
   nowMs: number;
 }
 
+/** Timings to the microsecond: finer digits are noise, and 17-digit floats cost to print. */
+const ms = (v: number | undefined): number => Math.round(Math.max(0, v ?? 0) * 1000) / 1000;
+
 export function buildResult(identity: ResultIdentity, ctx: ResultContext, b: BuildResult): ResultEnvelope {
-  const totalMs = identity.createdAt === undefined ? 0 : Math.max(0, b.nowMs - identity.createdAt);
+  const totalMs = identity.createdAt === undefined ? 0 : ms(b.nowMs - identity.createdAt);
   const result: ResultEnvelope = {
     id: identity.id,
     model: identity.model,
     version: b.version ?? '',
     status: b.status,
     timings: {
-      queuedMs: Math.max(0, b.timings?.queuedMs ?? 0),
-      batchWaitMs: Math.max(0, b.timings?.batchWaitMs ?? 0),
-      deviceMs: Math.max(0, b.timings?.deviceMs ?? 0),
+      queuedMs: ms(b.timings?.queuedMs),
+      batchWaitMs: ms(b.timings?.batchWaitMs),
+      deviceMs: ms(b.timings?.deviceMs),
       totalMs,
     },
     batchSize: b.batchSize ?? 0,
