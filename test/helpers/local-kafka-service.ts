@@ -116,8 +116,16 @@ const LOG4J2_PROPERTIES = [
   '',
 ].join('\n');
 
-function clusterId(): string {
-  return randomBytes(16).toString('base64url');
+/**
+ * A random cluster id (a Kafka Uuid: base64url of 16 bytes). One starting with '-' would be read
+ * by StorageTool as an option ("format -t -S5ec...": 1 start in 64 failed); Kafka's own
+ * Uuid.randomUuid() redraws those too.
+ */
+export function clusterId(): string {
+  for (;;) {
+    const id = randomBytes(16).toString('base64url');
+    if (!id.startsWith('-')) return id;
+  }
 }
 
 export async function startLocalKafka(workDir: string): Promise<LocalKafka> {
