@@ -69,6 +69,8 @@ interface ModelWorker {
   readonly model: string;
   readonly queue: string;
   readonly worker: SettlingWorker;
+  /** The worker's own connection: BullMQ leaves a connection it was given open on close. */
+  readonly connection: Redis;
   readonly counter: Queue;
   readonly paused: Set<number>;
   priorityLevels: number;
@@ -113,8 +115,10 @@ export class BullmqTransport implements Transport {
       for (const { model, priorityLevels } of options.subscriptions) {
         if (this.workers.has(model)) continue;
         const queue = renderName(this.settings.queueTemplate, model);
+        // Named, so an operator (and a test) can tell this worker's connections in CLIENT LIST.
+        const connection = redisConnection(this.settings.redisUrl, { connectionName: `npu-fleet:${this.settings.prefix}:${queue}`.replace(/[^\w:.-]/g, '_') });
         const worker = new SettlingWorker(queue, (job, token) => this.process(model, job, token), {
-          connection: redisConnection(this.settings.redisUrl),
+          connection,
           prefix: this.settings.prefix,
           concurrency: this.options.prefetch ?? this.settings.prefetch,
           lockDuration: this.settings.lockDurationMs,
@@ -124,7 +128,7 @@ export class BullmqTransport implements Transport {
         });
         worker.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq worker error'));
         const counter = new Queue(queue, { connection: this.shared, prefix: this.settings.prefix });
-        this.workers.set(model, { model, queue, worker, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined });
+        this.workers.set(model, { model, queue, worker, connection, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined });
         await worker.waitUntilReady();
         void worker.run().catch((err: unknown) => this.options.logger?.error({ err, queue }, 'bullmq worker stopped'));
       }
@@ -350,6 +354,7 @@ export class BullmqTransport implements Transport {
 
   private async disconnect(): Promise<void> {
     await Promise.allSettled([...this.workers.values()].map((mw) => mw.counter.close()));
+    for (const mw of this.workers.values()) mw.connection.disconnect();
     await Promise.allSettled([...this.outQueues.values()].map((q) => q.close()));
     this.outQueues.clear();
     this.connection?.disconnect();

@@ -1,5 +1,6 @@
 // BullMQ-only behaviour beyond the conformance suite: job layout (jobId = id, native priority,
 // JSON data, return value = result), lock renewal while a job waits locally, awkward ids.
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { requestToJson, resultToJson } from '../../../src/codec/index.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
@@ -44,6 +45,25 @@ describe('bullmq transport', () => {
     const [reply] = await queueJobs(settings, `${model}.out`, ['wait']);
     expect(reply?.id).toBe('job-1');
     expect(reply?.data).toEqual(expected);
+  });
+
+  it('close() leaves no Redis connection of its own open', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('conns');
+    const admin = new Redis(settings.redisUrl);
+    const ours = async (): Promise<number> =>
+      ((await admin.client('LIST')) as string).split('\n').filter((l) => l.includes(`name=npu-fleet:${settings.prefix}:${model}`)).length;
+    try {
+      const t = new BullmqTransport(settings);
+      await startWith(t, model, new Inbox());
+      expect(await ours()).toBeGreaterThan(0);
+      await t.close();
+      const end = Date.now() + 5_000;
+      while ((await ours()) > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+      expect(await ours()).toBe(0);
+    } finally {
+      admin.disconnect();
+    }
   });
 
   it('keeps the lock while a job waits locally for several lock durations (no re-run elsewhere)', async () => {
