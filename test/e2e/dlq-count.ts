@@ -4,20 +4,22 @@ import { Kafka, logLevel } from 'kafkajs';
 import type { TransportSettings } from '../../src/contracts/fleet-config.ts';
 import { renderName } from '../../src/transport/names.ts';
 
-export async function dlqCount(transport: TransportSettings, model: string): Promise<number> {
-  if (transport.kind === 'kafka') {
-    const topic = renderName(transport.kafka.dlqTemplate, model);
-    const admin = new Kafka({ brokers: transport.kafka.brokers, logLevel: logLevel.NOTHING }).admin();
-    await admin.connect();
-    try {
-      const topics = await admin.listTopics();
-      if (!topics.includes(topic)) return 0;
-      const offsets = await admin.fetchTopicOffsets(topic);
-      return offsets.reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
-    } finally {
-      await admin.disconnect();
-    }
+/** Records in a Kafka topic (0 if it does not exist), from its partitions' watermarks. */
+export async function kafkaTopicRecords(brokers: string[], topic: string): Promise<number> {
+  const admin = new Kafka({ brokers, logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    const topics = await admin.listTopics();
+    if (!topics.includes(topic)) return 0;
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return offsets.reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
+  } finally {
+    await admin.disconnect();
   }
+}
+
+export async function dlqCount(transport: TransportSettings, model: string): Promise<number> {
+  if (transport.kind === 'kafka') return kafkaTopicRecords(transport.kafka.brokers, renderName(transport.kafka.dlqTemplate, model));
   if (transport.kind === 'bullmq') {
     const name = renderName(transport.bullmq.dlqTemplate, model);
     const url = new URL(transport.bullmq.redisUrl);
