@@ -422,14 +422,18 @@ void malformed() {
   CHECK(loadBytes(small) == 0);
   // Random corruption: any outcome but a crash (ASan/UBSan watch the reads).
   std::mt19937 rng(7);
-  int loaded = 0;
-  for (int it = 0; it < 1500; ++it) {
-    std::string b = small;
-    const int flips = 1 + int(rng() % 4);
-    for (int f = 0; f < flips; ++f) b[rng() % b.size()] = char(rng() & 0xff);
-    if (loadBytes(b) == 0) ++loaded;
-  }
-  std::printf("  fuzz: %d of 1500 corrupted models still loaded\n", loaded);
+  // Loads 1500 copies of `model` with 1-4 random bytes flipped; returns how many still loaded.
+  auto fuzzLoads = [&](const std::string &model) {
+    int loaded = 0;
+    for (int it = 0; it < 1500; ++it) {
+      std::string b = model;
+      const int flips = 1 + int(rng() % 4);
+      for (int f = 0; f < flips; ++f) b[rng() % b.size()] = char(rng() & 0xff);
+      if (loadBytes(b) == 0) ++loaded;
+    }
+    return loaded;
+  };
+  std::printf("  fuzz: %d of 1500 corrupted models still loaded\n", fuzzLoads(small));
   // The same on a model using every attribute kind, typed and raw initializers, int inputs.
   {
     tb::Model m;
@@ -450,16 +454,10 @@ void malformed() {
     m.output("idsf", FLOAT, {});
     const std::string rich = m.bytes();
     CHECK(loadBytes(rich, &msg) == 0);
-    int richLoaded = 0, truncOk = 0;
+    int truncOk = 0;
     for (size_t n = 0; n < rich.size(); n += 3) truncOk += loadBytes(rich.substr(0, n)) != 0;
     CHECK(truncOk == int((rich.size() + 2) / 3));
-    for (int it = 0; it < 1500; ++it) {
-      std::string b = rich;
-      const int flips = 1 + int(rng() % 4);
-      for (int f = 0; f < flips; ++f) b[rng() % b.size()] = char(rng() & 0xff);
-      if (loadBytes(b) == 0) ++richLoaded;
-    }
-    std::printf("  fuzz (rich model): %d of 1500 corrupted models still loaded\n", richLoaded);
+    std::printf("  fuzz (rich model): %d of 1500 corrupted models still loaded\n", fuzzLoads(rich));
   }
   // Semantic errors name the problem.
   {
