@@ -667,6 +667,27 @@ void exitWhileHung() {
   CHECK(msSince(t0) < 10000);
 }
 
+/** Device buffers and datasets for a loaded dynamic-batch model: input 0, the 8-byte batch input, output 0. */
+struct DynBatchIO {
+  aclmdlDesc *d;
+  void *a, *b, *c;
+  aclmdlDataset *in, *out;
+};
+
+DynBatchIO dynBatchIO(uint32_t id) {
+  DynBatchIO io{aclmdlCreateDesc(), nullptr, nullptr, nullptr, nullptr, nullptr};
+  aclmdlGetDesc(io.d, id);
+  aclrtMalloc(&io.a, aclmdlGetInputSizeByIndex(io.d, 0), ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtMalloc(&io.b, 8, ACL_MEM_MALLOC_HUGE_FIRST);
+  aclrtMalloc(&io.c, aclmdlGetOutputSizeByIndex(io.d, 0), ACL_MEM_MALLOC_HUGE_FIRST);
+  io.in = aclmdlCreateDataset();
+  io.out = aclmdlCreateDataset();
+  aclmdlAddDatasetBuffer(io.in, aclCreateDataBuffer(io.a, aclmdlGetInputSizeByIndex(io.d, 0)));
+  aclmdlAddDatasetBuffer(io.in, aclCreateDataBuffer(io.b, 8));
+  aclmdlAddDatasetBuffer(io.out, aclCreateDataBuffer(io.c, aclmdlGetOutputSizeByIndex(io.d, 0)));
+  return io;
+}
+
 }  // namespace
 
 int exitChildMain() {
@@ -674,16 +695,8 @@ int exitChildMain() {
   const std::string mlp = mlpModel(16, 8, 8, 4);
   uint32_t id;
   if (aclmdlLoadFromMem(mlp.data(), mlp.size(), &id)) return 3;
-  aclmdlDesc *d = aclmdlCreateDesc();
-  aclmdlGetDesc(d, id);
-  void *a, *b, *c;
-  aclrtMalloc(&a, aclmdlGetInputSizeByIndex(d, 0), ACL_MEM_MALLOC_HUGE_FIRST);
-  aclrtMalloc(&b, 8, ACL_MEM_MALLOC_HUGE_FIRST);
-  aclrtMalloc(&c, aclmdlGetOutputSizeByIndex(d, 0), ACL_MEM_MALLOC_HUGE_FIRST);
-  aclmdlDataset *in = aclmdlCreateDataset(), *out = aclmdlCreateDataset();
-  aclmdlAddDatasetBuffer(in, aclCreateDataBuffer(a, aclmdlGetInputSizeByIndex(d, 0)));
-  aclmdlAddDatasetBuffer(in, aclCreateDataBuffer(b, 8));
-  aclmdlAddDatasetBuffer(out, aclCreateDataBuffer(c, aclmdlGetOutputSizeByIndex(d, 0)));
+  const DynBatchIO io = dynBatchIO(id);
+  aclmdlDataset *in = io.in, *out = io.out;
   aclmdlSetDynamicBatchSize(id, in, 1, 1);
   aclrtStream s;
   aclrtCreateStream(&s);
@@ -739,18 +752,11 @@ void benchMain() {
     if (only && !std::strstr(bm.name, only)) continue;
     uint32_t id;
     aclmdlLoadFromMem(bm.model.data(), bm.model.size(), &id);
-    aclmdlDesc *d = aclmdlCreateDesc();
-    aclmdlGetDesc(d, id);
-    void *a, *b, *c;
-    aclrtMalloc(&a, aclmdlGetInputSizeByIndex(d, 0), ACL_MEM_MALLOC_HUGE_FIRST);
-    aclrtMalloc(&b, 8, ACL_MEM_MALLOC_HUGE_FIRST);
-    aclrtMalloc(&c, aclmdlGetOutputSizeByIndex(d, 0), ACL_MEM_MALLOC_HUGE_FIRST);
+    const DynBatchIO io = dynBatchIO(id);
+    aclmdlDesc *d = io.d;
+    aclmdlDataset *in = io.in, *out = io.out;
     HostT x = randF(bm.shape, 1);
-    aclrtMemcpy(a, x.data.size(), x.data.data(), x.data.size(), ACL_MEMCPY_HOST_TO_DEVICE);
-    aclmdlDataset *in = aclmdlCreateDataset(), *out = aclmdlCreateDataset();
-    aclmdlAddDatasetBuffer(in, aclCreateDataBuffer(a, aclmdlGetInputSizeByIndex(d, 0)));
-    aclmdlAddDatasetBuffer(in, aclCreateDataBuffer(b, 8));
-    aclmdlAddDatasetBuffer(out, aclCreateDataBuffer(c, aclmdlGetOutputSizeByIndex(d, 0)));
+    aclrtMemcpy(io.a, x.data.size(), x.data.data(), x.data.size(), ACL_MEMCPY_HOST_TO_DEVICE);
     aclmdlSetDynamicBatchSize(id, in, 1, uint64_t(bm.shape[0]));
     for (int i = 0; i < 20; ++i) aclmdlExecute(id, in, out);
     int iters = 0;
