@@ -1,7 +1,8 @@
 /**
  * Benches that host device workers in their own process run with the flags `npu-fleet start`
  * gives worker processes (src/runtime/worker-node-flags.ts): re-executes this script with them
- * when they are missing. Call before anything else is loaded.
+ * when they are missing. Call it first thing: the re-executed process does the work (in this one
+ * only the static imports have been evaluated).
  */
 import { spawnSync } from 'node:child_process';
 import { FleetConfigSchema } from '../src/contracts/fleet-config.ts';

@@ -92,8 +92,8 @@ function decodeFrame<S extends z.ZodType>(
   }
   let raw: unknown;
   try {
-    const start = bytes.byteOffset + FRAME_PREFIX_BYTES;
-    raw = JSON.parse(Buffer.isBuffer(bytes) ? bytes.toString('utf8', FRAME_PREFIX_BYTES, FRAME_PREFIX_BYTES + headerBytes) : Buffer.from(bytes.buffer, start, headerBytes).toString('utf8'));
+    const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    raw = JSON.parse(buf.toString('utf8', FRAME_PREFIX_BYTES, FRAME_PREFIX_BYTES + headerBytes));
   } catch (cause) {
     throw new FleetError('INVALID_MESSAGE', `frame header is not valid JSON: ${(cause as Error).message}`, {
       cause,

@@ -71,7 +71,7 @@ export const BullmqSettingsSchema = z
       .default(FLEET_DEFAULTS.bullmqPrefetch)
       .describe(
         'Jobs a worker holds per model (BullMQ concurrency); a few device batches deep. Larger costs CPU per job ' +
-          '(0.63x of the echo ceiling at 512 vs 0.70-0.85x at 128-256) and delays priority',
+          '(more jobs waiting on locks and promises) and delays priority',
       ),
   })
   .describe('BullMQ transport settings');

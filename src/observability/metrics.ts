@@ -189,7 +189,7 @@ export class FleetMetrics {
    * Per-request series resolved once per label set: prom-client hashes the label object on every
    * observe(labels, v), which costs more than the observation itself at thousands per second.
    */
-  private readonly children = new Map<string, { inc(v?: number): void } | { observe(v: number): void }>();
+  private readonly children = new Map<string, unknown>();
   private readonly batchSize: Histogram<'model'>;
   private readonly paddingRatio: Histogram<'model'>;
   private readonly paddedItems: Counter<'model'>;
@@ -249,28 +249,24 @@ export class FleetMetrics {
    * finite; rejected/invalid requests often have no trustworthy createdAt, so it is optional.
    */
   observeResult(model: string, status: RequestStatus, e2eSeconds?: number, priority?: number): void {
-    this.counterChild('r', this.requests, model, status).inc();
+    this.child(`r\u0000${model}\u0000${status}`, () => this.requests.labels({ model, status })).inc();
     if (e2eSeconds !== undefined && Number.isFinite(e2eSeconds)) {
-      this.histogramChild('e', this.endToEnd, model, priorityLabel(priority)).observe(Math.max(0, e2eSeconds));
+      const p = priorityLabel(priority);
+      this.child(`e\u0000${model}\u0000${p}`, () => this.endToEnd.labels({ model, priority: p })).observe(Math.max(0, e2eSeconds));
     }
   }
 
   observeQueueWait(model: string, priority: number, seconds: number): void {
-    if (Number.isFinite(seconds)) this.histogramChild('q', this.queueWait, model, String(priority)).observe(Math.max(0, seconds));
+    if (!Number.isFinite(seconds)) return;
+    const p = String(priority);
+    this.child(`q\u0000${model}\u0000${p}`, () => this.queueWait.labels({ model, priority: p })).observe(Math.max(0, seconds));
   }
 
-  private counterChild(tag: string, metric: Counter<'model' | 'status'>, model: string, status: string): { inc(v?: number): void } {
-    const key = `${tag}\u0000${model}\u0000${status}`;
-    let c = this.children.get(key) as { inc(v?: number): void } | undefined;
-    if (c === undefined) this.children.set(key, (c = metric.labels({ model, status })));
+  /** The series for `key` (metric tag + label values), created by `make` the first time. */
+  private child<T>(key: string, make: () => T): T {
+    let c = this.children.get(key) as T | undefined;
+    if (c === undefined) this.children.set(key, (c = make()));
     return c;
-  }
-
-  private histogramChild(tag: string, metric: Histogram<'model' | 'priority'>, model: string, priority: string): { observe(v: number): void } {
-    const key = `${tag}\u0000${model}\u0000${priority}`;
-    let h = this.children.get(key) as { observe(v: number): void } | undefined;
-    if (h === undefined) this.children.set(key, (h = metric.labels({ model, priority })));
-    return h;
   }
 
   observeBatch(batch: BatchObservation): void {

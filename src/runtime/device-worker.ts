@@ -299,7 +299,7 @@ export class DeviceWorker {
         // Urgent work going to a busy device, or while urgent traffic flows, travels without
         // low-priority filler: a batch filled up to the largest gear would cost it twice the
         // device time of its own short batch.
-        const d = lane.scheduler.decide(nowMs, freeAt, deviceBusy || holdForUrgent || urgentActive ? 0 : Infinity);
+        const d = lane.scheduler.decide(nowMs, freeAt, deviceBusy || urgentActive ? 0 : Infinity);
         this.expire(d.expired, nowMs);
         if (d.kind === 'dispatch') {
           this.dispatch(lane, d.batch, nowMs);
