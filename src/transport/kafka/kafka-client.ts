@@ -13,13 +13,24 @@ export interface TransportLogger {
 /** Kafka's legal topic name; other replyTo values are refused before a send could fail a batch. */
 export const LEGAL_TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
 
-function creatorFor(logger: TransportLogger | undefined): logCreator {
+/**
+ * Broker answers kafkajs recovers from by itself. Its connection layer still logs each one at
+ * ERROR: while a group rebalances (every worker start, stop or crash) a busy consumer retries its
+ * heartbeat after each fetched batch and logs dozens of "Response Heartbeat" errors before the
+ * rejoin, which kafkajs then reports once at WARN. Those per-request lines go to debug.
+ */
+const RECOVERED_BY_KAFKAJS = new Set(['The group is rebalancing, so a rejoin is needed']);
+
+/** Maps kafkajs log entries onto the fleet's logger (exported for its test). */
+export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator {
   return () =>
     ({ level, log }) => {
       if (logger === undefined) return;
       const { message, ...extra } = log;
       const obj = { kafkajs: extra.logger, ...extra };
-      if (level === logLevel.ERROR) logger.error(obj, message);
+      const recovered = typeof extra['error'] === 'string' && RECOVERED_BY_KAFKAJS.has(extra['error']) && message.startsWith('Response ');
+      if (recovered) logger.debug(obj, message);
+      else if (level === logLevel.ERROR) logger.error(obj, message);
       else if (level === logLevel.WARN) logger.warn(obj, message);
       else if (level === logLevel.INFO) logger.info(obj, message);
       else logger.debug(obj, message);
@@ -36,7 +47,7 @@ export function createKafka(
     clientId: settings.clientId,
     brokers: settings.brokers,
     logLevel: logger === undefined ? logLevel.NOTHING : logLevel.WARN,
-    logCreator: creatorFor(logger),
+    logCreator: kafkaLogCreator(logger),
     retry: { retries, initialRetryTime: 100, maxRetryTime: 5_000 },
   });
 }

@@ -1,0 +1,34 @@
+import { logLevel } from 'kafkajs';
+import { describe, expect, it } from 'vitest';
+import { kafkaLogCreator, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
+
+function recording(): { logger: TransportLogger; lines: Array<[string, string]> } {
+  const lines: Array<[string, string]> = [];
+  const at = (level: string) => (_obj: object, msg: string) => void lines.push([level, msg]);
+  return { logger: { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') }, lines };
+}
+
+const entry = (level: logLevel, message: string, error?: string) => ({
+  namespace: 'Connection',
+  level,
+  label: 'ERROR',
+  log: { timestamp: '2026-11-29T00:00:00.000Z', logger: 'kafkajs', message, ...(error === undefined ? {} : { error }) },
+});
+
+describe('kafkaLogCreator', () => {
+  it.each([
+    ['a heartbeat refused during a rebalance goes to debug', entry(logLevel.ERROR, 'Response Heartbeat(key: 12, version: 3)', 'The group is rebalancing, so a rejoin is needed'), 'debug'],
+    ['the rejoin kafkajs reports once stays a warning', entry(logLevel.WARN, 'The group is rebalancing, re-joining', 'The group is rebalancing, so a rejoin is needed'), 'warn'],
+    ['any other failed response stays an error', entry(logLevel.ERROR, 'Response Produce(key: 0, version: 7)', 'This server is not the leader for that topic-partition'), 'error'],
+    ['an error without a broker answer stays an error', entry(logLevel.ERROR, 'Crash: KafkaJSNumberOfRetriesExceeded'), 'error'],
+    ['info stays info', entry(logLevel.INFO, 'Consumer has joined the group'), 'info'],
+  ])('%s', (_name, e, want) => {
+    const { logger, lines } = recording();
+    kafkaLogCreator(logger)(logLevel.INFO)(e);
+    expect(lines).toEqual([[want, e.log.message]]);
+  });
+
+  it('logs nothing without a logger', () => {
+    expect(() => kafkaLogCreator(undefined)(logLevel.INFO)(entry(logLevel.ERROR, 'Response Heartbeat'))).not.toThrow();
+  });
+});
