@@ -92,7 +92,7 @@ function configYaml(o: {
     `batchGears: [${GEARS.join(', ')}]`,
     `priorityLevels: 3`,
     `defaultPriority: 1`,
-    `maxQueueDelayMs: [0, 5, 20]`,
+    `maxQueueDelayMs: [0, 2, 20]`,
     `queue: { softLimitItems: 4096, hardLimitItems: 16384 }`,
     `lateResults: deliver`,
     `targetLatencyMs: 50`,
