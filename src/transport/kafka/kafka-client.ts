@@ -17,9 +17,13 @@ export const LEGAL_TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
  * Broker answers kafkajs recovers from by itself. Its connection layer still logs each one at
  * ERROR: while a group rebalances (every worker start, stop or crash) a busy consumer retries its
  * heartbeat after each fetched batch and logs dozens of "Response Heartbeat" errors before the
- * rejoin, which kafkajs then reports once at WARN. Those per-request lines go to debug.
+ * rejoin, which kafkajs then reports once at WARN; a transactional producer that adds partitions
+ * right after a commit is told to retry. Those per-request lines go to debug.
  */
-const RECOVERED_BY_KAFKAJS = new Set(['The group is rebalancing, so a rejoin is needed']);
+const RECOVERED_BY_KAFKAJS = new Set([
+  'The group is rebalancing, so a rejoin is needed',
+  'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing',
+]);
 
 /** Maps kafkajs log entries onto the fleet's logger (exported for its test). */
 export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator {
@@ -29,8 +33,12 @@ export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator
       const { message, ...extra } = log;
       const obj = { kafkajs: extra.logger, ...extra };
       const recovered = typeof extra['error'] === 'string' && RECOVERED_BY_KAFKAJS.has(extra['error']) && message.startsWith('Response ');
+      // An entry with a retryCount announces a retry, not a failure: if the retries run out, the
+      // error reaches the transport, which reports it.
+      const retrying = typeof extra['retryCount'] === 'number';
       if (recovered) logger.debug(obj, message);
-      else if (level === logLevel.ERROR) logger.error(obj, message);
+      else if (level === logLevel.ERROR && !retrying) logger.error(obj, message);
+      else if (level === logLevel.ERROR) logger.warn(obj, message);
       else if (level === logLevel.WARN) logger.warn(obj, message);
       else if (level === logLevel.INFO) logger.info(obj, message);
       else logger.debug(obj, message);

@@ -8,11 +8,11 @@ function recording(): { logger: TransportLogger; lines: Array<[string, string]> 
   return { logger: { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') }, lines };
 }
 
-const entry = (level: logLevel, message: string, error?: string) => ({
+const entry = (level: logLevel, message: string, error?: string, extra: Record<string, unknown> = {}) => ({
   namespace: 'Connection',
   level,
   label: 'ERROR',
-  log: { timestamp: '2026-11-29T00:00:00.000Z', logger: 'kafkajs', message, ...(error === undefined ? {} : { error }) },
+  log: { timestamp: '2026-11-29T00:00:00.000Z', logger: 'kafkajs', message, ...(error === undefined ? {} : { error }), ...extra },
 });
 
 describe('kafkaLogCreator', () => {
@@ -21,6 +21,8 @@ describe('kafkaLogCreator', () => {
     ['the rejoin kafkajs reports once stays a warning', entry(logLevel.WARN, 'The group is rebalancing, re-joining', 'The group is rebalancing, so a rejoin is needed'), 'warn'],
     ['any other failed response stays an error', entry(logLevel.ERROR, 'Response Produce(key: 0, version: 7)', 'This server is not the leader for that topic-partition'), 'error'],
     ['an error without a broker answer stays an error', entry(logLevel.ERROR, 'Crash: KafkaJSNumberOfRetriesExceeded'), 'error'],
+    ['a transaction told to retry goes to debug', entry(logLevel.ERROR, 'Response AddPartitionsToTxn(key: 24, version: 1)', 'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing'), 'debug'],
+    ['a send that kafkajs will retry is a warning', entry(logLevel.ERROR, '[Producer] Failed to send messages: leader not available', undefined, { retryCount: 0, retryTime: 51 }), 'warn'],
     ['info stays info', entry(logLevel.INFO, 'Consumer has joined the group'), 'info'],
   ])('%s', (_name, e, want) => {
     const { logger, lines } = recording();
