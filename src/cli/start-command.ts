@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
-import { createLogger } from '../observability/logger.ts';
+import { childLogger, createLogger } from '../observability/logger.ts';
 import { startEmbeddedFleet } from '../runtime/embedded-fleet.ts';
 import { Supervisor } from '../runtime/supervisor.ts';
 import { workerNodeFlags } from '../runtime/worker-node-flags.ts';
@@ -22,10 +22,13 @@ function untilSignal(): Promise<NodeJS.Signals> {
 
 /** `npu-fleet start`: embedded (memory broker, in-process workers) or one process per device. */
 export async function startCommand(config: FleetConfig, configFile: string | undefined): Promise<number> {
-  const log = createLogger({ level: config.log.level, base: { component: 'supervisor' } });
+  // Workers in this process bind their own component: they get the root logger, not this one
+  // (a child of a child repeats the key: {"component":"supervisor","component":"worker"}).
+  const root = createLogger({ level: config.log.level });
+  const log = childLogger(root, { component: 'supervisor' });
   if (config.transport.kind === 'memory') {
     const { artifact, openDevice } = workerDeps(config);
-    const fleet = await startEmbeddedFleet(config, { artifact, openDevice }, log);
+    const fleet = await startEmbeddedFleet(config, { artifact, openDevice }, root);
     const signal = await untilSignal();
     log.info({ signal }, 'draining embedded fleet');
     return await fleet.stop();

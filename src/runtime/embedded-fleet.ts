@@ -21,6 +21,7 @@ export interface EmbeddedFleet {
 export async function startEmbeddedFleet(
   config: FleetConfig,
   deps: Omit<WorkerDeps, 'createTransport'>,
+  /** Root logger: each worker binds its own component and device. */
   log: Logger,
   print: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
 ): Promise<EmbeddedFleet> {

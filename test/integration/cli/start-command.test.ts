@@ -1,0 +1,56 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+
+/** `npu-fleet start` on the embedded memory fleet, as `npm start` runs it, but as a process. */
+describe('npu-fleet start (embedded memory fleet)', () => {
+  it('prints a report line a second, logs one component per line, and drains to exit 0 on SIGTERM', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-start-'));
+    const configFile = join(dir, 'fleet.yaml');
+    writeFileSync(
+      configFile,
+      stringify({
+        transport: { kind: 'memory' },
+        devices: { count: 2, backend: 'sim' },
+        models: ['mlp-classifier'],
+        worker: { metricsPort: 0 },
+        demo: { enabled: true, requestsPerSecond: 200 },
+        log: { level: 'info' },
+      }),
+    );
+    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile], {
+      env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const reports = (): string[] => out.split('\n').filter((l) => l.startsWith('throughput '));
+    const deadline = Date.now() + 30_000;
+    while (reports().length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    child.kill('SIGTERM');
+    const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('no exit within 20 s'), 20_000))]);
+    if (code !== 0) child.kill('SIGKILL');
+    expect(code, out).toBe(0);
+
+    expect(reports().length, out).toBeGreaterThanOrEqual(2);
+    for (const line of reports()) {
+      expect(line).toMatch(/^throughput \d+ req\/s \| p50 [\d.]+ ms \| p99 [\d.]+ ms \| batch fill \d+% \| ok \d+ late \d+ expired \d+ rejected \d+ failed \d+$/);
+    }
+    expect(reports().some((l) => !/ ok 0 /.test(l)), 'the demo load was answered').toBe(true);
+
+    const logLines = out.split('\n').filter((l) => l.startsWith('{'));
+    const worker = logLines.filter((l) => l.includes('"component":"worker"'));
+    expect(worker.length, out).toBeGreaterThan(0);
+    for (const line of logLines) {
+      expect(line.match(/"component":/g)?.length ?? 0, line).toBeLessThanOrEqual(1);
+      expect(() => JSON.parse(line) as unknown, line).not.toThrow();
+    }
+    expect(logLines.some((l) => l.includes('"component":"supervisor"') && l.includes('draining embedded fleet')), out).toBe(true);
+    expect(worker.filter((l) => l.includes('"msg":"drained"')).map((l) => (JSON.parse(l) as { device: number }).device).sort()).toEqual([0, 1]);
+  }, 60_000);
+});
