@@ -1,5 +1,5 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
-import { createLogger } from '../observability/logger.ts';
+import { childLogger, createLogger } from '../observability/logger.ts';
 import { EXIT_HANG, runWorker } from '../runtime/worker-process.ts';
 import { workerDeps } from './worker-deps.ts';
 
@@ -9,7 +9,10 @@ import { workerDeps } from './worker-deps.ts';
  * restarts us and the broker redelivers what we never acked).
  */
 export async function workerCommand(config: FleetConfig, deviceId: number): Promise<number> {
-  const log = createLogger({ level: config.log.level, base: { device: deviceId } });
+  // runWorker binds component and device itself: it gets the root, this file's own lines the child
+  // (binding them on the root too would print each key twice per line).
+  const root = createLogger({ level: config.log.level });
+  const log = childLogger(root, { component: 'worker', device: deviceId });
   const restarts = Number(process.env.NPU_FLEET_RESTARTS ?? 0) || 0;
   // Fault drills: inject simulator faults into a worker's first incarnation only, so the restarted
   // worker shows recovery instead of hitting the same injected fault again.
@@ -17,7 +20,7 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   // Filled in once runWorker returns; a hang before that has nothing to abandon yet.
   const late: { abandon?: () => Promise<void> } = {};
   const running = await runWorker(config, deviceId, workerDeps(config), {
-    log,
+    log: root,
     restarts,
     onHang: () => {
       log.fatal('exiting for restart after device hang');

@@ -59,7 +59,7 @@ export class Supervisor {
     });
     slot.child = child;
     slot.startedAt = Date.now();
-    this.o.log.info({ device: slot.deviceId, pid: child.pid, restarts: slot.restarts }, 'worker started');
+    this.o.log.info({ device: slot.deviceId, workerPid: child.pid, restarts: slot.restarts }, 'worker started');
     child.on('exit', (code, signal) => {
       slot.child = undefined;
       this.o.onWorkerExit?.(slot.deviceId, code, signal);

@@ -92,5 +92,14 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet end to end on %s', (kin
 
     const code = await fleet.stop('SIGTERM');
     expect(code).toBe(0);
+
+    // Supervisor and worker logs: one JSON object per line, each binding once (a child logger of
+    // a logger already bound to a key prints that key twice).
+    const logLines = fleet.output().split('\n').filter((l) => l.startsWith('{'));
+    expect(logLines.some((l) => l.includes('"component":"worker"') && l.includes('"msg":"worker ready"'))).toBe(true);
+    for (const line of logLines) {
+      expect(() => JSON.parse(line) as unknown, line).not.toThrow();
+      for (const key of ['component', 'device', 'pid']) expect(line.split(`"${key}":`).length - 1, line).toBeLessThanOrEqual(1);
+    }
   }, 420_000);
 });

@@ -40,6 +40,46 @@ export function redisConnection(redisUrl: string, extra: RedisOptions = {}): Red
   }
 }
 
+/** host:port of a Redis URL, without credentials (it goes into errors and logs). */
+export function redisHost(redisUrl: string): string {
+  try {
+    const u = new URL(redisUrl);
+    return `${u.hostname}:${u.port === '' ? '6379' : u.port}`;
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+/**
+ * Resolves once Redis answers a PING, else fails with an error naming the setting to check. With
+ * maxRetriesPerRequest null (which BullMQ workers require) every command, and so BullMQ's own
+ * start-up, would otherwise wait for Redis forever.
+ */
+export async function ensureRedisAnswers(connection: Redis, redisUrl: string, timeoutMs: number): Promise<void> {
+  let lastError: Error | undefined;
+  const onError = (err: Error): void => void (lastError = err);
+  connection.on('error', onError);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      connection.ping(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(lastError ?? new Error('no answer')), timeoutMs);
+      }),
+    ]);
+  } catch (err) {
+    throw new FleetError(
+      'TRANSPORT_ERROR',
+      `starting the bullmq transport failed: Redis at ${redisHost(redisUrl)} did not answer within ${timeoutMs} ms ` +
+        `(${(err as Error).message}); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
+      { cause: err, retriable: true },
+    );
+  } finally {
+    clearTimeout(timer);
+    connection.off('error', onError);
+  }
+}
+
 export function bullmqError(err: unknown, what: string): FleetError {
   if (err instanceof FleetError) return err;
   return new FleetError('TRANSPORT_ERROR', `${what}: ${(err as Error)?.message ?? String(err)}`, { cause: err });

@@ -8,6 +8,7 @@ import { renderName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import {
   bullmqError,
+  ensureRedisAnswers,
   fromBullmqPriority,
   isLegalQueueName,
   jobIdFor,
@@ -26,7 +27,11 @@ export interface BullmqTransportOptions {
   readonly maxStalledCount?: number;
   /** While only some priorities are paused, how long fetching rests after meeting a paused one. */
   readonly pausedPollMs?: number;
+  /** How long start() waits for Redis to answer before it fails (BullMQ itself would wait forever). */
+  readonly connectTimeoutMs?: number;
 }
+
+const CONNECT_TIMEOUT_MS = 15_000;
 
 interface Entry {
   readonly job: Job;
@@ -111,6 +116,7 @@ export class BullmqTransport implements Transport {
   async start(options: TransportStartOptions): Promise<void> {
     if (this.closed) throw closedError(this.kind);
     this.onDeliveries = options.onDeliveries;
+    await this.reachRedis();
     try {
       for (const { model, priorityLevels } of options.subscriptions) {
         if (this.workers.has(model)) continue;
@@ -128,12 +134,24 @@ export class BullmqTransport implements Transport {
         });
         worker.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq worker error'));
         const counter = new Queue(queue, { connection: this.shared, prefix: this.settings.prefix });
+        // Without a listener BullMQ prints connection errors with console.error.
+        counter.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq queue error'));
         this.workers.set(model, { model, queue, worker, connection, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined });
         await worker.waitUntilReady();
         void worker.run().catch((err: unknown) => this.options.logger?.error({ err, queue }, 'bullmq worker stopped'));
       }
     } catch (err) {
       throw bullmqError(err, 'starting the bullmq transport failed');
+    }
+  }
+
+  private async reachRedis(): Promise<void> {
+    try {
+      await ensureRedisAnswers(this.shared, this.settings.redisUrl, this.options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS);
+    } catch (err) {
+      this.connection?.disconnect();
+      this.connection = undefined;
+      throw err;
     }
   }
 

@@ -113,6 +113,14 @@ const PERMANENT = new Set([
  * Maps kafkajs failures to FleetError. Broker trouble (retries exhausted, leader moves, timeouts)
  * is retriable: the same publish may succeed later. Authorization / size / naming errors are not.
  */
+/** A connection failure (refused, unresolvable, timed out), possibly wrapped by kafkajs's retrier. */
+export function unreachable(err: unknown): boolean {
+  for (let e = err as { name?: string; message?: string; cause?: unknown } | undefined, depth = 0; e !== undefined && e !== null && depth < 4; e = e.cause as typeof e, depth++) {
+    if (e.name === 'KafkaJSConnectionError' || /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH/.test(e.message ?? '')) return true;
+  }
+  return false;
+}
+
 export function kafkaError(err: unknown, what: string): FleetError {
   if (err instanceof FleetError) return err;
   const type = (err as { type?: string }).type ?? (err as { cause?: { type?: string } }).cause?.type;

@@ -3,6 +3,7 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { requestToJson, resultToJson } from '../../../src/codec/index.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { jobIdFor } from '../../../src/transport/bullmq/bullmq-names.ts';
@@ -20,6 +21,22 @@ function track<T extends { close(): Promise<void> }>(c: T): T {
 }
 
 describe('bullmq transport', () => {
+  it('start fails within connectTimeoutMs with an error naming transport.bullmq.redisUrl when Redis does not answer', async () => {
+    const t = track(new BullmqTransport(bullmqSettings({ redisUrl: 'redis://:secret@127.0.0.1:1' }), { connectTimeoutMs: 1_000 }));
+    const startedAt = Date.now();
+    const err: unknown = await startWith(t, uniqueName('no-redis'), new Inbox()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(Date.now() - startedAt).toBeLessThan(5_000);
+    expect(err).toBeInstanceOf(FleetError);
+    const e = err as FleetError;
+    expect(e.code).toBe('TRANSPORT_ERROR');
+    expect(e.retriable).toBe(true);
+    expect(e.message).toMatch(/Redis at 127\.0\.0\.1:1 did not answer within 1000 ms \(.*ECONNREFUSED.*\); check transport\.bullmq\.redisUrl/);
+    expect(e.message).not.toContain('secret');
+  });
+
   it('a request is a job with jobId = id, priority p + 1 and the JSON envelope; its result is the return value and a reply job', async () => {
     const settings = bullmqSettings();
     const model = uniqueName('layout');

@@ -2,6 +2,7 @@
 // is held for longer than the session timeout, and priority 0 under a deep low-priority backlog.
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeResult } from '../../../src/codec/index.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
 import type { Delivery } from '../../../src/transport/transport.ts';
@@ -35,6 +36,17 @@ function percentile(values: number[], p: number): number {
 }
 
 describe('kafka transport', () => {
+  it('start fails with an error naming transport.kafka.brokers when no broker answers', async () => {
+    const t = track(new KafkaTransport(kafkaSettings({ brokers: ['127.0.0.1:1'] }), { retries: 1 }));
+    const err: unknown = await startWith(t, uniqueName('no-kafka'), new Inbox()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(FleetError);
+    expect((err as FleetError).code).toBe('TRANSPORT_ERROR');
+    expect((err as FleetError).message).toMatch(/no broker of transport\.kafka\.brokers \(127\.0\.0\.1:1\) answered; check the list/);
+  });
+
   it('exactly-once: results and offsets commit together, in partition order; a crash redelivers only the uncommitted', async () => {
     const settings = kafkaSettings({ exactlyOnce: true });
     const model = uniqueName('eos').replace(/-/g, '');
