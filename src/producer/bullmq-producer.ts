@@ -9,6 +9,7 @@ import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import {
   bullmqError,
+  ensureRedisAnswers,
   jobIdFor,
   KEEP_COMPLETED,
   KEEP_FAILED,
@@ -32,6 +33,8 @@ export interface BullmqProducerOptions extends ProducerOptions {
   readonly logger?: TransportLogger;
   /** Reply workers' concurrency (results are handed over synchronously; this bounds Redis round trips in flight). */
   readonly replyConcurrency?: number;
+  /** How long the first publish or subscribe waits for Redis to answer before it fails. */
+  readonly connectTimeoutMs?: number;
 }
 
 /**
@@ -47,6 +50,7 @@ export class BullmqProducer implements Producer {
   private readonly queues = new Map<string, Queue>();
   private readonly workers = new Set<Worker>();
   private connection: Redis | undefined;
+  private reachable: Promise<void> | undefined;
   private inboxReady: Promise<void> | undefined;
   private readonly defaultPriority: number;
   private readonly limits: CodecLimits;
@@ -73,6 +77,30 @@ export class BullmqProducer implements Producer {
     return q;
   }
 
+  /**
+   * Once per connection: fails with the setting to check when Redis does not answer, where
+   * BullMQ (connections retry every command forever) would leave a publish hanging.
+   */
+  private reach(): Promise<void> {
+    if (this.closed) return Promise.reject(new FleetError('CLOSED', 'bullmq producer is closed'));
+    if (this.connection === undefined || this.reachable === undefined) {
+      if (this.connection === undefined) {
+        this.connection = redisConnection(this.settings.redisUrl);
+        // Reconnect attempts while Redis is away; without a listener ioredis prints each one.
+        this.connection.on('error', (err: Error) => this.options.logger?.debug({ err }, 'redis connection error'));
+      }
+      const connection = this.connection;
+      this.reachable = ensureRedisAnswers(connection, this.settings.redisUrl, this.options.connectTimeoutMs ?? 15_000, 'bullmq producer').catch(
+        (err: unknown) => {
+          // The next call asks again; the connection keeps reconnecting meanwhile.
+          this.reachable = undefined;
+          throw err;
+        },
+      );
+    }
+    return this.reachable;
+  }
+
   private async addByModel(jobs: ReadonlyArray<{ model: string; name: string; data: unknown; opts: Record<string, unknown> }>): Promise<void> {
     const byQueue = new Map<string, Array<{ name: string; data: unknown; opts: Record<string, unknown> }>>();
     for (const { model, ...job } of jobs) {
@@ -81,6 +109,7 @@ export class BullmqProducer implements Producer {
       list.push(job);
       byQueue.set(name, list);
     }
+    await this.reach();
     try {
       await Promise.all([...byQueue].map(([name, list]) => this.queue(name).addBulk(list)));
     } catch (err) {
@@ -143,7 +172,7 @@ export class BullmqProducer implements Producer {
 
   /** A worker on a reply queue; jobs already waiting there are read too (a queue keeps them). */
   private async listen(queue: string, onResult: (r: ResultEnvelope) => void, onError: ((e: Error) => void) | undefined): Promise<Worker> {
-    if (this.closed) throw new FleetError('CLOSED', 'bullmq producer is closed');
+    await this.reach();
     const worker = new Worker(
       queue,
       async (job) => {

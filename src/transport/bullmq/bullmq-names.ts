@@ -55,7 +55,12 @@ export function redisHost(redisUrl: string): string {
  * maxRetriesPerRequest null (which BullMQ workers require) every command, and so BullMQ's own
  * start-up, would otherwise wait for Redis forever.
  */
-export async function ensureRedisAnswers(connection: Redis, redisUrl: string, timeoutMs: number): Promise<void> {
+export async function ensureRedisAnswers(
+  connection: Redis,
+  redisUrl: string,
+  timeoutMs: number,
+  what = 'starting the bullmq transport failed',
+): Promise<void> {
   let lastError: Error | undefined;
   const onError = (err: Error): void => void (lastError = err);
   connection.on('error', onError);
@@ -70,7 +75,7 @@ export async function ensureRedisAnswers(connection: Redis, redisUrl: string, ti
   } catch (err) {
     throw new FleetError(
       'TRANSPORT_ERROR',
-      `starting the bullmq transport failed: Redis at ${redisHost(redisUrl)} did not answer within ${timeoutMs} ms ` +
+      `${what}: Redis at ${redisHost(redisUrl)} did not answer within ${timeoutMs} ms ` +
         `(${(err as Error).message}); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
       { cause: err, retriable: true },
     );

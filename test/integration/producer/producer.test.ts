@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TransportSettings } from '../../../src/contracts/fleet-config.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { createProducer } from '../../../src/producer/index.ts';
 import type { Producer } from '../../../src/producer/producer.ts';
 import { createTransport } from '../../../src/transport/index.ts';
@@ -109,5 +110,20 @@ describe.each(setups)('producer on $name', (setup) => {
       }
     });
     expect(decoded.sort()).toEqual(['fine', 'undecodable']);
+  });
+});
+
+describe('bullmq producer against a Redis that does not answer', () => {
+  it('publish and subscribe fail within connectTimeoutMs, naming transport.bullmq.redisUrl, instead of waiting forever', async () => {
+    const producer = new BullmqProducer(bullmqSettings({ redisUrl: 'redis://127.0.0.1:1' }), { connectTimeoutMs: 1_000 });
+    open.push(producer);
+    const startedAt = Date.now();
+    const failure = (p: Promise<unknown>): Promise<unknown> => p.then(() => undefined, (e: unknown) => e);
+    for (const err of [await failure(producer.publish(makeRequest('m', 'r-1', 0))), await failure(producer.subscribeReplies('replies', () => {}))]) {
+      expect(err).toBeInstanceOf(FleetError);
+      expect((err as FleetError).code).toBe('TRANSPORT_ERROR');
+      expect((err as FleetError).message).toMatch(/^bullmq producer: Redis at 127\.0\.0\.1:1 did not answer within 1000 ms .*check transport\.bullmq\.redisUrl/);
+    }
+    expect(Date.now() - startedAt).toBeLessThan(6_000);
   });
 });
