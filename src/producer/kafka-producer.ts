@@ -6,7 +6,7 @@ import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { createKafka, ensureTopics, kafkaError, type TransportLogger } from '../transport/kafka/kafka-client.ts';
+import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { chunkByBytes, groupByTopic } from '../transport/kafka/kafka-outcomes.ts';
 import { CONTENT_TYPES, HEADERS, renderName } from '../transport/names.ts';
 import type {
@@ -76,7 +76,7 @@ export class KafkaProducer implements Producer {
         await Promise.all([producer.connect(), admin.connect()]);
       } catch (err) {
         this.connecting = undefined;
-        throw kafkaError(err, 'connecting the kafka producer failed');
+        throw kafkaError(err, startFailure('connecting the kafka producer failed', err, this.settings.brokers));
       }
       return { producer, admin };
     })();

@@ -114,11 +114,18 @@ const PERMANENT = new Set([
  * is retriable: the same publish may succeed later. Authorization / size / naming errors are not.
  */
 /** A connection failure (refused, unresolvable, timed out), possibly wrapped by kafkajs's retrier. */
-export function unreachable(err: unknown): boolean {
+function unreachable(err: unknown): boolean {
   for (let e = err as { name?: string; message?: string; cause?: unknown } | undefined, depth = 0; e !== undefined && e !== null && depth < 4; e = e.cause as typeof e, depth++) {
     if (e.name === 'KafkaJSConnectionError' || /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH/.test(e.message ?? '')) return true;
   }
   return false;
+}
+
+/** `what`, plus the setting to check when the failure was that no broker answered. */
+export function startFailure(what: string, err: unknown, brokers: readonly string[]): string {
+  return unreachable(err)
+    ? `${what}: no broker of transport.kafka.brokers (${brokers.join(', ')}) answered; check the list and that the brokers are up and reachable from here`
+    : what;
 }
 
 export function kafkaError(err: unknown, what: string): FleetError {

@@ -5,7 +5,7 @@ import { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import { renderName, requestSources, type SourceName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
-import { createKafka, ensureTopics, kafkaError, unreachable, type TransportLogger } from './kafka-client.ts';
+import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogger } from './kafka-client.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
 import { chunkByBytes, groupByTopic, messagesFor, type KafkaSource, type Names, type OutgoingMessage } from './kafka-outcomes.ts';
 import { PartitionTracker } from './partition-tracker.ts';
@@ -147,7 +147,7 @@ export class KafkaTransport implements Transport {
         },
       });
     } catch (err) {
-      throw kafkaError(err, unreachable(err) ? `starting the kafka transport failed: no broker of transport.kafka.brokers (${this.settings.brokers.join(', ')}) answered; check the list and that the brokers are up and reachable from here` : 'starting the kafka transport failed');
+      throw kafkaError(err, startFailure('starting the kafka transport failed', err, this.settings.brokers));
     }
   }
 

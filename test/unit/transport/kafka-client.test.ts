@@ -1,6 +1,6 @@
 import { logLevel } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { kafkaLogCreator, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
+import { kafkaLogCreator, startFailure, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
 
 function recording(): { logger: TransportLogger; lines: Array<[string, string]> } {
   const lines: Array<[string, string]> = [];
@@ -32,5 +32,19 @@ describe('kafkaLogCreator', () => {
 
   it('logs nothing without a logger', () => {
     expect(() => kafkaLogCreator(undefined)(logLevel.INFO)(entry(logLevel.ERROR, 'Response Heartbeat'))).not.toThrow();
+  });
+});
+
+describe('startFailure', () => {
+  const named = (name: string, message = 'x', cause?: unknown) => Object.assign(new Error(message), { name, cause });
+  const hint = 'starting: no broker of transport.kafka.brokers (a:9092, b:9092) answered; check the list and that the brokers are up and reachable from here';
+  it.each([
+    ['a connection error', named('KafkaJSConnectionError', 'Connection error: connect ECONNREFUSED 10.0.0.1:9092'), hint],
+    ['retries exhausted on a connection error', named('KafkaJSNumberOfRetriesExceeded', 'gave up', named('KafkaJSConnectionError')), hint],
+    ['an unresolvable host', new Error('getaddrinfo ENOTFOUND kafka.internal'), hint],
+    ['a broker that answered with a refusal', named('KafkaJSProtocolError', 'Not authorized to access topics: [Topic authorization failed]'), 'starting'],
+    ['a non-error', 'boom', 'starting'],
+  ])('%s', (_name, err, want) => {
+    expect(startFailure('starting', err, ['a:9092', 'b:9092'])).toBe(want);
   });
 });
