@@ -24,7 +24,7 @@ export const FLEET_DEFAULTS = {
 } as const;
 
 export const KafkaSettingsSchema = z
-  .object({
+  .strictObject({
     brokers: z.array(z.string().min(1)).min(1).describe('Bootstrap brokers, host:port'),
     clientId: z.string().default('npu-fleet').describe('Kafka client id'),
     groupId: z.string().default('npu-fleet-workers').describe('Consumer group shared by all workers'),
@@ -52,7 +52,7 @@ export const KafkaSettingsSchema = z
   .describe('Kafka transport settings');
 
 export const BullmqSettingsSchema = z
-  .object({
+  .strictObject({
     redisUrl: z.string().min(1).describe('redis://host:port[/db]'),
     prefix: z.string().default(FLEET_DEFAULTS.bullmqPrefix).describe('BullMQ key prefix'),
     queueTemplate: z.string().default(FLEET_DEFAULTS.bullmqQueueTemplate).describe('Queue per model; {model} replaced'),
@@ -76,27 +76,33 @@ export const BullmqSettingsSchema = z
   })
   .describe('BullMQ transport settings');
 
+/**
+ * The section of a transport `kind` does not use may be present and is ignored: one environment
+ * (e.g. docker-compose) can carry both and switch with `kind`. Any other unknown key is an error.
+ */
+const unusedSection = z.unknown().optional().describe('Ignored: settings of a transport this kind does not use');
+
 export const TransportSettingsSchema = z
   .discriminatedUnion('kind', [
-    z.object({ kind: z.literal('memory') }),
-    z.object({ kind: z.literal('kafka'), kafka: KafkaSettingsSchema }),
-    z.object({ kind: z.literal('bullmq'), bullmq: BullmqSettingsSchema }),
+    z.strictObject({ kind: z.literal('memory'), kafka: unusedSection, bullmq: unusedSection }),
+    z.strictObject({ kind: z.literal('kafka'), kafka: KafkaSettingsSchema, bullmq: unusedSection }),
+    z.strictObject({ kind: z.literal('bullmq'), bullmq: BullmqSettingsSchema, kafka: unusedSection }),
   ])
   .describe('Where requests come from: memory (embedded), kafka or bullmq');
 
 export const FleetConfigSchema = z
-  .object({
+  .strictObject({
     transport: TransportSettingsSchema.default({ kind: 'memory' }),
     modelRepository: z.string().default(FLEET_DEFAULTS.modelRepository).describe('Directory of models/<name>/<version>'),
     models: z.array(z.string()).optional().describe('Serve only these models (default: all in the repository)'),
     devices: z
-      .object({
+      .strictObject({
         count: z.number().int().positive().max(64).default(FLEET_DEFAULTS.deviceCount).describe('Devices (one worker each)'),
         backend: z.enum(['auto', 'sim', 'ascend']).default('auto').describe('ACL library: auto-detect, simulator or CANN'),
       })
       .default({ count: FLEET_DEFAULTS.deviceCount, backend: 'auto' }),
     worker: z
-      .object({
+      .strictObject({
         inflightPerDevice: z.number().int().min(1).max(2).default(FLEET_DEFAULTS.inflightPerDevice),
         drainTimeoutMs: z.number().int().positive().default(FLEET_DEFAULTS.drainTimeoutMs).describe('SIGTERM drain bound'),
         hangLimitMs: z
@@ -134,17 +140,17 @@ export const FleetConfigSchema = z
         maxSemiSpaceMb: FLEET_DEFAULTS.workerMaxSemiSpaceMb,
       }),
     supervisor: z
-      .object({
+      .strictObject({
         restartBackoffMinMs: z.number().int().positive().default(FLEET_DEFAULTS.restartBackoffMinMs),
         restartBackoffMaxMs: z.number().int().positive().default(FLEET_DEFAULTS.restartBackoffMaxMs),
       })
       .default({ restartBackoffMinMs: FLEET_DEFAULTS.restartBackoffMinMs, restartBackoffMaxMs: FLEET_DEFAULTS.restartBackoffMaxMs }),
     limits: CodecLimitsSchema.default(CodecLimitsSchema.parse({})),
     log: z
-      .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
+      .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
       .default({ level: 'info' }),
     demo: z
-      .object({
+      .strictObject({
         enabled: z.boolean().default(false).describe('Generate built-in demo load (embedded memory fleet)'),
         requestsPerSecond: z.number().positive().default(500),
       })

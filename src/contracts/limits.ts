@@ -10,7 +10,7 @@ export const LIMIT_DEFAULTS = {
 } as const;
 
 export const CodecLimitsSchema = z
-  .object({
+  .strictObject({
     maxMessageBytes: z
       .number()
       .int()

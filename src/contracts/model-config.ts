@@ -15,7 +15,7 @@ export const MODEL_DEFAULTS = {
   execTimeoutMs: 1000,
 } as const;
 
-export const ModelTensorSchema = z.object({
+export const ModelTensorSchema = z.strictObject({
   name: TensorNameSchema,
   dtype: DtypeSchema,
   dims: z
@@ -26,7 +26,7 @@ export const ModelTensorSchema = z.object({
 export type ModelTensor = z.infer<typeof ModelTensorSchema>;
 
 export const BucketsSchema = z
-  .object({
+  .strictObject({
     input: TensorNameSchema.describe('Input whose variable-length axis is bucketed'),
     axis: z.number().int().min(1).describe('The variable-length axis (never the batch axis 0)'),
     bounds: z
@@ -40,13 +40,13 @@ export const BucketsSchema = z
 
 export const VersionPolicySchema = z
   .discriminatedUnion('kind', [
-    z.object({ kind: z.literal('latest'), count: z.number().int().positive().default(1) }),
-    z.object({ kind: z.literal('specific'), versions: z.array(z.number().int().positive()).min(1) }),
+    z.strictObject({ kind: z.literal('latest'), count: z.number().int().positive().default(1) }),
+    z.strictObject({ kind: z.literal('specific'), versions: z.array(z.number().int().positive()).min(1) }),
   ])
   .describe('Which versions are served: the latest `count`, or a specific list');
 
 export const ModelConfigSchema = z
-  .object({
+  .strictObject({
     name: ModelNameSchema,
     description: z.string().max(1000).optional().describe('Free text for humans'),
     platform: z
@@ -86,7 +86,7 @@ export const ModelConfigSchema = z
       .optional()
       .describe('Per priority level: longest wait for a fuller batch (0 dispatches at once)'),
     queue: z
-      .object({
+      .strictObject({
         softLimitItems: z
           .number()
           .int()

@@ -16,7 +16,7 @@ function hintFor(issue: z.core.$ZodIssue): string {
     case 'invalid_type':
       return `set it to a ${issue.expected}`;
     case 'unrecognized_keys':
-      return `remove ${issue.keys.map((k) => `"${k}"`).join(', ')} (check the spelling against the docs)`;
+      return issue.keys.length === 1 ? 'remove it or fix its spelling' : 'remove them or fix their spelling';
     case 'invalid_value':
       return `use one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
     case 'too_small':

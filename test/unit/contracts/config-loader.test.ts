@@ -62,6 +62,21 @@ describe('fleet config loader', () => {
     expect(fe.message).toContain(file);
   });
 
+  it('refuses an unknown (misspelt) key, naming it, instead of silently using the default', () => {
+    const file = tmpFile('typo.yaml', 'worker:\n  metricPort: 9100\n');
+    expect(() => loadFleetConfig({ file, env: {} })).toThrow(/worker: Unrecognized key: "metricPort" \(remove it or fix its spelling\)/);
+    expect(() => loadFleetConfig({ env: { NPU_FLEET__SUPERVISOR__RESTART_BACKOFF_MS: '5' } })).toThrow(/supervisor: Unrecognized key: "restartBackoffMs"/);
+    expect(() => loadFleetConfig({ file: tmpFile('t.yaml', 'transport:\n  kind: kafka\n  kafak: {}\n'), env: {} })).toThrow(/transport: Unrecognized key: "kafak"/);
+  });
+
+  it("ignores the section of a transport the kind does not use (one env can switch with kind)", () => {
+    const env = { NPU_FLEET__TRANSPORT__KAFKA__BROKERS: 'k:9092', NPU_FLEET__TRANSPORT__BULLMQ__REDIS_URL: 'redis://r:6379' };
+    const bull = loadFleetConfig({ env: { ...env, NPU_FLEET__TRANSPORT__KIND: 'bullmq' } });
+    expect(bull.transport.kind === 'bullmq' && bull.transport.bullmq.redisUrl).toBe('redis://r:6379');
+    const kafka = loadFleetConfig({ env: { ...env, NPU_FLEET__TRANSPORT__KIND: 'kafka' } });
+    expect(kafka.transport.kind === 'kafka' && kafka.transport.kafka.brokers).toEqual(['k:9092']);
+  });
+
   it('reports unreadable files and bad YAML clearly', () => {
     expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
     expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);
@@ -85,8 +100,10 @@ describe('model config', () => {
     [{ ...minimalModel, queue: { softLimitItems: 10, hardLimitItems: 5 } }, 'queue.softLimitItems'],
     [{ ...minimalModel, buckets: { input: 'nope', axis: 1, bounds: [8] } }, 'buckets.input'],
     [{ ...minimalModel, name: 'has space' }, 'name'],
+    [{ ...minimalModel, maxQueueDelay: [0, 1, 2] }, '(root)'],
+    [{ ...minimalModel, queue: { softLimit: 10 } }, 'queue'],
   ])('rejects bad model config %#', (value, field) => {
-    expect(() => parseModelConfig(value)).toThrow(new RegExp(field.replace(/[.[\]]/g, '\\$&') + ':'));
+    expect(() => parseModelConfig(value)).toThrow(new RegExp(field.replace(/[.[\]()]/g, '\\$&') + ':'));
   });
 
   it('loads a YAML file', () => {
