@@ -65,18 +65,23 @@ export async function ensureRedisAnswers(
   const onError = (err: Error): void => void (lastError = err);
   connection.on('error', onError);
   let timer: NodeJS.Timeout | undefined;
+  let timedOut = false;
   try {
     await Promise.race([
       connection.ping(),
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(lastError ?? new Error('no answer')), timeoutMs);
+        timer = setTimeout(() => {
+          timedOut = true;
+          reject(lastError ?? new Error('no answer'));
+        }, timeoutMs);
       }),
     ]);
   } catch (err) {
+    const where = `Redis at ${redisHost(redisUrl)}`;
+    const happened = timedOut ? `${where} did not answer within ${timeoutMs} ms` : `${where} refused the connection check`;
     throw new FleetError(
       'TRANSPORT_ERROR',
-      `${what}: Redis at ${redisHost(redisUrl)} did not answer within ${timeoutMs} ms ` +
-        `(${(err as Error).message}); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
+      `${what}: ${happened} (${(err as Error).message}); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
       { cause: err, retriable: true },
     );
   } finally {
