@@ -15,6 +15,8 @@ export interface LocalKafka {
   readonly startupMs: number;
   /** Where the start-up time went, e.g. "format 0.8 s, broker 2.0 s, warm-up 0.4 s". */
   readonly phases: string;
+  /** The broker JVM (outage drills pause it with SIGSTOP). */
+  readonly pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -167,7 +169,7 @@ export async function startLocalKafka(workDir: string): Promise<LocalKafka> {
       await warmUpKafka(brokers);
       const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
       const phases = `format ${s(launchAt - formatAt)}, broker ${s(readyAt - launchAt)}, warm-up ${s(Date.now() - readyAt)}`;
-      return { brokers, version, startupMs: Date.now() - startedAt, phases, stop: () => proc.stop(10_000) };
+      return { brokers, version, startupMs: Date.now() - startedAt, phases, pid: proc.child.pid, stop: () => proc.stop(10_000) };
     } catch (error) {
       lastError = error;
       await proc.stop(1_000);

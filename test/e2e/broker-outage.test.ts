@@ -1,0 +1,97 @@
+// Broker outage drills (the "pause" nemesis of Jepsen-style tests): the broker freezes mid-load
+// for longer than the consumer session (Kafka) or the job locks (BullMQ), then comes back. The
+// worker must keep running and every request must still be answered; duplicates are counted.
+// Each drill runs its own broker, so freezing it touches no other test.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseFleetConfig } from '../../src/contracts/config-loader.ts';
+import type { TransportSettings } from '../../src/contracts/fleet-config.ts';
+import type { RequestEnvelope } from '../../src/contracts/request-envelope.ts';
+import { transportFor } from '../../src/cli/worker-deps.ts';
+import { openDevice } from '../../src/device/index.ts';
+import { createLogger } from '../../src/observability/logger.ts';
+import { createProducer } from '../../src/producer/index.ts';
+import { runWorker } from '../../src/runtime/worker-process.ts';
+import { startLocalKafka } from '../helpers/local-kafka-service.ts';
+import { startLocalRedis } from '../helpers/local-redis-service.ts';
+import { uniqueName } from '../helpers/services.ts';
+
+const TOTAL = 3000;
+const BATCH = 50;
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+function request(i: number, replyTo: string): RequestEnvelope {
+  const data = new Uint8Array(64 * 4);
+  new DataView(data.buffer).setFloat32(0, i % 11, true);
+  return { id: `outage-${i}`, model: 'mlp-classifier', priority: i % 3, createdAt: Date.now(), replyTo, inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data }] };
+}
+
+/** Publishes TOTAL requests at a steady pace, freezing the broker once a third is out; counts replies. */
+async function drill(transport: TransportSettings, freeze: () => Promise<void>, thaw: () => Promise<void>, freezeMs: number) {
+  process.env.NPU_FLEET_DEVICE = 'sim';
+  const log = createLogger({ level: 'error' });
+  const config = parseFleetConfig({ transport, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } });
+  const worker = await runWorker(config, 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+  cleanups.push(() => worker.stop());
+  const producer = createProducer(config.transport, {});
+  cleanups.push(() => producer.close());
+  const replyTo = uniqueName('outage-replies');
+  const answers = new Map<string, number>();
+  const sub = await producer.subscribeReplies(replyTo, (r) => void answers.set(r.id, (answers.get(r.id) ?? 0) + 1));
+  cleanups.push(() => sub.close());
+  let thawed: Promise<void> | undefined;
+  let longestPublishMs = 0;
+  for (let i = 0; i < TOTAL; i += BATCH) {
+    if (i === TOTAL / 3 - ((TOTAL / 3) % BATCH)) {
+      await freeze();
+      thawed = new Promise<void>((resolve) => setTimeout(resolve, freezeMs)).then(thaw);
+    }
+    // Publishing blocks while the broker is frozen: the producer side of the outage.
+    const publishAt = Date.now();
+    await producer.publish(Array.from({ length: BATCH }, (_, k) => request(i + k, replyTo)));
+    longestPublishMs = Math.max(longestPublishMs, Date.now() - publishAt);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await thawed;
+  const deadline = Date.now() + 90_000;
+  while (answers.size < TOTAL && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  const duplicates = [...answers.values()].reduce((n, c) => n + c - 1, 0);
+  return { answered: answers.size, duplicates, status: worker.worker.status, longestPublishMs };
+}
+
+describe('broker outage drills', () => {
+  it('kafka: the broker frozen (SIGSTOP) past the session timeout, then resumed: every request answered, worker keeps running', async () => {
+    const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-outage-kafka-')));
+    cleanups.push(() => kafka.stop());
+    const pid = kafka.pid;
+    expect(pid, 'broker pid').toBeTypeOf('number');
+    const transport = parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: kafka.brokers, sessionTimeoutMs: 8_000, groupId: uniqueName('outage') } } }).transport;
+    // If the test fails mid-freeze, the broker must not stay stopped for the next one.
+    cleanups.push(async () => process.kill(pid as number, 'SIGCONT'));
+    const r = await drill(transport, async () => void process.kill(pid as number, 'SIGSTOP'), async () => void process.kill(pid as number, 'SIGCONT'), 12_000);
+    console.log(`[outage kafka] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms`);
+    expect(r.longestPublishMs, 'the outage really blocked the producer').toBeGreaterThan(6_000);
+    expect(r.answered).toBe(TOTAL);
+    expect(r.status).toBe('running');
+  }, 180_000);
+
+  it('bullmq: Redis paused (CLIENT PAUSE) for three job-lock durations, then resumed: every request answered, worker keeps running', async () => {
+    const redis = await startLocalRedis(mkdtempSync(join(tmpdir(), 'npu-fleet-outage-redis-')));
+    cleanups.push(() => redis.stop());
+    const admin = new Redis(redis.url);
+    cleanups.push(async () => admin.disconnect());
+    const transport = parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl: redis.url, prefix: uniqueName('outage'), lockDurationMs: 2_000 } } }).transport;
+    // CLIENT PAUSE ends by itself; the admin connection issues it and is paused along with the rest.
+    const r = await drill(transport, async () => void (await admin.call('CLIENT', 'PAUSE', '6000', 'ALL')), async () => {}, 6_000);
+    console.log(`[outage bullmq] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms`);
+    expect(r.longestPublishMs, 'the outage really blocked the producer').toBeGreaterThan(3_000);
+    expect(r.answered).toBe(TOTAL);
+    expect(r.status).toBe('running');
+  }, 180_000);
+});
