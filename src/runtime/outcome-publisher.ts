@@ -1,5 +1,9 @@
+import { FleetError } from '../errors/fleet-error.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Outcome, Transport } from '../transport/transport.ts';
+
+/** Replacement outcomes: if even these fail for good, they are retried like any other, not replaced again. */
+const undeliverable = new WeakSet<Outcome>();
 
 /**
  * Collects outcomes and settles them with the transport in small batches (publish results, then
@@ -58,10 +62,16 @@ export class OutcomePublisher {
     for (let attempt = 1; ; attempt++) {
       try {
         await this.transport.settle(batch);
-            this.pendingCount -= batch.length;
+        this.pendingCount -= batch.length;
         this.onSettled(batch, Date.now());
         return;
       } catch (err) {
+        const failure = FleetError.from(err, 'TRANSPORT_ERROR');
+        // Only a publish the broker refused for good; not CLOSED or deliveries that are not open.
+        if (failure.code === 'TRANSPORT_ERROR' && !failure.retriable && !batch.some((o) => undeliverable.has(o))) {
+          await this.settleApart(batch, failure);
+          return;
+        }
         if (this.closed && attempt > 3) {
           this.log.error({ err, outcomes: batch.length }, 'settle failed during shutdown; deliveries stay unacked and will be redelivered');
           this.pendingCount -= batch.length;
@@ -72,6 +82,37 @@ export class OutcomePublisher {
         await new Promise((r) => setTimeout(r, backoffMs));
       }
     }
+  }
+
+  /**
+   * A failure that retrying cannot cure (a result over the broker's message size limit, a reply
+   * topic the worker may not write) must not hold back the outcomes settled with it, nor its own
+   * delivery forever (a Kafka partition commits only its contiguous settled prefix). Alone, each
+   * outcome is retried; one that still fails is answered with a small `failed` result naming the
+   * reason, and its request goes to the DLQ.
+   */
+  private async settleApart(batch: Outcome[], failure: FleetError): Promise<void> {
+    if (batch.length > 1) {
+      for (const outcome of batch) await this.settle([outcome]);
+      return;
+    }
+    const [outcome] = batch as [Outcome];
+    const tooLarge = failure.details['kafkaError'] === 'MESSAGE_TOO_LARGE' || failure.details['kafkaError'] === 'RECORD_LIST_TOO_LARGE';
+    const error = {
+      code: tooLarge ? ('LIMIT_EXCEEDED' as const) : failure.code,
+      message: tooLarge
+        ? `the result is over the broker's message size limit and was not delivered; shrink the request (fewer samples) or raise the broker/topic max.message.bytes (${failure.message})`
+        : `the result could not be published and was replaced by this error (${failure.message})`,
+    };
+    const { outputs: _dropped, ...rest } = outcome.result;
+    const replacement: Outcome = {
+      ...outcome,
+      result: { ...rest, status: 'failed', error },
+      dlq: outcome.dlq ?? { reason: error.code, message: error.message },
+    };
+    undeliverable.add(replacement);
+    this.log.error({ err: failure, model: outcome.result.model, status: outcome.result.status }, 'result undeliverable; sending a failed result and a DLQ record instead');
+    await this.settle([replacement]);
   }
 
   /** Settles everything queued; resolves when the transport has acknowledged it all. */
