@@ -107,6 +107,9 @@ export class OutcomePublisher {
     const { outputs: _dropped, ...rest } = outcome.result;
     const replacement: Outcome = {
       ...outcome,
+      // A small result fits where the big one did not; any other refusal may be the reply
+      // destination itself (e.g. not authorized), so the model's default replies take it.
+      replyTo: tooLarge ? outcome.replyTo : undefined,
       result: { ...rest, status: 'failed', error },
       dlq: outcome.dlq ?? { reason: error.code, message: error.message },
     };
