@@ -10,23 +10,13 @@ import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts'
 import { HEADERS } from '../../../src/transport/names.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { Inbox, makeRequest, outcomeFor, startWith } from '../transport/conformance-kit.ts';
-import { adminKafka, kafkaSettings, readTopic } from '../transport/kafka-harness.ts';
+import { committed, kafkaSettings, readTopic } from '../transport/kafka-harness.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
   await Promise.allSettled(open.splice(0).map((c) => c.close()));
 });
 
-async function committed(groupId: string, topic: string): Promise<number> {
-  const admin = adminKafka().admin();
-  await admin.connect();
-  try {
-    const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
-    return Number(t?.partitions[0]?.offset ?? -1);
-  } finally {
-    await admin.disconnect();
-  }
-}
 
 describe('outcome publisher', () => {
   it('a result over the broker message limit becomes a small failed result plus a DLQ record; the rest settle and the partition commits', async () => {

@@ -22,6 +22,18 @@ export function adminKafka(): Kafka {
   return new Kafka({ clientId: 'conf-admin', brokers: getServices().kafkaBrokers, logLevel: logLevel.NOTHING });
 }
 
+/** The group's committed offset on partition 0 of `topic` (-1: none). */
+export async function committed(groupId: string, topic: string): Promise<number> {
+  const admin = adminKafka().admin();
+  await admin.connect();
+  try {
+    const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    return Number(t?.partitions[0]?.offset ?? -1);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 /** Reads a topic from the beginning until `count` messages arrived (or the time is up). */
 export async function readTopic(
   topic: string,

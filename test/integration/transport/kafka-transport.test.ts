@@ -8,7 +8,7 @@ import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts'
 import type { Delivery } from '../../../src/transport/transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
-import { adminKafka, kafkaSettings, readTopic } from './kafka-harness.ts';
+import { committed, kafkaSettings, readTopic } from './kafka-harness.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -19,16 +19,6 @@ function track<T extends { close(): Promise<void> }>(c: T): T {
   return c;
 }
 
-async function committed(groupId: string, topic: string): Promise<number> {
-  const admin = adminKafka().admin();
-  await admin.connect();
-  try {
-    const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
-    return Number(t?.partitions[0]?.offset ?? -1);
-  } finally {
-    await admin.disconnect();
-  }
-}
 
 function percentile(values: number[], p: number): number {
   const s = [...values].sort((a, b) => a - b);
