@@ -17,6 +17,15 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   // Fault drills: inject simulator faults into a worker's first incarnation only, so the restarted
   // worker shows recovery instead of hitting the same injected fault again.
   if (restarts > 0 && process.env.NPU_FLEET_SIM_FAULTS_FIRST_RUN_ONLY === '1') delete process.env.NPU_FLEET_SIM_FAULTS;
+  // A stop asked for during start-up (loading models, waiting for the broker) has nothing to
+  // drain: nothing was acked, and anything fetched meanwhile is redelivered. Exit 0 at once, as a
+  // drained worker would, instead of dying of the signal's default action.
+  const duringStartUp = (signal: NodeJS.Signals): void => {
+    log.info({ signal }, 'stopped during start-up; nothing to drain');
+    process.exit(0);
+  };
+  process.on('SIGTERM', duringStartUp);
+  process.on('SIGINT', duringStartUp);
   // Filled in once runWorker returns; a hang before that has nothing to abandon yet.
   const late: { abandon?: () => Promise<void> } = {};
   const running = await runWorker(config, deviceId, workerDeps(config), {
@@ -32,6 +41,8 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
       });
     },
   });
+  process.off('SIGTERM', duringStartUp);
+  process.off('SIGINT', duringStartUp);
   late.abandon = () => running.abandon();
   log.info({ metricsPort: running.metricsPort }, 'worker ready');
   if (process.env.NPU_FLEET_SUPERVISED === '1') {

@@ -1,0 +1,34 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+
+/** `npu-fleet worker` as a process: what a supervisor or Kubernetes sees of it. */
+describe('npu-fleet worker', () => {
+  it('SIGTERM while start-up waits for an unreachable broker exits 0 at once (nothing to drain), not by the signal', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-worker-'));
+    const configFile = join(dir, 'fleet.yaml');
+    // Port 1 refuses connections: start-up waits in the Redis check (15 s) until the signal.
+    writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://127.0.0.1:1' } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));
+    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'worker', '--device', '0', '--config', configFile], {
+      env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const deadline = Date.now() + 20_000;
+    while (!out.includes('model version loaded') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(out, 'start-up reached the broker check').toContain('model version loaded');
+    const signalledAt = Date.now();
+    child.kill('SIGTERM');
+    const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 5_000))]);
+    if (result === 'slow') child.kill('SIGKILL');
+    expect(result, out).toEqual({ code: 0, signal: null });
+    expect(Date.now() - signalledAt).toBeLessThan(5_000);
+    expect(out).toContain('stopped during start-up; nothing to drain');
+  }, 60_000);
+});
