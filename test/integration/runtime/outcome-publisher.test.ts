@@ -18,9 +18,12 @@ afterEach(async () => {
 });
 
 
-describe('outcome publisher', () => {
+describe.each([
+  ['at-least-once', false],
+  ['exactly-once', true],
+])('outcome publisher on kafka (%s)', (_mode, exactlyOnce) => {
   it('a result over the broker message limit becomes a small failed result plus a DLQ record; the rest settle and the partition commits', async () => {
-    const settings = kafkaSettings();
+    const settings = kafkaSettings({ exactlyOnce });
     const model = uniqueName('huge').replace(/-/g, '');
     const replyTo = `${model}.out`;
     const producer = new KafkaProducer(settings, { partitions: 1 });
