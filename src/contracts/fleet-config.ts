@@ -17,6 +17,7 @@ export const FLEET_DEFAULTS = {
   bullmqQueueTemplate: '{model}.requests',
   bullmqLockDurationMs: 120_000,
   bullmqPrefetch: 256,
+  bullmqConnectTimeoutMs: 15_000,
   publishLingerMs: 2,
   workerMaxSemiSpaceMb: 32,
   kafkaMaxBytesPerPartition: 256 * 1024,
@@ -73,6 +74,12 @@ export const BullmqSettingsSchema = z
         'Jobs a worker holds per model (BullMQ concurrency); a few device batches deep. Larger costs CPU per job ' +
           '(more jobs waiting on locks and promises) and delays priority',
       ),
+    connectTimeoutMs: z
+      .number()
+      .int()
+      .positive()
+      .default(FLEET_DEFAULTS.bullmqConnectTimeoutMs)
+      .describe('How long a worker start or a first publish waits for Redis before failing (BullMQ alone waits forever)'),
   })
   .describe('BullMQ transport settings');
 

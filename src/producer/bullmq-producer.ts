@@ -33,8 +33,6 @@ export interface BullmqProducerOptions extends ProducerOptions {
   readonly logger?: TransportLogger;
   /** Reply workers' concurrency (results are handed over synchronously; this bounds Redis round trips in flight). */
   readonly replyConcurrency?: number;
-  /** How long the first publish or subscribe waits for Redis to answer before it fails. */
-  readonly connectTimeoutMs?: number;
 }
 
 /**
@@ -90,7 +88,7 @@ export class BullmqProducer implements Producer {
         this.connection.on('error', (err: Error) => this.options.logger?.debug({ err }, 'redis connection error'));
       }
       const connection = this.connection;
-      this.reachable = ensureRedisAnswers(connection, this.settings.redisUrl, this.options.connectTimeoutMs ?? 15_000, 'bullmq producer').catch(
+      this.reachable = ensureRedisAnswers(connection, this.settings.redisUrl, this.settings.connectTimeoutMs, 'bullmq producer').catch(
         (err: unknown) => {
           // The next call asks again; the connection keeps reconnecting meanwhile.
           this.reachable = undefined;

@@ -27,11 +27,7 @@ export interface BullmqTransportOptions {
   readonly maxStalledCount?: number;
   /** While only some priorities are paused, how long fetching rests after meeting a paused one. */
   readonly pausedPollMs?: number;
-  /** How long start() waits for Redis to answer before it fails (BullMQ itself would wait forever). */
-  readonly connectTimeoutMs?: number;
 }
-
-const CONNECT_TIMEOUT_MS = 15_000;
 
 interface Entry {
   readonly job: Job;
@@ -147,7 +143,7 @@ export class BullmqTransport implements Transport {
 
   private async reachRedis(): Promise<void> {
     try {
-      await ensureRedisAnswers(this.shared, this.settings.redisUrl, this.options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS);
+      await ensureRedisAnswers(this.shared, this.settings.redisUrl, this.settings.connectTimeoutMs);
     } catch (err) {
       this.connection?.disconnect();
       this.connection = undefined;

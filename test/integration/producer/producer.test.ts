@@ -115,7 +115,7 @@ describe.each(setups)('producer on $name', (setup) => {
 
 describe('bullmq producer against a Redis that does not answer', () => {
   it('publish and subscribe fail within connectTimeoutMs, naming transport.bullmq.redisUrl, instead of waiting forever', async () => {
-    const producer = new BullmqProducer(bullmqSettings({ redisUrl: 'redis://127.0.0.1:1' }), { connectTimeoutMs: 1_000 });
+    const producer = new BullmqProducer(bullmqSettings({ redisUrl: 'redis://127.0.0.1:1', connectTimeoutMs: 1_000 }));
     open.push(producer);
     const startedAt = Date.now();
     const failure = (p: Promise<unknown>): Promise<unknown> => p.then(() => undefined, (e: unknown) => e);

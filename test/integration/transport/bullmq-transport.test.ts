@@ -21,8 +21,8 @@ function track<T extends { close(): Promise<void> }>(c: T): T {
 }
 
 describe('bullmq transport', () => {
-  it('start fails within connectTimeoutMs with an error naming transport.bullmq.redisUrl when Redis does not answer', async () => {
-    const t = track(new BullmqTransport(bullmqSettings({ redisUrl: 'redis://:secret@127.0.0.1:1' }), { connectTimeoutMs: 1_000 }));
+  it('start fails within transport.bullmq.connectTimeoutMs with an error naming transport.bullmq.redisUrl when Redis does not answer', async () => {
+    const t = track(new BullmqTransport(bullmqSettings({ redisUrl: 'redis://:secret@127.0.0.1:1', connectTimeoutMs: 1_000 })));
     const startedAt = Date.now();
     const err: unknown = await startWith(t, uniqueName('no-redis'), new Inbox()).then(
       () => undefined,
