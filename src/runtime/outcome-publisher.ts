@@ -9,7 +9,8 @@ const undeliverable = new WeakSet<Outcome>();
  * Collects outcomes and settles them with the transport in small batches (publish results, then
  * ack). Up to `maxConcurrent` settles run at once: one broker round trip per batch would otherwise
  * cap throughput at batch size / round trip. A failed settle is retried with backoff, never
- * dropped: its deliveries stay unacked, so a crash meanwhile means redelivery, not loss.
+ * dropped: its deliveries stay unacked, so a crash meanwhile means redelivery, not loss. A result
+ * the broker refuses for good is replaced by a failed result (see settleApart).
  */
 export class OutcomePublisher {
   private queue: Outcome[] = [];
@@ -97,7 +98,7 @@ export class OutcomePublisher {
       return;
     }
     const [outcome] = batch as [Outcome];
-    const tooLarge = failure.details['kafkaError'] === 'MESSAGE_TOO_LARGE' || failure.details['kafkaError'] === 'RECORD_LIST_TOO_LARGE';
+    const tooLarge = failure.details['limit'] === 'message-size';
     const error = {
       code: tooLarge ? ('LIMIT_EXCEEDED' as const) : failure.code,
       message: tooLarge

@@ -98,6 +98,8 @@ async function ensureTopicsOnce(admin: Admin, topics: readonly string[], numPart
   }
 }
 
+const TOO_LARGE = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE']);
+
 const PERMANENT = new Set([
   'INVALID_TOPIC_EXCEPTION',
   'TOPIC_AUTHORIZATION_FAILED',
@@ -134,6 +136,8 @@ export function kafkaError(err: unknown, what: string): FleetError {
   return new FleetError('TRANSPORT_ERROR', `${what}: ${(err as Error)?.message ?? String(err)}`, {
     cause: err,
     retriable: !(type !== undefined && PERMANENT.has(type)),
-    details: type === undefined ? {} : { kafkaError: type },
+    // `limit: 'message-size'` is the transport-neutral mark the runtime reacts to (a result too
+    // big for the broker is answered with a small failed result instead).
+    details: type === undefined ? {} : { kafkaError: type, ...(TOO_LARGE.has(type) ? { limit: 'message-size' } : {}) },
   });
 }
