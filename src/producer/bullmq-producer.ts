@@ -81,7 +81,7 @@ export class BullmqProducer implements Producer {
    */
   private reach(): Promise<void> {
     if (this.closed) return Promise.reject(new FleetError('CLOSED', 'bullmq producer is closed'));
-    if (this.connection === undefined || this.reachable === undefined) {
+    if (this.reachable === undefined) {
       if (this.connection === undefined) {
         this.connection = redisConnection(this.settings.redisUrl);
         // Reconnect attempts while Redis is away; without a listener ioredis prints each one.

@@ -106,15 +106,10 @@ const PERMANENT = new Set([
   'CLUSTER_AUTHORIZATION_FAILED',
   'GROUP_AUTHORIZATION_FAILED',
   'TRANSACTIONAL_ID_AUTHORIZATION_FAILED',
-  'MESSAGE_TOO_LARGE',
-  'RECORD_LIST_TOO_LARGE',
+  ...TOO_LARGE,
   'INVALID_RECORD',
 ]);
 
-/**
- * Maps kafkajs failures to FleetError. Broker trouble (retries exhausted, leader moves, timeouts)
- * is retriable: the same publish may succeed later. Authorization / size / naming errors are not.
- */
 /** A connection failure (refused, unresolvable, timed out), possibly wrapped by kafkajs's retrier. */
 function unreachable(err: unknown): boolean {
   for (let e = err as { name?: string; message?: string; cause?: unknown } | undefined, depth = 0; e !== undefined && e !== null && depth < 4; e = e.cause as typeof e, depth++) {
@@ -130,6 +125,10 @@ export function startFailure(what: string, err: unknown, brokers: readonly strin
     : what;
 }
 
+/**
+ * Maps kafkajs failures to FleetError. Broker trouble (retries exhausted, leader moves, timeouts)
+ * is retriable: the same publish may succeed later. Authorization / size / naming errors are not.
+ */
 export function kafkaError(err: unknown, what: string): FleetError {
   if (err instanceof FleetError) return err;
   const type = (err as { type?: string }).type ?? (err as { cause?: { type?: string } }).cause?.type;
