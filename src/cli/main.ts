@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import { FleetError } from '../errors/fleet-error.ts';
 import { loadFleetConfig } from '../contracts/config-loader.ts';
 import { createLogger } from '../observability/logger.ts';
@@ -6,22 +5,16 @@ import { startCommand } from './start-command.ts';
 import { workerCommand } from './worker-command.ts';
 import { validateModelsCommand } from './models-command.ts';
 import { publishCommand } from './publish-command.ts';
+import { COMMAND_USAGE, intOption, noPositionals, parseCommandArgs } from './cli-args.ts';
 
 export const USAGE = `npu-fleet — queue-driven inference workers for Ascend NPUs
 
 Usage:
-  npu-fleet start [--config FILE] [--devices N] [--demo]
-      The fleet: one worker per device (restarted with backoff), SIGTERM drains them all.
-      With no config: memory broker, simulated devices, examples/models, built-in demo load.
-  npu-fleet worker --device N [--config FILE]
-      One device worker (what a Kubernetes pod runs). Serves /metrics /healthz /readyz.
-  npu-fleet models validate DIR
-      Checks a model repository (config.yaml schema, version directories, artifacts).
-  npu-fleet publish --model NAME [--count N] [--priority P] [--deadline-ms MS] [--await]
-                    [--file REQUEST.json] [--timeout-ms MS] [--config FILE]
-      Publishes requests (synthetic ones fitting the model, or a JSON request file) and
-      optionally waits for each reply.
+${Object.values(COMMAND_USAGE)
+  .map((u) => `  ${u}`)
+  .join('\n')}
 
+Run npu-fleet COMMAND --help for one command.
 Config: one YAML file (--config or $NPU_FLEET_CONFIG) plus NPU_FLEET__SECTION__KEY env overrides.`;
 
 export async function main(argv: readonly string[]): Promise<number> {
@@ -29,25 +22,30 @@ export async function main(argv: readonly string[]): Promise<number> {
   try {
     switch (command) {
       case 'start': {
-        const { values } = parseArgs({ args: rest, options: { config: { type: 'string' }, devices: { type: 'string' }, demo: { type: 'boolean' } } });
+        const parsed = parseCommandArgs('start', rest, { config: { type: 'string' }, devices: { type: 'string' }, demo: { type: 'boolean' } });
+        if (parsed === undefined) return 0;
+        const { values, positionals } = parsed;
+        noPositionals('start', positionals);
         const overrides: Record<string, unknown> = {};
-        if (values.devices) overrides.devices = { count: Number(values.devices) };
+        if (values.devices !== undefined) overrides.devices = { count: intOption('devices', values.devices, 1) };
         const config = loadFleetConfig({ file: values.config, overrides });
         const embeddedDefault = config.transport.kind === 'memory' && !values.config && !process.env.NPU_FLEET_CONFIG;
         if (values.demo || embeddedDefault) config.demo.enabled = true;
         return await startCommand(config, values.config);
       }
       case 'worker': {
-        const { values } = parseArgs({ args: rest, options: { config: { type: 'string' }, device: { type: 'string' } } });
-        const deviceId = Number(values.device);
-        if (values.device === undefined || !Number.isInteger(deviceId) || deviceId < 0) {
-          throw new FleetError('INVALID_ARGUMENT', '--device N is required (N = device index, 0-based)');
-        }
-        return await workerCommand(loadFleetConfig({ file: values.config }), deviceId);
+        const parsed = parseCommandArgs('worker', rest, { config: { type: 'string' }, device: { type: 'string' } });
+        if (parsed === undefined) return 0;
+        const { values, positionals } = parsed;
+        noPositionals('worker', positionals);
+        if (values.device === undefined) throw new FleetError('INVALID_ARGUMENT', '--device N is required (N = device index, 0-based)');
+        return await workerCommand(loadFleetConfig({ file: values.config }), intOption('device', values.device, 0));
       }
       case 'models': {
-        const [sub, dir] = rest;
-        if (sub !== 'validate' || !dir) throw new FleetError('INVALID_ARGUMENT', 'usage: npu-fleet models validate DIR');
+        const parsed = parseCommandArgs('models', rest, {});
+        if (parsed === undefined) return 0;
+        const [sub, dir, extra] = parsed.positionals;
+        if (sub !== 'validate' || !dir || extra !== undefined) throw new FleetError('INVALID_ARGUMENT', `usage: ${COMMAND_USAGE.models.split('\n')[0]}`);
         return validateModelsCommand(dir);
       }
       case 'publish':

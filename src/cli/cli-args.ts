@@ -1,0 +1,88 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { FleetError } from '../errors/fleet-error.ts';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** What each command accepts; `npu-fleet COMMAND --help` prints its entry. */
+export const COMMAND_USAGE = {
+  start: `npu-fleet start [--config FILE] [--devices N] [--demo]
+    The fleet: one worker per device (restarted with backoff), SIGTERM drains them all.
+    With no config: memory broker, simulated devices, examples/models, built-in demo load.`,
+  worker: `npu-fleet worker --device N [--config FILE]
+    One device worker (what a Kubernetes pod runs). Serves /metrics /healthz /readyz.`,
+  models: `npu-fleet models validate DIR
+    Checks a model repository (config.yaml schema, version directories, artifacts).`,
+  publish: `npu-fleet publish --model NAME [--count N] [--priority P] [--deadline-ms MS] [--await]
+                  [--file REQUEST.json] [--timeout-ms MS] [--reply-to NAME] [--config FILE]
+    Publishes requests (synthetic ones fitting the model, or a JSON request file) and
+    optionally waits for each reply (--timeout-ms, default 30000, bounds the wait).`,
+} as const;
+
+export type CommandName = keyof typeof COMMAND_USAGE;
+
+/**
+ * parseArgs with the CLI's manners: `--help`/`-h` prints the command's usage (returns undefined:
+ * the caller exits 0), and a malformed command line becomes INVALID_ARGUMENT (exit 2) naming the
+ * option and pointing at --help, instead of Node's TypeError and stack trace.
+ */
+export function parseCommandArgs<O extends Options>(
+  command: CommandName,
+  args: readonly string[],
+  options: O,
+  print: (text: string) => void = (t) => process.stdout.write(`${t}\n`),
+): ReturnType<typeof parseArgs<{ args: string[]; options: O; allowPositionals: true }>> | undefined {
+  if (args.includes('--help') || args.includes('-h')) {
+    print(`Usage:\n  ${COMMAND_USAGE[command]}`);
+    return undefined;
+  }
+  try {
+    return parseArgs({ args: [...args], options, allowPositionals: true });
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS')) {
+      throw new FleetError('INVALID_ARGUMENT', `${parseArgsProblem(err as Error)} (run npu-fleet ${command} --help)`, { cause: err });
+    }
+    throw err;
+  }
+}
+
+/** Node's parseArgs messages, shortened to the part that tells the user what to change. */
+function parseArgsProblem(err: Error): string {
+  const option = /'(-[^' ]*)/.exec(err.message)?.[1] ?? '';
+  switch ((err as { code?: string }).code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
+      return `unknown option ${option}`;
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
+      if (/ambiguous/.test(err.message)) return `${option} needs a value (a value starting with '-' is written ${option}=VALUE)`;
+      if (/does not take an argument/.test(err.message)) return `${option} takes no value`;
+      return `${option} needs a value`;
+    default:
+      return err.message.split('\n')[0] ?? err.message;
+  }
+}
+
+/** A positionals guard: commands that take none say so instead of ignoring a stray word. */
+export function noPositionals(command: CommandName, positionals: readonly string[]): void {
+  if (positionals.length > 0) {
+    throw new FleetError('INVALID_ARGUMENT', `unexpected argument "${positionals[0]}" (run npu-fleet ${command} --help)`);
+  }
+}
+
+/** An integer option within [min, max]; the error names the flag and the accepted range. */
+export function intOption(flag: string, value: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer from ${min} to ${max}`;
+    throw new FleetError('INVALID_ARGUMENT', `--${flag} must be ${range}, got "${value}"`, { details: { field: flag } });
+  }
+  return n;
+}
+
+/** A positive finite number of milliseconds. */
+export function msOption(flag: string, value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n <= 0) {
+    throw new FleetError('INVALID_ARGUMENT', `--${flag} must be a positive number of milliseconds, got "${value}"`, { details: { field: flag } });
+  }
+  return n;
+}

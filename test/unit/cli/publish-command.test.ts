@@ -1,0 +1,69 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../../src/cli/main.ts';
+
+// A BullMQ config whose Redis cannot answer: every case below must fail before connecting (the
+// connect failure would say "did not answer"), so none of them needs a server.
+const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-publish-'));
+const config = join(dir, 'fleet.yaml');
+writeFileSync(config, 'transport:\n  kind: bullmq\n  bullmq: { redisUrl: "redis://127.0.0.1:1", connectTimeoutMs: 300 }\n');
+const requestFile = (name: string, body: unknown): string => {
+  const path = join(dir, name);
+  writeFileSync(path, typeof body === 'string' ? body : JSON.stringify(body));
+  return path;
+};
+const goodRequest = { id: 'r1', model: 'mlp-classifier', inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data: Buffer.alloc(256).toString('base64') }] };
+
+let stderr: string[] = [];
+let stdout: string[] = [];
+beforeEach(() => {
+  stderr = [];
+  stdout = [];
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => (stderr.push(String(chunk)), true));
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => (stdout.push(String(chunk)), true));
+});
+afterEach(() => vi.restoreAllMocks());
+
+describe('npu-fleet publish argument checks (before anything is sent)', () => {
+  it.each([
+    [['--count', 'abc'], '--count must be an integer from 1 to 1000000, got "abc"'],
+    [['--count=0'], '--count must be an integer from 1 to 1000000, got "0"'],
+    [['--priority', 'high'], '--priority must be an integer >= 0, got "high"'],
+    [['--priority', '3'], 'priority must be from 0 to 2: model mlp-classifier has 3 priority levels, got 3'],
+    [['--deadline-ms', '0'], '--deadline-ms must be a positive number of milliseconds, got "0"'],
+    [['--timeout-ms', 'x'], '--timeout-ms must be a positive number of milliseconds, got "x"'],
+    [['--bogus'], 'unknown option --bogus (run npu-fleet publish --help)'],
+    [['extra'], 'unexpected argument "extra" (run npu-fleet publish --help)'],
+  ])('%j exits 2 naming the flag', async (args, message) => {
+    expect(await main(['publish', '--config', config, '--model', 'mlp-classifier', ...args])).toBe(2);
+    expect(stderr.join('')).toBe(`npu-fleet: ${message}\n`);
+  });
+
+  it('--file: unreadable, not JSON, invalid request, priority past the levels, or mixed with --model', async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['--file', join(dir, 'missing.json')], /--file .*missing\.json cannot be read \(ENOENT\)/],
+      [['--file', requestFile('bad.json', '{oops')], /--file .*bad\.json is not JSON: .*; it holds one request as JSON/],
+      [['--file', requestFile('short.json', { ...goodRequest, inputs: [{ ...goodRequest.inputs[0], data: 'AAAA' }] })], /--file .*short\.json: inputs\[0\]\.data holds 3 bytes but float32 \[1,64\] needs 256/],
+      [['--file', requestFile('prio.json', { ...goodRequest, priority: 7 })], /priority must be from 0 to 2: model mlp-classifier has 3 priority levels, got 7/],
+      [['--file', requestFile('ok.json', goodRequest), '--model', 'mlp-classifier'], /--file publishes the one request in the file; drop --model and --count/],
+    ];
+    for (const [args, message] of cases) {
+      stderr = [];
+      expect(await main(['publish', '--config', config, ...args])).toBe(2);
+      expect(stderr.join('')).toMatch(message);
+    }
+  });
+
+  it('a valid file request without createdAt gets past every check to the transport', async () => {
+    // Reaching the (unreachable) Redis proves the file parsed and createdAt was filled in.
+    expect(await main(['publish', '--config', config, '--file', requestFile('no-created.json', goodRequest)])).toBe(1);
+    expect(stderr.join('')).toMatch(/Redis at 127\.0\.0\.1:1 did not answer within 300 ms/);
+  });
+
+  it('--help prints the publish usage and exits 0', async () => {
+    expect(await main(['publish', '--help'])).toBe(0);
+    expect(stdout.join('')).toMatch(/npu-fleet publish --model NAME .*\n.*--file REQUEST\.json/);
+  });
+});
