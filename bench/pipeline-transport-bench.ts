@@ -2,7 +2,9 @@
  * Pipeline vs transport ceiling (issue 5): end-to-end throughput of the whole worker pipeline
  * (decode → scheduler → gather → simulated device → scatter → publish → ack) through Kafka and
  * through BullMQ with a near-zero-cost model, as a ratio to that transport's own echo ceiling
- * (kafkajs consume→produce; BullMQ process→add), measured side by side in one run. Target >= 0.7.
+ * (kafkajs consume→produce; BullMQ process→add, its jobs carrying the fleet's retention options like
+ * the pipeline's; the bare BullMQ echo without them is reported beside it), measured side by side
+ * in one run. Target >= 0.7.
  * Both start from a pre-published backlog and stop at the last reply.
  * Run: npx tsx bench/pipeline-transport-bench.ts [--messages N] [--rounds R] [--devices D] [--processes]
  *      (BENCH_ONLY=kafka|bullmq runs one transport; BENCH_PRIORITY sets the request priority)
@@ -23,6 +25,7 @@ import { workerNodeFlags } from '../src/runtime/worker-node-flags.ts';
 import type { Transport } from '../src/transport/index.ts';
 import { transportFor } from '../src/cli/worker-deps.ts';
 import { Queue } from 'bullmq';
+import { KEEP_COMPLETED, KEEP_FAILED } from '../src/transport/bullmq/bullmq-names.ts';
 import { Kafka, logLevel } from 'kafkajs';
 import { bullmqRawEcho, kafkaRawEcho, topicSize, until, withBenchServices } from './transport-echo.ts';
 
@@ -147,21 +150,25 @@ function median(values: number[]): number {
 
 await withBenchServices(async ({ kafkaBrokers, redisUrl }) => {
   // The echo carries the very requests the pipeline serves (one MLP sample, 64 floats), so the
-  // ceiling moves the same bytes per message.
-  const echo = (kind: 'kafka' | 'bullmq', messages: number) =>
+  // ceiling moves the same bytes per message. On BullMQ it also moves the same jobs: the fleet's
+  // producer and reply adds carry retention (removeOnComplete/removeOnFail, which production needs
+  // so Redis does not keep every job), and trimming costs Redis and the client per job. The bare
+  // echo (no retention, Redis keeps everything) is measured too and reported beside it.
+  const fleetJobOptions = { removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED };
+  const echo = (kind: 'kafka' | 'bullmq', messages: number, bare = false) =>
     kind === 'kafka'
       ? kafkaRawEcho(kafkaBrokers, { messages, makeRequest: (_model, i) => request(i, 'unused') })
-      : bullmqRawEcho(redisUrl, { messages, makeRequest: (_model, i) => request(i, 'unused') });
+      : bullmqRawEcho(redisUrl, { messages, makeRequest: (_model, i) => request(i, 'unused'), ...(bare ? {} : { jobOptions: fleetJobOptions }) });
   console.log(
     `pipeline vs transport echo ceiling: model ${MODEL} (near-zero cost), ${DEVICES} simulated devices, one worker each, ` +
       `${IN_PROCESS ? 'all in this process' : 'each in its own process'}; ${ROUNDS} interleaved rounds (echo then pipeline), ratios paired per round`,
   );
   const only = process.env['BENCH_ONLY'];
-  const rows: Array<{ name: string; messages: number; ceilings: number[]; pipes: number[] }> = [];
+  const rows: Array<{ name: string; messages: number; ceilings: number[]; pipes: number[]; bare: number[] }> = [];
   for (const kind of ['kafka', 'bullmq'] as const) {
     if (only !== undefined && only !== kind) continue;
     const messages = kind === 'kafka' ? N : Math.min(N, 10_000);
-    const row = { name: kind, messages, ceilings: [] as number[], pipes: [] as number[] };
+    const row = { name: kind, messages, ceilings: [] as number[], pipes: [] as number[], bare: [] as number[] };
     // Uncounted warm-up: the first echo in a process otherwise runs on cold client code while the
     // pipeline after it starts warm, which flatters round 1's ratio.
     await echo(kind, 2_000);
@@ -173,11 +180,21 @@ await withBenchServices(async ({ kafkaBrokers, redisUrl }) => {
               transport: { kind: 'kafka', kafka: { brokers: kafkaBrokers, groupId: `bench-${tag}`, topicTemplate: `bench-${tag}.{model}.requests.p{priority}`, repliesTemplate: `bench-${tag}.{model}.replies`, dlqTemplate: `bench-${tag}.{model}.dlq` } },
             }).transport
           : parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl, prefix: `bench-${tag}` } } }).transport;
+      // The run right after a pipeline starts on a busier machine (its teardown, GC of its heap):
+      // the two BullMQ echoes take turns going first, and every stage starts after a short rest.
+      const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 1000));
+      let bare: Awaited<ReturnType<typeof echo>> | undefined;
+      if (kind === 'bullmq' && round % 2 === 0) bare = (await settle(), await echo(kind, messages, true));
+      await settle();
       const ceiling = await echo(kind, messages);
+      if (kind === 'bullmq' && round % 2 === 1) bare = (await settle(), await echo(kind, messages, true));
+      await settle();
       const pipe = await pipeline(settings, messages);
       row.ceilings.push(ceiling.msgsPerSec);
       row.pipes.push(pipe.msgsPerSec);
-      process.stderr.write(`  ${kind} round ${round + 1}: echo ${ceiling.msgsPerSec.toFixed(0)} msg/s, pipeline ${pipe.msgsPerSec.toFixed(0)} req/s, ratio ${(pipe.msgsPerSec / ceiling.msgsPerSec).toFixed(2)}\n`);
+      if (bare !== undefined) row.bare.push(bare.msgsPerSec);
+      const bareNote = bare === undefined ? '' : ` (bare echo ${bare.msgsPerSec.toFixed(0)} msg/s, ratio to it ${(pipe.msgsPerSec / bare.msgsPerSec).toFixed(2)})`;
+      process.stderr.write(`  ${kind} round ${round + 1}: echo ${ceiling.msgsPerSec.toFixed(0)} msg/s, pipeline ${pipe.msgsPerSec.toFixed(0)} req/s, ratio ${(pipe.msgsPerSec / ceiling.msgsPerSec).toFixed(2)}${bareNote}\n`);
     }
     rows.push(row);
   }
@@ -187,6 +204,13 @@ await withBenchServices(async ({ kafkaBrokers, redisUrl }) => {
       `${r.name.padEnd(7)} ${r.messages} msgs | echo ceiling median ${median(r.ceilings).toFixed(0).padStart(6)} msg/s | full pipeline median ${median(r.pipes).toFixed(0).padStart(6)} req/s | ` +
         `ratio median ${ratio.toFixed(2)} [${r.pipes.map((p, i) => (p / (r.ceilings[i] ?? NaN)).toFixed(2)).join(', ')}] (target >= 0.7) ${ratio >= 0.7 ? 'PASS' : 'MISS'}`,
     );
+    if (r.bare.length > 0) {
+      const bareRatios = r.pipes.map((p, i) => p / (r.bare[i] ?? NaN));
+      console.log(
+        `${''.padEnd(7)} reference: bare echo (no job retention, Redis keeps every job) median ${median(r.bare).toFixed(0).padStart(6)} msg/s | ` +
+          `pipeline / bare echo median ${median(bareRatios).toFixed(2)} [${bareRatios.map((x) => x.toFixed(2)).join(', ')}]`,
+      );
+    }
   }
 });
 process.exit(0);

@@ -38,6 +38,11 @@ export interface EchoOptions {
   readonly partitions?: number;
   /** BullMQ raw echo worker concurrency. */
   readonly concurrency?: number;
+  /**
+   * BullMQ job options on the echo's input jobs and on the jobs it adds (default none: Redis keeps
+   * every job). The pipeline bench passes the fleet's own retention so both move the same jobs.
+   */
+  readonly jobOptions?: Readonly<Record<string, unknown>>;
   /** KafkaTransport tuning for the transport echo. */
   readonly kafkaTransport?: KafkaTransportOptions;
 }
@@ -209,7 +214,7 @@ export async function bullmqRawEcho(redisUrl: string, options: EchoOptions = {})
       Array.from({ length: Math.min(1_000, n - i) }, (_, k) => ({
         name: 'r',
         data: requestToJson(make('m', i + k)),
-        opts: { jobId: `echo-${i + k}`, priority: ((i + k) % 3) + 1 },
+        opts: { ...options.jobOptions, jobId: `echo-${i + k}`, priority: ((i + k) % 3) + 1 },
       })),
     );
   }
@@ -218,7 +223,7 @@ export async function bullmqRawEcho(redisUrl: string, options: EchoOptions = {})
     'in',
     async (job) => {
       if (startedAt === 0) startedAt = performance.now();
-      await output.add('r', job.data, { jobId: job.id });
+      await output.add('r', job.data, { ...options.jobOptions, jobId: job.id });
       return job.data;
     },
     { connection, prefix, concurrency: options.concurrency ?? 100 },
