@@ -25,6 +25,17 @@ const RECOVERED_BY_KAFKAJS = new Set([
   'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing',
 ]);
 
+/**
+ * Broker answers that mean partition leadership is moving (a topic just created, a broker
+ * restarting). kafkajs refreshes metadata and retries; if that keeps failing the error reaches the
+ * transport, which reports it. Each answer is worth a warning, not an ERROR line per partition.
+ */
+const LEADERSHIP_MOVING = new Set([
+  'This server is not the leader for that topic-partition',
+  'There is no leader for this topic-partition as we are in the middle of a leadership election',
+  'This server does not host this topic-partition',
+]);
+
 /** Maps kafkajs log entries onto the fleet's logger (exported for its test). */
 export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator {
   return () =>
@@ -32,12 +43,14 @@ export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator
       if (logger === undefined) return;
       const { message, ...extra } = log;
       const obj = { kafkajs: extra.logger, ...extra };
-      const recovered = typeof extra['error'] === 'string' && RECOVERED_BY_KAFKAJS.has(extra['error']) && message.startsWith('Response ');
+      const answer = message.startsWith('Response ') && typeof extra['error'] === 'string' ? extra['error'] : undefined;
+      const recovered = answer !== undefined && RECOVERED_BY_KAFKAJS.has(answer);
+      const moving = answer !== undefined && LEADERSHIP_MOVING.has(answer);
       // An entry with a retryCount announces a retry, not a failure: if the retries run out, the
       // error reaches the transport, which reports it.
       const retrying = typeof extra['retryCount'] === 'number';
       if (recovered) logger.debug(obj, message);
-      else if (level === logLevel.ERROR && !retrying) logger.error(obj, message);
+      else if (level === logLevel.ERROR && !retrying && !moving) logger.error(obj, message);
       else if (level === logLevel.ERROR) logger.warn(obj, message);
       else if (level === logLevel.WARN) logger.warn(obj, message);
       else if (level === logLevel.INFO) logger.info(obj, message);

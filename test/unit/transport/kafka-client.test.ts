@@ -19,7 +19,10 @@ describe('kafkaLogCreator', () => {
   it.each([
     ['a heartbeat refused during a rebalance goes to debug', entry(logLevel.ERROR, 'Response Heartbeat(key: 12, version: 3)', 'The group is rebalancing, so a rejoin is needed'), 'debug'],
     ['the rejoin kafkajs reports once stays a warning', entry(logLevel.WARN, 'The group is rebalancing, re-joining', 'The group is rebalancing, so a rejoin is needed'), 'warn'],
-    ['any other failed response stays an error', entry(logLevel.ERROR, 'Response Produce(key: 0, version: 7)', 'This server is not the leader for that topic-partition'), 'error'],
+    ['any other failed response stays an error', entry(logLevel.ERROR, 'Response Produce(key: 0, version: 7)', 'The request included a message larger than the max message size the server will accept'), 'error'],
+    ['leadership moving (kafkajs refreshes metadata and retries) is a warning', entry(logLevel.ERROR, 'Response ListOffsets(key: 2, version: 3)', 'This server is not the leader for that topic-partition'), 'warn'],
+    ['a leader election in progress is a warning', entry(logLevel.ERROR, 'Response Produce(key: 0, version: 7)', 'There is no leader for this topic-partition as we are in the middle of a leadership election'), 'warn'],
+    ['the same words outside a broker answer stay an error', entry(logLevel.ERROR, 'Crash: gave up', 'This server is not the leader for that topic-partition'), 'error'],
     ['an error without a broker answer stays an error', entry(logLevel.ERROR, 'Crash: KafkaJSNumberOfRetriesExceeded'), 'error'],
     ['a transaction told to retry goes to debug', entry(logLevel.ERROR, 'Response AddPartitionsToTxn(key: 24, version: 1)', 'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing'), 'debug'],
     ['a send that kafkajs will retry is a warning', entry(logLevel.ERROR, '[Producer] Failed to send messages: leader not available', undefined, { retryCount: 0, retryTime: 51 }), 'warn'],
