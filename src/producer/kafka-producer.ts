@@ -3,7 +3,7 @@ import type { Admin, Consumer, Kafka, Message, Producer as KafkaJsProducer } fro
 import { decodeResult, encodeRequest, type WireEncoding } from '../codec/index.ts';
 import type { KafkaSettings } from '../contracts/fleet-config.ts';
 import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
-import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import { MAX_PRIORITY_LEVELS, type RequestEnvelope } from '../contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogger } from '../transport/kafka/kafka-client.ts';
@@ -19,6 +19,14 @@ import type {
   SubscribeOptions,
 } from './producer.ts';
 import { ReplyRouter } from './reply-router.ts';
+
+/** One message on its way, with what its topic was rendered from. */
+interface Outgoing {
+  readonly topic: string;
+  readonly model: string;
+  readonly priority: number;
+  readonly message: Message;
+}
 
 interface ConsumerHandle {
   readonly consumer: Consumer;
@@ -87,12 +95,14 @@ export class KafkaProducer implements Producer {
     return renderName(this.settings.topicTemplate, model, priority ?? this.defaultPriority);
   }
 
-  private async send(messages: ReadonlyArray<{ topic: string; message: Message }>): Promise<void> {
+  private async send(messages: readonly Outgoing[]): Promise<void> {
     const { producer, admin } = await this.connect();
-    const missing = [...new Set(messages.map((m) => m.topic))].filter((t) => !this.knownTopics.has(t));
-    if (missing.length > 0) {
-      await ensureTopics(admin, missing, this.options.partitions ?? 8);
-      for (const t of missing) this.knownTopics.add(t);
+    const missing = new Map<string, Outgoing>();
+    for (const m of messages) if (!this.knownTopics.has(m.topic) && !missing.has(m.topic)) missing.set(m.topic, m);
+    if (missing.size > 0) {
+      await this.refuseUnreadPriorities(admin, [...missing.values()]);
+      await ensureTopics(admin, [...missing.keys()], this.options.partitions ?? 8);
+      for (const t of missing.keys()) this.knownTopics.add(t);
     }
     try {
       for (const chunk of chunkByBytes(messages)) {
@@ -103,6 +113,32 @@ export class KafkaProducer implements Producer {
     }
   }
 
+  /**
+   * Workers create their model's request topics, one per priority level, when they start. A
+   * request whose priority topic is missing while the model's lower ones exist would land where no
+   * worker reads and never be answered: refused here, naming the levels. (With no topic of the
+   * model yet, no worker has started; its topics are created so requests wait for one.)
+   */
+  private async refuseUnreadPriorities(admin: Admin, missing: readonly Outgoing[]): Promise<void> {
+    let existing: Set<string>;
+    try {
+      existing = new Set(await admin.listTopics());
+    } catch (err) {
+      throw kafkaError(err, 'listing topics failed');
+    }
+    for (const m of missing) {
+      if (existing.has(m.topic)) continue;
+      const served = [...Array(MAX_PRIORITY_LEVELS).keys()].filter((p) => existing.has(renderName(this.settings.topicTemplate, m.model, p)));
+      if (served.length === 0) continue;
+      throw new FleetError(
+        'INVALID_ARGUMENT',
+        `priority ${m.priority} of model ${m.model}: no worker reads ${m.topic}; the model's workers serve priorities ` +
+          `${served.join(', ')}. Publish with one of those (0 is most urgent)`,
+        { details: { field: 'priority', model: m.model, priority: m.priority, served } },
+      );
+    }
+  }
+
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
     const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
     const encoding = options.encoding ?? this.encoding;
@@ -110,6 +146,8 @@ export class KafkaProducer implements Producer {
     await this.send(
       list.map((r) => ({
         topic: this.topicFor(r.model, r.priority),
+        model: r.model,
+        priority: r.priority ?? this.defaultPriority,
         message: {
           key: r.streamKey ?? r.id,
           value: encodeRequest(r, encoding),
@@ -123,6 +161,8 @@ export class KafkaProducer implements Producer {
     await this.send(
       messages.map((m) => ({
         topic: this.topicFor(m.model, m.priority),
+        model: m.model,
+        priority: m.priority ?? this.defaultPriority,
         message: {
           key: m.key ?? null,
           value: m.body instanceof Uint8Array ? Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength) : JSON.stringify(m.body),

@@ -1,5 +1,6 @@
 // The producer client on every transport against a real broker: bulk publish + subscribeReplies,
 // many concurrent request() calls, JSON encoding, timeout and close semantics.
+import { Kafka, logLevel } from 'kafkajs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TransportSettings } from '../../../src/contracts/fleet-config.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
@@ -125,5 +126,43 @@ describe('bullmq producer against a Redis that does not answer', () => {
       expect((err as FleetError).message).toMatch(/^bullmq producer: Redis at 127\.0\.0\.1:1 did not answer within 1000 ms .*check transport\.bullmq\.redisUrl/);
     }
     expect(Date.now() - startedAt).toBeLessThan(6_000);
+  });
+});
+
+describe('kafka producer and priority topics', () => {
+  it('refuses a priority whose topic no worker reads (the model has 2 levels), sends nothing, and still publishes the served ones', async () => {
+    const settings: TransportSettings = { kind: 'kafka', kafka: kafkaSettings() };
+    const model = uniqueName('levels');
+    const producer = createProducer(settings, { partitions: 2 });
+    const worker = createTransport(settings, { kafka: { partitions: 2 } });
+    open.push(producer, worker);
+    const seen: string[] = [];
+    await worker.start({ subscriptions: [{ model, priorityLevels: 2 }], onDeliveries: (ds) => seen.push(...ds.map((d) => decodeBody(d).id)) });
+    const err = await producer.publish([makeRequest(model, 'ok-0', 0), makeRequest(model, 'lost-5', 5)]).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(FleetError);
+    expect((err as FleetError).code).toBe('INVALID_ARGUMENT');
+    expect((err as FleetError).details).toMatchObject({ field: 'priority', priority: 5, served: [0, 1] });
+    expect((err as FleetError).message).toMatch(/no worker reads .*\.p5; the model's workers serve priorities 0, 1/);
+    // Refused before sending: the topic was not created and the batch-mate was not sent either.
+    await producer.publish([makeRequest(model, 'ok-1', 1)]);
+    const deadline = Date.now() + 30_000;
+    while (!seen.includes('ok-1') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(seen).toEqual(['ok-1']);
+    const admin = new Kafka({ brokers: settings.kafka.brokers, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    const topics = await admin.listTopics();
+    await admin.disconnect();
+    expect(topics.filter((t) => t.startsWith(`${model}.`)).some((t) => t.endsWith('.p5'))).toBe(false);
+  });
+
+  it('creates the topic of a model no worker has started yet (requests wait for one)', async () => {
+    const settings: TransportSettings = { kind: 'kafka', kafka: kafkaSettings() };
+    const model = uniqueName('early');
+    const producer = createProducer(settings, { partitions: 2 });
+    open.push(producer);
+    await expect(producer.publish(makeRequest(model, 'early-2', 2))).resolves.toBeUndefined();
   });
 });
