@@ -137,6 +137,12 @@ export const FLEET_METRICS = {
     help: 'Redelivered requests seen again (at-least-once duplicates)',
     labels: ['model'],
   },
+  modelLoadFailures: {
+    name: 'npu_fleet_model_load_failures_total',
+    kind: 'counter',
+    help: 'Model versions that failed to load during a hot reload (the model keeps its served versions)',
+    labels: ['model'],
+  },
   dlq: {
     name: 'npu_fleet_dlq_total',
     kind: 'counter',
@@ -205,6 +211,7 @@ export class FleetMetrics {
   private readonly ready: Gauge;
   private readonly duplicates: Counter<'model'>;
   private readonly dlqs: Counter<'model' | 'reason'>;
+  private readonly loadFailures: Counter<'model'>;
   private readonly hooks: Hook[] = [];
 
   constructor(options: FleetMetricsOptions = {}) {
@@ -241,6 +248,7 @@ export class FleetMetrics {
     this.ready = new Gauge({ name: m.workerReady.name, help: m.workerReady.help, registers });
     this.duplicates = counter(m.duplicates);
     this.dlqs = counter(m.dlq);
+    this.loadFailures = counter(m.modelLoadFailures);
     this.ready.set(0);
   }
 
@@ -317,6 +325,10 @@ export class FleetMetrics {
 
   duplicateSeen(model: string, n = 1): void {
     if (n > 0) this.duplicates.inc({ model }, n);
+  }
+
+  modelLoadFailed(model: string): void {
+    this.loadFailures.inc({ model });
   }
 
   deadLettered(model: string, reason: string): void {

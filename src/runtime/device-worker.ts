@@ -113,9 +113,14 @@ export class DeviceWorker {
 
   /** Hot reload: load added versions, switch new batches to them, drain and unload removed ones. */
   async applySnapshot(snapshot: RepositorySnapshot): Promise<void> {
-    const newModels = await this.lanes.apply(snapshot);
+    const newModels = await this.lanes.apply(snapshot, { reload: true, onLoadFailure: (model) => this.o.metrics.modelLoadFailed(model) });
     if (newModels.length > 0) this.o.log.info({ models: newModels }, 'new models in repository; restart workers to subscribe to them');
     this.pump();
+  }
+
+  /** Whether a reload poll has anything to do beyond the repository diff (see ModelLanes). */
+  reloadPending(snapshot: RepositorySnapshot): boolean {
+    return this.lanes.hasRetryableFailures(snapshot);
   }
 
   // ---- intake -------------------------------------------------------------------------------

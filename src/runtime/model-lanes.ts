@@ -101,19 +101,46 @@ export class ModelLanes<P = unknown> {
     return [...this.models.values()].map((m) => ({ model: m.config.name, priorityLevels: m.config.priorityLevels }));
   }
 
-  /** Applies a repository snapshot; returns names of models that were not served before. */
-  async apply(snapshot: RepositorySnapshot): Promise<string[]> {
+  /**
+   * Versions that failed to load during a hot reload, by `model@version`, with the artifact's
+   * mtime then: not retried (a load is heavy on a real NPU) until the file changes.
+   */
+  private readonly failedLoads = new Map<string, number>();
+
+  /**
+   * Applies a repository snapshot; returns names of models that were not served before. At start
+   * (`reload: false`) a version that fails to load fails the worker, as a broken repository
+   * should. During a hot reload it is reported once and skipped: the model keeps serving what it
+   * has (an older version is retired only once a served one is loaded), and the version is tried
+   * again when its artifact changes.
+   */
+  async apply(snapshot: RepositorySnapshot, options: { reload?: boolean; onLoadFailure?: (model: string) => void } = {}): Promise<string[]> {
     const added: string[] = [];
     for (const repoModel of snapshot.models.values()) {
       if (repoModel.served.length === 0) continue;
       let entry = this.models.get(repoModel.name);
       for (const v of repoModel.served) {
         if (entry?.versions.has(v.version)) continue;
+        const key = `${v.model}@${v.version}`;
+        if (options.reload === true && this.failedLoads.get(key) === v.modifiedAt) continue;
         const started = Date.now();
-        const executable = await this.device.loadModel(v.artifactPath, {
-          gears: effectiveGears(repoModel.config),
-          maxInputDims: maxInputDims(repoModel.config),
-        });
+        let executable: ExecutableModel;
+        try {
+          executable = await this.device.loadModel(v.artifactPath, {
+            gears: effectiveGears(repoModel.config),
+            maxInputDims: maxInputDims(repoModel.config),
+          });
+        } catch (err) {
+          if (options.reload !== true) throw err;
+          this.failedLoads.set(key, v.modifiedAt);
+          options.onLoadFailure?.(v.model);
+          this.log.error(
+            { err, model: v.model, version: v.version, path: v.artifactPath, serving: entry?.defaultVersion ?? null },
+            'model version failed to load; keeping the versions already served (tried again when the file changes)',
+          );
+          continue;
+        }
+        this.failedLoads.delete(key);
         this.log.info({ model: v.model, version: v.version, loadMs: Date.now() - started }, 'model version loaded');
         const loaded: LoadedVersion = { model: v.model, version: v.version, executable, inflight: 0, retiring: false };
         if (!entry) {
@@ -124,8 +151,11 @@ export class ModelLanes<P = unknown> {
         entry.versions.set(v.version, loaded);
       }
       if (!entry) continue;
-      const newest = repoModel.served[repoModel.served.length - 1]?.version;
-      if (newest && newest !== entry.defaultVersion) {
+      const current = entry;
+      const newest = [...repoModel.served].reverse().find((v) => current.versions.has(v.version))?.version;
+      // Nothing served is loaded (the new version failed): keep serving what is there.
+      if (newest === undefined) continue;
+      if (newest !== entry.defaultVersion) {
         this.log.info({ model: repoModel.name, from: entry.defaultVersion, to: newest }, 'switching new batches to version');
         entry.defaultVersion = newest;
       }
@@ -150,6 +180,17 @@ export class ModelLanes<P = unknown> {
       }
     }
     return added;
+  }
+
+  /** A served version whose earlier load failed and whose artifact has since changed. */
+  hasRetryableFailures(snapshot: RepositorySnapshot): boolean {
+    for (const m of snapshot.models.values()) {
+      for (const v of m.served) {
+        const failedAt = this.failedLoads.get(`${v.model}@${v.version}`);
+        if (failedAt !== undefined && failedAt !== v.modifiedAt) return true;
+      }
+    }
+    return false;
   }
 
   laneFor(model: string, version: string | undefined): { ok: true; lane: Lane<P> } | { ok: false; error: FleetError } {

@@ -93,11 +93,13 @@ export async function runWorker(
       try {
         const next = scanRepository(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models });
         const diff = diffServed(snapshot, next);
-        if (diff.added.length > 0 || diff.removed.length > 0) {
+        // The snapshot advances even when a version failed to load (it is not retried each poll);
+        // reloadPending() notices when that version's file has changed since.
+        if (diff.added.length > 0 || diff.removed.length > 0 || worker.reloadPending(next)) {
           log.info({ added: diff.added.map((v) => `${v.model}@${v.version}`), removed: diff.removed.map((v) => `${v.model}@${v.version}`) }, 'model repository changed');
           await worker.applySnapshot(next);
-          snapshot = next;
         }
+        snapshot = next;
       } catch (err) {
         log.error({ err }, 'model repository reload failed; keeping the current versions');
       } finally {

@@ -1,0 +1,87 @@
+// Hot reload when the new version cannot be loaded: a real simulated device, a real memory broker,
+// a repository on disk. The model keeps serving its loaded version, the failure is reported once
+// (log + metric) rather than retried every poll, and a fixed file is picked up.
+import { cpSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadModelConfig, parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
+import { openDevice } from '../../../src/device/index.ts';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
+import { prng, syntheticRequest } from '../../../src/runtime/demo-load.ts';
+import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
+import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
+import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
+
+const MODEL = 'mlp-classifier';
+let worker: RunningWorker | undefined;
+let dir: string | undefined;
+afterEach(async () => {
+  await worker?.stop();
+  worker = undefined;
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const until = async (cond: () => boolean, ms: number, what: string): Promise<void> => {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+
+describe('hot reload of a version that fails to load', () => {
+  it('keeps serving the loaded version, reports the failure once, and loads the version once its file is fixed', async () => {
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    dir = mkdtempSync(join(tmpdir(), 'npu-fleet-reload-'));
+    const repo = join(dir, 'models');
+    cpSync(join('examples/models', MODEL), join(repo, MODEL), { recursive: true });
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const config = parseFleetConfig({ modelRepository: repo, devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 } });
+    const broker = new MemoryBroker();
+    worker = await runWorker(config, 0, { artifact: 'onnx', openDevice, createTransport: () => new MemoryTransport({ broker }) }, { log, metricsPort: 0 });
+    const producer = new MemoryProducer({ broker });
+    const results = new Map<string, ResultEnvelope>();
+    await producer.subscribeReplies('reload.replies', (r) => results.set(r.id, r));
+    const modelConfig = loadModelConfig(join(repo, MODEL, 'config.yaml'));
+    const rand = prng(3);
+    let n = 0;
+    const ask = async (): Promise<ResultEnvelope> => {
+      const r = syntheticRequest(modelConfig, n++, rand, { idPrefix: 'reload', replyTo: 'reload.replies', deadlineShare: 0, maxSamples: 1 });
+      await producer.publish(r);
+      await until(() => results.has(r.id), 20_000, `result of ${r.id}`);
+      return results.get(r.id)!;
+    };
+    expect((await ask()).version).toBe('1');
+
+    // Version 2 appears with an artifact the device cannot deserialize.
+    mkdirSync(join(repo, MODEL, '2'));
+    writeFileSync(join(repo, MODEL, '2', 'model.onnx'), Buffer.alloc(4096, 7));
+    const failures = () => lines.filter((l) => l.msg === 'model version failed to load; keeping the versions already served (tried again when the file changes)');
+    await until(() => failures().length > 0, 20_000, 'the load failure to be logged');
+    // Several more polls (1 s apart): no second attempt, no second report.
+    await new Promise((r) => setTimeout(r, 3_500));
+    expect(failures()).toHaveLength(1);
+    expect(failures()[0]).toMatchObject({ model: MODEL, version: '2', serving: '1', level: 50 });
+    expect(await worker.metrics.render()).toMatch(/npu_fleet_model_load_failures_total\{model="mlp-classifier"[^}]*\} 1\n/);
+    // The latest-version policy serves only v2, yet v1 was not retired: requests still succeed on it.
+    const during = await ask();
+    expect(during).toMatchObject({ status: 'ok', version: '1' });
+    expect(lines.some((l) => l.msg === 'version removed; draining')).toBe(false);
+
+    // The operator replaces the file: the next poll loads it and new batches switch to v2.
+    cpSync(join(repo, MODEL, '1', 'model.onnx'), join(repo, MODEL, '2', 'model.onnx'));
+    const later = new Date(Date.now() + 1_000);
+    utimesSync(join(repo, MODEL, '2', 'model.onnx'), later, later);
+    await until(() => lines.some((l) => l.msg === 'model version loaded' && l.version === '2'), 20_000, 'version 2 to load');
+    let after = await ask();
+    for (let i = 0; i < 20 && after.version !== '2'; i++) after = await ask();
+    expect(after).toMatchObject({ status: 'ok', version: '2' });
+    await until(() => lines.some((l) => l.msg === 'version unloaded' && l.version === '1'), 20_000, 'version 1 to be unloaded');
+    expect(failures()).toHaveLength(1);
+    await producer.close();
+  }, 90_000);
+});
