@@ -13,8 +13,10 @@ export function formatPath(path: readonly PropertyKey[]): string {
 
 function hintFor(issue: z.core.$ZodIssue): string {
   switch (issue.code) {
-    case 'invalid_type':
-      return `set it to a ${issue.expected}`;
+    case 'invalid_type': {
+      const expected = `${/^[aeiou]/.test(issue.expected) ? 'an' : 'a'} ${issue.expected}`;
+      return /received undefined$/.test(issue.message) ? `it is required: add it as ${expected}` : `set it to ${expected}`;
+    }
     case 'unrecognized_keys':
       return issue.keys.length === 1 ? 'remove it or fix its spelling' : 'remove them or fix their spelling';
     case 'invalid_value':

@@ -45,6 +45,11 @@ describe('fleet config loader', () => {
     expect(c.transport.kind === 'kafka' && c.transport.kafka.brokers).toEqual(['b:1', 'c:2']);
   });
 
+  it('says a missing section is required, with the right article', () => {
+    const file = tmpFile('no-kafka.yaml', 'transport:\n  kind: kafka\n');
+    expect(() => loadFleetConfig({ file, env: {} })).toThrow(/transport\.kafka: .*received undefined \(it is required: add it as an object\)/);
+  });
+
   it('names the bad field and the fix', () => {
     const file = tmpFile('bad.yaml', 'worker:\n  drainTimeoutMs: -5\ndevices:\n  backend: gpu\n');
     let err: unknown;
