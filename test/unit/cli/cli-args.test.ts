@@ -1,18 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { intOption, msOption, noPositionals, parseCommandArgs } from '../../../src/cli/cli-args.ts';
-import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { fleetErrorOf as problem } from '../../helpers/fleet-error-of.ts';
 
 const options = { device: { type: 'string' }, demo: { type: 'boolean' } } as const;
-
-function problem(fn: () => unknown): FleetError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof FleetError) return err;
-    throw err;
-  }
-  throw new Error('expected a FleetError');
-}
 
 describe('parseCommandArgs', () => {
   it('parses options and positionals', () => {

@@ -1,17 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { decodeRequest } from '../../../src/codec/index.ts';
-import { FleetError } from '../../../src/errors/fleet-error.ts';
+import type { FleetError } from '../../../src/errors/fleet-error.ts';
+import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
 
 const good = { id: 'r1', model: 'mlp', createdAt: 1_700_000_000_000, inputs: [{ name: 'input', dtype: 'float32', shape: [1, 1], data: 'AACAPw==' }] };
 
 function errorOf(value: unknown): FleetError {
-  try {
-    decodeRequest(Buffer.from(JSON.stringify(value)));
-  } catch (err) {
-    if (err instanceof FleetError) return err;
-    throw err;
-  }
-  throw new Error('expected a decode error');
+  return fleetErrorOf(() => decodeRequest(Buffer.from(JSON.stringify(value))));
 }
 
 describe('request envelope validation', () => {
