@@ -16,15 +16,15 @@ import { intOption, msOption, noPositionals, parseCommandArgs } from './cli-args
  */
 export async function publishCommand(args: readonly string[]): Promise<number> {
   const parsed = parseCommandArgs('publish', args, {
-      config: { type: 'string' },
-      model: { type: 'string' },
-      count: { type: 'string' },
-      priority: { type: 'string' },
-      'deadline-ms': { type: 'string' },
-      await: { type: 'boolean', default: false },
-      file: { type: 'string' },
-      'timeout-ms': { type: 'string', default: '30000' },
-      'reply-to': { type: 'string' },
+    config: { type: 'string' },
+    model: { type: 'string' },
+    count: { type: 'string' },
+    priority: { type: 'string' },
+    'deadline-ms': { type: 'string' },
+    await: { type: 'boolean', default: false },
+    file: { type: 'string' },
+    'timeout-ms': { type: 'string', default: '30000' },
+    'reply-to': { type: 'string' },
   });
   if (parsed === undefined) return 0;
   const { values, positionals } = parsed;
@@ -42,12 +42,15 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     throw new FleetError('INVALID_ARGUMENT', 'publish needs a Kafka or BullMQ transport in --config (the memory broker lives inside `npu-fleet start`)');
   }
   const requests: RequestEnvelope[] = [];
+  // Priority levels by model, for the check below; the synthetic path has its model at hand.
+  const levels = new Map<string, number | undefined>();
   if (values.file !== undefined) {
     requests.push(requestFromFile(values.file, config.limits));
   } else {
     if (!values.model) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (or --file REQUEST.json)');
     const model = findModel(config.modelRepository, values.model);
     if (!model) throw new FleetError('UNKNOWN_MODEL', `model ${values.model} is not in ${config.modelRepository}`);
+    levels.set(model.name, model.priorityLevels);
     const rand = prng(Date.now());
     for (let i = 0; i < count; i++) requests.push(syntheticRequest(model, i, rand, { idPrefix: `cli-${process.pid}-${Date.now()}`, deadlineShare: 0 }));
   }
@@ -56,7 +59,7 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     if (deadlineMs !== undefined) r.deadlineAt = Date.now() + deadlineMs;
     if (values['reply-to']) r.replyTo = values['reply-to'];
   }
-  checkPriorities(requests, config.modelRepository);
+  checkPriorities(requests, config.modelRepository, levels);
   const producer = createProducer(config.transport, { limits: config.limits });
   try {
     if (!values.await) {
@@ -115,8 +118,7 @@ function findModel(repository: string, name: string): ModelConfig | undefined {
  * On Kafka a priority past the model's levels lands on a topic no worker reads, so it is refused
  * here when the model's config is at hand (the repository may not exist where publish runs).
  */
-function checkPriorities(requests: readonly RequestEnvelope[], repository: string): void {
-  const levels = new Map<string, number | undefined>();
+function checkPriorities(requests: readonly RequestEnvelope[], repository: string, levels: Map<string, number | undefined>): void {
   for (const r of requests) {
     if (r.priority === undefined) continue;
     if (!levels.has(r.model)) {

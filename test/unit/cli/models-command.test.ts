@@ -22,6 +22,10 @@ describe('npu-fleet models validate', () => {
     expect(lines.join('\n')).toMatch(/FAIL .*config.yaml: invalid model config .*inputs\[0\]\.dtype/);
   });
 
+  it('a DIR that is not a directory is an argument error naming it', () => {
+    expect(() => validateModelsCommand('/no/such/repo')).toThrow(/^\/no\/such\/repo is not a directory: give the model repository/);
+  });
+
   it('rejects unknown commands and bad arguments with exit code 2', async () => {
     expect(await main(['frobnicate'])).toBe(2);
     expect(await main(['worker'])).toBe(2);
