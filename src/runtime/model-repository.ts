@@ -116,18 +116,26 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
 export interface VersionDiff {
   readonly added: readonly ModelVersion[];
   readonly removed: readonly ModelVersion[];
+  /** Models in both snapshots whose config.yaml now parses to something different. */
+  readonly configChanged: readonly string[];
 }
 
 const key = (v: ModelVersion): string => `${v.model}@${v.version}`;
 
-/** Served versions that appeared or disappeared between two snapshots. */
+/** Served versions that appeared or disappeared between two snapshots, and changed configs. */
 export function diffServed(before: RepositorySnapshot | undefined, after: RepositorySnapshot): VersionDiff {
   const old = new Map<string, ModelVersion>();
   for (const m of before?.models.values() ?? []) for (const v of m.served) old.set(key(v), v);
   const now = new Map<string, ModelVersion>();
   for (const m of after.models.values()) for (const v of m.served) now.set(key(v), v);
+  const configChanged: string[] = [];
+  for (const m of after.models.values()) {
+    const was = before?.models.get(m.name);
+    if (was !== undefined && JSON.stringify(was.config) !== JSON.stringify(m.config)) configChanged.push(m.name);
+  }
   return {
     added: [...now.entries()].filter(([k]) => !old.has(k)).map(([, v]) => v),
     removed: [...old.entries()].filter(([k]) => !now.has(k)).map(([, v]) => v),
+    configChanged,
   };
 }

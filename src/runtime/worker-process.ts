@@ -93,6 +93,10 @@ export async function runWorker(
       try {
         const next = scanRepository(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models });
         const diff = diffServed(snapshot, next);
+        if (diff.configChanged.length > 0) {
+          // Schedulers are built from the config when a worker starts; only versions reload live.
+          log.warn({ models: diff.configChanged }, 'config.yaml changed; its batching and queue settings apply to workers started from now on (restart the workers to apply them)');
+        }
         // The snapshot advances even when a version failed to load (it is not retried each poll);
         // reloadPending() notices when that version's file has changed since.
         if (diff.added.length > 0 || diff.removed.length > 0 || worker.reloadPending(next)) {

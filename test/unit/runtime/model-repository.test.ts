@@ -45,6 +45,16 @@ describe('model repository', () => {
     expect(d2.removed.map((v) => v.version)).toEqual(['2']);
   });
 
+  it('reports models whose config.yaml changed (versions unchanged), and nothing when it did not', () => {
+    const dir = repo();
+    const before = scanRepository(dir, { artifact: 'onnx' });
+    expect(diffServed(before, scanRepository(dir, { artifact: 'onnx' })).configChanged).toEqual([]);
+    writeFileSync(join(dir, 'b', 'config.yaml'), CONFIG.replace('NAME', 'b').replace('maxBatchSize: 8', 'maxBatchSize: 16'));
+    const d = diffServed(before, scanRepository(dir, { artifact: 'onnx' }));
+    expect(d.configChanged).toEqual(['b']);
+    expect([...d.added, ...d.removed]).toEqual([]);
+  });
+
   it('ignores a version still being written (settleMs)', () => {
     const dir = repo();
     const snap = scanRepository(dir, { artifact: 'onnx', settleMs: 60_000 });
