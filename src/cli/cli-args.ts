@@ -10,8 +10,10 @@ export const COMMAND_USAGE = {
     With no config: memory broker, simulated devices, examples/models, built-in demo load.`,
   worker: `npu-fleet worker --device N [--config FILE]
     One device worker (what a Kubernetes pod runs). Serves /metrics /healthz /readyz.`,
-  models: `npu-fleet models validate DIR
-    Checks a model repository (config.yaml schema, version directories, artifacts).`,
+  models: `npu-fleet models validate DIR [--load [--device N]]
+    Checks a model repository (config.yaml schema, version directories, artifacts). --load also
+    loads every served version on device N (default 0) as a worker would and checks its tensors
+    against config.yaml.`,
   publish: `npu-fleet publish --model NAME [--count N] [--priority P] [--deadline-ms MS] [--await]
                   [--file REQUEST.json] [--timeout-ms MS] [--reply-to NAME] [--config FILE]
     Publishes requests (synthetic ones fitting the model, or a JSON request file) and

@@ -3,7 +3,7 @@ import { loadFleetConfig } from '../contracts/config-loader.ts';
 import { createLogger } from '../observability/logger.ts';
 import { startCommand } from './start-command.ts';
 import { workerCommand } from './worker-command.ts';
-import { validateModelsCommand } from './models-command.ts';
+import { loadCheckModelsCommand, validateModelsCommand } from './models-command.ts';
 import { publishCommand } from './publish-command.ts';
 import { COMMAND_USAGE, intOption, noPositionals, parseCommandArgs } from './cli-args.ts';
 
@@ -42,11 +42,13 @@ export async function main(argv: readonly string[]): Promise<number> {
         return await workerCommand(loadFleetConfig({ file: values.config }), intOption('device', values.device, 0));
       }
       case 'models': {
-        const parsed = parseCommandArgs('models', rest, {});
+        const parsed = parseCommandArgs('models', rest, { load: { type: 'boolean' }, device: { type: 'string' } });
         if (parsed === undefined) return 0;
         const [sub, dir, extra] = parsed.positionals;
         if (sub !== 'validate' || !dir || extra !== undefined) throw new FleetError('INVALID_ARGUMENT', `usage: ${COMMAND_USAGE.models.split('\n')[0]}`);
-        return validateModelsCommand(dir);
+        const device = parsed.values.device === undefined ? 0 : intOption('device', parsed.values.device, 0);
+        const code = validateModelsCommand(dir);
+        return code === 0 && parsed.values.load === true ? await loadCheckModelsCommand(dir, device) : code;
       }
       case 'publish':
         return await publishCommand(rest);

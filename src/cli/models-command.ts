@@ -1,9 +1,14 @@
 import { existsSync, statSync } from 'node:fs';
+import { backendInfo, openDevice } from '../device/index.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { loadChecked } from '../runtime/model-lanes.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 
+type Out = (line: string) => void;
+const stdout: Out = (l) => process.stdout.write(`${l}\n`);
+
 /** `npu-fleet models validate DIR`: exit 0 when every model is servable, else 1 with each problem. */
-export function validateModelsCommand(dir: string, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): number {
+export function validateModelsCommand(dir: string, out: Out = stdout): number {
   const artifact = process.env.NPU_FLEET_DEVICE === 'ascend' ? 'om' : 'onnx';
   // Here DIR is the argument, not the fleet config's modelRepository the scanner's message names.
   if (!existsSync(dir) || !statSync(dir).isDirectory()) {
@@ -17,4 +22,38 @@ export function validateModelsCommand(dir: string, out: (line: string) => void =
   for (const p of snapshot.problems) out(`FAIL ${p.path}: ${p.message}`);
   out(`${snapshot.models.size} model(s), ${snapshot.problems.length} problem(s) in ${snapshot.dir} (artifact: model.${artifact})`);
   return snapshot.problems.length === 0 && snapshot.models.size > 0 ? 0 : 1;
+}
+
+/**
+ * `npu-fleet models validate DIR --load`: loads every served version on one device exactly as a
+ * worker would (gears, buffer sizes) and checks its tensors against config.yaml, so a corrupt or
+ * mismatched artifact is caught before a fleet picks it up. Exit 0 when all load, else 1.
+ */
+export async function loadCheckModelsCommand(dir: string, deviceId: number, out: Out = stdout): Promise<number> {
+  const { kind } = backendInfo();
+  const artifact = kind === 'ascend' ? 'om' : 'onnx';
+  const snapshot = scanRepository(dir, { artifact });
+  const device = await openDevice(deviceId);
+  let loaded = 0;
+  let failed = 0;
+  try {
+    for (const m of snapshot.models.values()) {
+      for (const v of m.served) {
+        const startedAt = Date.now();
+        try {
+          const model = await loadChecked(device, v.artifactPath, m.config, `${m.name} version ${v.version}`);
+          await model.unload();
+          loaded++;
+          out(`ok   ${m.name}@${v.version}: loads on ${kind} device ${deviceId} in ${Date.now() - startedAt} ms; its tensors match config.yaml`);
+        } catch (err) {
+          failed++;
+          out(`FAIL ${m.name}@${v.version}: ${(err as Error).message}`);
+        }
+      }
+    }
+  } finally {
+    await device.close();
+  }
+  out(`${loaded} version(s) loaded, ${failed} failed (artifact: model.${artifact}, ${kind} device ${deviceId})`);
+  return failed === 0 && loaded > 0 ? 0 : 1;
 }

@@ -6,11 +6,15 @@ import { BatchScheduler } from '../scheduler/batch-scheduler.ts';
 import type { SchedulerOptionsInput } from '../scheduler/scheduler-options.ts';
 import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import type { ModelSubscription } from '../transport/transport.ts';
+import { modelConfigMismatches, type ModelTensorSpec } from './model-io-check.ts';
 import type { RepositorySnapshot } from './model-repository.ts';
 
 /** The slice of src/device the runtime uses (structural, so the runtime never loads the addon). */
 export interface ExecutableModel {
   readonly gears: readonly number[];
+  /** Tensors as the model file declares them, in binding order (checked against config.yaml). */
+  readonly inputs: readonly ModelTensorSpec[];
+  readonly outputs: readonly ModelTensorSpec[];
   execute(
     inputs: Array<{ data: Uint8Array; dims: number[] }>,
     gear: number,
@@ -75,6 +79,22 @@ function maxInputDims(config: ModelConfig): Record<string, number[]> | undefined
   return out;
 }
 
+/**
+ * Loads a model version as a worker serves it (gears and buffer sizes from its config) and checks
+ * the file's tensors against config.yaml; a mismatch unloads it again and fails like a bad file.
+ */
+export async function loadChecked(device: DeviceLike, path: string, config: ModelConfig, what: string): Promise<ExecutableModel> {
+  const executable = await device.loadModel(path, { gears: effectiveGears(config), maxInputDims: maxInputDims(config) });
+  const problems = modelConfigMismatches(config, executable);
+  if (problems.length > 0) {
+    await executable.unload().catch(() => undefined);
+    throw new FleetError('MODEL_LOAD_FAILED', `${what}: config.yaml does not match ${path}: ${problems.join('; ')}`, {
+      details: { path, problems },
+    });
+  }
+  return executable;
+}
+
 interface ModelEntry<P> {
   config: ModelConfig;
   versions: Map<string, LoadedVersion>;
@@ -126,10 +146,7 @@ export class ModelLanes<P = unknown> {
         const started = Date.now();
         let executable: ExecutableModel;
         try {
-          executable = await this.device.loadModel(v.artifactPath, {
-            gears: effectiveGears(repoModel.config),
-            maxInputDims: maxInputDims(repoModel.config),
-          });
+          executable = await loadChecked(this.device, v.artifactPath, repoModel.config, `${v.model} version ${v.version}`);
         } catch (err) {
           if (options.reload !== true) throw err;
           this.failedLoads.set(key, v.modifiedAt);

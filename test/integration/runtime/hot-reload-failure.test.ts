@@ -32,41 +32,47 @@ const until = async (cond: () => boolean, ms: number, what: string): Promise<voi
   }
 };
 
+async function fleetOnCopiedRepo() {
+  process.env.NPU_FLEET_DEVICE = 'sim';
+  dir = mkdtempSync(join(tmpdir(), 'npu-fleet-reload-'));
+  const repo = join(dir, 'models');
+  cpSync(join('examples/models', MODEL), join(repo, MODEL), { recursive: true });
+  const lines: Array<Record<string, unknown>> = [];
+  const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+  const config = parseFleetConfig({ modelRepository: repo, devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 } });
+  const broker = new MemoryBroker();
+  const running = await runWorker(config, 0, { artifact: 'onnx', openDevice, createTransport: () => new MemoryTransport({ broker }) }, { log, metricsPort: 0 });
+  worker = running;
+  const producer = new MemoryProducer({ broker });
+  const results = new Map<string, ResultEnvelope>();
+  await producer.subscribeReplies('reload.replies', (r) => results.set(r.id, r));
+  const modelConfig = loadModelConfig(join(repo, MODEL, 'config.yaml'));
+  const rand = prng(3);
+  let n = 0;
+  const ask = async (): Promise<ResultEnvelope> => {
+    const r = syntheticRequest(modelConfig, n++, rand, { idPrefix: 'reload', replyTo: 'reload.replies', deadlineShare: 0, maxSamples: 1 });
+    await producer.publish(r);
+    await until(() => results.has(r.id), 20_000, `result of ${r.id}`);
+    return results.get(r.id)!;
+  };
+  const failures = () => lines.filter((l) => l.msg === 'model version failed to load; keeping the versions already served (tried again when the file changes)');
+  return { repo, lines, running, producer, ask, failures };
+}
+
 describe('hot reload of a version that fails to load', () => {
   it('keeps serving the loaded version, reports the failure once, and loads the version once its file is fixed', async () => {
-    process.env.NPU_FLEET_DEVICE = 'sim';
-    dir = mkdtempSync(join(tmpdir(), 'npu-fleet-reload-'));
-    const repo = join(dir, 'models');
-    cpSync(join('examples/models', MODEL), join(repo, MODEL), { recursive: true });
-    const lines: Array<Record<string, unknown>> = [];
-    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
-    const config = parseFleetConfig({ modelRepository: repo, devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 } });
-    const broker = new MemoryBroker();
-    worker = await runWorker(config, 0, { artifact: 'onnx', openDevice, createTransport: () => new MemoryTransport({ broker }) }, { log, metricsPort: 0 });
-    const producer = new MemoryProducer({ broker });
-    const results = new Map<string, ResultEnvelope>();
-    await producer.subscribeReplies('reload.replies', (r) => results.set(r.id, r));
-    const modelConfig = loadModelConfig(join(repo, MODEL, 'config.yaml'));
-    const rand = prng(3);
-    let n = 0;
-    const ask = async (): Promise<ResultEnvelope> => {
-      const r = syntheticRequest(modelConfig, n++, rand, { idPrefix: 'reload', replyTo: 'reload.replies', deadlineShare: 0, maxSamples: 1 });
-      await producer.publish(r);
-      await until(() => results.has(r.id), 20_000, `result of ${r.id}`);
-      return results.get(r.id)!;
-    };
+    const { repo, lines, running, producer, ask, failures } = await fleetOnCopiedRepo();
     expect((await ask()).version).toBe('1');
 
     // Version 2 appears with an artifact the device cannot deserialize.
     mkdirSync(join(repo, MODEL, '2'));
     writeFileSync(join(repo, MODEL, '2', 'model.onnx'), Buffer.alloc(4096, 7));
-    const failures = () => lines.filter((l) => l.msg === 'model version failed to load; keeping the versions already served (tried again when the file changes)');
     await until(() => failures().length > 0, 20_000, 'the load failure to be logged');
     // Several more polls (1 s apart): no second attempt, no second report.
     await new Promise((r) => setTimeout(r, 3_500));
     expect(failures()).toHaveLength(1);
     expect(failures()[0]).toMatchObject({ model: MODEL, version: '2', serving: '1', level: 50 });
-    expect(await worker.metrics.render()).toMatch(/npu_fleet_model_load_failures_total\{model="mlp-classifier"[^}]*\} 1\n/);
+    expect(await running.metrics.render()).toMatch(/npu_fleet_model_load_failures_total\{model="mlp-classifier"[^}]*\} 1\n/);
     // The latest-version policy serves only v2, yet v1 was not retired: requests still succeed on it.
     const during = await ask();
     expect(during).toMatchObject({ status: 'ok', version: '1' });
@@ -84,4 +90,16 @@ describe('hot reload of a version that fails to load', () => {
     expect(failures()).toHaveLength(1);
     await producer.close();
   }, 90_000);
+
+  it('a version whose model file does not match config.yaml is refused the same way, naming the difference', async () => {
+    const { repo, ask, failures } = await fleetOnCopiedRepo();
+    expect((await ask()).version).toBe('1');
+    // Another model's file (image [-1,1,28,28] -> logits) dropped in as version 2.
+    mkdirSync(join(repo, MODEL, '2'));
+    cpSync(join('examples/models/small-cnn/1/model.onnx'), join(repo, MODEL, '2', 'model.onnx'));
+    await until(() => failures().length > 0, 20_000, 'the mismatch to be logged');
+    const err = failures()[0]?.err as { message?: string } | undefined;
+    expect(err?.message).toMatch(/mlp-classifier version 2: config\.yaml does not match .*inputs: config\.yaml lists \[input\] but the model has \[image\].*outputs: config\.yaml lists \[probs\] but the model has \[logits\]/);
+    expect(await ask()).toMatchObject({ status: 'ok', version: '1' });
+  }, 60_000);
 });

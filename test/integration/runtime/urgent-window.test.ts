@@ -34,6 +34,8 @@ function recordingDevice(inner: DeviceLike, log: Exec[]): DeviceLike {
       const model = await inner.loadModel(path, opts);
       return {
         gears: model.gears,
+        inputs: model.inputs,
+        outputs: model.outputs,
         unload: () => model.unload(),
         execute(inputs, gear) {
           const rows = new Float32Array(inputs[0]!.data.buffer, inputs[0]!.data.byteOffset, inputs[0]!.data.byteLength / 4);

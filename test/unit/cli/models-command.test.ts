@@ -2,7 +2,8 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { validateModelsCommand } from '../../../src/cli/models-command.ts';
+import { cpSync } from 'node:fs';
+import { loadCheckModelsCommand, validateModelsCommand } from '../../../src/cli/models-command.ts';
 import { main } from '../../../src/cli/main.ts';
 
 describe('npu-fleet models validate', () => {
@@ -20,6 +21,26 @@ describe('npu-fleet models validate', () => {
     const lines: string[] = [];
     expect(validateModelsCommand(dir, (l) => lines.push(l))).toBe(1);
     expect(lines.join('\n')).toMatch(/FAIL .*config.yaml: invalid model config .*inputs\[0\]\.dtype/);
+  });
+
+  it('--load loads every served version on the simulator and checks its tensors against config.yaml', async () => {
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    const lines: string[] = [];
+    expect(await loadCheckModelsCommand('examples/models', 0, (l) => lines.push(l))).toBe(0);
+    expect(lines.filter((l) => /^ok {3}\S+@1: loads on sim device 0 in \d+ ms; its tensors match config\.yaml$/.test(l))).toHaveLength(3);
+    expect(lines.at(-1)).toBe('3 version(s) loaded, 0 failed (artifact: model.onnx, sim device 0)');
+  });
+
+  it('--load fails a version whose file does not match config.yaml, naming both sides', async () => {
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-validate-load-'));
+    cpSync('examples/models/mlp-classifier', join(dir, 'mlp-classifier'), { recursive: true });
+    cpSync('examples/models/small-cnn/1/model.onnx', join(dir, 'mlp-classifier', '1', 'model.onnx'));
+    const lines: string[] = [];
+    expect(validateModelsCommand(dir, () => {})).toBe(0); // the static check cannot see it
+    expect(await loadCheckModelsCommand(dir, 0, (l) => lines.push(l))).toBe(1);
+    expect(lines[0]).toMatch(/^FAIL mlp-classifier@1: .*config\.yaml lists \[input\] but the model has \[image\]/);
+    expect(lines.at(-1)).toMatch(/^0 version\(s\) loaded, 1 failed/);
   });
 
   it('a DIR that is not a directory is an argument error naming it', () => {
