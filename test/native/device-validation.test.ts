@@ -2,8 +2,7 @@
  * src/device checks arguments in TS before they reach C++, maps dtypes and native errors, and
  * fails to load the addon with one actionable error. No device needed.
  */
-import { writeFileSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync} from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -12,6 +11,7 @@ import { ACL_DTYPES, dtypeFromAcl, elementBytes } from '../../src/device/acl-dty
 import { addonCandidates, loadAddonFrom } from '../../src/device/native-addon.ts';
 import { toFleetError } from '../../src/device/native-error.ts';
 import { validateExecuteInputs, validateLoadOptions } from '../../src/device/validate.ts';
+import { tempDir } from '../helpers/temp-dir.ts';
 
 function thrown(fn: () => unknown): FleetError {
   try {
@@ -128,7 +128,7 @@ describe('addon loading', () => {
   });
 
   it('fails with one error listing every path tried and how to fix it', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-addon-'));
+    const dir = tempDir('npu-fleet-addon-');
     const bogus = join(dir, 'bogus.node');
     writeFileSync(bogus, 'not an ELF file');
     const e = thrown(() => loadAddonFrom([join(dir, 'missing.node'), bogus]));

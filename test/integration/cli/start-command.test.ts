@@ -1,14 +1,14 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { tempDir } from '../../helpers/temp-dir.ts';
 
 /** `npu-fleet start` on the embedded memory fleet, as `npm start` runs it, but as a process. */
 describe('npu-fleet start (embedded memory fleet)', () => {
   it('prints a report line a second, logs one component per line, and drains to exit 0 on SIGTERM', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-start-'));
+    const dir = tempDir('npu-fleet-start-');
     const configFile = join(dir, 'fleet.yaml');
     writeFileSync(
       configFile,

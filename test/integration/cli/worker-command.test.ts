@@ -1,14 +1,14 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { tempDir } from '../../helpers/temp-dir.ts';
 
 /** `npu-fleet worker` as a process: what a supervisor or Kubernetes sees of it. */
 describe('npu-fleet worker', () => {
   it('SIGTERM while start-up waits for an unreachable broker exits 0 at once (nothing to drain), not by the signal', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-worker-'));
+    const dir = tempDir('npu-fleet-worker-');
     const configFile = join(dir, 'fleet.yaml');
     // Port 1 refuses connections: start-up waits in the Redis check (15 s) until the signal.
     writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://127.0.0.1:1' } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));

@@ -2,14 +2,14 @@
  * Tiny ONNX models for the binding tests, encoded with the repo's own ONNX writer (scripts/onnx)
  * and written to a temp directory. Small on purpose: these tests measure the binding, not kernels.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { attr, encodeModel, type GraphDef } from '../../../scripts/onnx/onnx-model.ts';
 import { f32 } from '../../../scripts/onnx/tensors.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
 
-const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-native-'));
+const dir = tempDir('npu-fleet-native-');
 
 function write(name: string, graph: GraphDef): string {
   const path = join(dir, `${name}.onnx`);

@@ -1,10 +1,9 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cpSync } from 'node:fs';
 import { loadCheckModelsCommand, validateModelsCommand } from '../../../src/cli/models-command.ts';
 import { main } from '../../../src/cli/main.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
 
 describe('npu-fleet models validate', () => {
   it('passes the example repository and lists each model', () => {
@@ -15,7 +14,7 @@ describe('npu-fleet models validate', () => {
   });
 
   it('fails with each problem named', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-validate-'));
+    const dir = tempDir('npu-fleet-validate-');
     mkdirSync(join(dir, 'm', '1'), { recursive: true });
     writeFileSync(join(dir, 'm', 'config.yaml'), 'name: m\ninputs: [{name: x, dtype: float64, dims: [-1, 2]}]\noutputs: [{name: y, dtype: float32, dims: [-1]}]\n');
     const lines: string[] = [];
@@ -33,7 +32,7 @@ describe('npu-fleet models validate', () => {
 
   it('--load fails a version whose file does not match config.yaml, naming both sides', async () => {
     process.env.NPU_FLEET_DEVICE = 'sim';
-    const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-validate-load-'));
+    const dir = tempDir('npu-fleet-validate-load-');
     cpSync('examples/models/mlp-classifier', join(dir, 'mlp-classifier'), { recursive: true });
     cpSync('examples/models/small-cnn/1/model.onnx', join(dir, 'mlp-classifier', '1', 'model.onnx'));
     const lines: string[] = [];

@@ -1,12 +1,12 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../../src/cli/main.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
 
 // A BullMQ config whose Redis cannot answer: every case below must fail before connecting (the
 // connect failure would say "did not answer"), so none of them needs a server.
-const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-publish-'));
+const dir = tempDir('npu-fleet-publish-');
 const config = join(dir, 'fleet.yaml');
 writeFileSync(config, 'transport:\n  kind: bullmq\n  bullmq: { redisUrl: "redis://127.0.0.1:1", connectTimeoutMs: 300 }\n');
 const requestFile = (name: string, body: unknown): string => {

@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
@@ -10,9 +9,10 @@ import {
   parseModelConfig,
 } from '../../../src/contracts/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
 
 function tmpFile(name: string, text: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-cfg-'));
+  const dir = tempDir('npu-fleet-cfg-');
   const path = join(dir, name);
   writeFileSync(path, text);
   return path;

@@ -1,8 +1,8 @@
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { diffServed, scanRepository } from '../../../src/runtime/model-repository.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
 
 const CONFIG = `name: NAME
 inputs: [{ name: input, dtype: float32, dims: [-1, 4] }]
@@ -11,7 +11,7 @@ maxBatchSize: 8
 `;
 
 function repo(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'npu-fleet-repo-'));
+  const dir = tempDir('npu-fleet-repo-');
   for (const name of ['a', 'b']) {
     mkdirSync(join(dir, name, '1'), { recursive: true });
     writeFileSync(join(dir, name, 'config.yaml'), CONFIG.replace('NAME', name));
