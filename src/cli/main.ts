@@ -3,7 +3,7 @@ import { loadFleetConfig } from '../contracts/config-loader.ts';
 import { createLogger } from '../observability/logger.ts';
 import { startCommand } from './start-command.ts';
 import { workerCommand } from './worker-command.ts';
-import { loadCheckModelsCommand, validateModelsCommand } from './models-command.ts';
+import { loadCheckModelsCommand, loadedBackendArtifact, validateModelsCommand } from './models-command.ts';
 import { publishCommand } from './publish-command.ts';
 import { COMMAND_USAGE, intOption, noPositionals, parseCommandArgs } from './cli-args.ts';
 
@@ -47,7 +47,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         const [sub, dir, extra] = parsed.positionals;
         if (sub !== 'validate' || !dir || extra !== undefined) throw new FleetError('INVALID_ARGUMENT', `usage: ${COMMAND_USAGE.models.split('\n')[0]}`);
         const device = parsed.values.device === undefined ? 0 : intOption('device', parsed.values.device, 0);
-        const code = validateModelsCommand(dir);
+        // With --load the static check reads the artifact the loading backend will, not the env's guess.
+        const code = parsed.values.load === true ? validateModelsCommand(dir, undefined, loadedBackendArtifact()) : validateModelsCommand(dir);
         return code === 0 && parsed.values.load === true ? await loadCheckModelsCommand(dir, device) : code;
       }
       case 'publish':

@@ -2,14 +2,21 @@ import { existsSync, statSync } from 'node:fs';
 import { backendInfo, openDevice } from '../device/index.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { loadChecked } from '../runtime/model-lanes.ts';
-import { scanRepository } from '../runtime/model-repository.ts';
+import { scanRepository, type ArtifactKind } from '../runtime/model-repository.ts';
+import { artifactFor } from './worker-deps.ts';
 
 type Out = (line: string) => void;
 const stdout: Out = (l) => process.stdout.write(`${l}\n`);
 
-/** `npu-fleet models validate DIR`: exit 0 when every model is servable, else 1 with each problem. */
-export function validateModelsCommand(dir: string, out: Out = stdout): number {
-  const artifact = process.env.NPU_FLEET_DEVICE === 'ascend' ? 'om' : 'onnx';
+/**
+ * `npu-fleet models validate DIR`: exit 0 when every model is servable, else 1 with each problem.
+ * Without --load the addon is not loaded, so the artifact kind comes from NPU_FLEET_DEVICE.
+ */
+export function validateModelsCommand(
+  dir: string,
+  out: Out = stdout,
+  artifact: ArtifactKind = artifactFor(process.env.NPU_FLEET_DEVICE === 'ascend' ? 'ascend' : 'sim'),
+): number {
   // Here DIR is the argument, not the fleet config's modelRepository the scanner's message names.
   if (!existsSync(dir) || !statSync(dir).isDirectory()) {
     throw new FleetError('INVALID_ARGUMENT', `${dir} is not a directory: give the model repository (<dir>/<model>/config.yaml, <dir>/<model>/<version>/model.${artifact})`);
@@ -24,6 +31,11 @@ export function validateModelsCommand(dir: string, out: Out = stdout): number {
   return snapshot.problems.length === 0 && snapshot.models.size > 0 ? 0 : 1;
 }
 
+/** The artifact the device found on this machine runs (loads the addon). */
+export function loadedBackendArtifact(): ArtifactKind {
+  return artifactFor(backendInfo().kind);
+}
+
 /**
  * `npu-fleet models validate DIR --load`: loads every served version on one device exactly as a
  * worker would (gears, buffer sizes) and checks its tensors against config.yaml, so a corrupt or
@@ -31,7 +43,7 @@ export function validateModelsCommand(dir: string, out: Out = stdout): number {
  */
 export async function loadCheckModelsCommand(dir: string, deviceId: number, out: Out = stdout): Promise<number> {
   const { kind } = backendInfo();
-  const artifact = kind === 'ascend' ? 'om' : 'onnx';
+  const artifact = artifactFor(kind);
   const snapshot = scanRepository(dir, { artifact });
   const device = await openDevice(deviceId);
   let loaded = 0;

@@ -1,8 +1,14 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { backendInfo, openDevice } from '../device/index.ts';
 import type { Logger } from '../observability/logger.ts';
+import type { ArtifactKind } from '../runtime/model-repository.ts';
 import type { WorkerDeps } from '../runtime/worker-process.ts';
 import { createTransport, type Transport } from '../transport/index.ts';
+
+/** The artifact a backend runs: model.om on a real NPU, model.onnx on the simulator. */
+export function artifactFor(kind: 'sim' | 'ascend'): ArtifactKind {
+  return kind === 'ascend' ? 'om' : 'onnx';
+}
 
 /** Production wiring: the native binding and the configured broker. */
 export function workerDeps(config: FleetConfig): WorkerDeps {
@@ -13,7 +19,7 @@ export function workerDeps(config: FleetConfig): WorkerDeps {
   }
   return {
     openDevice: (id) => openDevice(id),
-    artifact: info.kind === 'ascend' ? 'om' : 'onnx',
+    artifact: artifactFor(info.kind),
     createTransport: transportFor,
   };
 }
