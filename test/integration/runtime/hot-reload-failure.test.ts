@@ -1,8 +1,7 @@
 // Hot reload when the new version cannot be loaded: a real simulated device, a real memory broker,
 // a repository on disk. The model keeps serving its loaded version, the failure is reported once
 // (log + metric) rather than retried every poll, and a fixed file is picked up.
-import { cpSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadModelConfig, parseFleetConfig } from '../../../src/contracts/config-loader.ts';
@@ -14,14 +13,13 @@ import { prng, syntheticRequest } from '../../../src/runtime/demo-load.ts';
 import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
 
 const MODEL = 'mlp-classifier';
 let worker: RunningWorker | undefined;
-let dir: string | undefined;
 afterEach(async () => {
   await worker?.stop();
   worker = undefined;
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 const until = async (cond: () => boolean, ms: number, what: string): Promise<void> => {
@@ -34,8 +32,7 @@ const until = async (cond: () => boolean, ms: number, what: string): Promise<voi
 
 async function fleetOnCopiedRepo() {
   process.env.NPU_FLEET_DEVICE = 'sim';
-  dir = mkdtempSync(join(tmpdir(), 'npu-fleet-reload-'));
-  const repo = join(dir, 'models');
+  const repo = join(tempDir('npu-fleet-reload-'), 'models');
   cpSync(join('examples/models', MODEL), join(repo, MODEL), { recursive: true });
   const lines: Array<Record<string, unknown>> = [];
   const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
