@@ -22,12 +22,20 @@ function hintFor(issue: z.core.$ZodIssue): string {
     case 'invalid_value':
       return `use one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
     case 'too_small':
-      return `use a value >= ${String(issue.minimum)}`;
+      return bound('at least', issue.origin, issue.minimum, issue.inclusive !== false, '>');
     case 'too_big':
-      return `use a value <= ${String(issue.maximum)}`;
+      return bound('at most', issue.origin, issue.maximum, issue.inclusive !== false, '<');
     default:
       return 'fix the value';
   }
+}
+
+/** A size or range hint in the words of what was out of range (characters, items, a number). */
+function bound(words: string, origin: string, limit: number | bigint, inclusive: boolean, op: '<' | '>'): string {
+  const n = Number(limit);
+  if (origin === 'string') return `make it ${words} ${n} character${n === 1 ? '' : 's'} long`;
+  if (origin === 'array' || origin === 'set') return `give ${words} ${n} item${n === 1 ? '' : 's'}`;
+  return `use a value ${op}${inclusive ? '=' : ''} ${String(limit)}`;
 }
 
 /** Turns a zod failure into one FleetError whose message names every bad field and the fix. */

@@ -28,6 +28,7 @@ import type {
   SubscribeOptions,
 } from './producer.ts';
 import { ReplyRouter } from './reply-router.ts';
+import { checkRequests } from './request-check.ts';
 
 export interface BullmqProducerOptions extends ProducerOptions {
   readonly logger?: TransportLogger;
@@ -117,6 +118,7 @@ export class BullmqProducer implements Producer {
 
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], _options: PublishOptions = {}): Promise<void> {
     const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
+    checkRequests(list, 'bullmq');
     await this.addByModel(
       list.map((r) => ({
         model: r.model,

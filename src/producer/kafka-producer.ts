@@ -19,6 +19,7 @@ import type {
   SubscribeOptions,
 } from './producer.ts';
 import { ReplyRouter } from './reply-router.ts';
+import { checkRequests } from './request-check.ts';
 
 /** One message on its way, with what its topic was rendered from. */
 interface Outgoing {
@@ -141,6 +142,7 @@ export class KafkaProducer implements Producer {
 
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
     const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
+    checkRequests(list, 'kafka');
     const encoding = options.encoding ?? this.encoding;
     const contentType = encoding === 'binary' ? CONTENT_TYPES.requestFrame : CONTENT_TYPES.requestJson;
     await this.send(

@@ -16,6 +16,7 @@ import type {
   SubscribeOptions,
 } from './producer.ts';
 import { ReplyRouter } from './reply-router.ts';
+import { checkRequests } from './request-check.ts';
 
 export interface MemoryProducerOptions extends ProducerOptions {
   readonly broker?: MemoryBroker;
@@ -44,6 +45,7 @@ export class MemoryProducer implements Producer {
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
     this.checkOpen();
     const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
+    checkRequests(list, 'memory');
     const encoding = options.encoding ?? this.encoding;
     const byModel = new Map<string, RequestEnvelope[]>();
     for (const r of list) {

@@ -48,6 +48,29 @@ export function requestSources(
   return out;
 }
 
+/** Kafka's rule for topic names ("." and ".." are refused by the broker too). */
+const KAFKA_TOPIC = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,249}$/;
+/** The memory broker takes Kafka-like names. */
+const MEMORY_QUEUE = /^[A-Za-z0-9._-]{1,249}$/;
+
+/**
+ * Why `name` cannot be a reply destination on this transport, or undefined when it can. One rule
+ * for the worker (such a result goes to the DLQ instead) and the producers (such a request is
+ * refused before it is sent: its result could never reach anyone).
+ */
+export function replyToProblem(kind: 'kafka' | 'bullmq' | 'memory', name: string): string | undefined {
+  switch (kind) {
+    case 'kafka':
+      return KAFKA_TOPIC.test(name) ? undefined : `"${name.slice(0, 260)}" is not a legal Kafka topic name ([A-Za-z0-9._-], 1..249 chars, not "." or "..")`;
+    case 'bullmq':
+      return name.length > 0 && name.length <= 249 && !name.includes(':')
+        ? undefined
+        : `"${name.slice(0, 260)}" is not a legal BullMQ queue name (1..249 chars, no ':')`;
+    case 'memory':
+      return MEMORY_QUEUE.test(name) ? undefined : `"${name.slice(0, 260)}" is not a legal memory queue name ([A-Za-z0-9._-], 1..249 chars)`;
+  }
+}
+
 /** Memory transport names (it has no settings): the same shapes as the broker defaults. */
 export const MEMORY_NAMES = {
   requests: '{model}.requests',

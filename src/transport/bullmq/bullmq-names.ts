@@ -1,5 +1,6 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { FleetError } from '../../errors/fleet-error.ts';
+import { replyToProblem } from '../names.ts';
 
 /**
  * BullMQ priority: 0 means "no priority" (a separate FIFO list served BEFORE every prioritized
@@ -26,7 +27,7 @@ export function jobIdFor(requestId: string): string {
 
 /** A queue name BullMQ can hold (no ':', which separates its Redis key parts). */
 export function isLegalQueueName(name: string): boolean {
-  return name.length > 0 && name.length <= 249 && !name.includes(':');
+  return replyToProblem('bullmq', name) === undefined;
 }
 
 /** One ioredis connection with the options BullMQ requires (retry forever on worker connections). */

@@ -4,13 +4,12 @@ import { resultToJson } from '../../codec/index.ts';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
-import { renderName } from '../names.ts';
+import { renderName, replyToProblem } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import {
   bullmqError,
   ensureRedisAnswers,
   fromBullmqPriority,
-  isLegalQueueName,
   jobIdFor,
   KEEP_COMPLETED,
   KEEP_FAILED,
@@ -271,7 +270,8 @@ export class BullmqTransport implements Transport {
         returnValues.set(item.deliveryId, json);
         const replyTo = outcome.replyTo ?? renderName(this.settings.repliesTemplate, entry.model);
         let dlq = outcome.dlq;
-        if (isLegalQueueName(replyTo)) {
+        const problem = replyToProblem('bullmq', replyTo);
+        if (problem === undefined) {
           add(replyTo, {
             name: 'result',
             data: json,
@@ -280,7 +280,7 @@ export class BullmqTransport implements Transport {
             opts: { ...(outcome.result.id === '' ? {} : { jobId: jobIdFor(outcome.result.id) }), removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
           });
         } else {
-          dlq ??= { reason: 'INVALID_ARGUMENT', message: `replyTo "${replyTo}" is not a legal BullMQ queue name (no ':')` };
+          dlq ??= { reason: 'INVALID_ARGUMENT', message: `replyTo ${problem}` };
         }
         if (dlq !== undefined) {
           add(renderName(this.settings.dlqTemplate, entry.model), {

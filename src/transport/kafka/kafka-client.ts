@@ -10,9 +10,6 @@ export interface TransportLogger {
   debug(obj: object, msg: string): void;
 }
 
-/** Kafka's legal topic name; other replyTo values are refused before a send could fail a batch. */
-export const LEGAL_TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
-
 /**
  * Broker answers kafkajs recovers from by itself. Its connection layer still logs each one at
  * ERROR: while a group rebalances (every worker start, stop or crash) a busy consumer retries its

@@ -1,8 +1,7 @@
 import type { IHeaders, Message, TopicMessages } from 'kafkajs';
-import { HEADERS } from '../names.ts';
+import { HEADERS, replyToProblem } from '../names.ts';
 import type { Outcome } from '../transport.ts';
 import { encodeResultFor } from '../wire.ts';
-import { LEGAL_TOPIC } from './kafka-client.ts';
 
 /** What the transport keeps of a consumed message until it is settled. */
 export interface KafkaSource {
@@ -41,8 +40,9 @@ export function messagesFor(outcome: Outcome, source: KafkaSource, names: Names)
   const out: OutgoingMessage[] = [];
   const replyTo = outcome.replyTo ?? names.replies(model);
   let dlq = outcome.dlq;
-  if (!LEGAL_TOPIC.test(replyTo)) {
-    dlq ??= { reason: 'INVALID_ARGUMENT', message: `replyTo "${replyTo}" is not a legal Kafka topic name ([A-Za-z0-9._-], 1..249)` };
+  const problem = replyToProblem('kafka', replyTo);
+  if (problem !== undefined) {
+    dlq ??= { reason: 'INVALID_ARGUMENT', message: `replyTo ${problem}` };
   } else {
     const { bytes, contentType } = encodeResultFor(source.value, outcome.result);
     out.push({

@@ -1,6 +1,6 @@
 import { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
-import { HEADERS, MEMORY_NAMES, renderName } from '../names.ts';
+import { HEADERS, MEMORY_NAMES, renderName, replyToProblem } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import { encodeResultFor } from '../wire.ts';
 import { sharedMemoryBroker, type MemoryBroker, type MemoryConsumer, type MemoryMessage, type MemorySend } from './memory-broker.ts';
@@ -85,21 +85,26 @@ export class MemoryTransport implements Transport {
 
   private publish(outcome: Outcome, message: MemoryMessage): void {
     const model = outcome.delivery.model;
-    const { bytes, contentType } = encodeResultFor(message.body, outcome.result);
-    if (outcome.dlq !== undefined) {
+    const replyTo = outcome.replyTo ?? renderName(MEMORY_NAMES.replies, model);
+    // A reply destination no queue can have: the request goes to the DLQ instead (as on Kafka and
+    // BullMQ), rather than a send that fails the same way on every retry.
+    const problem = replyToProblem('memory', replyTo);
+    const dlqReason = outcome.dlq ?? (problem === undefined ? undefined : { reason: 'INVALID_ARGUMENT', message: `replyTo ${problem}` });
+    if (dlqReason !== undefined) {
       const dlq: MemorySend = {
         body: message.body,
         key: message.key,
         headers: {
           ...message.headers,
-          [HEADERS.dlqReason]: outcome.dlq.reason,
-          [HEADERS.dlqMessage]: outcome.dlq.message,
+          [HEADERS.dlqReason]: dlqReason.reason,
+          [HEADERS.dlqMessage]: dlqReason.message,
           [HEADERS.dlqSource]: message.id,
         },
       };
       this.broker.send(renderName(MEMORY_NAMES.dlq, model), [dlq]);
     }
-    const replyTo = outcome.replyTo ?? renderName(MEMORY_NAMES.replies, model);
+    if (problem !== undefined) return;
+    const { bytes, contentType } = encodeResultFor(message.body, outcome.result);
     this.broker.send(replyTo, [
       { body: bytes, key: message.key, headers: { [HEADERS.contentType]: contentType, [HEADERS.requestId]: outcome.result.id } },
     ]);

@@ -64,6 +64,22 @@ describe.each(setups)('producer on $name', (setup) => {
     await sub.close();
   });
 
+  it('refuses a publish holding an invalid request, naming its field, and sends none of it', async () => {
+    const model = uniqueName('refuse');
+    const { producer, seen } = await pair(model);
+    const bad = { ...makeRequest(model, 'bad', 1), createdAt: undefined } as unknown as Parameters<Producer['publish']>[0];
+    const err: unknown = await producer.publish([makeRequest(model, 'good', 0), bad as never]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FleetError);
+    expect((err as FleetError).code).toBe('INVALID_ARGUMENT');
+    expect((err as FleetError).details.field).toBe('createdAt');
+    expect((err as FleetError).message).toMatch(/^invalid request \[1\] \(id "bad"\): createdAt: .*nothing was published$/);
+    const unreachable = await producer.publish(makeRequest(model, 'colon', 0, { replyTo: 'no:such' })).catch((e: unknown) => e);
+    expect((unreachable as FleetError).details.field).toBe('replyTo');
+    // The worker side of the pair is running: anything sent would have been seen by now.
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(seen).toEqual([]);
+  });
+
   it('request() correlates many concurrent replies by id; JSON-encoded requests work too', async () => {
     const model = uniqueName('req');
     const { producer } = await pair(model);

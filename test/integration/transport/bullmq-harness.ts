@@ -38,7 +38,7 @@ export async function bullmqHarness(transportOptions: BullmqTransportOptions = {
       for (;;) {
         const jobs = await queueJobs(settings, `${model}.dlq`, ['wait', 'prioritized']);
         if (jobs.length >= count || Date.now() > deadline) {
-          return jobs.map((j) => ({ reason: String(j.data.reason), body: j.data.original as Record<string, unknown> }));
+          return jobs.map((j) => ({ reason: String(j.data.reason), message: String(j.data.message), body: j.data.original as Record<string, unknown> }));
         }
         await sleep(50);
       }

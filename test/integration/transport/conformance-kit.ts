@@ -34,6 +34,7 @@ export interface ConformanceHarness {
 
 export interface DlqEntry {
   readonly reason: string;
+  readonly message: string;
   /** The original message: bytes, or the original job data for BullMQ. */
   readonly body: Uint8Array | Record<string, unknown>;
 }

@@ -254,6 +254,39 @@ export function assertTransportConformance(makeHarness: () => Promise<Conformanc
       await startWith(again, model, inboxAgain);
       expect(await inboxAgain.quietFor(Math.min(T(), 8_000))).toEqual([]);
     });
+
+    it('a replyTo no topic or queue can have sends the request to the DLQ; the results settled with it are published', async () => {
+      const model = newModel();
+      const p = producer();
+      const sink = new ResultSink();
+      const sub = await p.subscribeReplies(`${model}.replies`, sink.onResult, { fromBeginning: true });
+      await p.publish([makeRequest(model, 'unreachable', 0), makeRequest(model, 'reachable', 0)]);
+
+      const t = transport();
+      const inbox = new Inbox();
+      await startWith(t, model, inbox);
+      const got = await inbox.waitFor(2, 30_000);
+      // ':' is illegal in Kafka topics, BullMQ queues and memory queues alike.
+      const outcomes = got.map((d) => {
+        const o = outcomeFor(d);
+        return o.result.id === 'unreachable' ? { ...o, replyTo: 'no:such' } : o;
+      });
+      await t.settle(outcomes);
+
+      const dlq = await h.readDlq(model, 1, 30_000);
+      expect(dlq).toHaveLength(1);
+      expect(dlq[0]?.reason).toBe('INVALID_ARGUMENT');
+      expect(dlq[0]?.message).toMatch(/replyTo "no:such" is not a legal/);
+      const results = await sink.waitFor(1, 30_000);
+      expect(results.map((r) => r.id)).toEqual(['reachable']);
+      await sub.close();
+
+      await h.crash(t);
+      const again = transport();
+      const inboxAgain = new Inbox();
+      await startWith(again, model, inboxAgain);
+      expect(await inboxAgain.quietFor(Math.min(T(), 8_000))).toEqual([]);
+    });
   });
 
   describe('backpressure', () => {

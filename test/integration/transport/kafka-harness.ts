@@ -79,7 +79,7 @@ export async function kafkaHarness(transportOptions: KafkaTransportOptions = {})
     crash: (t: Transport) => (t as KafkaTransport).abort(),
     async readDlq(model, count, timeoutMs): Promise<DlqEntry[]> {
       const msgs = await readTopic(`${model}.dlq`, count, timeoutMs);
-      return msgs.map((m) => ({ reason: m.headers[HEADERS.dlqReason] ?? '', body: new Uint8Array(m.value) }));
+      return msgs.map((m) => ({ reason: m.headers[HEADERS.dlqReason] ?? '', message: m.headers[HEADERS.dlqMessage] ?? '', body: new Uint8Array(m.value) }));
     },
     unpublishableReplyTo: unpublishable,
     garbage: new Uint8Array([0xde, 0xad, 0xbe, 0xef, 0x00, 0x01]),

@@ -18,7 +18,7 @@ assertTransportConformance(async (): Promise<ConformanceHarness> => {
     async readDlq(model, count, timeoutMs) {
       const deadline = Date.now() + timeoutMs;
       while (broker.depth(`${model}.dlq`) < count && Date.now() < deadline) await sleep(10);
-      return broker.peek(`${model}.dlq`).map((m) => ({ reason: m.headers[HEADERS.dlqReason] ?? '', body: m.body }));
+      return broker.peek(`${model}.dlq`).map((m) => ({ reason: m.headers[HEADERS.dlqReason] ?? '', message: m.headers[HEADERS.dlqMessage] ?? '', body: m.body }));
     },
     unpublishableReplyTo: unpublishable,
     garbage: new Uint8Array([0xde, 0xad, 0xbe, 0xef, 0x00, 0x01]),

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { fromBullmqPriority, isLegalQueueName, jobIdFor, toBullmqPriority } from '../../../src/transport/bullmq/bullmq-names.ts';
-import { renderName, requestSources } from '../../../src/transport/names.ts';
+import { renderName, replyToProblem, requestSources } from '../../../src/transport/names.ts';
 import { replyEncodingFor } from '../../../src/transport/wire.ts';
 
 describe('names', () => {
@@ -36,6 +36,27 @@ describe('names', () => {
     expect(new Set(mapped).size).toBe(odd.length);
     expect(isLegalQueueName('a.b-c')).toBe(true);
     expect(isLegalQueueName('a:b')).toBe(false);
+  });
+
+  it.each([
+    ['kafka', 'replies.v2_x-y', true],
+    ['kafka', 'a:b', false],
+    ['kafka', '.', false],
+    ['kafka', '..', false],
+    ['kafka', '...', true],
+    ['kafka', '', false],
+    ['kafka', 'x'.repeat(249), true],
+    ['kafka', 'x'.repeat(250), false],
+    ['kafka', 'spaces are bad', false],
+    ['bullmq', 'spaces are fine', true],
+    ['bullmq', 'a:b', false],
+    ['bullmq', '', false],
+    ['memory', 'it.replies', true],
+    ['memory', 'a/b', false],
+  ] as const)('replyToProblem(%s, %j) allows it: %s', (kind, name, ok) => {
+    const problem = replyToProblem(kind, name);
+    if (ok) expect(problem).toBeUndefined();
+    else expect(problem).toMatch(/is not a legal .* name \(/);
   });
 
   it('answers in the encoding the request came in', () => {

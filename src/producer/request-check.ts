@@ -1,0 +1,51 @@
+import { RequestEnvelopeSchema, type RequestEnvelope } from '../contracts/request-envelope.ts';
+import { expectedByteLength } from '../contracts/tensor.ts';
+import { validationError } from '../contracts/validation-error.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import { replyToProblem } from '../transport/names.ts';
+
+/**
+ * The producers' outbound edge: every request of a publish is checked before any is sent, so a
+ * bad one is an error naming its field and the fix at the caller, not an `invalid` result (or,
+ * with an unusable replyTo, no result at all) found later on a reply topic. Nothing of the publish
+ * is sent when one request fails.
+ */
+export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka' | 'bullmq' | 'memory'): void {
+  requests.forEach((request, index) => {
+    const which = requests.length === 1 ? 'request' : `request [${index}]`;
+    const parsed = RequestEnvelopeSchema.safeParse(request);
+    if (!parsed.success) {
+      const err = validationError(parsed.error, `${which}${idNote(request)}`, 'INVALID_ARGUMENT');
+      throw new FleetError('INVALID_ARGUMENT', `${err.message}; nothing was published`, { cause: parsed.error, details: { ...err.details, index } });
+    }
+    parsed.data.inputs.forEach((t, i) => {
+      const expected = expectedByteLength(t.dtype, t.shape);
+      if (expected !== t.data.byteLength) {
+        throw refuse(
+          which,
+          request,
+          index,
+          `inputs[${i}].data`,
+          `inputs[${i}].data is ${t.data.byteLength} bytes but ${t.dtype} [${t.shape.join(',')}] needs ${expected ?? 'too many'}; fix dtype, shape or data`,
+        );
+      }
+    });
+    if (request.replyTo !== undefined) {
+      const problem = replyToProblem(kind, request.replyTo);
+      if (problem !== undefined) {
+        throw refuse(which, request, index, 'replyTo', `replyTo ${problem}: its result could not be delivered; pick another name or leave replyTo out for {model}.replies`);
+      }
+    }
+  });
+}
+
+function idNote(request: RequestEnvelope): string {
+  const id = (request as { id?: unknown }).id;
+  return typeof id === 'string' && id.length > 0 ? ` (id ${JSON.stringify(id.slice(0, 128))})` : '';
+}
+
+function refuse(which: string, request: RequestEnvelope, index: number, field: string, message: string): FleetError {
+  return new FleetError('INVALID_ARGUMENT', `invalid ${which}${idNote(request)}: ${message}; nothing was published`, {
+    details: { field, index },
+  });
+}

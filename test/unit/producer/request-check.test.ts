@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
+import { checkRequests } from '../../../src/producer/request-check.ts';
+import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
+
+const good = (extra: Partial<RequestEnvelope> = {}): RequestEnvelope => ({
+  id: 'r1',
+  model: 'm',
+  createdAt: 1_700_000_000_000,
+  inputs: [{ name: 'x', dtype: 'float32', shape: [1, 2], data: new Uint8Array(8) }],
+  ...extra,
+});
+
+describe('checkRequests', () => {
+  it('passes well-formed requests on every transport', () => {
+    for (const kind of ['kafka', 'bullmq', 'memory'] as const) expect(() => checkRequests([good(), good({ id: 'r2', replyTo: 'my.replies' })], kind)).not.toThrow();
+  });
+
+  it.each([
+    ['a missing createdAt', { createdAt: undefined }, 'createdAt', /createdAt: .*it is required: add it as a number/],
+    ['an empty id', { id: '' }, 'id', /id: id must not be empty \(make it at least 1 character long\)/],
+    ['a priority past the last level', { priority: 16 }, 'priority', /priority: priority must be < 16 \(use a value <= 15\)/],
+    ['no inputs', { inputs: [] }, 'inputs', /inputs needs at least one tensor \(give at least 1 item\)/],
+    ['an unknown dtype', { inputs: [{ name: 'x', dtype: 'float64', shape: [1], data: new Uint8Array(8) }] }, 'inputs[0].dtype', /use one of "float32"/],
+    [
+      'data that does not fit its shape',
+      { inputs: [{ name: 'x', dtype: 'float32', shape: [1, 3], data: new Uint8Array(8) }] },
+      'inputs[0].data',
+      /inputs\[0\]\.data is 8 bytes but float32 \[1,3\] needs 12; fix dtype, shape or data/,
+    ],
+  ])('refuses %s with INVALID_ARGUMENT naming the field', (_what, extra, field, message) => {
+    const err = fleetErrorOf(() => checkRequests([good({ id: 'ok' }), good(extra as Partial<RequestEnvelope>)], 'memory'));
+    expect(err.code).toBe('INVALID_ARGUMENT');
+    expect(err.details.field).toBe(field);
+    expect(err.details.index).toBe(1);
+    expect(err.message).toMatch(message);
+    expect(err.message).toMatch(/^invalid request \[1\]/);
+    expect(err.message).toMatch(/nothing was published$/);
+  });
+
+  it('refuses a replyTo the transport cannot address, by that transport rule', () => {
+    expect(() => checkRequests([good({ replyTo: 'with space' })], 'bullmq')).not.toThrow();
+    const kafka = fleetErrorOf(() => checkRequests([good({ replyTo: 'with space' })], 'kafka'));
+    expect(kafka.details.field).toBe('replyTo');
+    expect(kafka.message).toMatch(/^invalid request \(id "r1"\): replyTo "with space" is not a legal Kafka topic name/);
+    const bullmq = fleetErrorOf(() => checkRequests([good({ replyTo: 'a:b' })], 'bullmq'));
+    expect(bullmq.message).toMatch(/replyTo "a:b" is not a legal BullMQ queue name .*leave replyTo out for \{model\}\.replies/);
+  });
+});

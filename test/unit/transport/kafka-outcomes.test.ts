@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { decodeResult, encodeRequest } from '../../../src/codec/index.ts';
+import { ZERO_TIMINGS } from '../../../src/contracts/result-envelope.ts';
+import { messagesFor, type KafkaSource } from '../../../src/transport/kafka/kafka-outcomes.ts';
+import { HEADERS } from '../../../src/transport/names.ts';
+import type { Outcome } from '../../../src/transport/transport.ts';
+
+const names = { replies: (m: string) => `${m}.replies`, dlq: (m: string) => `${m}.dlq` };
+const value = encodeRequest({ id: 'r1', model: 'm', createdAt: 1, inputs: [{ name: 'x', dtype: 'uint8', shape: [1, 2], data: new Uint8Array([1, 2]) }] });
+const source: KafkaSource = { topic: 'm.requests.p0', partition: 3, offset: 17, key: Buffer.from('k1'), headers: { h: 'v' }, value };
+
+function outcome(replyTo: string | undefined, dlq?: Outcome['dlq']): Outcome {
+  return {
+    delivery: { deliveryId: 'm.requests.p0/3/17', model: 'm', priority: 0, body: value, receivedAt: 0, redelivered: false },
+    result: { id: 'r1', model: 'm', version: '1', status: 'ok', timings: ZERO_TIMINGS, batchSize: 1, gear: 1, device: 0, worker: 'w' },
+    ...(replyTo === undefined ? {} : { replyTo }),
+    ...(dlq === undefined ? {} : { dlq }),
+  };
+}
+
+describe('messagesFor', () => {
+  it('sends the result to replyTo keyed like the request, else to the model replies topic', () => {
+    const [reply, ...rest] = messagesFor(outcome('client.inbox'), source, names);
+    expect(rest).toEqual([]);
+    expect(reply?.topic).toBe('client.inbox');
+    expect(reply?.message.key).toEqual(Buffer.from('k1'));
+    expect(decodeResult(reply?.message.value as Buffer).id).toBe('r1');
+    expect(messagesFor(outcome(undefined), source, names).map((m) => m.topic)).toEqual(['m.replies']);
+  });
+
+  it.each(['a:b', '.', '..', 'x'.repeat(250)])('replyTo %j Kafka cannot hold: a DLQ record with the original message and no result', (replyTo) => {
+    const out = messagesFor(outcome(replyTo), source, names);
+    expect(out).toHaveLength(1);
+    const [dlq] = out;
+    expect(dlq?.topic).toBe('m.dlq');
+    expect(dlq?.message.value).toBe(value);
+    expect(dlq?.message.headers?.[HEADERS.dlqReason]).toBe('INVALID_ARGUMENT');
+    expect(String(dlq?.message.headers?.[HEADERS.dlqMessage])).toMatch(/^replyTo ".*" is not a legal Kafka topic name/);
+    expect(dlq?.message.headers?.[HEADERS.dlqSource]).toBe('m.requests.p0/3/17');
+    expect(dlq?.message.headers?.['h']).toBe('v');
+  });
+
+  it('an outcome that carries its own DLQ reason keeps it, and still gets its result', () => {
+    const out = messagesFor(outcome(undefined, { reason: 'INVALID_MESSAGE', message: 'bad dtype' }), source, names);
+    expect(out.map((m) => m.topic)).toEqual(['m.replies', 'm.dlq']);
+    expect(out[1]?.message.headers?.[HEADERS.dlqReason]).toBe('INVALID_MESSAGE');
+  });
+});
