@@ -33,9 +33,13 @@ export class TransactionalCommitter {
   private again = false;
 
   constructor(
-    private readonly producer: Producer,
     private readonly groupId: string,
     private readonly partitions: () => Iterable<TrackedPartition>,
+    private readonly producers: {
+      /** The producer for a transaction writing to `topics` (which then exist); may be a new one. */
+      producerFor(topics: readonly string[]): Promise<Producer>;
+      failed(error: unknown): void;
+    },
   ) {}
 
   kick(): void {
@@ -69,7 +73,8 @@ export class TransactionalCommitter {
       if (batch.length === 0) return;
       const payloads = batch.flatMap((b) => b.payloads);
       try {
-        const txn = await this.producer.transaction();
+        const producer = await this.producers.producerFor([...new Set(payloads.flatMap((p) => p.messages.map((m) => m.topic)))]);
+        const txn = await producer.transaction();
         try {
           for (const chunk of chunkByBytes(payloads.flatMap((p) => p.messages))) {
             await txn.sendBatch({ topicMessages: groupByTopic(chunk) });
@@ -90,6 +95,7 @@ export class TransactionalCommitter {
           throw err;
         }
       } catch (err) {
+        this.producers.failed(err);
         // Nothing of this transaction is visible: re-open the entries so they can be settled
         // again (or released), and tell their callers.
         const error = kafkaError(err, 'exactly-once transaction (results + offsets) failed');

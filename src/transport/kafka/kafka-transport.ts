@@ -9,6 +9,7 @@ import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogg
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
 import { chunkByBytes, groupByTopic, messagesFor, type KafkaSource, type Names, type OutgoingMessage } from './kafka-outcomes.ts';
 import { PartitionTracker } from './partition-tracker.ts';
+import { isUnknownTopic, ProducerTopics } from './producer-topics.ts';
 
 export interface KafkaTransportOptions {
   readonly logger?: TransportLogger;
@@ -78,6 +79,8 @@ export class KafkaTransport implements Transport {
   private closed = false;
   private readonly lowLimit: number;
   private readonly topLimit: number;
+  private readonly transactionalId: string;
+  private readonly producerTopics: ProducerTopics;
 
   constructor(
     private readonly settings: KafkaSettings,
@@ -91,6 +94,12 @@ export class KafkaTransport implements Transport {
     };
     this.lowLimit = options.lowPriorityInflightPerPartition ?? 256;
     this.topLimit = options.inflightPerPartition ?? 8192;
+    // One id for every producer this transport starts: a replacement fences its predecessor.
+    this.transactionalId = `${settings.clientId}.${settings.groupId}.${options.instanceId ?? randomUUID()}`;
+    this.producerTopics = new ProducerTopics(async () => {
+      if (this.admin === undefined) throw new FleetError('CLOSED', 'kafka transport is not started');
+      return this.admin.listTopics();
+    });
   }
 
   async start(options: TransportStartOptions): Promise<void> {
@@ -106,16 +115,15 @@ export class KafkaTransport implements Transport {
       await ensureTopics(this.admin, topics, this.options.partitions ?? 8);
       for (const t of topics) this.knownTopics.add(t);
 
-      this.producer = this.settings.exactlyOnce
-        ? this.kafka.producer({
-            transactionalId: `${this.settings.clientId}.${this.settings.groupId}.${this.options.instanceId ?? randomUUID()}`,
-            idempotent: true,
-            maxInFlightRequests: 1,
-          })
-        : this.kafka.producer({ allowAutoTopicCreation: true });
+      this.producer = this.newProducer();
       await this.producer.connect();
       if (this.settings.exactlyOnce) {
-        this.committer = new TransactionalCommitter(this.producer, this.settings.groupId, () => this.partitions.values());
+        this.committer = new TransactionalCommitter(this.settings.groupId, () => this.partitions.values(), {
+          producerFor: (topics) => this.producerFor(topics),
+          failed: (err) => {
+            if (isUnknownTopic(err)) this.producerTopics.markSuspect();
+          },
+        });
       }
 
       const sessionTimeout = this.settings.sessionTimeoutMs;
@@ -391,9 +399,54 @@ export class KafkaTransport implements Transport {
   }
 
   private async sendNow(messages: readonly OutgoingMessage[]): Promise<void> {
-    for (const chunk of chunkByBytes(messages)) {
-      await (this.producer as Producer).sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+    const topics = [...new Set(messages.map((m) => m.topic))];
+    const sendAll = async (producer: Producer): Promise<void> => {
+      for (const chunk of chunkByBytes(messages)) await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+    };
+    try {
+      await sendAll(await this.producerFor(topics));
+    } catch (err) {
+      if (!isUnknownTopic(err)) throw err;
+      // A topic deleted after the last check (or while kafkajs refreshed): check now, replace the
+      // producer if it knows a deleted topic, create this send's topics again if they are gone,
+      // and try once more. A chunk that had gone out goes again: at-least-once.
+      this.producerTopics.markSuspect();
+      await sendAll(await this.producerFor(topics));
     }
+  }
+
+  /** Auto-create off: topics are created explicitly (ensureKnown), never by a metadata refresh. */
+  private newProducer(): Producer {
+    return this.settings.exactlyOnce
+      ? this.kafka.producer({ transactionalId: this.transactionalId, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false })
+      : this.kafka.producer({ allowAutoTopicCreation: false });
+  }
+
+  /**
+   * The producer to send to `topics` with, once they exist: a fresh one when the current one has
+   * sent to a topic that is gone since, or to too many (see ProducerTopics). Called only from the
+   * serialized send path (or the committer's one-at-a-time loop), so no send is using the producer
+   * that is replaced.
+   */
+  private async producerFor(topics: readonly string[]): Promise<Producer> {
+    const { fresh, gone } = await this.producerTopics.beforeSend(topics, Date.now());
+    // Forgotten as created: a result for one of them creates it again, like a first use.
+    for (const t of gone) this.knownTopics.delete(t);
+    if (fresh) {
+      const replacement = this.newProducer();
+      await replacement.connect();
+      const old = this.producer;
+      this.producer = replacement;
+      this.options.logger?.info(
+        { gone: gone.slice(0, 5), goneCount: gone.length, topics: this.producerTopics.size },
+        gone.length > 0 ? 'kafka producer replaced: reply topics it had sent to were deleted' : 'kafka producer replaced: it had sent to many reply topics',
+      );
+      this.producerTopics.reset();
+      void old?.disconnect().catch(() => undefined);
+    }
+    await this.ensureKnown(topics);
+    this.producerTopics.record(topics);
+    return this.producer as Producer;
   }
 
   /** Reply topics named by requests are created on first use (auto-create may be off). */

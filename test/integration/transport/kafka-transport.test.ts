@@ -5,10 +5,10 @@ import { decodeResult } from '../../../src/codec/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
-import type { Delivery } from '../../../src/transport/transport.ts';
+import type { Delivery, Outcome } from '../../../src/transport/transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
-import { committed, kafkaSettings, readTopic } from './kafka-harness.ts';
+import { adminKafka, committed, kafkaSettings, readTopic } from './kafka-harness.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -173,5 +173,62 @@ describe('kafka transport', () => {
     const got = await inbox.waitFor(n, 60_000);
     await t.settle(got.map(outcomeFor)); // ~2 MB of results to one partition
     expect(await committed(settings.groupId, `${model}.requests.p0`)).toBe(n);
+  });
+
+  // kafkajs refreshes metadata for every topic its producer ever sent to (tulios/kafkajs#1622): a
+  // deleted one used to be re-created by each refresh (broker auto-create on), or to fail every
+  // later send of the worker (auto-create off).
+  it('a client inbox deleted on close stays deleted, and the next clients are answered', async () => {
+    const settings = kafkaSettings();
+    const model = uniqueName('inbox').replace(/-/g, '');
+    const t = track(new KafkaTransport(settings, { partitions: 1 }));
+    await t.start({
+      subscriptions: [{ model, priorityLevels: 1 }],
+      onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)),
+    });
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      const closedInboxes: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const client = new KafkaProducer(settings, { clientId: `${model}-client${i}`, partitions: 1 });
+        const startedAt = Date.now();
+        const result = await client.request(makeRequest(model, `c${i}`, 0), { timeoutMs: 15_000 }).finally(() => client.close());
+        expect(result.status).toBe('ok');
+        expect(Date.now() - startedAt).toBeLessThan(10_000);
+        closedInboxes.push(client.inbox);
+      }
+      const topics = new Set(await admin.listTopics());
+      expect(closedInboxes.filter((inbox) => topics.has(inbox))).toEqual([]);
+    } finally {
+      await admin.disconnect();
+    }
+  });
+
+  it('a reply topic deleted after use is created again for a later result, and sends to others do not stall', async () => {
+    const settings = kafkaSettings();
+    const model = uniqueName('regone').replace(/-/g, '');
+    const replyTo = uniqueName('regone-replies');
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    await producer.publish(['first', 'second', 'third'].map((id) => makeRequest(model, id, 0, { replyTo })));
+    const t = track(new KafkaTransport(settings, { partitions: 1 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const [first, second, third] = (await inbox.waitFor(3, 30_000)).map(outcomeFor);
+    await t.settle([first as Outcome]);
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      await admin.deleteTopics({ topics: [replyTo] });
+      // A new reply topic makes kafkajs refresh every topic its producer knows, the deleted one too.
+      const startedAt = Date.now();
+      await t.settle([{ ...(second as Outcome), replyTo: `${replyTo}-other` }]);
+      await t.settle([third as Outcome]);
+      expect(Date.now() - startedAt).toBeLessThan(10_000);
+    } finally {
+      await admin.disconnect();
+    }
+    expect((await readTopic(`${replyTo}-other`, 1, 10_000)).map((m) => decodeResult(m.value).id)).toEqual(['second']);
+    expect((await readTopic(replyTo, 1, 10_000)).map((m) => decodeResult(m.value).id)).toEqual(['third']);
   });
 });
