@@ -5,6 +5,7 @@ import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
 import { renderName, replyToProblem } from '../names.ts';
+import { QueueCache } from './queue-cache.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import {
   bullmqError,
@@ -90,7 +91,11 @@ export class BullmqTransport implements Transport {
   readonly kind = 'bullmq' as const;
   private readonly ledger = new DeliveryLedger<Entry>();
   private readonly workers = new Map<string, ModelWorker>();
-  private readonly outQueues = new Map<string, Queue>();
+  private readonly outQueues = new QueueCache<Queue>((name) => {
+    const q = new Queue(name, { connection: this.shared, prefix: this.settings.prefix });
+    q.on('error', (err) => this.options.logger?.warn({ err, queue: name }, 'bullmq queue error'));
+    return q;
+  });
   private connection: Redis | undefined;
   private onDeliveries: ((d: Delivery[]) => void) | undefined;
   private pending: Delivery[] = [];
@@ -291,10 +296,12 @@ export class BullmqTransport implements Transport {
         }
       }
       try {
-        await Promise.all([...byQueue].map(([queue, jobs]) => this.outQueue(queue).addBulk(jobs)));
+        await Promise.all([...byQueue].map(([queue, jobs]) => this.outQueues.acquire(queue).addBulk(jobs)));
       } catch (err) {
         for (const { item } of claimed) this.ledger.unclaim(item.deliveryId);
         throw bullmqError(err, 'publishing results failed; the jobs stay active (unacked)');
+      } finally {
+        for (const queue of byQueue.keys()) this.outQueues.release(queue);
       }
       const completions = claimed.map(async ({ item, entry }) => {
         try {
@@ -310,16 +317,6 @@ export class BullmqTransport implements Transport {
       }
     }
     if (rejected.length > 0) throw notOpenError(rejected);
-  }
-
-  private outQueue(name: string): Queue {
-    let q = this.outQueues.get(name);
-    if (q === undefined) {
-      q = new Queue(name, { connection: this.shared, prefix: this.settings.prefix });
-      q.on('error', (err) => this.options.logger?.warn({ err, queue: name }, 'bullmq queue error'));
-      this.outQueues.set(name, q);
-    }
-    return q;
   }
 
   async release(deliveries: readonly Delivery[]): Promise<void> {
@@ -369,8 +366,7 @@ export class BullmqTransport implements Transport {
   private async disconnect(): Promise<void> {
     await Promise.allSettled([...this.workers.values()].map((mw) => mw.counter.close()));
     for (const mw of this.workers.values()) mw.connection.disconnect();
-    await Promise.allSettled([...this.outQueues.values()].map((q) => q.close()));
-    this.outQueues.clear();
+    await this.outQueues.closeAll();
     this.connection?.disconnect();
     this.connection = undefined;
   }

@@ -454,6 +454,8 @@ export class KafkaTransport implements Transport {
     const unknown = [...new Set(topics)].filter((t) => !this.knownTopics.has(t));
     if (unknown.length === 0 || this.admin === undefined) return;
     await ensureTopics(this.admin, unknown, this.options.partitions ?? 8);
+    // Only a cache of what exists, kept bounded: every request() client names its own inbox.
+    if (this.knownTopics.size + unknown.length > 10_000) this.knownTopics.clear();
     for (const t of unknown) this.knownTopics.add(t);
   }
 
