@@ -4,6 +4,7 @@ import { loadFleetConfig } from '../contracts/config-loader.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { createProducer } from '../producer/index.ts';
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
@@ -61,22 +62,66 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   }
   checkPriorities(requests, config.modelRepository, levels);
   const producer = createProducer(config.transport, { limits: config.limits });
-  try {
-    if (!values.await) {
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => (closing ??= producer.close());
+  if (!values.await) {
+    try {
       await producer.publish(requests);
       process.stdout.write(`published ${requests.length} request(s)\n`);
       return 0;
+    } finally {
+      await close();
     }
-    const results = await Promise.all(requests.map((r) => producer.request(r, { timeoutMs })));
-    for (const r of results) {
-      process.stdout.write(
-        `${JSON.stringify({ id: r.id, status: r.status, version: r.version, late: r.late, timings: r.timings, batchSize: r.batchSize, gear: r.gear, device: r.device, error: r.error, outputs: r.outputs?.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape })) })}\n`,
+  }
+  // Ctrl-C while waiting: close the producer (its private inbox topic / queue is removed, not left
+  // behind) and say how far it got, instead of dying with the inbox still there.
+  let interruptedBy: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    interruptedBy = signal;
+    void close();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    // Each result is printed as it arrives: a long run shows progress.
+    const settled = await Promise.allSettled(
+      requests.map(async (r) => {
+        const result = await producer.request(r, { timeoutMs });
+        process.stdout.write(`${resultLine(result)}\n`);
+        return result;
+      }),
+    );
+    const results = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    if (interruptedBy !== undefined) {
+      process.stderr.write(
+        `npu-fleet: interrupted by ${interruptedBy} after ${results.length} of ${requests.length} result(s); ` +
+          'the others were published and may still be served, but their results will not be read here\n',
       );
+      return 130;
     }
+    const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failure !== undefined) throw failure.reason;
     return results.every((r) => r.status === 'ok') ? 0 : 1;
   } finally {
-    await producer.close();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await close();
   }
+}
+
+function resultLine(r: ResultEnvelope): string {
+  return JSON.stringify({
+    id: r.id,
+    status: r.status,
+    version: r.version,
+    late: r.late,
+    timings: r.timings,
+    batchSize: r.batchSize,
+    gear: r.gear,
+    device: r.device,
+    error: r.error,
+    outputs: r.outputs?.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape })),
+  });
 }
 
 function requestFromFile(path: string, limits: CodecLimits): RequestEnvelope {
