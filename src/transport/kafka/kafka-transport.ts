@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Admin, Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
+import type { Admin, Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
@@ -7,9 +7,9 @@ import { renderName, requestSources, type SourceName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogger } from './kafka-client.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
-import { chunkByBytes, groupByTopic, messagesFor, type KafkaSource, type Names, type OutgoingMessage } from './kafka-outcomes.ts';
+import { messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
 import { PartitionTracker } from './partition-tracker.ts';
-import { isUnknownTopic, ProducerTopics } from './producer-topics.ts';
+import { ResultSender } from './result-sender.ts';
 
 export interface KafkaTransportOptions {
   readonly logger?: TransportLogger;
@@ -62,9 +62,8 @@ export class KafkaTransport implements Transport {
   private sources = new Map<string, SourceName>();
   private readonly runtimePaused = new Set<string>();
   private readonly boundPaused = new Map<string, Set<number>>();
-  private readonly knownTopics = new Set<string>();
   private consumer: Consumer | undefined;
-  private producer: Producer | undefined;
+  private sender: ResultSender | undefined;
   private admin: Admin | undefined;
   private committer: TransactionalCommitter | undefined;
   private onDeliveries: ((d: Delivery[]) => void) | undefined;
@@ -73,14 +72,11 @@ export class KafkaTransport implements Transport {
   /** Per partition: highest offset a previous owner had received (from commit metadata). */
   private readonly redeliveryHints = new Map<string, number>();
   private hintsLoaded: Promise<void> | undefined;
-  private readonly sendQueue: Array<{ messages: OutgoingMessage[]; resolve: () => void; reject: (err: unknown) => void }> = [];
-  private sending = false;
   private stopped = false;
   private closed = false;
   private readonly lowLimit: number;
   private readonly topLimit: number;
   private readonly transactionalId: string;
-  private readonly producerTopics: ProducerTopics;
 
   constructor(
     private readonly settings: KafkaSettings,
@@ -96,10 +92,6 @@ export class KafkaTransport implements Transport {
     this.topLimit = options.inflightPerPartition ?? 8192;
     // One id for every producer this transport starts: a replacement fences its predecessor.
     this.transactionalId = `${settings.clientId}.${settings.groupId}.${options.instanceId ?? randomUUID()}`;
-    this.producerTopics = new ProducerTopics(async () => {
-      if (this.admin === undefined) throw new FleetError('CLOSED', 'kafka transport is not started');
-      return this.admin.listTopics();
-    });
   }
 
   async start(options: TransportStartOptions): Promise<void> {
@@ -113,18 +105,14 @@ export class KafkaTransport implements Transport {
       await this.admin.connect();
       const topics = [...this.sources.keys(), ...models.map(this.names.replies), ...models.map(this.names.dlq)];
       await ensureTopics(this.admin, topics, this.options.partitions ?? 8);
-      for (const t of topics) this.knownTopics.add(t);
-
-      this.producer = this.newProducer();
-      await this.producer.connect();
-      if (this.settings.exactlyOnce) {
-        this.committer = new TransactionalCommitter(this.settings.groupId, () => this.partitions.values(), {
-          producerFor: (topics) => this.producerFor(topics),
-          failed: (err) => {
-            if (isUnknownTopic(err)) this.producerTopics.markSuspect();
-          },
-        });
-      }
+      const sender = new ResultSender(this.kafka, this.settings, this.admin, {
+        transactionalId: this.transactionalId,
+        partitions: this.options.partitions ?? 8,
+        ...(this.options.logger === undefined ? {} : { logger: this.options.logger }),
+      });
+      this.sender = sender;
+      await sender.connect(topics);
+      if (this.settings.exactlyOnce) this.committer = new TransactionalCommitter(this.settings.groupId, () => this.partitions.values(), sender);
 
       const sessionTimeout = this.settings.sessionTimeoutMs;
       const consumer = this.kafka.consumer({
@@ -307,13 +295,19 @@ export class KafkaTransport implements Transport {
     );
   }
 
+  private startedSender(): ResultSender {
+    if (this.sender === undefined) throw new FleetError('TRANSPORT_ERROR', 'kafka transport is not started: nothing can be published yet');
+    return this.sender;
+  }
+
   private async settleAtLeastOnce(outcomes: readonly Outcome[]): Promise<void> {
     const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     if (claimed.length > 0) {
       const messages = claimed.flatMap(({ item, entry }) => messagesFor(item.outcome, entry.source, this.names));
       try {
-        await this.ensureKnown(messages.map((m) => m.topic));
-        await this.send(messages);
+        const sender = this.startedSender();
+        await sender.ensureKnown(messages.map((m) => m.topic));
+        await sender.send(messages);
       } catch (err) {
         for (const { item } of claimed) this.ledger.unclaim(item.deliveryId);
         throw kafkaError(err, 'publishing results failed; the requests stay unacked');
@@ -334,7 +328,7 @@ export class KafkaTransport implements Transport {
     const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     const prepared = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names) }));
     try {
-      await this.ensureKnown(prepared.flatMap((p) => p.messages.map((m) => m.topic)));
+      await this.startedSender().ensureKnown(prepared.flatMap((p) => p.messages.map((m) => m.topic)));
     } catch (err) {
       this.options.logger?.warn({ err }, 'could not create reply topics up front; the transaction will try');
     }
@@ -361,102 +355,6 @@ export class KafkaTransport implements Transport {
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed !== undefined) throw FleetError.from(failed.reason, 'TRANSPORT_ERROR');
     if (rejected.length > 0) throw notOpenError(rejected);
-  }
-
-  /**
-   * Sends are serialized and coalesced: settles that arrive while a send is in flight leave
-   * together in the next one. Concurrent kafkajs sendBatch calls on one connection were measured
-   * ~1.5-3x slower per message than the same messages sent one batch after another. A failed
-   * coalesced send is retried per settle, so one bad settle cannot fail its neighbours.
-   */
-  private send(messages: OutgoingMessage[]): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.sendQueue.push({ messages, resolve, reject });
-      void this.pumpSends();
-    });
-  }
-
-  private async pumpSends(): Promise<void> {
-    if (this.sending) return;
-    this.sending = true;
-    try {
-      while (this.sendQueue.length > 0) {
-        const group = this.sendQueue.splice(0);
-        try {
-          await this.sendNow(group.flatMap((g) => g.messages));
-          for (const g of group) g.resolve();
-        } catch (err) {
-          if (group.length === 1) {
-            group[0]?.reject(err);
-            continue;
-          }
-          for (const g of group) await this.sendNow(g.messages).then(g.resolve, g.reject);
-        }
-      }
-    } finally {
-      this.sending = false;
-    }
-  }
-
-  private async sendNow(messages: readonly OutgoingMessage[]): Promise<void> {
-    const topics = [...new Set(messages.map((m) => m.topic))];
-    const sendAll = async (producer: Producer): Promise<void> => {
-      for (const chunk of chunkByBytes(messages)) await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
-    };
-    try {
-      await sendAll(await this.producerFor(topics));
-    } catch (err) {
-      if (!isUnknownTopic(err)) throw err;
-      // A topic deleted after the last check (or while kafkajs refreshed): check now, replace the
-      // producer if it knows a deleted topic, create this send's topics again if they are gone,
-      // and try once more. A chunk that had gone out goes again: at-least-once.
-      this.producerTopics.markSuspect();
-      await sendAll(await this.producerFor(topics));
-    }
-  }
-
-  /** Auto-create off: topics are created explicitly (ensureKnown), never by a metadata refresh. */
-  private newProducer(): Producer {
-    return this.settings.exactlyOnce
-      ? this.kafka.producer({ transactionalId: this.transactionalId, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false })
-      : this.kafka.producer({ allowAutoTopicCreation: false });
-  }
-
-  /**
-   * The producer to send to `topics` with, once they exist: a fresh one when the current one has
-   * sent to a topic that is gone since, or to too many (see ProducerTopics). Called only from the
-   * serialized send path (or the committer's one-at-a-time loop), so no send is using the producer
-   * that is replaced.
-   */
-  private async producerFor(topics: readonly string[]): Promise<Producer> {
-    const { fresh, gone } = await this.producerTopics.beforeSend(topics, Date.now());
-    // Forgotten as created: a result for one of them creates it again, like a first use.
-    for (const t of gone) this.knownTopics.delete(t);
-    if (fresh) {
-      const replacement = this.newProducer();
-      await replacement.connect();
-      const old = this.producer;
-      this.producer = replacement;
-      this.options.logger?.info(
-        { gone: gone.slice(0, 5), goneCount: gone.length, topics: this.producerTopics.size },
-        gone.length > 0 ? 'kafka producer replaced: reply topics it had sent to were deleted' : 'kafka producer replaced: it had sent to many reply topics',
-      );
-      this.producerTopics.reset();
-      void old?.disconnect().catch(() => undefined);
-    }
-    await this.ensureKnown(topics);
-    this.producerTopics.record(topics);
-    return this.producer as Producer;
-  }
-
-  /** Reply topics named by requests are created on first use (auto-create may be off). */
-  private async ensureKnown(topics: readonly string[]): Promise<void> {
-    const unknown = [...new Set(topics)].filter((t) => !this.knownTopics.has(t));
-    if (unknown.length === 0 || this.admin === undefined) return;
-    await ensureTopics(this.admin, unknown, this.options.partitions ?? 8);
-    // Only a cache of what exists, kept bounded: every request() client names its own inbox.
-    if (this.knownTopics.size + unknown.length > 10_000) this.knownTopics.clear();
-    for (const t of unknown) this.knownTopics.add(t);
   }
 
   /**
@@ -539,7 +437,7 @@ export class KafkaTransport implements Transport {
   }
 
   private async disconnect(): Promise<void> {
-    await Promise.allSettled([this.consumer?.disconnect(), this.producer?.disconnect(), this.admin?.disconnect()]);
+    await Promise.allSettled([this.consumer?.disconnect(), this.sender?.disconnect(), this.admin?.disconnect()]);
   }
 
   async sourceLag(): Promise<Record<string, number>> {
