@@ -18,6 +18,8 @@ export const FLEET_DEFAULTS = {
   bullmqLockDurationMs: 120_000,
   bullmqPrefetch: 256,
   bullmqConnectTimeoutMs: 15_000,
+  bullmqReplyTtlMs: 86_400_000,
+  bullmqDlqTtlMs: 604_800_000,
   publishLingerMs: 2,
   workerMaxSemiSpaceMb: 64,
   kafkaMaxBytesPerPartition: 256 * 1024,
@@ -80,6 +82,21 @@ export const BullmqSettingsSchema = z
       .positive()
       .default(FLEET_DEFAULTS.bullmqConnectTimeoutMs)
       .describe('How long a worker start or a first publish waits for Redis before failing (BullMQ alone waits forever)'),
+    replyTtlMs: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(FLEET_DEFAULTS.bullmqReplyTtlMs)
+      .describe(
+        'Results waiting in a model\'s default reply queue longer than this are removed (nobody read them), like a Kafka ' +
+          'topic\'s retention; 0 keeps them until taken. A request\'s own replyTo queue is its reader\'s to drain',
+      ),
+    dlqTtlMs: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(FLEET_DEFAULTS.bullmqDlqTtlMs)
+      .describe('DLQ records older than this are removed; 0 keeps them'),
   })
   .describe('BullMQ transport settings');
 

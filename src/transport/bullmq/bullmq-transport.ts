@@ -6,6 +6,7 @@ import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts
 import type { TransportLogger } from '../kafka/kafka-client.ts';
 import { renderName, replyToProblem } from '../names.ts';
 import { QueueCache } from './queue-cache.ts';
+import { QueueSweeper } from './queue-sweeper.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import {
   bullmqError,
@@ -102,6 +103,7 @@ export class BullmqTransport implements Transport {
   private flushScheduled = false;
   private stopped = false;
   private closed = false;
+  private sweeper: QueueSweeper | undefined;
 
   constructor(
     private readonly settings: BullmqSettings,
@@ -140,6 +142,22 @@ export class BullmqTransport implements Transport {
         await worker.waitUntilReady();
         void worker.run().catch((err: unknown) => this.options.logger?.error({ err, queue }, 'bullmq worker stopped'));
       }
+      await this.sweeper?.stop();
+      this.sweeper = new QueueSweeper(
+        [...this.workers.keys()].flatMap((model) => [
+          { queue: renderName(this.settings.repliesTemplate, model), ttlMs: this.settings.replyTtlMs },
+          { queue: renderName(this.settings.dlqTemplate, model), ttlMs: this.settings.dlqTtlMs },
+        ]),
+        async (queue, graceMs, limit) => {
+          try {
+            return (await this.outQueues.acquire(queue).clean(graceMs, limit, 'wait')).length;
+          } finally {
+            this.outQueues.release(queue);
+          }
+        },
+        this.options.logger,
+      );
+      this.sweeper.start();
     } catch (err) {
       throw bullmqError(err, 'starting the bullmq transport failed');
     }
@@ -364,6 +382,7 @@ export class BullmqTransport implements Transport {
   }
 
   private async disconnect(): Promise<void> {
+    await this.sweeper?.stop();
     await Promise.allSettled([...this.workers.values()].map((mw) => mw.counter.close()));
     for (const mw of this.workers.values()) mw.connection.disconnect();
     await this.outQueues.closeAll();

@@ -129,4 +129,30 @@ describe('bullmq transport', () => {
     expect(await inbox.quietFor(1_000)).toEqual([]);
     expect(inbox.all.map(idOf)).toEqual(['same']);
   });
+
+  it('results nobody took from the default reply queue are removed after replyTtlMs; DLQ records stay with dlqTtlMs 0', async () => {
+    const settings = bullmqSettings({ replyTtlMs: 1_000, dlqTtlMs: 0 });
+    const model = uniqueName('ttl');
+    const producer = track(new BullmqProducer(settings));
+    await producer.publish([makeRequest(model, 'old', 0)]);
+    await producer.publishRaw([{ model, body: { not: 'a request' }, priority: 0, key: 'garbage' }]);
+    const t = track(new BullmqTransport(settings));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    await t.settle((await inbox.waitFor(2, 30_000)).map(outcomeFor));
+    // The result of 'old' and the invalid result of the garbage job.
+    expect((await queueJobs(settings, `${model}.replies`, ['wait'])).map((j) => j.data.status).sort()).toEqual(['invalid', 'ok']);
+    await new Promise((r) => setTimeout(r, 1_200));
+    await producer.publish([makeRequest(model, 'fresh', 0)]);
+    await t.settle(await inbox.waitFor(3, 30_000).then((ds) => ds.slice(2).map(outcomeFor)));
+    // The sweep runs every half TTL: within a second everything older than the TTL is gone.
+    const deadline = Date.now() + 5_000;
+    let waiting = await queueJobs(settings, `${model}.replies`, ['wait']);
+    while (waiting.length > 1 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      waiting = await queueJobs(settings, `${model}.replies`, ['wait']);
+    }
+    expect(waiting.map((j) => j.data.id)).toEqual(['fresh']);
+    expect(await queueJobs(settings, `${model}.dlq`, ['wait'])).toHaveLength(1);
+  });
 });

@@ -1,0 +1,73 @@
+import type { TransportLogger } from '../kafka/kafka-client.ts';
+
+export interface SweepTarget {
+  readonly queue: string;
+  /** Waiting jobs older than this are removed; 0 keeps them. */
+  readonly ttlMs: number;
+}
+
+/** Removes up to `limit` waiting jobs of `queue` older than `graceMs`; resolves to how many. */
+export type CleanWaiting = (queue: string, graceMs: number, limit: number) => Promise<number>;
+
+const CLEAN_CHUNK = 1_000;
+
+/**
+ * Why: a Kafka topic keeps results for its retention time, but a BullMQ queue keeps a waiting job
+ * until someone takes it. Results published to the default `{model}.replies` that nobody reads
+ * (fire-and-forget producers), and DLQ records nobody inspects, would grow Redis until it runs out
+ * of memory. So the workers remove those older than their TTL, as Kafka's retention would. Every
+ * worker sweeps; removing is idempotent. JS thread; one sweep at a time.
+ */
+export class QueueSweeper {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly targets: readonly SweepTarget[],
+    private readonly clean: CleanWaiting,
+    private readonly logger?: TransportLogger,
+  ) {}
+
+  /** Sweeps every half TTL (the shortest), at most once a minute. */
+  get intervalMs(): number {
+    const ttls = this.targets.map((t) => t.ttlMs).filter((t) => t > 0);
+    return ttls.length === 0 ? 0 : Math.max(100, Math.min(60_000, Math.floor(Math.min(...ttls) / 2)));
+  }
+
+  start(): void {
+    const every = this.intervalMs;
+    if (every === 0 || this.timer !== undefined) return;
+    this.timer = setInterval(() => void this.sweep(), every);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  sweep(): Promise<void> {
+    this.running ??= this.sweepAll().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async sweepAll(): Promise<void> {
+    for (const { queue, ttlMs } of this.targets) {
+      if (ttlMs <= 0) continue;
+      let removed = 0;
+      try {
+        for (;;) {
+          const n = await this.clean(queue, ttlMs, CLEAN_CHUNK);
+          removed += n;
+          if (n < CLEAN_CHUNK) break;
+        }
+      } catch (err) {
+        this.logger?.warn({ err, queue }, 'removing expired waiting jobs failed; tried again at the next sweep');
+      }
+      if (removed > 0) this.logger?.info({ queue, removed, ttlMs }, 'removed waiting jobs older than their TTL (nobody took them)');
+    }
+  }
+}
