@@ -108,7 +108,7 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
   await new Promise<void>((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException): void => {
       reject(
-        new FleetError('SERVICE_UNAVAILABLE', `metrics/health server cannot listen on ${host}:${options.port}: ${err.message}`, {
+        new FleetError('SERVICE_UNAVAILABLE', `metrics/health server cannot listen on ${host}:${options.port}: ${err.message}; choose another worker.metricsPort (worker N listens on metricsPort + N; 0 = any free port)`, {
           cause: err,
           details: { host, port: options.port, errno: err.code, fix: 'choose another worker.metricsPort (0 = ephemeral)' },
         }),

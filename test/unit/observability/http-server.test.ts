@@ -87,7 +87,8 @@ describe('startHealthServer', () => {
     try {
       const attempt = startHealthServer({ port, host: '127.0.0.1', metrics: new FleetMetrics({ processMetrics: false }), isReady: () => true });
       await expect(attempt).rejects.toSatisfy(
-        (e: unknown) => FleetError.is(e, 'SERVICE_UNAVAILABLE') && e.message.includes(String(port)),
+        (e: unknown) =>
+          FleetError.is(e, 'SERVICE_UNAVAILABLE') && e.message.includes(String(port)) && e.message.includes('choose another worker.metricsPort'),
       );
     } finally {
       await new Promise<void>((resolve) => blocker.close(() => resolve()));
