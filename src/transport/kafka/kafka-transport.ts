@@ -37,6 +37,8 @@ export interface KafkaTransportOptions {
 interface Entry {
   readonly source: KafkaSource;
   readonly tracker: PartitionTracker<EosPayload>;
+  /** The partition (of this assignment) it came from. */
+  readonly part: Partition;
 }
 
 interface Partition extends TrackedPartition {
@@ -201,6 +203,7 @@ export class KafkaTransport implements Transport {
       this.ledger.add(deliveryId, {
         source: { topic: batch.topic, partition: batch.partition, offset, key: m.key, headers: m.headers, value },
         tracker: part.tracker,
+        part,
       });
       deliveries.push({
         deliveryId,
@@ -305,19 +308,22 @@ export class KafkaTransport implements Transport {
     if (claimed.length > 0) {
       const messages = claimed.flatMap(({ item, entry }) => messagesFor(item.outcome, entry.source, this.names));
       try {
-        const sender = this.startedSender();
-        await sender.ensureKnown(messages.map((m) => m.topic));
-        await sender.send(messages);
+        // Straight into the serialized send path, which also creates topics met for the first
+        // time: results leave in settle order, so one stream's results stay in order even when
+        // an earlier settle had to create a reply topic first.
+        await this.startedSender().send(messages);
       } catch (err) {
         for (const { item } of claimed) this.ledger.unclaim(item.deliveryId);
         throw kafkaError(err, 'publishing results failed; the requests stay unacked');
       }
+      const touched = new Set<Partition>();
       for (const { item, entry } of claimed) {
         entry.tracker.settle(entry.source.offset);
         this.ledger.finish(item.deliveryId);
-        const part = this.partitions.get(tpKey(entry.source.topic, entry.source.partition));
-        if (part !== undefined && part.tracker === entry.tracker) this.bound(part);
+        touched.add(entry.part);
       }
+      // Still assigned to this worker (not revoked since): its pause bound may lift now.
+      for (const part of touched) if (this.partitions.get(tpKey(part.topic, part.partition)) === part) this.bound(part);
     }
     // Also when everything was skipped: a retry after a failed commit commits now.
     if (claimed.length > 0 || this.pendingCommits.size > 0) await this.commit();
