@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { TransportSettings } from '../../../src/contracts/fleet-config.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
+import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { createProducer } from '../../../src/producer/index.ts';
 import type { Producer } from '../../../src/producer/producer.ts';
 import { createTransport } from '../../../src/transport/index.ts';
@@ -180,5 +181,30 @@ describe('kafka producer and priority topics', () => {
     const producer = createProducer(settings, { partitions: 2 });
     open.push(producer);
     await expect(producer.publish(makeRequest(model, 'early-2', 2))).resolves.toBeUndefined();
+  });
+});
+
+describe('kafka producer, long-lived', () => {
+  // kafkajs refreshes metadata for every topic a producer ever wrote to (tulios/kafkajs#1622).
+  it('keeps publishing after a topic it wrote to is deleted, and does not re-create that topic', async () => {
+    const settings = kafkaSettings();
+    const producer = new KafkaProducer(settings, { partitions: 1 });
+    open.push(producer);
+    const [retired, other, fresh] = [uniqueName('retired'), uniqueName('other'), uniqueName('fresh')].map((n) => n.replace(/-/g, ''));
+    await producer.publish([makeRequest(retired as string, 'a', 0), makeRequest(other as string, 'b', 0)]);
+    const admin = new Kafka({ clientId: 'producer-test', brokers: settings.brokers, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      const retiredTopic = `${retired}.requests.p0`;
+      await admin.deleteTopics({ topics: [retiredTopic] });
+      // A topic new to the producer makes kafkajs refresh all it knows, the deleted one too.
+      const startedAt = Date.now();
+      await producer.publish([makeRequest(fresh as string, 'c', 0), makeRequest(other as string, 'd', 0)]);
+      expect(Date.now() - startedAt).toBeLessThan(10_000);
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await admin.listTopics()).includes(retiredTopic)).toBe(false);
+    } finally {
+      await admin.disconnect();
+    }
   });
 });
