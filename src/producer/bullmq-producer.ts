@@ -118,7 +118,7 @@ export class BullmqProducer implements Producer {
 
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], _options: PublishOptions = {}): Promise<void> {
     const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
-    checkRequests(list, 'bullmq');
+    checkRequests(list, 'bullmq', this.limits);
     await this.addByModel(
       list.map((r) => ({
         model: r.model,

@@ -187,7 +187,7 @@ export class KafkaProducer implements Producer {
 
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
     const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
-    checkRequests(list, 'kafka');
+    checkRequests(list, 'kafka', this.limits);
     const encoding = options.encoding ?? this.encoding;
     const contentType = encoding === 'binary' ? CONTENT_TYPES.requestFrame : CONTENT_TYPES.requestJson;
     await this.send(

@@ -45,7 +45,7 @@ export class MemoryProducer implements Producer {
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
     this.checkOpen();
     const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
-    checkRequests(list, 'memory');
+    checkRequests(list, 'memory', this.limits);
     const encoding = options.encoding ?? this.encoding;
     const byModel = new Map<string, RequestEnvelope[]>();
     for (const r of list) {

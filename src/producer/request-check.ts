@@ -1,3 +1,5 @@
+import { checkedTensorBytes, checkMetaSize, checkTensorCount } from '../codec/frame.ts';
+import type { CodecLimits } from '../contracts/limits.ts';
 import { RequestEnvelopeSchema, type RequestEnvelope } from '../contracts/request-envelope.ts';
 import { expectedByteLength } from '../contracts/tensor.ts';
 import { validationError } from '../contracts/validation-error.ts';
@@ -10,13 +12,34 @@ import { replyToProblem } from '../transport/names.ts';
  * with an unusable replyTo, no result at all) found later on a reply topic. Nothing of the publish
  * is sent when one request fails.
  */
-export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka' | 'bullmq' | 'memory'): void {
+export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka' | 'bullmq' | 'memory', limits: CodecLimits): void {
   requests.forEach((request, index) => {
     const which = requests.length === 1 ? 'request' : `request [${index}]`;
     const parsed = RequestEnvelopeSchema.safeParse(request);
     if (!parsed.success) {
       const err = validationError(parsed.error, `${which}${idNote(request)}`, 'INVALID_ARGUMENT');
       throw new FleetError('INVALID_ARGUMENT', `${err.message}; nothing was published`, { cause: parsed.error, details: { ...err.details, index } });
+    }
+    // The workers' limits (their decode refuses what is over them), checked here so an oversize
+    // request fails at the caller, before it costs a broker round trip.
+    try {
+      checkMetaSize(parsed.data.meta, limits);
+      checkTensorCount(parsed.data.inputs.length, limits, 'inputs');
+      let tensorBytes = 0;
+      parsed.data.inputs.forEach((t, i) => {
+        checkedTensorBytes(t.dtype, t.shape, limits, `inputs[${i}]`);
+        tensorBytes += t.data.byteLength;
+      });
+      if (tensorBytes > limits.maxMessageBytes) {
+        throw new FleetError(
+          'LIMIT_EXCEEDED',
+          `its tensors alone are ${tensorBytes} bytes, over the message limit of ${limits.maxMessageBytes} (limits.maxMessageBytes); send fewer samples per request`,
+          { details: { field: 'inputs' } },
+        );
+      }
+    } catch (err) {
+      const fe = err as FleetError;
+      throw new FleetError(fe.code, `invalid ${which}${idNote(request)}: ${fe.message}; nothing was published`, { cause: err, details: { ...fe.details, index } });
     }
     parsed.data.inputs.forEach((t, i) => {
       const expected = expectedByteLength(t.dtype, t.shape);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_LIMITS } from '../../../src/contracts/limits.ts';
 import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
 import { checkRequests } from '../../../src/producer/request-check.ts';
 import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
@@ -13,7 +14,7 @@ const good = (extra: Partial<RequestEnvelope> = {}): RequestEnvelope => ({
 
 describe('checkRequests', () => {
   it('passes well-formed requests on every transport', () => {
-    for (const kind of ['kafka', 'bullmq', 'memory'] as const) expect(() => checkRequests([good(), good({ id: 'r2', replyTo: 'my.replies' })], kind)).not.toThrow();
+    for (const kind of ['kafka', 'bullmq', 'memory'] as const) expect(() => checkRequests([good(), good({ id: 'r2', replyTo: 'my.replies' })], kind, DEFAULT_LIMITS)).not.toThrow();
   });
 
   it.each([
@@ -29,7 +30,7 @@ describe('checkRequests', () => {
       /inputs\[0\]\.data is 8 bytes but float32 \[1,3\] needs 12; fix dtype, shape or data/,
     ],
   ])('refuses %s with INVALID_ARGUMENT naming the field', (_what, extra, field, message) => {
-    const err = fleetErrorOf(() => checkRequests([good({ id: 'ok' }), good(extra as Partial<RequestEnvelope>)], 'memory'));
+    const err = fleetErrorOf(() => checkRequests([good({ id: 'ok' }), good(extra as Partial<RequestEnvelope>)], 'memory', DEFAULT_LIMITS));
     expect(err.code).toBe('INVALID_ARGUMENT');
     expect(err.details.field).toBe(field);
     expect(err.details.index).toBe(1);
@@ -39,11 +40,24 @@ describe('checkRequests', () => {
   });
 
   it('refuses a replyTo the transport cannot address, by that transport rule', () => {
-    expect(() => checkRequests([good({ replyTo: 'with space' })], 'bullmq')).not.toThrow();
-    const kafka = fleetErrorOf(() => checkRequests([good({ replyTo: 'with space' })], 'kafka'));
+    expect(() => checkRequests([good({ replyTo: 'with space' })], 'bullmq', DEFAULT_LIMITS)).not.toThrow();
+    const kafka = fleetErrorOf(() => checkRequests([good({ replyTo: 'with space' })], 'kafka', DEFAULT_LIMITS));
     expect(kafka.details.field).toBe('replyTo');
     expect(kafka.message).toMatch(/^invalid request \(id "r1"\): replyTo "with space" is not a legal Kafka topic name/);
-    const bullmq = fleetErrorOf(() => checkRequests([good({ replyTo: 'a:b' })], 'bullmq'));
+    const bullmq = fleetErrorOf(() => checkRequests([good({ replyTo: 'a:b' })], 'bullmq', DEFAULT_LIMITS));
     expect(bullmq.message).toMatch(/replyTo "a:b" is not a legal BullMQ queue name .*leave replyTo out for \{model\}\.replies/);
+  });
+
+  it('refuses what the workers would refuse as over their limits, naming the limit', () => {
+    const limits = { ...DEFAULT_LIMITS, maxMessageBytes: 1_000, maxElementsPerTensor: 100 };
+    const big = fleetErrorOf(() =>
+      checkRequests([good({ inputs: [{ name: 'x', dtype: 'uint8', shape: [1, 90], data: new Uint8Array(90) }, { name: 'y', dtype: 'float32', shape: [1, 90], data: new Uint8Array(360) }, { name: 'z', dtype: 'float32', shape: [1, 90], data: new Uint8Array(360) }, { name: 'w', dtype: 'float32', shape: [1, 90], data: new Uint8Array(360) }] })], 'kafka', limits),
+    );
+    expect(big.code).toBe('LIMIT_EXCEEDED');
+    expect(big.message).toMatch(/^invalid request \(id "r1"\): its tensors alone are 1170 bytes, over the message limit of 1000 \(limits\.maxMessageBytes\)/);
+    const wide = fleetErrorOf(() => checkRequests([good({ inputs: [{ name: 'x', dtype: 'uint8', shape: [1, 101], data: new Uint8Array(101) }] })], 'kafka', limits));
+    expect(wide.code).toBe('LIMIT_EXCEEDED');
+    expect(wide.details.field).toBe('inputs[0].shape');
+    expect(wide.message).toMatch(/limits\.maxElementsPerTensor/);
   });
 });
