@@ -200,7 +200,8 @@ describe('kafka producer, long-lived', () => {
       // A topic new to the producer makes kafkajs refresh all it knows, the deleted one too.
       const startedAt = Date.now();
       await producer.publish([makeRequest(fresh as string, 'c', 0), makeRequest(other as string, 'd', 0)]);
-      expect(Date.now() - startedAt).toBeLessThan(10_000);
+      // A publish held up by kafkajs retrying a refresh that names the deleted topic takes ~5 s.
+      expect(Date.now() - startedAt).toBeLessThan(3_000);
       await new Promise((r) => setTimeout(r, 500));
       expect((await admin.listTopics()).includes(retiredTopic)).toBe(false);
     } finally {

@@ -195,7 +195,8 @@ describe('kafka transport', () => {
         const startedAt = Date.now();
         const result = await client.request(makeRequest(model, `c${i}`, 0), { timeoutMs: 15_000 }).finally(() => client.close());
         expect(result.status).toBe('ok');
-        expect(Date.now() - startedAt).toBeLessThan(10_000);
+        // A send held up by kafkajs retrying a refresh that names the deleted inbox takes ~5 s.
+        expect(Date.now() - startedAt).toBeLessThan(3_000);
         closedInboxes.push(client.inbox);
       }
       const topics = new Set(await admin.listTopics());
@@ -224,7 +225,7 @@ describe('kafka transport', () => {
       const startedAt = Date.now();
       await t.settle([{ ...(second as Outcome), replyTo: `${replyTo}-other` }]);
       await t.settle([third as Outcome]);
-      expect(Date.now() - startedAt).toBeLessThan(10_000);
+      expect(Date.now() - startedAt).toBeLessThan(3_000);
     } finally {
       await admin.disconnect();
     }
