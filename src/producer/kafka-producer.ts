@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Admin, Consumer, Kafka, Message, Producer as KafkaJsProducer } from 'kafkajs';
+import type { Admin, Consumer, Kafka, Message } from 'kafkajs';
 import { decodeResult, encodeRequest, type WireEncoding } from '../codec/index.ts';
 import type { KafkaSettings } from '../contracts/fleet-config.ts';
 import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
@@ -8,7 +8,8 @@ import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { chunkByBytes, groupByTopic } from '../transport/kafka/kafka-outcomes.ts';
-import { isUnknownTopic, ProducerTopics } from '../transport/kafka/producer-topics.ts';
+import { isUnknownTopic } from '../transport/kafka/producer-topics.ts';
+import { RotatingProducer } from '../transport/kafka/rotating-producer.ts';
 import { CONTENT_TYPES, HEADERS, renderName } from '../transport/names.ts';
 import type {
   Producer,
@@ -62,11 +63,12 @@ export class KafkaProducer implements Producer {
   private readonly encoding: WireEncoding;
   private readonly limits: CodecLimits;
   private connecting: Promise<{ admin: Admin }> | undefined;
-  /** The kafkajs producer sends go through; `users` counts sends on it (a replaced one is disconnected when they end). */
-  private slot: { producer: KafkaJsProducer; users: number } | undefined;
-  private readonly producerTopics = new ProducerTopics(async () => (await this.connect()).admin.listTopics());
-  /** One producer check or replacement at a time. */
-  private slotChain: Promise<unknown> = Promise.resolve();
+  /**
+   * A long-lived client hits the same kafkajs trait as a worker (see ProducerTopics): once a topic
+   * it published to is deleted (a retired model's request topics), each metadata refresh would
+   * re-create it or fail every later publish; so its producer is replaced before that.
+   */
+  private readonly producer: RotatingProducer;
   private inboxReady: Promise<void> | undefined;
   private closed = false;
 
@@ -80,48 +82,31 @@ export class KafkaProducer implements Producer {
     this.encoding = options.encoding ?? 'binary';
     this.limits = options.limits ?? DEFAULT_LIMITS;
     this.inbox = `${this.clientId}.inbox.${randomUUID()}`;
+    this.producer = new RotatingProducer({
+      // Auto-create off: request topics are created explicitly (send), never by a metadata refresh.
+      create: () => this.kafka.producer({ allowAutoTopicCreation: false }),
+      listTopics: async () => (await this.connect()).admin.listTopics(),
+      onGone: (gone) => {
+        for (const t of gone) this.knownTopics.delete(t);
+      },
+      ...(options.logger === undefined ? {} : { logger: options.logger }),
+      owner: `producer ${this.clientId}`,
+    });
   }
 
   private connect(): Promise<{ admin: Admin }> {
     if (this.closed) return Promise.reject(new FleetError('CLOSED', 'kafka producer is closed'));
     this.connecting ??= (async () => {
-      // Auto-create off: request topics are created explicitly (send), never by a metadata refresh.
-      const producer = this.kafka.producer({ allowAutoTopicCreation: false });
       const admin = this.kafka.admin();
       try {
-        await Promise.all([producer.connect(), admin.connect()]);
+        await Promise.all([this.producer.connect(), admin.connect()]);
       } catch (err) {
         this.connecting = undefined;
         throw kafkaError(err, startFailure('connecting the kafka producer failed', err, this.settings.brokers));
       }
-      this.slot = { producer, users: 0 };
       return { admin };
     })();
     return this.connecting;
-  }
-
-  /**
-   * The producer to send to `topics` with. A long-lived client hits the same kafkajs trait as a
-   * worker (see ProducerTopics): once a topic it published to is deleted (a retired model's
-   * request topics), each metadata refresh re-creates it or fails every later publish. So the
-   * producer is replaced before that; the old one is disconnected when its sends have ended.
-   */
-  private producerFor(topics: readonly string[]): Promise<{ producer: KafkaJsProducer; users: number }> {
-    const next = this.slotChain.then(async () => {
-      const { fresh, gone } = await this.producerTopics.beforeSend(topics, Date.now());
-      for (const t of gone) this.knownTopics.delete(t);
-      const current = this.slot as { producer: KafkaJsProducer; users: number };
-      if (!fresh) return current;
-      const producer = this.kafka.producer({ allowAutoTopicCreation: false });
-      await producer.connect();
-      this.slot = { producer, users: 0 };
-      this.producerTopics.reset();
-      this.options.logger?.info({ gone: gone.slice(0, 5), goneCount: gone.length }, 'kafka producer replaced: topics it had published to were deleted');
-      if (current.users === 0) void current.producer.disconnect().catch(() => undefined);
-      return this.slot;
-    });
-    this.slotChain = next.catch(() => undefined);
-    return next;
   }
 
   private topicFor(model: string, priority: number | undefined): string {
@@ -131,31 +116,24 @@ export class KafkaProducer implements Producer {
   private async send(messages: readonly Outgoing[], retried = false): Promise<void> {
     const { admin } = await this.connect();
     const topics = [...new Set(messages.map((m) => m.topic))];
-    const slot = await this.producerFor(topics);
-    const missing = new Map<string, Outgoing>();
-    for (const m of messages) if (!this.knownTopics.has(m.topic) && !missing.has(m.topic)) missing.set(m.topic, m);
-    if (missing.size > 0) {
-      await this.refuseUnreadPriorities(admin, [...missing.values()]);
-      await ensureTopics(admin, [...missing.keys()], this.options.partitions ?? 8);
-      for (const t of missing.keys()) this.knownTopics.add(t);
-    }
-    this.producerTopics.record(topics);
-    slot.users++;
     try {
-      for (const chunk of chunkByBytes(messages)) {
-        await slot.producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
-      }
+      await this.producer.use(topics, async (producer) => {
+        const missing = new Map<string, Outgoing>();
+        for (const m of messages) if (!this.knownTopics.has(m.topic) && !missing.has(m.topic)) missing.set(m.topic, m);
+        if (missing.size > 0) {
+          await this.refuseUnreadPriorities(admin, [...missing.values()]);
+          await ensureTopics(admin, [...missing.keys()], this.options.partitions ?? 8);
+          for (const t of missing.keys()) this.knownTopics.add(t);
+        }
+        for (const chunk of chunkByBytes(messages)) {
+          await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+        }
+      });
     } catch (err) {
-      if (isUnknownTopic(err) && !retried) {
-        // A topic deleted since the last check: check now and try once more (a chunk that had
-        // gone out goes again; the worker side counts duplicates).
-        this.producerTopics.markSuspect();
-        return await this.send(messages, true);
-      }
+      // A topic deleted since the last check: the next use checks now; try once more (a chunk
+      // that had gone out goes again; the worker side counts duplicates).
+      if (isUnknownTopic(err) && !retried) return this.send(messages, true);
       throw kafkaError(err, 'publishing requests failed');
-    } finally {
-      slot.users--;
-      if (slot !== this.slot && slot.users === 0) void slot.producer.disconnect().catch(() => undefined);
     }
   }
 
@@ -321,6 +299,6 @@ export class KafkaProducer implements Producer {
     if (connected === undefined) return;
     const { admin } = await connected.catch(() => ({ admin: undefined }));
     if (admin !== undefined && this.inboxReady !== undefined) await admin.deleteTopics({ topics: [this.inbox] }).catch(() => undefined);
-    await Promise.allSettled([this.slot?.producer.disconnect(), admin?.disconnect()]);
+    await Promise.allSettled([this.producer.disconnect(), admin?.disconnect()]);
   }
 }

@@ -17,6 +17,14 @@ export interface TrackedPartition {
   readonly tracker: PartitionTracker<EosPayload>;
 }
 
+/** A partition's settled prefix going out in one transaction. */
+interface PrefixOf {
+  readonly tp: TrackedPartition;
+  readonly count: number;
+  readonly commitNext: number;
+  readonly payloads: EosPayload[];
+}
+
 /**
  * Exactly-once settle: results (and DLQ records) are written in one Kafka transaction together
  * with the consumer offsets that cover them (sendOffsets), so a crash either loses both or
@@ -36,9 +44,8 @@ export class TransactionalCommitter {
     private readonly groupId: string,
     private readonly partitions: () => Iterable<TrackedPartition>,
     private readonly producers: {
-      /** The producer for a transaction writing to `topics` (which then exist); may be a new one. */
-      producerFor(topics: readonly string[]): Promise<Producer>;
-      failed(error: unknown): void;
+      /** Runs a transaction writing to `topics` (which then exist) with the producer for it. */
+      withProducer<T>(topics: readonly string[], work: (producer: Producer) => Promise<T>): Promise<T>;
     },
   ) {}
 
@@ -65,37 +72,17 @@ export class TransactionalCommitter {
 
   private async loop(): Promise<void> {
     for (;;) {
-      const batch: Array<{ tp: TrackedPartition; count: number; commitNext: number; payloads: EosPayload[] }> = [];
+      const batch: PrefixOf[] = [];
       for (const tp of this.partitions()) {
         const prefix = tp.tracker.prefix();
         if (prefix !== undefined) batch.push({ tp, ...prefix });
       }
       if (batch.length === 0) return;
       const payloads = batch.flatMap((b) => b.payloads);
+      const topics = [...new Set(payloads.flatMap((p) => p.messages.map((m) => m.topic)))];
       try {
-        const producer = await this.producers.producerFor([...new Set(payloads.flatMap((p) => p.messages.map((m) => m.topic)))]);
-        const txn = await producer.transaction();
-        try {
-          for (const chunk of chunkByBytes(payloads.flatMap((p) => p.messages))) {
-            await txn.sendBatch({ topicMessages: groupByTopic(chunk) });
-          }
-          const byTopic = new Map<string, Array<{ partition: number; offset: string }>>();
-          for (const b of batch) {
-            const list = byTopic.get(b.tp.topic) ?? [];
-            list.push({ partition: b.tp.partition, offset: String(b.commitNext) });
-            byTopic.set(b.tp.topic, list);
-          }
-          await txn.sendOffsets({
-            consumerGroupId: this.groupId,
-            topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
-          });
-          await txn.commit();
-        } catch (err) {
-          await txn.abort().catch(() => undefined);
-          throw err;
-        }
+        await this.producers.withProducer(topics, (producer) => this.transaction(producer, batch, payloads));
       } catch (err) {
-        this.producers.failed(err);
         // Nothing of this transaction is visible: re-open the entries so they can be settled
         // again (or released), and tell their callers.
         const error = kafkaError(err, 'exactly-once transaction (results + offsets) failed');
@@ -106,6 +93,29 @@ export class TransactionalCommitter {
       }
       for (const b of batch) b.tp.tracker.advance(b.count);
       for (const p of payloads) p.resolve();
+    }
+  }
+
+  private async transaction(producer: Producer, batch: readonly PrefixOf[], payloads: readonly EosPayload[]): Promise<void> {
+    const txn = await producer.transaction();
+    try {
+      for (const chunk of chunkByBytes(payloads.flatMap((p) => p.messages))) {
+        await txn.sendBatch({ topicMessages: groupByTopic(chunk) });
+      }
+      const byTopic = new Map<string, Array<{ partition: number; offset: string }>>();
+      for (const b of batch) {
+        const list = byTopic.get(b.tp.topic) ?? [];
+        list.push({ partition: b.tp.partition, offset: String(b.commitNext) });
+        byTopic.set(b.tp.topic, list);
+      }
+      await txn.sendOffsets({
+        consumerGroupId: this.groupId,
+        topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
+      });
+      await txn.commit();
+    } catch (err) {
+      await txn.abort().catch(() => undefined);
+      throw err;
     }
   }
 }

@@ -1,5 +1,5 @@
 /**
- * What the worker's kafkajs producer has sent to, and when it must be replaced by a fresh one.
+ * What a kafkajs producer has written to, and when it must be replaced by a fresh one.
  *
  * Why: a kafkajs producer refreshes metadata for every topic it ever sent to and never forgets one
  * (tulios/kafkajs#651, #1622), and a worker sends to every reply topic its requests name. Once one
@@ -7,10 +7,11 @@
  * refresh, which comes with every new reply topic and at the metadata max age, either re-creates
  * it (broker auto-create on) or fails (auto-create off, the default on managed Kafka), and a
  * failed refresh fails the send whatever its own topics: the worker publishes nothing, for good.
- * A fresh producer knows no topics, so the transport starts one before kafkajs would refresh with
- * a topic that is gone, and whenever the set grows past a bound.
+ * A long-lived producer client meets the same with a retired model's request topics. A fresh
+ * producer knows no topics, so RotatingProducer starts one before kafkajs would refresh with a
+ * topic that is gone, and whenever the set grows past a bound.
  *
- * Runs on the JS thread inside the transport's serialized send path (no concurrent callers).
+ * JS thread; called by RotatingProducer one check at a time.
  */
 export class ProducerTopics {
   private readonly sentTo = new Set<string>();

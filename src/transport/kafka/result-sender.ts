@@ -2,7 +2,8 @@ import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { ensureTopics, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
-import { isUnknownTopic, ProducerTopics } from './producer-topics.ts';
+import { isUnknownTopic } from './producer-topics.ts';
+import { RotatingProducer } from './rotating-producer.ts';
 
 export interface ResultSenderOptions {
   /** Unique per worker process: the transactional id in exactlyOnce mode. */
@@ -20,35 +21,53 @@ export interface ResultSenderOptions {
  * the producer of each transaction instead. JS thread only; the admin client is the transport's.
  */
 export class ResultSender {
-  private producer: Producer | undefined;
+  private readonly producer: RotatingProducer;
   private readonly knownTopics = new Set<string>();
-  private readonly producerTopics: ProducerTopics;
   private readonly queue: Array<{ messages: OutgoingMessage[]; resolve: () => void; reject: (err: unknown) => void }> = [];
   private sending = false;
 
   constructor(
-    private readonly kafka: Kafka,
-    private readonly settings: KafkaSettings,
+    kafka: Kafka,
+    settings: KafkaSettings,
     private readonly admin: Admin,
     private readonly options: ResultSenderOptions,
   ) {
-    this.producerTopics = new ProducerTopics(() => admin.listTopics());
+    this.producer = new RotatingProducer({
+      // Auto-create off: topics are created explicitly (ensureKnown), never by a metadata refresh.
+      create: () =>
+        settings.exactlyOnce
+          ? kafka.producer({ transactionalId: options.transactionalId, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false })
+          : kafka.producer({ allowAutoTopicCreation: false }),
+      listTopics: () => admin.listTopics(),
+      // Forgotten as created: a result for one of them creates it again, like a first use.
+      onGone: (gone) => {
+        for (const t of gone) this.knownTopics.delete(t);
+      },
+      ...(options.logger === undefined ? {} : { logger: options.logger }),
+      owner: 'results',
+    });
   }
 
   /** Connects the first producer; `existing` are topics just created (or found) by the caller. */
   async connect(existing: readonly string[]): Promise<void> {
     for (const t of existing) this.knownTopics.add(t);
-    this.producer = this.newProducer();
     await this.producer.connect();
   }
 
   async disconnect(): Promise<void> {
-    await this.producer?.disconnect();
+    await this.producer.disconnect();
   }
 
-  /** A transaction (or send) failed: an unknown topic means the cluster is checked before the next. */
-  failed(err: unknown): void {
-    if (isUnknownTopic(err)) this.producerTopics.markSuspect();
+  /**
+   * Runs `work` with the producer once `topics` exist: each send, and in exactlyOnce mode each of
+   * the committer's transactions (which run one at a time, so no send uses a producer while it is
+   * replaced by a fresh one).
+   */
+  withProducer<T>(topics: readonly string[], work: (producer: Producer) => Promise<T>): Promise<T> {
+    return this.producer.use(topics, async (producer) => {
+      await this.ensureKnown(topics);
+      return work(producer);
+    });
   }
 
   /**
@@ -92,49 +111,14 @@ export class ResultSender {
       for (const chunk of chunkByBytes(messages)) await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
     };
     try {
-      await sendAll(await this.producerFor(topics));
+      await this.withProducer(topics, sendAll);
     } catch (err) {
       if (!isUnknownTopic(err)) throw err;
-      // A topic deleted after the last check (or while kafkajs refreshed): check now, replace the
-      // producer if it knows a deleted topic, create this send's topics again if they are gone,
-      // and try once more. A chunk that had gone out goes again: at-least-once.
-      this.producerTopics.markSuspect();
-      await sendAll(await this.producerFor(topics));
+      // A topic deleted after the last check (or while kafkajs refreshed): the next use checks
+      // now, replaces the producer if it knows a deleted topic and creates this send's topics
+      // again if they are gone. A chunk that had gone out goes again: at-least-once.
+      await this.withProducer(topics, sendAll);
     }
-  }
-
-  /** Auto-create off: topics are created explicitly (ensureKnown), never by a metadata refresh. */
-  private newProducer(): Producer {
-    return this.settings.exactlyOnce
-      ? this.kafka.producer({ transactionalId: this.options.transactionalId, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false })
-      : this.kafka.producer({ allowAutoTopicCreation: false });
-  }
-
-  /**
-   * The producer to send to `topics` with, once they exist: a fresh one when the current one has
-   * sent to a topic that is gone since, or to too many (see ProducerTopics). Called only from the
-   * serialized send path (or the committer's one-at-a-time loop), so no send is using the producer
-   * that is replaced.
-   */
-  async producerFor(topics: readonly string[]): Promise<Producer> {
-    const { fresh, gone } = await this.producerTopics.beforeSend(topics, Date.now());
-    // Forgotten as created: a result for one of them creates it again, like a first use.
-    for (const t of gone) this.knownTopics.delete(t);
-    if (fresh) {
-      const replacement = this.newProducer();
-      await replacement.connect();
-      const old = this.producer;
-      this.producer = replacement;
-      this.options.logger?.info(
-        { gone: gone.slice(0, 5), goneCount: gone.length, topics: this.producerTopics.size },
-        gone.length > 0 ? 'kafka producer replaced: reply topics it had sent to were deleted' : 'kafka producer replaced: it had sent to many reply topics',
-      );
-      this.producerTopics.reset();
-      void old?.disconnect().catch(() => undefined);
-    }
-    await this.ensureKnown(topics);
-    this.producerTopics.record(topics);
-    return this.producer as Producer;
   }
 
   /** Reply topics named by requests are created on first use (auto-create may be off). */
