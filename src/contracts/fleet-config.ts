@@ -26,9 +26,35 @@ export const FLEET_DEFAULTS = {
   kafkaLowPriorityInflight: 128,
 } as const;
 
+export const KafkaSslSchema = z
+  .strictObject({
+    caFile: z.string().min(1).optional().describe('PEM CA bundle the broker certificates are checked against (default: the system CAs)'),
+    certFile: z.string().min(1).optional().describe('PEM client certificate (mutual TLS; with keyFile)'),
+    keyFile: z.string().min(1).optional().describe('PEM client private key (mutual TLS; with certFile)'),
+    rejectUnauthorized: z.boolean().default(true).describe('Refuse brokers whose certificate does not verify; false only for testing'),
+  })
+  .refine((s) => (s.certFile === undefined) === (s.keyFile === undefined), {
+    message: 'certFile and keyFile go together (mutual TLS needs both)',
+    path: ['keyFile'],
+  })
+  .describe('TLS to the brokers');
+
+/** A credential: an all-digit one (from YAML or an NPU_FLEET__ variable) arrives as a number, and is meant as text. */
+const credential = z.preprocess((v) => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : v), z.string().min(1));
+
+export const KafkaSaslSchema = z
+  .strictObject({
+    mechanism: z.enum(['plain', 'scram-sha-256', 'scram-sha-512']).describe('SASL mechanism the brokers offer'),
+    username: credential,
+    password: credential.describe('Better from the environment: NPU_FLEET__TRANSPORT__KAFKA__SASL__PASSWORD'),
+  })
+  .describe('SASL authentication (use with ssl unless the network is trusted: PLAIN sends the password as is)');
+
 export const KafkaSettingsSchema = z
   .strictObject({
     brokers: z.array(z.string().min(1)).min(1).describe('Bootstrap brokers, host:port'),
+    ssl: z.union([z.boolean(), KafkaSslSchema]).default(false).describe('TLS: true (system CAs) or the files to use'),
+    sasl: KafkaSaslSchema.optional(),
     clientId: z.string().default('npu-fleet').describe('Kafka client id'),
     groupId: z.string().default('npu-fleet-workers').describe('Consumer group shared by all workers'),
     topicTemplate: z

@@ -102,7 +102,7 @@ export class KafkaProducer implements Producer {
         await Promise.all([this.producer.connect(), admin.connect()]);
       } catch (err) {
         this.connecting = undefined;
-        throw kafkaError(err, startFailure('connecting the kafka producer failed', err, this.settings.brokers));
+        throw kafkaError(err, startFailure('connecting the kafka producer failed', err, this.settings));
       }
       return { admin };
     })();

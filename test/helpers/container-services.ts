@@ -4,10 +4,13 @@ import { request } from 'node:http';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { kafkaReady, warmUpKafka } from './kafka-probe.ts';
+import { saslListenerSettings } from './local-kafka-service.ts';
 import { freePort } from './service-process.ts';
 
 export interface ContainerService {
   readonly endpoint: string;
+  /** Kafka only: the same broker behind SASL/PLAIN (TEST_SASL). */
+  readonly saslEndpoint?: string;
   readonly image: string;
   readonly startupMs: number;
   stop(): Promise<void>;
@@ -91,16 +94,20 @@ export async function startKafkaContainer(version: string): Promise<ContainerSer
   const host = (await getContainerRuntimeClient()).info.containerRuntime.host;
   // The broker must advertise the address clients dial, which is only known up front with a fixed binding.
   const port = await freePort();
+  const saslPort = await freePort();
+  // The image turns KAFKA_A_B into a.b; the SASL listener's settings have no '_' in their names.
+  const saslEnv = Object.fromEntries(Object.entries(saslListenerSettings()).map(([k, v]) => [`KAFKA_${k.toUpperCase().replace(/\./g, '_')}`, v]));
   const container = await new GenericContainer(image)
-    .withExposedPorts({ container: port, host: port })
+    .withExposedPorts({ container: port, host: port }, { container: saslPort, host: saslPort })
     .withEnvironment({
+      ...saslEnv,
       KAFKA_NODE_ID: '1',
       KAFKA_PROCESS_ROLES: 'broker,controller',
-      KAFKA_LISTENERS: `PLAINTEXT://0.0.0.0:${port},CONTROLLER://127.0.0.1:9093`,
-      KAFKA_ADVERTISED_LISTENERS: `PLAINTEXT://${host}:${port}`,
+      KAFKA_LISTENERS: `PLAINTEXT://0.0.0.0:${port},SASL://0.0.0.0:${saslPort},CONTROLLER://127.0.0.1:9093`,
+      KAFKA_ADVERTISED_LISTENERS: `PLAINTEXT://${host}:${port},SASL://${host}:${saslPort}`,
       KAFKA_CONTROLLER_LISTENER_NAMES: 'CONTROLLER',
       KAFKA_INTER_BROKER_LISTENER_NAME: 'PLAINTEXT',
-      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: 'CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT',
+      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: 'CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT',
       KAFKA_CONTROLLER_QUORUM_VOTERS: '1@127.0.0.1:9093',
       KAFKA_NUM_PARTITIONS: '1',
       KAFKA_AUTO_CREATE_TOPICS_ENABLE: 'true',
@@ -131,6 +138,7 @@ export async function startKafkaContainer(version: string): Promise<ContainerSer
   }
   return {
     endpoint: brokers.join(','),
+    saslEndpoint: `${host}:${saslPort}`,
     image,
     startupMs: Date.now() - startedAt,
     stop: async () => {

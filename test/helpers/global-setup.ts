@@ -14,6 +14,8 @@ import type { ProvidedServices } from './services.ts';
 
 interface Started {
   endpoint: string;
+  /** Kafka: a SASL/PLAIN listener taking TEST_SASL, where the run controls the broker. */
+  saslEndpoint?: string;
   line: string;
   stop?: () => Promise<void>;
 }
@@ -59,6 +61,13 @@ async function externalKafka(value: string): Promise<Started> {
   throw new Error(`KAFKA_BROKERS=${value} does not answer within ${EXTERNAL_WAIT_MS} ms: ${reason}`);
 }
 
+/** The SASL/PLAIN listener: ours, or KAFKA_SASL_BROKERS (taking TEST_SASL) next to an external broker. */
+function kafkaSasl(kafka: PromiseSettledResult<Started>): string[] | null {
+  const env = process.env['KAFKA_SASL_BROKERS'];
+  if (env) return env.split(',').map((b) => b.trim()).filter(Boolean);
+  return kafka.status === 'fulfilled' && kafka.value.saslEndpoint !== undefined ? kafka.value.saslEndpoint.split(',') : null;
+}
+
 async function externalRedis(url: string): Promise<Started> {
   const { version } = await redisInfo(url, EXTERNAL_WAIT_MS).catch((error: unknown) => {
     throw new Error(`REDIS_URL=${url} does not answer: ${error instanceof Error ? error.message : String(error)}`);
@@ -70,11 +79,17 @@ async function startKafka(mode: 'containers' | 'local', workDir: string): Promis
   const version = kafkaVersion();
   if (mode === 'containers') {
     const c = await startKafkaContainer(version);
-    return { endpoint: c.endpoint, stop: c.stop, line: `kafka container ${c.image} at ${c.endpoint}, ready in ${seconds(c.startupMs)}` };
+    return {
+      endpoint: c.endpoint,
+      ...(c.saslEndpoint === undefined ? {} : { saslEndpoint: c.saslEndpoint }),
+      stop: c.stop,
+      line: `kafka container ${c.image} at ${c.endpoint}, ready in ${seconds(c.startupMs)}`,
+    };
   }
   const k = await startLocalKafka(workDir);
   return {
     endpoint: k.brokers.join(','),
+    saslEndpoint: k.saslBrokers.join(','),
     stop: k.stop,
     line: `kafka ${k.version} local KRaft broker (java, jars in .cache/kafka/${k.version}) at ${k.brokers.join(',')}, ready in ${seconds(k.startupMs)} (${k.phases})`,
   };
@@ -119,12 +134,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const services: ProvidedServices = {
     kafkaBrokers: kafka.status === 'fulfilled' ? kafka.value.endpoint.split(',') : null,
     kafkaError: errorText(kafka),
+    kafkaSaslBrokers: kafkaSasl(kafka),
     redisUrl: redis.status === 'fulfilled' ? redis.value.endpoint : null,
     redisError: errorText(redis),
     summary: [],
   };
   services.summary = [
     kafka.status === 'fulfilled' ? kafka.value.line : `kafka FAILED to start; tests that use Kafka will fail: ${services.kafkaError ?? ''}`,
+    services.kafkaSaslBrokers ? `kafka SASL/PLAIN listener at ${services.kafkaSaslBrokers.join(',')}` : 'kafka SASL/PLAIN listener: none (external KAFKA_BROKERS without KAFKA_SASL_BROKERS); the SASL test will fail',
     redis.status === 'fulfilled' ? redis.value.line : `redis FAILED to start; tests that use Redis will fail: ${services.redisError ?? ''}`,
   ];
   console.log(`[services] ${needMode ? `${mode} (${why})` : why}; total ${seconds(Date.now() - startedAt)}`);

@@ -9,8 +9,24 @@ import { fileURLToPath } from 'node:url';
 import { freePort, logTail, startServiceProcess, waitUntil } from './service-process.ts';
 import { kafkaReady, warmUpKafka } from './kafka-probe.ts';
 
+/** The test brokers' SASL/PLAIN login (a second listener next to PLAINTEXT; tests only). */
+export const TEST_SASL = { username: 'fleet', password: 'fleet-secret' } as const;
+
+/**
+ * Broker settings (name → value) for a listener named SASL (protocol SASL_PLAINTEXT) that takes
+ * TEST_SASL. The name has no '_', so the container path can pass them as KAFKA_* variables.
+ */
+export function saslListenerSettings(): Record<string, string> {
+  return {
+    'sasl.enabled.mechanisms': 'PLAIN',
+    'listener.name.sasl.plain.sasl.jaas.config': `org.apache.kafka.common.security.plain.PlainLoginModule required username="${TEST_SASL.username}" password="${TEST_SASL.password}" user_${TEST_SASL.username}="${TEST_SASL.password}";`,
+  };
+}
+
 export interface LocalKafka {
   readonly brokers: string[];
+  /** The same broker behind SASL/PLAIN (TEST_SASL). */
+  readonly saslBrokers: string[];
   readonly version: string;
   readonly startupMs: number;
   /** Where the start-up time went, e.g. "format 0.8 s, broker 2.0 s, warm-up 0.4 s". */
@@ -67,16 +83,17 @@ function ensureJars(version: string): string {
   return libs;
 }
 
-function serverProperties(dataDir: string, port: number, controllerPort: number): string {
+function serverProperties(dataDir: string, port: number, controllerPort: number, saslPort: number): string {
   return [
     'process.roles=broker,controller',
     'node.id=1',
     `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
-    `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
-    `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
+    `listeners=PLAINTEXT://127.0.0.1:${port},SASL://127.0.0.1:${saslPort},CONTROLLER://127.0.0.1:${controllerPort}`,
+    `advertised.listeners=PLAINTEXT://127.0.0.1:${port},SASL://127.0.0.1:${saslPort}`,
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=PLAINTEXT',
-    'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT',
+    ...Object.entries(saslListenerSettings()).map(([k, v]) => `${k}=${v}`),
     `log.dirs=${dataDir}`,
     'num.partitions=1',
     'default.replication.factor=1',
@@ -144,11 +161,12 @@ export async function startLocalKafka(workDir: string): Promise<LocalKafka> {
   for (let attempt = 1; attempt <= 2; attempt++) {
     const port = await freePort();
     const controllerPort = await freePort();
+    const saslPort = await freePort();
     const nodeDir = join(workDir, `kafka-${port}`);
     const dataDir = join(nodeDir, 'data');
     mkdirSync(dataDir, { recursive: true });
     const props = join(nodeDir, 'server.properties');
-    writeFileSync(props, serverProperties(dataDir, port, controllerPort));
+    writeFileSync(props, serverProperties(dataDir, port, controllerPort, saslPort));
     const logPath = join(nodeDir, 'broker.log');
 
     const formatAt = Date.now();
@@ -169,7 +187,15 @@ export async function startLocalKafka(workDir: string): Promise<LocalKafka> {
       await warmUpKafka(brokers);
       const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
       const phases = `format ${s(launchAt - formatAt)}, broker ${s(readyAt - launchAt)}, warm-up ${s(Date.now() - readyAt)}`;
-      return { brokers, version, startupMs: Date.now() - startedAt, phases, pid: proc.child.pid, stop: () => proc.stop(10_000) };
+      return {
+        brokers,
+        saslBrokers: [`127.0.0.1:${saslPort}`],
+        version,
+        startupMs: Date.now() - startedAt,
+        phases,
+        pid: proc.child.pid,
+        stop: () => proc.stop(10_000),
+      };
     } catch (error) {
       lastError = error;
       await proc.stop(1_000);

@@ -3,6 +3,8 @@
 // that touches it fail with the reason; nothing is skipped.
 import { inject } from 'vitest';
 
+import { TEST_SASL } from './local-kafka-service.ts';
+
 export { uniqueName } from './unique-name.ts';
 
 export interface TestServices {
@@ -10,12 +12,16 @@ export interface TestServices {
   readonly kafkaBrokers: string[];
   /** redis://host:port for ioredis / BullMQ. */
   readonly redisUrl: string;
+  /** The Kafka broker behind SASL/PLAIN, and the login it takes. */
+  readonly kafkaSasl: { readonly brokers: string[]; readonly username: string; readonly password: string };
 }
 
 /** Serializable hand-over from the global setup (main process) to the test workers (forks). */
 export interface ProvidedServices {
   kafkaBrokers: string[] | null;
   kafkaError: string | null;
+  /** null: KAFKA_BROKERS names an external broker and KAFKA_SASL_BROKERS is not set. */
+  kafkaSaslBrokers?: string[] | null;
   redisUrl: string | null;
   redisError: string | null;
   /** One line per service: what runs and how, as printed at startup. */
@@ -43,6 +49,7 @@ function provided(): ProvidedServices {
   return {
     kafkaBrokers: kafka ? kafka.split(',').map((b) => b.trim()).filter(Boolean) : null,
     kafkaError: kafka ? null : `${noSetup} and KAFKA_BROKERS is not set`,
+    kafkaSaslBrokers: process.env['KAFKA_SASL_BROKERS']?.split(',').map((b) => b.trim()).filter(Boolean) ?? null,
     redisUrl: redis ?? null,
     redisError: redis ? null : `${noSetup} and REDIS_URL is not set`,
     summary: [],
@@ -59,6 +66,14 @@ export function getServices(): TestServices {
     get kafkaBrokers(): string[] {
       if (!p.kafkaBrokers) throw new Error(`Kafka is not available for this test run: ${p.kafkaError ?? 'unknown reason'}`);
       return [...p.kafkaBrokers];
+    },
+    get kafkaSasl() {
+      if (!p.kafkaSaslBrokers) {
+        throw new Error(
+          `Kafka with SASL is not available for this test run: ${p.kafkaError ?? 'KAFKA_BROKERS names an external broker; set KAFKA_SASL_BROKERS to a SASL/PLAIN listener that takes the login in test/helpers/local-kafka-service.ts (TEST_SASL)'}`,
+        );
+      }
+      return { brokers: [...p.kafkaSaslBrokers], ...TEST_SASL };
     },
     get redisUrl(): string {
       if (!p.redisUrl) throw new Error(`Redis is not available for this test run: ${p.redisError ?? 'unknown reason'}`);

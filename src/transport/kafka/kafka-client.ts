@@ -1,4 +1,6 @@
-import { Kafka, logLevel, type Admin, type ITopicConfig, type logCreator } from 'kafkajs';
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import { Kafka, logLevel, type Admin, type ITopicConfig, type logCreator, type SASLOptions } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 
@@ -56,18 +58,48 @@ export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator
 }
 
 export function createKafka(
-  settings: Pick<KafkaSettings, 'brokers' | 'clientId'>,
+  settings: Pick<KafkaSettings, 'brokers' | 'clientId'> & Partial<Pick<KafkaSettings, 'ssl' | 'sasl'>>,
   logger?: TransportLogger,
   retries = 8,
 ): Kafka {
   process.env['KAFKAJS_NO_PARTITIONER_WARNING'] ??= '1';
+  const ssl = tlsOptions(settings.ssl ?? false);
+  const sasl = settings.sasl;
   return new Kafka({
     clientId: settings.clientId,
     brokers: settings.brokers,
+    ...(ssl === undefined ? {} : { ssl }),
+    ...(sasl === undefined ? {} : { sasl: { mechanism: sasl.mechanism, username: sasl.username, password: sasl.password } as SASLOptions }),
     logLevel: logger === undefined ? logLevel.NOTHING : logLevel.WARN,
     logCreator: kafkaLogCreator(logger),
     retry: { retries, initialRetryTime: 100, maxRetryTime: 5_000 },
   });
+}
+
+/** kafkajs TLS options from the settings; the PEM files are read here, so a bad path fails at start-up naming the field. */
+export function tlsOptions(ssl: KafkaSettings['ssl']): boolean | ConnectionOptions | undefined {
+  if (ssl === false) return undefined;
+  if (ssl === true) return true;
+  const read = (field: 'caFile' | 'certFile' | 'keyFile', path: string | undefined): Buffer | undefined => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (cause) {
+      throw new FleetError('INVALID_CONFIG', `transport.kafka.ssl.${field}: cannot read ${path} (${(cause as NodeJS.ErrnoException).code ?? (cause as Error).message})`, {
+        cause,
+        details: { field: `transport.kafka.ssl.${field}` },
+      });
+    }
+  };
+  const ca = read('caFile', ssl.caFile);
+  const cert = read('certFile', ssl.certFile);
+  const key = read('keyFile', ssl.keyFile);
+  return {
+    rejectUnauthorized: ssl.rejectUnauthorized,
+    ...(ca === undefined ? {} : { ca: [ca] }),
+    ...(cert === undefined ? {} : { cert }),
+    ...(key === undefined ? {} : { key }),
+  };
 }
 
 /**
@@ -120,19 +152,37 @@ const PERMANENT = new Set([
   'INVALID_RECORD',
 ]);
 
-/** A connection failure (refused, unresolvable, timed out), possibly wrapped by kafkajs's retrier. */
-function unreachable(err: unknown): boolean {
-  for (let e = err as { name?: string; message?: string; cause?: unknown } | undefined, depth = 0; e !== undefined && e !== null && depth < 4; e = e.cause as typeof e, depth++) {
-    if (e.name === 'KafkaJSConnectionError' || /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH/.test(e.message ?? '')) return true;
+/** The first error in `err`'s cause chain (kafkajs retriers wrap the real one) that `match` accepts. */
+function findCause(err: unknown, match: (e: { name?: string; message?: string; code?: string }) => boolean): boolean {
+  for (let e = err as { name?: string; message?: string; code?: string; cause?: unknown } | undefined, depth = 0; e !== undefined && e !== null && depth < 5; e = e.cause as typeof e, depth++) {
+    if (typeof e === 'object' && match(e)) return true;
   }
   return false;
 }
 
-/** `what`, plus the setting to check when the failure was that no broker answered. */
-export function startFailure(what: string, err: unknown, brokers: readonly string[]): string {
-  return unreachable(err)
-    ? `${what}: no broker of transport.kafka.brokers (${brokers.join(', ')}) answered; check the list and that the brokers are up and reachable from here`
-    : what;
+const TLS_FAILURE = /certificate|self[- ]signed|SSL routines|wrong version number|TLS connection|ERR_TLS|CERT_|UNABLE_TO_VERIFY/i;
+
+/**
+ * `what`, plus the setting to check when the cause is one a user fixes in the config: no broker
+ * answered (transport.kafka.brokers), the SASL login was refused (transport.kafka.sasl) or TLS
+ * failed (transport.kafka.ssl).
+ */
+export function startFailure(
+  what: string,
+  err: unknown,
+  settings: Pick<KafkaSettings, 'brokers'> & Partial<Pick<KafkaSettings, 'ssl' | 'sasl'>>,
+): string {
+  if (findCause(err, (e) => e.name === 'KafkaJSSASLAuthenticationError')) {
+    const sasl = settings.sasl;
+    return `${what}: the brokers refused the SASL login of transport.kafka.sasl (${sasl === undefined ? 'none set' : `mechanism ${sasl.mechanism}, username ${sasl.username}`}); check the username, password and mechanism`;
+  }
+  if (findCause(err, (e) => TLS_FAILURE.test(`${e.code ?? ''} ${e.message ?? ''}`))) {
+    return `${what}: TLS to the brokers failed; check transport.kafka.ssl (caFile for a private CA, certFile/keyFile for mutual TLS) and that the brokers' listener speaks TLS`;
+  }
+  if (findCause(err, (e) => e.name === 'KafkaJSConnectionError' || /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH/.test(e.message ?? ''))) {
+    return `${what}: no broker of transport.kafka.brokers (${settings.brokers.join(', ')}) answered; check the list and that the brokers are up and reachable from here`;
+  }
+  return what;
 }
 
 /**

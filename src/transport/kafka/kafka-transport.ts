@@ -145,7 +145,7 @@ export class KafkaTransport implements Transport {
         },
       });
     } catch (err) {
-      throw kafkaError(err, startFailure('starting the kafka transport failed', err, this.settings.brokers));
+      throw kafkaError(err, startFailure('starting the kafka transport failed', err, this.settings));
     }
   }
 

@@ -82,6 +82,15 @@ describe('fleet config loader', () => {
     expect(kafka.transport.kind === 'kafka' && kafka.transport.kafka.brokers).toEqual(['k:9092']);
   });
 
+  it('takes Kafka TLS and SASL settings; a credential from the environment stays text even when it is all digits', () => {
+    const file = tmpFile('secure.yaml', 'transport:\n  kind: kafka\n  kafka:\n    brokers: [k:9093]\n    ssl: true\n    sasl: { mechanism: scram-sha-512, username: svc }\n');
+    const c = loadFleetConfig({ file, env: { NPU_FLEET__TRANSPORT__KAFKA__SASL__PASSWORD: '0012345' } });
+    expect(c.transport.kind === 'kafka' && c.transport.kafka.sasl).toEqual({ mechanism: 'scram-sha-512', username: 'svc', password: '0012345' });
+    const digits = loadFleetConfig({ file, env: { NPU_FLEET__TRANSPORT__KAFKA__SASL__PASSWORD: '12345' } });
+    expect(digits.transport.kind === 'kafka' && digits.transport.kafka.sasl?.password).toBe('12345');
+    expect(() => loadFleetConfig({ file, env: {} })).toThrow(/transport\.kafka\.sasl\.password: .*\(it is required: add it as a string\)/);
+  });
+
   it('reports unreadable files and bad YAML clearly', () => {
     expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
     expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);

@@ -1,6 +1,11 @@
 import { logLevel } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { kafkaLogCreator, startFailure, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { KafkaSettingsSchema } from '../../../src/contracts/fleet-config.ts';
+import { kafkaLogCreator, startFailure, tlsOptions, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
+import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
 
 function recording(): { logger: TransportLogger; lines: Array<[string, string]> } {
   const lines: Array<[string, string]> = [];
@@ -48,6 +53,51 @@ describe('startFailure', () => {
     ['a broker that answered with a refusal', named('KafkaJSProtocolError', 'Not authorized to access topics: [Topic authorization failed]'), 'starting'],
     ['a non-error', 'boom', 'starting'],
   ])('%s', (_name, err, want) => {
-    expect(startFailure('starting', err, ['a:9092', 'b:9092'])).toBe(want);
+    expect(startFailure('starting', err, { brokers: ['a:9092', 'b:9092'] })).toBe(want);
+  });
+});
+
+describe('startFailure names the setting to fix', () => {
+  const sasl = { mechanism: 'scram-sha-512' as const, username: 'svc', password: 'hunter2' };
+  it('a refused SASL login names transport.kafka.sasl and the user, never the password', () => {
+    const err = Object.assign(new Error('SASL SCRAM SHA512 authentication failed: Authentication failed'), { name: 'KafkaJSSASLAuthenticationError' });
+    const message = startFailure('starting', Object.assign(new Error('gave up'), { name: 'KafkaJSNumberOfRetriesExceeded', cause: err }), { brokers: ['b:9093'], sasl });
+    expect(message).toBe('starting: the brokers refused the SASL login of transport.kafka.sasl (mechanism scram-sha-512, username svc); check the username, password and mechanism');
+    expect(message).not.toContain('hunter2');
+  });
+
+  it.each([
+    ['an unknown CA', Object.assign(new Error('self-signed certificate in certificate chain'), { code: 'SELF_SIGNED_CERT_IN_CHAIN' })],
+    ['a plaintext listener', new Error('Client network socket disconnected before secure TLS connection was established')],
+  ])('a TLS failure (%s) names transport.kafka.ssl', (_what, err) => {
+    expect(startFailure('starting', Object.assign(new Error('Connection error'), { name: 'KafkaJSConnectionError', cause: err }), { brokers: ['b:9093'], ssl: true })).toMatch(
+      /^starting: TLS to the brokers failed; check transport\.kafka\.ssl/,
+    );
+  });
+});
+
+describe('kafka TLS settings', () => {
+  it('true uses the system CAs, false none; files are read at start-up', () => {
+    expect(tlsOptions(true)).toBe(true);
+    expect(tlsOptions(false)).toBeUndefined();
+    const dir = tempDir('npu-fleet-tls-');
+    writeFileSync(join(dir, 'ca.pem'), 'CA');
+    writeFileSync(join(dir, 'cert.pem'), 'CERT');
+    writeFileSync(join(dir, 'key.pem'), 'KEY');
+    const ssl = KafkaSettingsSchema.parse({ brokers: ['b:9093'], ssl: { caFile: join(dir, 'ca.pem'), certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') } }).ssl;
+    expect(tlsOptions(ssl)).toEqual({ rejectUnauthorized: true, ca: [Buffer.from('CA')], cert: Buffer.from('CERT'), key: Buffer.from('KEY') });
+  });
+
+  it('a file that cannot be read is INVALID_CONFIG naming the field', () => {
+    const err = fleetErrorOf(() => tlsOptions({ caFile: '/nonexistent/ca.pem', rejectUnauthorized: true }));
+    expect(err.code).toBe('INVALID_CONFIG');
+    expect(err.message).toBe('transport.kafka.ssl.caFile: cannot read /nonexistent/ca.pem (ENOENT)');
+  });
+
+  it('certFile without keyFile is refused by the schema', () => {
+    const parsed = KafkaSettingsSchema.safeParse({ brokers: ['b:9093'], ssl: { certFile: '/c.pem' } });
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues[0]?.message).toBe('certFile and keyFile go together (mutual TLS needs both)');
+    expect(parsed.error?.issues[0]?.path).toEqual(['ssl', 'keyFile']);
   });
 });

@@ -1,0 +1,55 @@
+// Kafka behind SASL/PLAIN: the test broker's second listener (test/helpers/local-kafka-service.ts).
+import { afterEach, describe, expect, it } from 'vitest';
+import { KafkaSettingsSchema, type KafkaSettings } from '../../../src/contracts/fleet-config.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
+import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
+import { getServices, uniqueName } from '../../helpers/services.ts';
+import { Inbox, makeRequest, outcomeFor, startWith } from './conformance-kit.ts';
+
+const open: Array<{ close(): Promise<void> }> = [];
+afterEach(async () => {
+  await Promise.allSettled(open.splice(0).map((c) => c.close()));
+});
+
+function saslSettings(password?: string): KafkaSettings {
+  const sasl = getServices().kafkaSasl;
+  return KafkaSettingsSchema.parse({
+    brokers: sasl.brokers,
+    groupId: uniqueName('sasl-group'),
+    sasl: { mechanism: 'plain', username: sasl.username, password: password ?? sasl.password },
+  });
+}
+
+describe('kafka with SASL/PLAIN', () => {
+  it('a worker transport and a producer client log in and serve a request end to end', async () => {
+    const settings = saslSettings();
+    const model = uniqueName('sasl').replace(/-/g, '');
+    const t = new KafkaTransport(settings, { partitions: 1 });
+    open.push(t);
+    await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) });
+    const producer = new KafkaProducer(settings, { partitions: 1 });
+    open.push(producer);
+    const result = await producer.request(makeRequest(model, 'over-sasl', 0), { timeoutMs: 30_000 });
+    expect(result.status).toBe('ok');
+    expect(result.id).toBe('over-sasl');
+  });
+
+  it('a wrong password fails the start with an error naming transport.kafka.sasl, without the password', async () => {
+    const t = new KafkaTransport(saslSettings('not-the-password'), { partitions: 1, retries: 1 });
+    open.push(t);
+    const err: unknown = await startWith(t, uniqueName('sasl-bad'), new Inbox()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(FleetError);
+    expect((err as FleetError).message).toMatch(/the brokers refused the SASL login of transport\.kafka\.sasl \(mechanism plain, username fleet\); check the username, password and mechanism/);
+    expect((err as FleetError).message).not.toContain('not-the-password');
+
+    // The listener does require the login: without transport.kafka.sasl nothing gets through.
+    const { sasl: _omitted, ...withoutSasl } = saslSettings();
+    const plain = new KafkaTransport(KafkaSettingsSchema.parse(withoutSasl), { partitions: 1, retries: 1 });
+    open.push(plain);
+    await expect(startWith(plain, uniqueName('sasl-none'), new Inbox())).rejects.toBeInstanceOf(FleetError);
+  });
+});
