@@ -1,16 +1,19 @@
 // Redis and Kafka in containers via testcontainers, used only when a Docker engine answers.
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { request } from 'node:http';
-import { homedir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { kafkaReady, warmUpKafka } from './kafka-probe.ts';
-import { saslListenerSettings } from './local-kafka-service.ts';
+import { saslListenerSettings, tlsListenerSettings } from './local-kafka-service.ts';
+import { makeTestTls } from './test-tls.ts';
 import { freePort } from './service-process.ts';
 
 export interface ContainerService {
   readonly endpoint: string;
   /** Kafka only: the same broker behind SASL/PLAIN (TEST_SASL). */
   readonly saslEndpoint?: string;
+  /** Kafka only: the same broker behind TLS, and the CA that signed its certificate. */
+  readonly tls?: { readonly endpoint: string; readonly caFile: string };
   readonly image: string;
   readonly startupMs: number;
   stop(): Promise<void>;
@@ -95,19 +98,25 @@ export async function startKafkaContainer(version: string): Promise<ContainerSer
   // The broker must advertise the address clients dial, which is only known up front with a fixed binding.
   const port = await freePort();
   const saslPort = await freePort();
-  // The image turns KAFKA_A_B into a.b; the SASL listener's settings have no '_' in their names.
-  const saslEnv = Object.fromEntries(Object.entries(saslListenerSettings()).map(([k, v]) => [`KAFKA_${k.toUpperCase().replace(/\./g, '_')}`, v]));
+  const tlsPort = await freePort();
+  const tls = makeTestTls(mkdtempSync(join(tmpdir(), 'npu-fleet-kafka-tls-')), [host, 'localhost', '127.0.0.1']);
+  const keystoreInContainer = '/opt/kafka/config/npu-fleet-test-keystore.pem';
+  // The image turns KAFKA_A_B into a.b; these listeners' names (SASL, TLS) have no '_'.
+  const listenerEnv = Object.fromEntries(
+    Object.entries({ ...saslListenerSettings(), ...tlsListenerSettings(keystoreInContainer) }).map(([k, v]) => [`KAFKA_${k.toUpperCase().replace(/\./g, '_')}`, v]),
+  );
   const container = await new GenericContainer(image)
-    .withExposedPorts({ container: port, host: port }, { container: saslPort, host: saslPort })
+    .withExposedPorts({ container: port, host: port }, { container: saslPort, host: saslPort }, { container: tlsPort, host: tlsPort })
+    .withCopyContentToContainer([{ content: tls.keystorePem, target: keystoreInContainer, mode: 0o644 }])
     .withEnvironment({
-      ...saslEnv,
+      ...listenerEnv,
       KAFKA_NODE_ID: '1',
       KAFKA_PROCESS_ROLES: 'broker,controller',
-      KAFKA_LISTENERS: `PLAINTEXT://0.0.0.0:${port},SASL://0.0.0.0:${saslPort},CONTROLLER://127.0.0.1:9093`,
-      KAFKA_ADVERTISED_LISTENERS: `PLAINTEXT://${host}:${port},SASL://${host}:${saslPort}`,
+      KAFKA_LISTENERS: `PLAINTEXT://0.0.0.0:${port},SASL://0.0.0.0:${saslPort},TLS://0.0.0.0:${tlsPort},CONTROLLER://127.0.0.1:9093`,
+      KAFKA_ADVERTISED_LISTENERS: `PLAINTEXT://${host}:${port},SASL://${host}:${saslPort},TLS://${host}:${tlsPort}`,
       KAFKA_CONTROLLER_LISTENER_NAMES: 'CONTROLLER',
       KAFKA_INTER_BROKER_LISTENER_NAME: 'PLAINTEXT',
-      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: 'CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT',
+      KAFKA_LISTENER_SECURITY_PROTOCOL_MAP: 'CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,TLS:SSL',
       KAFKA_CONTROLLER_QUORUM_VOTERS: '1@127.0.0.1:9093',
       KAFKA_NUM_PARTITIONS: '1',
       KAFKA_AUTO_CREATE_TOPICS_ENABLE: 'true',
@@ -139,6 +148,7 @@ export async function startKafkaContainer(version: string): Promise<ContainerSer
   return {
     endpoint: brokers.join(','),
     saslEndpoint: `${host}:${saslPort}`,
+    tls: { endpoint: `${host}:${tlsPort}`, caFile: tls.caFile },
     image,
     startupMs: Date.now() - startedAt,
     stop: async () => {

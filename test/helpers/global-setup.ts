@@ -16,6 +16,8 @@ interface Started {
   endpoint: string;
   /** Kafka: a SASL/PLAIN listener taking TEST_SASL, where the run controls the broker. */
   saslEndpoint?: string;
+  /** Kafka: a TLS listener and the CA of its certificate, where the run controls the broker. */
+  tls?: { endpoint: string; caFile: string };
   line: string;
   stop?: () => Promise<void>;
 }
@@ -82,6 +84,7 @@ async function startKafka(mode: 'containers' | 'local', workDir: string): Promis
     return {
       endpoint: c.endpoint,
       ...(c.saslEndpoint === undefined ? {} : { saslEndpoint: c.saslEndpoint }),
+      ...(c.tls === undefined ? {} : { tls: c.tls }),
       stop: c.stop,
       line: `kafka container ${c.image} at ${c.endpoint}, ready in ${seconds(c.startupMs)}`,
     };
@@ -90,6 +93,7 @@ async function startKafka(mode: 'containers' | 'local', workDir: string): Promis
   return {
     endpoint: k.brokers.join(','),
     saslEndpoint: k.saslBrokers.join(','),
+    tls: { endpoint: k.tlsBrokers.join(','), caFile: k.tlsCaFile },
     stop: k.stop,
     line: `kafka ${k.version} local KRaft broker (java, jars in .cache/kafka/${k.version}) at ${k.brokers.join(',')}, ready in ${seconds(k.startupMs)} (${k.phases})`,
   };
@@ -135,6 +139,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     kafkaBrokers: kafka.status === 'fulfilled' ? kafka.value.endpoint.split(',') : null,
     kafkaError: errorText(kafka),
     kafkaSaslBrokers: kafkaSasl(kafka),
+    kafkaTls: kafka.status === 'fulfilled' && kafka.value.tls !== undefined ? { brokers: kafka.value.tls.endpoint.split(','), caFile: kafka.value.tls.caFile } : null,
     redisUrl: redis.status === 'fulfilled' ? redis.value.endpoint : null,
     redisError: errorText(redis),
     summary: [],
@@ -142,6 +147,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   services.summary = [
     kafka.status === 'fulfilled' ? kafka.value.line : `kafka FAILED to start; tests that use Kafka will fail: ${services.kafkaError ?? ''}`,
     services.kafkaSaslBrokers ? `kafka SASL/PLAIN listener at ${services.kafkaSaslBrokers.join(',')}` : 'kafka SASL/PLAIN listener: none (external KAFKA_BROKERS without KAFKA_SASL_BROKERS); the SASL test will fail',
+    services.kafkaTls ? `kafka TLS listener at ${services.kafkaTls.brokers.join(',')} (CA ${services.kafkaTls.caFile})` : 'kafka TLS listener: none (external KAFKA_BROKERS); the TLS test will fail',
     redis.status === 'fulfilled' ? redis.value.line : `redis FAILED to start; tests that use Redis will fail: ${services.redisError ?? ''}`,
   ];
   console.log(`[services] ${needMode ? `${mode} (${why})` : why}; total ${seconds(Date.now() - startedAt)}`);

@@ -8,6 +8,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, logTail, startServiceProcess, waitUntil } from './service-process.ts';
 import { kafkaReady, warmUpKafka } from './kafka-probe.ts';
+import { makeTestTls } from './test-tls.ts';
 
 /** The test brokers' SASL/PLAIN login (a second listener next to PLAINTEXT; tests only). */
 export const TEST_SASL = { username: 'fleet', password: 'fleet-secret' } as const;
@@ -23,10 +24,18 @@ export function saslListenerSettings(): Record<string, string> {
   };
 }
 
+/** Broker settings for a listener named TLS (protocol SSL) serving `keystoreLocation` (a PEM keystore). */
+export function tlsListenerSettings(keystoreLocation: string): Record<string, string> {
+  return { 'listener.name.tls.ssl.keystore.type': 'PEM', 'listener.name.tls.ssl.keystore.location': keystoreLocation };
+}
+
 export interface LocalKafka {
   readonly brokers: string[];
   /** The same broker behind SASL/PLAIN (TEST_SASL). */
   readonly saslBrokers: string[];
+  /** The same broker behind TLS, its certificate signed by `tlsCaFile`. */
+  readonly tlsBrokers: string[];
+  readonly tlsCaFile: string;
   readonly version: string;
   readonly startupMs: number;
   /** Where the start-up time went, e.g. "format 0.8 s, broker 2.0 s, warm-up 0.4 s". */
@@ -83,17 +92,18 @@ function ensureJars(version: string): string {
   return libs;
 }
 
-function serverProperties(dataDir: string, port: number, controllerPort: number, saslPort: number): string {
+function serverProperties(dataDir: string, ports: { port: number; controllerPort: number; saslPort: number; tlsPort: number }, keystore: string): string {
+  const { port, controllerPort, saslPort, tlsPort } = ports;
   return [
     'process.roles=broker,controller',
     'node.id=1',
     `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
-    `listeners=PLAINTEXT://127.0.0.1:${port},SASL://127.0.0.1:${saslPort},CONTROLLER://127.0.0.1:${controllerPort}`,
-    `advertised.listeners=PLAINTEXT://127.0.0.1:${port},SASL://127.0.0.1:${saslPort}`,
+    `listeners=PLAINTEXT://127.0.0.1:${port},SASL://127.0.0.1:${saslPort},TLS://127.0.0.1:${tlsPort},CONTROLLER://127.0.0.1:${controllerPort}`,
+    `advertised.listeners=PLAINTEXT://127.0.0.1:${port},SASL://127.0.0.1:${saslPort},TLS://127.0.0.1:${tlsPort}`,
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=PLAINTEXT',
-    'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT',
-    ...Object.entries(saslListenerSettings()).map(([k, v]) => `${k}=${v}`),
+    'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,TLS:SSL,CONTROLLER:PLAINTEXT',
+    ...Object.entries({ ...saslListenerSettings(), ...tlsListenerSettings(keystore) }).map(([k, v]) => `${k}=${v}`),
     `log.dirs=${dataDir}`,
     'num.partitions=1',
     'default.replication.factor=1',
@@ -162,11 +172,13 @@ export async function startLocalKafka(workDir: string): Promise<LocalKafka> {
     const port = await freePort();
     const controllerPort = await freePort();
     const saslPort = await freePort();
+    const tlsPort = await freePort();
     const nodeDir = join(workDir, `kafka-${port}`);
     const dataDir = join(nodeDir, 'data');
     mkdirSync(dataDir, { recursive: true });
     const props = join(nodeDir, 'server.properties');
-    writeFileSync(props, serverProperties(dataDir, port, controllerPort, saslPort));
+    const tls = makeTestTls(join(nodeDir, 'tls'), ['127.0.0.1', 'localhost']);
+    writeFileSync(props, serverProperties(dataDir, { port, controllerPort, saslPort, tlsPort }, tls.keystoreFile));
     const logPath = join(nodeDir, 'broker.log');
 
     const formatAt = Date.now();
@@ -190,6 +202,8 @@ export async function startLocalKafka(workDir: string): Promise<LocalKafka> {
       return {
         brokers,
         saslBrokers: [`127.0.0.1:${saslPort}`],
+        tlsBrokers: [`127.0.0.1:${tlsPort}`],
+        tlsCaFile: tls.caFile,
         version,
         startupMs: Date.now() - startedAt,
         phases,

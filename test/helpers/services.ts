@@ -14,6 +14,8 @@ export interface TestServices {
   readonly redisUrl: string;
   /** The Kafka broker behind SASL/PLAIN, and the login it takes. */
   readonly kafkaSasl: { readonly brokers: string[]; readonly username: string; readonly password: string };
+  /** The Kafka broker behind TLS, and the CA file its certificate verifies against. */
+  readonly kafkaTls: { readonly brokers: string[]; readonly caFile: string };
 }
 
 /** Serializable hand-over from the global setup (main process) to the test workers (forks). */
@@ -22,6 +24,8 @@ export interface ProvidedServices {
   kafkaError: string | null;
   /** null: KAFKA_BROKERS names an external broker and KAFKA_SASL_BROKERS is not set. */
   kafkaSaslBrokers?: string[] | null;
+  /** null: an external broker (KAFKA_BROKERS), whose listeners this run does not control. */
+  kafkaTls?: { brokers: string[]; caFile: string } | null;
   redisUrl: string | null;
   redisError: string | null;
   /** One line per service: what runs and how, as printed at startup. */
@@ -74,6 +78,12 @@ export function getServices(): TestServices {
         );
       }
       return { brokers: [...p.kafkaSaslBrokers], ...TEST_SASL };
+    },
+    get kafkaTls() {
+      if (!p.kafkaTls) {
+        throw new Error(`Kafka with TLS is not available for this test run: ${p.kafkaError ?? 'KAFKA_BROKERS names an external broker, whose listeners this run does not control'}`);
+      }
+      return { brokers: [...p.kafkaTls.brokers], caFile: p.kafkaTls.caFile };
     },
     get redisUrl(): string {
       if (!p.redisUrl) throw new Error(`Redis is not available for this test run: ${p.redisError ?? 'unknown reason'}`);

@@ -1,4 +1,4 @@
-// Kafka behind SASL/PLAIN: the test broker's second listener (test/helpers/local-kafka-service.ts).
+// Kafka behind SASL/PLAIN and behind TLS: the test broker's extra listeners (test/helpers/local-kafka-service.ts).
 import { afterEach, describe, expect, it } from 'vitest';
 import { KafkaSettingsSchema, type KafkaSettings } from '../../../src/contracts/fleet-config.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
@@ -51,5 +51,33 @@ describe('kafka with SASL/PLAIN', () => {
     const plain = new KafkaTransport(KafkaSettingsSchema.parse(withoutSasl), { partitions: 1, retries: 1 });
     open.push(plain);
     await expect(startWith(plain, uniqueName('sasl-none'), new Inbox())).rejects.toBeInstanceOf(FleetError);
+  });
+});
+
+describe('kafka over TLS', () => {
+  const tlsSettings = (ssl: KafkaSettings['ssl']): KafkaSettings =>
+    KafkaSettingsSchema.parse({ brokers: getServices().kafkaTls.brokers, groupId: uniqueName('tls-group'), ssl });
+
+  it('with the CA of the brokers (transport.kafka.ssl.caFile) a worker and a producer serve a request', async () => {
+    const settings = tlsSettings({ caFile: getServices().kafkaTls.caFile, rejectUnauthorized: true });
+    const model = uniqueName('tls').replace(/-/g, '');
+    const t = new KafkaTransport(settings, { partitions: 1 });
+    open.push(t);
+    await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) });
+    const producer = new KafkaProducer(settings, { partitions: 1 });
+    open.push(producer);
+    const result = await producer.request(makeRequest(model, 'over-tls', 0), { timeoutMs: 30_000 });
+    expect(result.status).toBe('ok');
+  });
+
+  it('a broker certificate the system CAs do not vouch for fails the start naming transport.kafka.ssl', async () => {
+    const t = new KafkaTransport(tlsSettings(true), { partitions: 1, retries: 1 });
+    open.push(t);
+    const err: unknown = await startWith(t, uniqueName('tls-bad'), new Inbox()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(FleetError);
+    expect((err as FleetError).message).toMatch(/TLS to the brokers failed; check transport\.kafka\.ssl/);
   });
 });
