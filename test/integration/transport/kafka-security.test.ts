@@ -21,36 +21,44 @@ function saslSettings(password?: string): KafkaSettings {
   });
 }
 
+/** A worker transport and a producer client on `settings`; one request() round trip through them. */
+async function serveOne(settings: KafkaSettings, id: string): Promise<void> {
+  const model = uniqueName(id).replace(/-/g, '');
+  const t = new KafkaTransport(settings, { partitions: 1 });
+  open.push(t);
+  await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) });
+  const producer = new KafkaProducer(settings, { partitions: 1 });
+  open.push(producer);
+  const result = await producer.request(makeRequest(model, id, 0), { timeoutMs: 30_000 });
+  expect(result.status).toBe('ok');
+  expect(result.id).toBe(id);
+}
+
+/** What starting a transport on `settings` fails with (one kafkajs retry). */
+async function startError(settings: KafkaSettings): Promise<FleetError> {
+  const t = new KafkaTransport(settings, { partitions: 1, retries: 1 });
+  open.push(t);
+  const err: unknown = await startWith(t, uniqueName('bad-start'), new Inbox()).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(FleetError);
+  return err as FleetError;
+}
+
 describe('kafka with SASL/PLAIN', () => {
   it('a worker transport and a producer client log in and serve a request end to end', async () => {
-    const settings = saslSettings();
-    const model = uniqueName('sasl').replace(/-/g, '');
-    const t = new KafkaTransport(settings, { partitions: 1 });
-    open.push(t);
-    await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) });
-    const producer = new KafkaProducer(settings, { partitions: 1 });
-    open.push(producer);
-    const result = await producer.request(makeRequest(model, 'over-sasl', 0), { timeoutMs: 30_000 });
-    expect(result.status).toBe('ok');
-    expect(result.id).toBe('over-sasl');
+    await serveOne(saslSettings(), 'over-sasl');
   });
 
   it('a wrong password fails the start with an error naming transport.kafka.sasl, without the password', async () => {
-    const t = new KafkaTransport(saslSettings('not-the-password'), { partitions: 1, retries: 1 });
-    open.push(t);
-    const err: unknown = await startWith(t, uniqueName('sasl-bad'), new Inbox()).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(FleetError);
-    expect((err as FleetError).message).toMatch(/the brokers refused the SASL login of transport\.kafka\.sasl \(mechanism plain, username fleet\); check the username, password and mechanism/);
-    expect((err as FleetError).message).not.toContain('not-the-password');
+    const err = await startError(saslSettings('not-the-password'));
+    expect(err.message).toMatch(/the brokers refused the SASL login of transport\.kafka\.sasl \(mechanism plain, username fleet\); check the username, password and mechanism/);
+    expect(err.message).not.toContain('not-the-password');
 
     // The listener does require the login: without transport.kafka.sasl nothing gets through.
     const { sasl: _omitted, ...withoutSasl } = saslSettings();
-    const plain = new KafkaTransport(KafkaSettingsSchema.parse(withoutSasl), { partitions: 1, retries: 1 });
-    open.push(plain);
-    await expect(startWith(plain, uniqueName('sasl-none'), new Inbox())).rejects.toBeInstanceOf(FleetError);
+    await startError(KafkaSettingsSchema.parse(withoutSasl));
   });
 });
 
@@ -59,25 +67,10 @@ describe('kafka over TLS', () => {
     KafkaSettingsSchema.parse({ brokers: getServices().kafkaTls.brokers, groupId: uniqueName('tls-group'), ssl });
 
   it('with the CA of the brokers (transport.kafka.ssl.caFile) a worker and a producer serve a request', async () => {
-    const settings = tlsSettings({ caFile: getServices().kafkaTls.caFile, rejectUnauthorized: true });
-    const model = uniqueName('tls').replace(/-/g, '');
-    const t = new KafkaTransport(settings, { partitions: 1 });
-    open.push(t);
-    await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) });
-    const producer = new KafkaProducer(settings, { partitions: 1 });
-    open.push(producer);
-    const result = await producer.request(makeRequest(model, 'over-tls', 0), { timeoutMs: 30_000 });
-    expect(result.status).toBe('ok');
+    await serveOne(tlsSettings({ caFile: getServices().kafkaTls.caFile, rejectUnauthorized: true }), 'over-tls');
   });
 
   it('a broker certificate the system CAs do not vouch for fails the start naming transport.kafka.ssl', async () => {
-    const t = new KafkaTransport(tlsSettings(true), { partitions: 1, retries: 1 });
-    open.push(t);
-    const err: unknown = await startWith(t, uniqueName('tls-bad'), new Inbox()).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(FleetError);
-    expect((err as FleetError).message).toMatch(/TLS to the brokers failed; check transport\.kafka\.ssl/);
+    expect((await startError(tlsSettings(true))).message).toMatch(/TLS to the brokers failed; check transport\.kafka\.ssl/);
   });
 });
