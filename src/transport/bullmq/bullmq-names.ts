@@ -35,9 +35,14 @@ export function redisConnection(redisUrl: string, extra: RedisOptions = {}): Red
   try {
     return new Redis(redisUrl, { maxRetriesPerRequest: null, enableReadyCheck: true, ...extra });
   } catch (err) {
-    throw new FleetError('INVALID_CONFIG', `bullmq.redisUrl "${redisUrl}" is not a usable Redis URL: ${(err as Error).message}`, {
-      cause: err,
-    });
+    // The URL may carry a password: errors name only where it points.
+    const where = redisHost(redisUrl);
+    throw new FleetError(
+      'INVALID_CONFIG',
+      `transport.bullmq.redisUrl ${where.startsWith('(') ? where : `(${where})`} is not a usable Redis URL: ${(err as Error).message}; ` +
+        'write it as redis://[user:password@]host:port[/db] (rediss:// for TLS)',
+      { cause: err },
+    );
   }
 }
 

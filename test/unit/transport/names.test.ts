@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
-import { fromBullmqPriority, isLegalQueueName, jobIdFor, toBullmqPriority } from '../../../src/transport/bullmq/bullmq-names.ts';
+import { fromBullmqPriority, isLegalQueueName, jobIdFor, redisConnection, toBullmqPriority } from '../../../src/transport/bullmq/bullmq-names.ts';
+import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
 import { renderName, replyToProblem, requestSources } from '../../../src/transport/names.ts';
 import { replyEncodingFor } from '../../../src/transport/wire.ts';
 
@@ -36,6 +37,13 @@ describe('names', () => {
     expect(new Set(mapped).size).toBe(odd.length);
     expect(isLegalQueueName('a.b-c')).toBe(true);
     expect(isLegalQueueName('a:b')).toBe(false);
+  });
+
+  it('an unusable Redis URL is INVALID_CONFIG naming the setting and the form, never the password', () => {
+    const err = fleetErrorOf(() => redisConnection('redis://:hunter2@cache:notaport', { lazyConnect: true }));
+    expect(err.code).toBe('INVALID_CONFIG');
+    expect(err.message).toMatch(/^transport\.bullmq\.redisUrl \(unparsable URL\) is not a usable Redis URL: .*; write it as redis:\/\/\[user:password@\]host:port\[\/db\] \(rediss:\/\/ for TLS\)$/);
+    expect(err.message).not.toContain('hunter2');
   });
 
   it.each([
