@@ -1,6 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { replyToProblem } from '../names.ts';
 
 /**
  * BullMQ priority: 0 means "no priority" (a separate FIFO list served BEFORE every prioritized
@@ -25,10 +24,6 @@ export function jobIdFor(requestId: string): string {
   return `~${Buffer.from(requestId, 'utf8').toString('base64url')}`;
 }
 
-/** A queue name BullMQ can hold (no ':', which separates its Redis key parts). */
-export function isLegalQueueName(name: string): boolean {
-  return replyToProblem('bullmq', name) === undefined;
-}
 
 /** One ioredis connection with the options BullMQ requires (retry forever on worker connections). */
 export function redisConnection(redisUrl: string, extra: RedisOptions = {}): Redis {

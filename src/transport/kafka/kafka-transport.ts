@@ -332,12 +332,8 @@ export class KafkaTransport implements Transport {
 
   private async settleExactlyOnce(outcomes: readonly Outcome[]): Promise<void> {
     const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
+    // The committer's transaction creates topics met for the first time (ResultSender.withProducer).
     const prepared = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names) }));
-    try {
-      await this.startedSender().ensureKnown(prepared.flatMap((p) => p.messages.map((m) => m.topic)));
-    } catch (err) {
-      this.options.logger?.warn({ err }, 'could not create reply topics up front; the transaction will try');
-    }
     const waits = prepared.map(
       ({ item, entry, messages }) =>
         new Promise<void>((resolve, reject) => {

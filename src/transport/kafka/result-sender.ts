@@ -122,7 +122,7 @@ export class ResultSender {
   }
 
   /** Reply topics named by requests are created on first use (auto-create may be off). */
-  async ensureKnown(topics: readonly string[]): Promise<void> {
+  private async ensureKnown(topics: readonly string[]): Promise<void> {
     const unknown = [...new Set(topics)].filter((t) => !this.knownTopics.has(t));
     if (unknown.length === 0) return;
     await ensureTopics(this.admin, unknown, this.options.partitions);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
-import { fromBullmqPriority, isLegalQueueName, jobIdFor, redisConnection, toBullmqPriority } from '../../../src/transport/bullmq/bullmq-names.ts';
+import { fromBullmqPriority, jobIdFor, redisConnection, toBullmqPriority } from '../../../src/transport/bullmq/bullmq-names.ts';
 import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
 import { renderName, replyToProblem, requestSources } from '../../../src/transport/names.ts';
 import { replyEncodingFor } from '../../../src/transport/wire.ts';
@@ -35,8 +35,8 @@ describe('names', () => {
       expect(`${Number.parseInt(m, 10)}` === m).toBe(false);
     }
     expect(new Set(mapped).size).toBe(odd.length);
-    expect(isLegalQueueName('a.b-c')).toBe(true);
-    expect(isLegalQueueName('a:b')).toBe(false);
+    expect(replyToProblem('bullmq', 'a.b-c')).toBeUndefined();
+    expect(replyToProblem('bullmq', 'a:b')).toMatch(/not a legal BullMQ queue name/);
   });
 
   it('an unusable Redis URL is INVALID_CONFIG naming the setting and the form, never the password', () => {
