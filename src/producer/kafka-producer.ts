@@ -6,9 +6,8 @@ import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
 import { MAX_PRIORITY_LEVELS, type RequestEnvelope } from '../contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogger } from '../transport/kafka/kafka-client.ts';
+import { createKafka, ensureTopics, isUnknownTopic, kafkaError, startFailure, type TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { chunkByBytes, groupByTopic } from '../transport/kafka/kafka-outcomes.ts';
-import { isUnknownTopic } from '../transport/kafka/producer-topics.ts';
 import { RotatingProducer } from '../transport/kafka/rotating-producer.ts';
 import { CONTENT_TYPES, HEADERS, renderName } from '../transport/names.ts';
 import type {

@@ -152,12 +152,17 @@ const PERMANENT = new Set([
   'INVALID_RECORD',
 ]);
 
-/** The first error in `err`'s cause chain (kafkajs retriers wrap the real one) that `match` accepts. */
-function findCause(err: unknown, match: (e: { name?: string; message?: string; code?: string }) => boolean): boolean {
-  for (let e = err as { name?: string; message?: string; code?: string; cause?: unknown } | undefined, depth = 0; e !== undefined && e !== null && depth < 5; e = e.cause as typeof e, depth++) {
+/** Whether an error in `err`'s cause chain (kafkajs retriers and FleetError wrap the real one) matches. */
+function findCause(err: unknown, match: (e: { name?: string; message?: string; code?: string; type?: string }) => boolean): boolean {
+  for (let e = err as { name?: string; message?: string; code?: string; type?: string; cause?: unknown } | undefined, depth = 0; e !== undefined && e !== null && depth < 5; e = e.cause as typeof e, depth++) {
     if (typeof e === 'object' && match(e)) return true;
   }
   return false;
+}
+
+/** kafkajs's error type for a topic the broker does not have, anywhere in the cause chain. */
+export function isUnknownTopic(err: unknown): boolean {
+  return findCause(err, (e) => e.type === 'UNKNOWN_TOPIC_OR_PARTITION');
 }
 
 const TLS_FAILURE = /certificate|self[- ]signed|SSL routines|wrong version number|TLS connection|ERR_TLS|CERT_|UNABLE_TO_VERIFY/i;

@@ -67,12 +67,3 @@ export class ProducerTopics {
     this.suspect = true;
   }
 }
-
-/** kafkajs's error type for a topic the broker does not have, anywhere in the cause chain. */
-export function isUnknownTopic(err: unknown): boolean {
-  for (let e = err as { type?: string; cause?: unknown; originalError?: unknown } | undefined, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
-    if (e.type === 'UNKNOWN_TOPIC_OR_PARTITION') return true;
-    e = (e.originalError ?? e.cause) as typeof e;
-  }
-  return false;
-}

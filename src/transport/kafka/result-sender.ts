@@ -1,8 +1,7 @@
 import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
-import { ensureTopics, type TransportLogger } from './kafka-client.ts';
+import { ensureTopics, isUnknownTopic, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
-import { isUnknownTopic } from './producer-topics.ts';
 import { RotatingProducer } from './rotating-producer.ts';
 
 export interface ResultSenderOptions {

@@ -1,6 +1,6 @@
 import type { Producer } from 'kafkajs';
-import type { TransportLogger } from './kafka-client.ts';
-import { isUnknownTopic, ProducerTopics } from './producer-topics.ts';
+import { isUnknownTopic, type TransportLogger } from './kafka-client.ts';
+import { ProducerTopics } from './producer-topics.ts';
 
 export interface RotatingProducerOptions {
   /** A new, unconnected kafkajs producer (auto-create off: topics are created explicitly). */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isUnknownTopic, ProducerTopics } from '../../../src/transport/kafka/producer-topics.ts';
+import { isUnknownTopic } from '../../../src/transport/kafka/kafka-client.ts';
+import { ProducerTopics } from '../../../src/transport/kafka/producer-topics.ts';
 
 function tracker(cluster: Set<string>, options = {}) {
   const calls = { list: 0 };
