@@ -46,6 +46,15 @@ interface Partition extends TrackedPartition {
 }
 
 const EMPTY = Buffer.alloc(0);
+const HINTS_TIMEOUT_MS = 5_000;
+
+function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took over ${ms} ms`)), ms);
+  });
+  return Promise.race([work, limit]).finally(() => clearTimeout(timer));
+}
 const tpKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
 
 /**
@@ -175,7 +184,13 @@ export class KafkaTransport implements Transport {
   private async loadHints(assigned: ReadonlySet<string>): Promise<void> {
     if (this.admin === undefined) return;
     try {
-      const committed = await this.admin.fetchOffsets({ groupId: this.settings.groupId, topics: [...this.sources.keys()] });
+      // Best effort, and every batch waits for it: bounded, so an admin connection left broken by
+      // a broker outage cannot hold the consumer (and its rejoin) behind a hung request.
+      const committed = await withTimeout(
+        this.admin.fetchOffsets({ groupId: this.settings.groupId, topics: [...this.sources.keys()] }),
+        HINTS_TIMEOUT_MS,
+        'reading commit metadata',
+      );
       for (const t of committed) {
         for (const p of t.partitions) {
           const key = tpKey(t.topic, p.partition);
