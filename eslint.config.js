@@ -22,7 +22,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['bin/**/*.js', 'scripts/**/*.js', 'eslint.config.js'],
-    languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
+    files: ['bin/**/*.js', 'scripts/**/*.js', 'bench/**/*.mjs', 'eslint.config.js'],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly', Buffer: 'readonly' } },
   },
 );
