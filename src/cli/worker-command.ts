@@ -27,7 +27,9 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   process.on('SIGTERM', duringStartUp);
   process.on('SIGINT', duringStartUp);
   // Filled in once runWorker returns; a hang before that has nothing to abandon yet.
-  const late: { abandon?: () => Promise<void> } = {};
+  const late: { abandon?: () => Promise<void>; stop?: () => Promise<number> } = {};
+  let finish: (code: number) => void = () => undefined;
+  const finished = new Promise<number>((resolve) => (finish = resolve));
   const running = await runWorker(config, deviceId, workerDeps(config), {
     log: root,
     restarts,
@@ -40,10 +42,17 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
         process.kill(process.pid, 'SIGKILL');
       });
     },
+    onTransportFailure: () => {
+      // Drain what is held (its results still publish), then exit non-zero: the supervisor
+      // restarts us with backoff, and a config error keeps failing visibly instead of idling.
+      // (Before runWorker returns there is nothing to stop yet: the check below it takes over.)
+      if (late.stop !== undefined) void late.stop().then(finish);
+    },
   });
   process.off('SIGTERM', duringStartUp);
   process.off('SIGINT', duringStartUp);
   late.abandon = () => running.abandon();
+  late.stop = () => running.stop();
   log.info({ metricsPort: running.metricsPort }, 'worker ready');
   if (process.env.NPU_FLEET_SUPERVISED === '1') {
     // Under `npu-fleet start`: if the supervisor dies (even by SIGKILL), drain and exit instead of
@@ -58,14 +67,14 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
     }, 1000);
     watch.unref();
   }
-  return await new Promise<number>((resolve) => {
-    const onSignal = (signal: NodeJS.Signals): void => {
-      log.info({ signal }, 'draining');
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      void running.stop().then(resolve);
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  });
+  const onSignal = (signal: NodeJS.Signals): void => {
+    log.info({ signal }, 'draining');
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+    void running.stop().then(finish);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  if (running.worker.status === 'failed') void running.stop().then(finish);
+  return await finished;
 }

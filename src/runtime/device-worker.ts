@@ -33,6 +33,8 @@ export interface DeviceWorkerOptions {
   readonly snapshot: RepositorySnapshot;
   /** Called when a batch exceeds the hang limit: the process must stop intake and exit. */
   readonly onHang?: (info: { model: string; gear: number; elapsedMs: number }) => void;
+  /** Called when the transport can no longer receive work: the process must drain and exit. */
+  readonly onTransportFailure?: (err: FleetError) => void;
 }
 
 /** Deliveries admitted per event-loop turn (see admitSlice). */
@@ -47,7 +49,7 @@ const PIPELINE_LEAD_MS = 1;
  */
 const URGENT_WINDOW_MS = 1000;
 
-export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped' | 'hung';
+export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped' | 'hung' | 'failed';
 
 /**
  * One device's worker loop (DESIGN §3-§5): deliveries → decode/validate → scheduler → gather →
@@ -106,9 +108,21 @@ export class DeviceWorker {
     await this.o.transport.start({
       subscriptions: this.lanes.subscriptions(),
       onDeliveries: (deliveries) => this.onDeliveries(deliveries),
+      onFatal: (err) => this.transportFailed(err),
     });
-    this.state = 'running';
+    if (this.state === 'starting') this.state = 'running';
     this.o.log.info({ models: this.lanes.subscriptions().map((s) => s.model) }, 'worker running');
+  }
+
+  /**
+   * No more work will arrive (the broker refused the consumer for good). What is held locally
+   * still runs and settles while the process drains; the supervisor starts a fresh worker.
+   */
+  private transportFailed(err: FleetError): void {
+    if (this.state !== 'running' && this.state !== 'starting') return;
+    this.state = 'failed';
+    this.o.log.fatal({ err }, 'the transport can no longer receive work; draining and exiting for a restart');
+    this.o.onTransportFailure?.(err);
   }
 
   /** Hot reload: load added versions, switch new batches to them, drain and unload removed ones. */

@@ -45,7 +45,14 @@ export async function runWorker(
   config: FleetConfig,
   deviceId: number,
   deps: WorkerDeps,
-  options: { log?: Logger; metricsPort?: number; restarts?: number; onHang?: () => void } = {},
+  options: {
+    log?: Logger;
+    metricsPort?: number;
+    restarts?: number;
+    onHang?: () => void;
+    /** The transport can no longer receive work: call stop() and exit with its code. */
+    onTransportFailure?: (err: FleetError) => void;
+  } = {},
 ): Promise<RunningWorker> {
   const rootLog = options.log ?? createLogger({ level: config.log.level });
   const log = childLogger(rootLog, { component: 'worker', device: deviceId });
@@ -59,6 +66,7 @@ export async function runWorker(
     throw new FleetError('INVALID_CONFIG', `no servable model in ${snapshot.dir}; run \`npu-fleet models validate ${config.modelRepository}\``);
   }
   const transport = deps.createTransport(config, rootLog);
+  let transportFailed = false;
   const worker: DeviceWorker = new DeviceWorker({
     config,
     deviceId,
@@ -71,6 +79,11 @@ export async function runWorker(
       metrics.setWorkerReady(false);
       options.onHang?.();
     },
+    onTransportFailure: (err) => {
+      transportFailed = true;
+      metrics.setWorkerReady(false);
+      options.onTransportFailure?.(err);
+    },
   });
   await worker.start();
   metrics.setWorkerReady(true);
@@ -80,7 +93,7 @@ export async function runWorker(
     port,
     metrics,
     isReady: () => (worker.ready ? { ready: true } : { ready: false, reason: worker.status }),
-    isHealthy: () => worker.status !== 'hung',
+    isHealthy: () => worker.status !== 'hung' && worker.status !== 'failed',
   });
   metrics.onScrape(() => worker.exportGauges());
 
@@ -134,7 +147,7 @@ export async function runWorker(
       } finally {
         await server.close();
       }
-      return hung ? EXIT_HANG : EXIT_OK;
+      return hung ? EXIT_HANG : transportFailed ? EXIT_FATAL : EXIT_OK;
     })());
   const abandon = async (timeoutMs = 3000): Promise<void> => {
     clearInterval(poll);

@@ -1,4 +1,5 @@
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
+import type { FleetError } from '../errors/fleet-error.ts';
 
 /**
  * The one interface every transport implements (DESIGN §3), written in queue terms. The shared
@@ -49,6 +50,12 @@ export interface TransportStartOptions {
   readonly subscriptions: readonly ModelSubscription[];
   /** Called on the event loop; must not block. */
   readonly onDeliveries: (deliveries: Delivery[]) => void;
+  /**
+   * The transport can no longer receive work and will not recover by itself (a Kafka consumer
+   * the broker refused for good, a BullMQ worker loop that stopped). Called at most once, on the
+   * event loop; the worker drains what it holds and exits so its supervisor restarts it.
+   */
+  readonly onFatal?: (err: FleetError) => void;
 }
 
 export interface Transport {

@@ -6,6 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { Kafka, logLevel } from 'kafkajs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseFleetConfig } from '../../src/contracts/config-loader.ts';
 import type { TransportSettings } from '../../src/contracts/fleet-config.ts';
@@ -14,7 +15,8 @@ import { transportFor } from '../../src/cli/worker-deps.ts';
 import { openDevice } from '../../src/device/index.ts';
 import { createLogger } from '../../src/observability/logger.ts';
 import { createProducer } from '../../src/producer/index.ts';
-import { runWorker } from '../../src/runtime/worker-process.ts';
+import { EXIT_FATAL, runWorker } from '../../src/runtime/worker-process.ts';
+import type { FleetError } from '../../src/errors/fleet-error.ts';
 import { startLocalKafka } from '../helpers/local-kafka-service.ts';
 import { startLocalRedis } from '../helpers/local-redis-service.ts';
 import { uniqueName } from '../helpers/services.ts';
@@ -79,6 +81,52 @@ describe('broker outage drills', () => {
     expect(r.longestPublishMs, 'the outage really blocked the producer').toBeGreaterThan(6_000);
     expect(r.answered).toBe(TOTAL);
     expect(r.status).toBe('running');
+  }, 180_000);
+
+  it('kafka: the broker comes back refusing the worker (its session timeout now out of range): the worker fails, drains and exits 70, having answered what it held', async () => {
+    const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-refusal-kafka-')));
+    cleanups.push(() => kafka.stop());
+    const groupId = uniqueName('refusal');
+    const transport = parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: kafka.brokers, sessionTimeoutMs: 8_000, groupId } } }).transport;
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    const log = createLogger({ level: 'silent' });
+    const config = parseFleetConfig({ transport, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } });
+    const failures: FleetError[] = [];
+    const worker = await runWorker(config, 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, {
+      log,
+      metricsPort: 0,
+      onTransportFailure: (err) => failures.push(err),
+    });
+    let stopped = false;
+    cleanups.push(async () => (stopped ? undefined : worker.stop()));
+    const producer = createProducer(config.transport, {});
+    cleanups.push(() => producer.close());
+    const replyTo = uniqueName('refusal-replies');
+    const answers = new Set<string>();
+    const sub = await producer.subscribeReplies(replyTo, (r) => void answers.add(r.id));
+    cleanups.push(() => sub.close());
+    await producer.publish(Array.from({ length: 100 }, (_, i) => request(i, replyTo)));
+    for (const until = Date.now() + 30_000; answers.size < 100 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 50));
+    expect(answers.size, 'answered before the broker changed').toBe(100);
+
+    // An operator raises the broker's minimum session timeout above the worker's 8 s; a new member
+    // then makes the group rebalance, and the worker's rejoin is refused for good.
+    await kafka.restart({ 'group.min.session.timeout.ms': '20000' });
+    const other = new Kafka({ clientId: 'refusal-other', brokers: kafka.brokers, logLevel: logLevel.NOTHING }).consumer({ groupId, sessionTimeout: 30_000 });
+    cleanups.push(() => other.disconnect());
+    await other.connect();
+    await other.subscribe({ topics: ['mlp-classifier.requests.p0'], fromBeginning: true });
+    await other.run({ eachMessage: async () => undefined });
+    for (const until = Date.now() + 60_000; failures.length === 0 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 100));
+    console.log(`[refusal kafka] failure: ${failures[0]?.message ?? 'none'}`);
+    expect(failures[0]?.code).toBe('INVALID_CONFIG');
+    expect(failures[0]?.details['field']).toBe('transport.kafka.sessionTimeoutMs');
+    expect(worker.worker.status).toBe('failed');
+    const health = await fetch(`http://127.0.0.1:${worker.metricsPort}/healthz`);
+    const ready = await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`);
+    expect([health.status, ready.status]).toEqual([503, 503]);
+    stopped = true;
+    expect(await worker.stop()).toBe(EXIT_FATAL);
   }, 180_000);
 
   it('bullmq: Redis paused (CLIENT PAUSE) for three job-lock durations, then resumed: every request answered, worker keeps running', async () => {

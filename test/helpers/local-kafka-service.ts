@@ -3,7 +3,7 @@
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, logTail, startServiceProcess, waitUntil } from './service-process.ts';
@@ -42,6 +42,11 @@ export interface LocalKafka {
   readonly phases: string;
   /** The broker JVM (outage drills pause it with SIGSTOP). */
   readonly pid: number | undefined;
+  /**
+   * Stops the broker and starts it again on the same ports and data with `settings` added to its
+   * server.properties (drills of a broker whose config changed under running clients).
+   */
+  restart(settings: Record<string, string>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -199,6 +204,7 @@ export async function startLocalKafka(workDir: string): Promise<LocalKafka> {
       await warmUpKafka(brokers);
       const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
       const phases = `format ${s(launchAt - formatAt)}, broker ${s(readyAt - launchAt)}, warm-up ${s(Date.now() - readyAt)}`;
+      let current = proc;
       return {
         brokers,
         saslBrokers: [`127.0.0.1:${saslPort}`],
@@ -207,8 +213,16 @@ export async function startLocalKafka(workDir: string): Promise<LocalKafka> {
         version,
         startupMs: Date.now() - startedAt,
         phases,
-        pid: proc.child.pid,
-        stop: () => proc.stop(10_000),
+        get pid() {
+          return current.child.pid;
+        },
+        restart: async (settings) => {
+          await current.stop(10_000);
+          appendFileSync(props, Object.entries(settings).map(([k, v]) => `${k}=${v}\n`).join(''));
+          current = startServiceProcess('kafka', 'java', [...jvm, 'kafka.Kafka', props], { cwd: nodeDir, logPath });
+          await waitUntil(`kafka ${version} broker on port ${port} (restarted)`, current, () => kafkaReady(brokers), READY_TIMEOUT_MS);
+        },
+        stop: () => current.stop(10_000),
       };
     } catch (error) {
       lastError = error;

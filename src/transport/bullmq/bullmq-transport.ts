@@ -2,6 +2,7 @@ import { Queue, WaitingError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { resultToJson } from '../../codec/index.ts';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
+import type { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
 import { renderName, replyToProblem } from '../names.ts';
@@ -99,6 +100,7 @@ export class BullmqTransport implements Transport {
   });
   private connection: Redis | undefined;
   private onDeliveries: ((d: Delivery[]) => void) | undefined;
+  private onFatal: ((err: FleetError) => void) | undefined;
   private pending: Delivery[] = [];
   private flushScheduled = false;
   private stopped = false;
@@ -118,6 +120,7 @@ export class BullmqTransport implements Transport {
   async start(options: TransportStartOptions): Promise<void> {
     if (this.closed) throw closedError(this.kind);
     this.onDeliveries = options.onDeliveries;
+    this.onFatal = options.onFatal;
     await this.reachRedis();
     try {
       for (const { model, priorityLevels } of options.subscriptions) {
@@ -140,7 +143,12 @@ export class BullmqTransport implements Transport {
         counter.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq queue error'));
         this.workers.set(model, { model, queue, worker, connection, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined });
         await worker.waitUntilReady();
-        void worker.run().catch((err: unknown) => this.options.logger?.error({ err, queue }, 'bullmq worker stopped'));
+        void worker.run().catch((err: unknown) => {
+          if (this.closed) return;
+          // BullMQ retries Redis trouble inside its loop; a loop that ends means no more jobs.
+          this.options.logger?.error({ err, queue }, 'bullmq worker stopped for good');
+          this.onFatal?.(bullmqError(err, `the bullmq worker of queue ${queue} stopped`));
+        });
       }
       await this.sweeper?.stop();
       this.sweeper = new QueueSweeper(

@@ -205,3 +205,39 @@ export function kafkaError(err: unknown, what: string): FleetError {
     details: type === undefined ? {} : { kafkaError: type, ...(TOO_LARGE.has(type) ? { limit: 'message-size' } : {}) },
   });
 }
+
+/**
+ * The error for a consumer kafkajs gave up on (a CRASH event without restart: the broker refused
+ * it for good), naming the setting to fix where there is one. Not retriable: the same consumer
+ * would be refused again; a worker restarted with a fixed config (or fixed ACLs) is the way out.
+ */
+export function consumerFailure(err: unknown, settings: Pick<KafkaSettings, 'groupId' | 'sessionTimeoutMs' | 'sasl'>): FleetError {
+  const user = settings.sasl === undefined ? '' : ` (user ${settings.sasl.username})`;
+  const fail = (code: 'INVALID_CONFIG' | 'TRANSPORT_ERROR', field: string, message: string): FleetError =>
+    new FleetError(code, message, { cause: err, retriable: false, details: { field } });
+  if (findCause(err, (e) => e.type === 'INVALID_SESSION_TIMEOUT')) {
+    return fail(
+      'INVALID_CONFIG',
+      'transport.kafka.sessionTimeoutMs',
+      `the brokers refused transport.kafka.sessionTimeoutMs (${settings.sessionTimeoutMs} ms): it must lie within their group.min.session.timeout.ms and group.max.session.timeout.ms (Kafka's defaults: 6000 and 1800000)`,
+    );
+  }
+  if (findCause(err, (e) => e.type === 'GROUP_AUTHORIZATION_FAILED')) {
+    return fail(
+      'TRANSPORT_ERROR',
+      'transport.kafka.groupId',
+      `the brokers do not let this client${user} use consumer group transport.kafka.groupId (${settings.groupId}); grant it READ on the group, or set a group it may use`,
+    );
+  }
+  if (findCause(err, (e) => e.type === 'TOPIC_AUTHORIZATION_FAILED')) {
+    return fail(
+      'TRANSPORT_ERROR',
+      'transport.kafka.topicTemplate',
+      `the brokers do not let this client${user} read the request topics (transport.kafka.topicTemplate); grant it READ and DESCRIBE on them`,
+    );
+  }
+  // kafkajs wraps the broker's answer (retriers, non-retriable wrappers): report the answer.
+  let root = err as { message?: string; cause?: unknown } | undefined;
+  for (let depth = 0; depth < 5 && root?.cause !== undefined && root.cause !== null; depth++) root = root.cause as typeof root;
+  return fail('TRANSPORT_ERROR', 'transport.kafka', `the kafka consumer stopped and kafkajs will not restart it: ${root?.message ?? String(err)}`);
+}

@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 /** `npu-fleet worker` as a process: what a supervisor or Kubernetes sees of it. */
@@ -30,5 +31,26 @@ describe('npu-fleet worker', () => {
     expect(result, out).toEqual({ code: 0, signal: null });
     expect(Date.now() - signalledAt).toBeLessThan(5_000);
     expect(out).toContain('stopped during start-up; nothing to drain');
+  }, 60_000);
+
+  it('a worker the Kafka brokers refuse (session timeout below their minimum) exits non-zero at start-up, naming the setting, instead of idling as ready', async () => {
+    const dir = tempDir('npu-fleet-worker-');
+    const configFile = join(dir, 'fleet.yaml');
+    const kafka = { brokers: getServices().kafkaBrokers, groupId: uniqueName('refused'), sessionTimeoutMs: 3_000, topicTemplate: `${uniqueName('refused')}.{model}.p{priority}` };
+    writeFileSync(configFile, stringify({ transport: { kind: 'kafka', kafka }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));
+    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'worker', '--device', '0', '--config', configFile], {
+      env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 40_000))]);
+    if (result === 'slow') child.kill('SIGKILL');
+    expect(result, out).not.toBe('slow');
+    expect(result, out).not.toEqual({ code: 0, signal: null });
+    expect(out).toContain('the brokers refused transport.kafka.sessionTimeoutMs (3000 ms)');
+    expect(out).not.toContain('worker ready');
   }, 60_000);
 });

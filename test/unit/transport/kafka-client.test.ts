@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KafkaSettingsSchema } from '../../../src/contracts/fleet-config.ts';
-import { kafkaLogCreator, startFailure, tlsOptions, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
+import { consumerFailure, kafkaLogCreator, startFailure, tlsOptions, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
 import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -99,5 +99,23 @@ describe('kafka TLS settings', () => {
     expect(parsed.success).toBe(false);
     expect(parsed.error?.issues[0]?.message).toBe('certFile and keyFile go together (mutual TLS needs both)');
     expect(parsed.error?.issues[0]?.path).toEqual(['ssl', 'keyFile']);
+  });
+});
+
+describe('consumerFailure (a consumer kafkajs will not restart)', () => {
+  const settings = { groupId: 'fleet', sessionTimeoutMs: 3_000, sasl: { mechanism: 'plain' as const, username: 'svc', password: 'hunter2' } };
+  const protocol = (type: string, message: string) => Object.assign(new Error(message), { name: 'KafkaJSProtocolError', type, retriable: false });
+  it.each([
+    ['a session timeout outside the brokers\' range', protocol('INVALID_SESSION_TIMEOUT', 'The session timeout is not within the range allowed by the broker'), 'INVALID_CONFIG', 'transport.kafka.sessionTimeoutMs', /transport\.kafka\.sessionTimeoutMs \(3000 ms\): it must lie within their group\.min\.session\.timeout\.ms/],
+    ['a group the user may not use', protocol('GROUP_AUTHORIZATION_FAILED', 'Not authorized to access group'), 'TRANSPORT_ERROR', 'transport.kafka.groupId', /user svc\) use consumer group transport\.kafka\.groupId \(fleet\); grant it READ/],
+    ['topics the user may not read', protocol('TOPIC_AUTHORIZATION_FAILED', 'Not authorized to access topics'), 'TRANSPORT_ERROR', 'transport.kafka.topicTemplate', /read the request topics \(transport\.kafka\.topicTemplate\); grant it READ and DESCRIBE/],
+    ['anything else', Object.assign(new Error('boom'), { name: 'KafkaJSNonRetriableError' }), 'TRANSPORT_ERROR', 'transport.kafka', /^the kafka consumer stopped and kafkajs will not restart it: boom$/],
+  ])('%s', (_what, err, code, field, message) => {
+    const fe = consumerFailure(Object.assign(new Error('wrapped'), { name: 'KafkaJSNonRetriableError', cause: err }), settings);
+    expect(fe.code).toBe(code);
+    expect(fe.retriable).toBe(false);
+    expect(fe.details['field']).toBe(field);
+    expect(fe.message).toMatch(message);
+    expect(fe.message).not.toContain('hunter2');
   });
 });
