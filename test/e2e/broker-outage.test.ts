@@ -1,7 +1,8 @@
-// Broker outage drills (the "pause" nemesis of Jepsen-style tests): the broker freezes mid-load
-// for longer than the consumer session (Kafka) or the job locks (BullMQ), then comes back. The
-// worker must keep running and every request must still be answered; duplicates are counted.
-// Each drill runs its own broker, so freezing it touches no other test.
+// Broker outage drills (the "pause" and "restart" nemeses of Jepsen-style tests): the broker
+// freezes mid-load for longer than the consumer session (Kafka) or the job locks (BullMQ), or is
+// restarted on its own data, then comes back. The worker must keep running and every request must
+// still be answered; duplicates are counted. A broker that comes back refusing the worker makes it
+// drain and exit for its supervisor. Each drill runs its own broker, so it touches no other test.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -83,6 +84,18 @@ describe('broker outage drills', () => {
     expect(r.status).toBe('running');
   }, 180_000);
 
+  it('kafka: the broker restarted mid-load (stopped, then started on the same data): every request answered, worker keeps running', async () => {
+    const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-restart-kafka-')));
+    cleanups.push(() => kafka.stop());
+    const transport = parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: kafka.brokers, sessionTimeoutMs: 8_000, groupId: uniqueName('restart') } } }).transport;
+    let restarted: Promise<void> | undefined;
+    const r = await drill(transport, async () => void (restarted = kafka.restart({})), async () => restarted, 0);
+    console.log(`[restart kafka] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms`);
+    expect(r.longestPublishMs, 'the restart really blocked the producer').toBeGreaterThan(2_000);
+    expect(r.answered).toBe(TOTAL);
+    expect(r.status).toBe('running');
+  }, 240_000);
+
   it('kafka: the broker comes back refusing the worker (its session timeout now out of range): the worker fails, drains and exits 70, having answered what it held', async () => {
     const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-refusal-kafka-')));
     cleanups.push(() => kafka.stop());
@@ -142,4 +155,16 @@ describe('broker outage drills', () => {
     expect(r.answered).toBe(TOTAL);
     expect(r.status).toBe('running');
   }, 180_000);
+
+  it('bullmq: Redis restarted mid-load (SHUTDOWN SAVE, 3 s down, started on its dump): every request answered, worker keeps running', async () => {
+    const redis = await startLocalRedis(mkdtempSync(join(tmpdir(), 'npu-fleet-restart-redis-')));
+    cleanups.push(() => redis.stop());
+    const transport = parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl: redis.url, prefix: uniqueName('restart'), lockDurationMs: 5_000 } } }).transport;
+    let restarted: Promise<void> | undefined;
+    const r = await drill(transport, async () => void (restarted = redis.restart(3_000)), async () => restarted, 0);
+    console.log(`[restart bullmq] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms`);
+    expect(r.longestPublishMs, 'the restart really blocked the producer').toBeGreaterThan(2_000);
+    expect(r.answered).toBe(TOTAL);
+    expect(r.status).toBe('running');
+  }, 240_000);
 });

@@ -9,6 +9,11 @@ export interface LocalRedis {
   readonly url: string;
   readonly version: string;
   readonly startupMs: number;
+  /**
+   * SHUTDOWN SAVE, `downMs` with no Redis at all, then redis-server again on the same port, loading
+   * what was saved: a Redis restart as a managed service does one (drills).
+   */
+  restart(downMs: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -51,7 +56,7 @@ export async function startLocalRedis(workDir: string): Promise<LocalRedis> {
   let lastError: unknown;
   for (let attempt = 1; attempt <= 3; attempt++) {
     const port = await freePort();
-    const proc: ServiceProcess = startServiceProcess(
+    const launch = (): ServiceProcess => startServiceProcess(
       'redis-server',
       binary,
       [
@@ -67,6 +72,7 @@ export async function startLocalRedis(workDir: string): Promise<LocalRedis> {
       ],
       { cwd: workDir, logPath: join(workDir, `redis-${port}.log`) },
     );
+    let proc = launch();
     const url = `redis://127.0.0.1:${port}`;
     try {
       let version = 'unknown';
@@ -74,7 +80,18 @@ export async function startLocalRedis(workDir: string): Promise<LocalRedis> {
         version = (await redisInfo(url, 500)).version;
         return true;
       }, READY_TIMEOUT_MS);
-      return { url, version, startupMs: Date.now() - startedAt, stop: () => proc.stop(2_000) };
+      const restart = async (downMs: number): Promise<void> => {
+        const admin = new Redis(url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+        // The connection drops as the server exits: that is the expected answer.
+        await admin.call('SHUTDOWN', 'SAVE').catch(() => undefined);
+        admin.disconnect();
+        await Promise.race([proc.exited, new Promise((r) => setTimeout(r, 10_000))]);
+        await proc.stop(1_000);
+        await new Promise((r) => setTimeout(r, downMs));
+        proc = launch();
+        await waitUntil(`redis-server on port ${port} (restarted)`, proc, async () => (await redisInfo(url, 500), true), READY_TIMEOUT_MS);
+      };
+      return { url, version, startupMs: Date.now() - startedAt, restart, stop: () => proc.stop(2_000) };
     } catch (error) {
       lastError = error;
       await proc.stop(500);
