@@ -10,6 +10,10 @@ export const MODEL_DEFAULTS = {
   defaultPriority: 1,
   softLimitItems: 4096,
   hardLimitItems: 16384,
+  // Host memory a worker holds per model in queued requests: a 3x224x224 float32 model reaches
+  // 256 MiB at ~430 requests, long before 4096 items.
+  softLimitBytes: 256 * 1024 * 1024,
+  hardLimitBytes: 1024 * 1024 * 1024,
   lateResults: 'deliver',
   targetLatencyMs: 50,
   execTimeoutMs: 1000,
@@ -99,8 +103,25 @@ export const ModelConfigSchema = z
           .positive()
           .default(MODEL_DEFAULTS.hardLimitItems)
           .describe('Queued items beyond which requests are rejected'),
+        softLimitBytes: z
+          .number()
+          .int()
+          .positive()
+          .default(MODEL_DEFAULTS.softLimitBytes)
+          .describe('Queued request bytes (host memory) at which intake pauses (backpressure)'),
+        hardLimitBytes: z
+          .number()
+          .int()
+          .positive()
+          .default(MODEL_DEFAULTS.hardLimitBytes)
+          .describe('Queued request bytes beyond which requests are rejected'),
       })
-      .default({ softLimitItems: MODEL_DEFAULTS.softLimitItems, hardLimitItems: MODEL_DEFAULTS.hardLimitItems }),
+      .default({
+        softLimitItems: MODEL_DEFAULTS.softLimitItems,
+        hardLimitItems: MODEL_DEFAULTS.hardLimitItems,
+        softLimitBytes: MODEL_DEFAULTS.softLimitBytes,
+        hardLimitBytes: MODEL_DEFAULTS.hardLimitBytes,
+      }),
     lateResults: z
       .enum(['deliver', 'drop'])
       .default(MODEL_DEFAULTS.lateResults)
@@ -139,6 +160,9 @@ export const ModelConfigSchema = z
     }
     if (c.queue.softLimitItems > c.queue.hardLimitItems) {
       ctx.addIssue({ code: 'custom', path: ['queue', 'softLimitItems'], message: 'must not exceed queue.hardLimitItems' });
+    }
+    if (c.queue.softLimitBytes > c.queue.hardLimitBytes) {
+      ctx.addIssue({ code: 'custom', path: ['queue', 'softLimitBytes'], message: 'must not exceed queue.hardLimitBytes' });
     }
     if (c.buckets && !c.inputs.some((i) => i.name === c.buckets?.input)) {
       ctx.addIssue({ code: 'custom', path: ['buckets', 'input'], message: `names no input of the model (inputs: ${c.inputs.map((i) => i.name).join(', ')})` });

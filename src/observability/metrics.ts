@@ -101,6 +101,12 @@ export const FLEET_METRICS = {
     help: 'Requests held by the local scheduler, per priority',
     labels: ['model', 'priority'],
   },
+  localQueueBytes: {
+    name: 'npu_fleet_local_queue_bytes',
+    kind: 'gauge',
+    help: 'Host memory held by the local scheduler in queued request messages (queue.softLimitBytes pauses intake)',
+    labels: ['model'],
+  },
   sourceLag: {
     name: 'npu_fleet_source_lag',
     kind: 'gauge',
@@ -204,6 +210,7 @@ export class FleetMetrics {
   private readonly inFlight: Gauge<'device'>;
   private readonly deviceMemoryUsed: Gauge<'device'>;
   private readonly queueDepth: Gauge<'model' | 'priority'>;
+  private readonly queueBytes: Gauge<'model'>;
   private readonly sourceLag: Gauge<'model' | 'transport'>;
   private readonly deadlineMisses: Counter<'model' | 'stage'>;
   private readonly wasted: Counter<'model' | 'reason'>;
@@ -241,6 +248,7 @@ export class FleetMetrics {
     this.inFlight = gauge(m.batchesInFlight);
     this.deviceMemoryUsed = gauge(m.deviceMemoryUsed);
     this.queueDepth = gauge(m.localQueueDepth);
+    this.queueBytes = gauge(m.localQueueBytes);
     this.sourceLag = gauge(m.sourceLag);
     this.deadlineMisses = counter(m.deadlineMisses);
     this.wasted = counter(m.wastedDeviceSeconds);
@@ -301,6 +309,11 @@ export class FleetMetrics {
 
   setQueueDepth(model: string, priority: number, n: number): void {
     this.queueDepth.set({ model, priority: String(priority) }, n);
+  }
+
+  /** Summed over the model's lanes (versions) by the caller. */
+  setQueueBytes(model: string, bytes: number): void {
+    this.queueBytes.set({ model }, bytes);
   }
 
   setSourceLag(model: string, transport: SourceTransport, n: number): void {

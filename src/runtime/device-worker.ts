@@ -37,6 +37,17 @@ export interface DeviceWorkerOptions {
   readonly onTransportFailure?: (err: FleetError) => void;
 }
 
+/**
+ * Host memory a queued request holds, for the model's byte limits: a binary frame's own bytes (its
+ * tensors are views into it); for a JSON body (BullMQ) the decoded tensor bytes, a lower bound.
+ */
+function heldBytes(delivery: Delivery, request: RequestEnvelope): number {
+  if (delivery.body instanceof Uint8Array) return delivery.body.byteLength;
+  let bytes = 0;
+  for (const input of request.inputs) bytes += input.data.byteLength;
+  return bytes;
+}
+
 /** Deliveries admitted per event-loop turn (see admitSlice). */
 const ADMIT_SLICE = 256;
 
@@ -234,6 +245,7 @@ export class DeviceWorker {
       arrivedAt: nowMs,
       deadlineAt: request.deadlineAt,
       length: validated.length,
+      bytes: heldBytes(delivery, request),
       payload,
     };
     const verdict = lane.lane.scheduler.enqueue(sr);
@@ -507,10 +519,13 @@ export class DeviceWorker {
   /** Queue depth per model/priority, device memory in use and source lag, for the metrics edge. */
   async exportGauges(): Promise<void> {
     const nowMs = Date.now();
+    const bytes = new Map<string, number>();
     for (const lane of this.lanes.allLanes()) {
       const stats = lane.scheduler.stats(nowMs);
       for (const level of stats.levels) this.o.metrics.setQueueDepth(lane.config.name, level.level, level.requests);
+      bytes.set(lane.config.name, (bytes.get(lane.config.name) ?? 0) + stats.queuedBytes);
     }
+    for (const [model, n] of bytes) this.o.metrics.setQueueBytes(model, n);
     try {
       const mem = await this.o.device.memInfo();
       this.o.metrics.setDeviceMemoryUsed(this.o.deviceId, mem.totalBytes - mem.freeBytes);

@@ -58,6 +58,8 @@ export function schedulerOptionsFor(config: ModelConfig): SchedulerOptionsInput 
     maxQueueDelayMs: effectiveQueueDelaysMs(config),
     softLimitItems: config.queue.softLimitItems,
     hardLimitItems: config.queue.hardLimitItems,
+    softLimitBytes: config.queue.softLimitBytes,
+    hardLimitBytes: config.queue.hardLimitBytes,
     buckets: config.buckets ? [...config.buckets.bounds] : [],
     targetLatencyMs: config.targetLatencyMs,
   };

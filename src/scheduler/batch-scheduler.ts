@@ -36,6 +36,7 @@ export class BatchScheduler<P = unknown> {
   private readonly adaptive: AdaptiveLimit;
   private seq = 0;
   private items = 0;
+  private bytes = 0;
   private paused = false;
   private counters = { batches: 0, requests: 0, items: 0, paddedItems: 0, slots: 0, realSlots: 0, expired: 0, rejected: 0 };
   private recentPaddingRatio = 0;
@@ -80,6 +81,11 @@ export class BatchScheduler<P = unknown> {
     return this.items;
   }
 
+  /** Host memory held by queued requests (their `bytes`). */
+  get queuedBytes(): number {
+    return this.bytes;
+  }
+
   /** True from the soft limit until queued items fall to `resumeBelowItems`. */
   get intakePaused(): boolean {
     return this.paused;
@@ -111,6 +117,12 @@ export class BatchScheduler<P = unknown> {
     if (this.items + req.items > o.hardLimitItems) {
       return this.reject('queue-full', `queue holds ${this.items} items; ${req.items} more would pass hardLimitItems ${o.hardLimitItems}`, req);
     }
+    const bytes = req.bytes ?? 0;
+    // An empty queue takes any one request: the wire limits bound its size, and refusing it here
+    // would refuse it forever.
+    if (this.byId.size > 0 && this.bytes + bytes > o.hardLimitBytes) {
+      return this.reject('queue-full', `queue holds ${this.bytes} bytes; ${bytes} more would pass hardLimitBytes ${o.hardLimitBytes}`, req);
+    }
     let bucket = 0;
     if (o.buckets.length > 0) {
       const length = req.length as number;
@@ -122,6 +134,7 @@ export class BatchScheduler<P = unknown> {
       level,
       bucket,
       items: req.items,
+      bytes,
       arrivedAt: req.arrivedAt,
       deadline: req.deadlineAt ?? Infinity,
       agedAt: o.agingMs === null ? Infinity : req.arrivedAt + (level + 1) * o.agingMs,
@@ -134,10 +147,11 @@ export class BatchScheduler<P = unknown> {
     lane.fifo.push(entry);
     this.byId.set(req.id, entry);
     this.items += entry.items;
+    this.bytes += bytes;
     this.bucketItems[bucket] = (this.bucketItems[bucket] as number) + entry.items;
     this.levelRequests[level] = (this.levelRequests[level] as number) + 1;
     this.levelItems[level] = (this.levelItems[level] as number) + entry.items;
-    if (this.items >= o.softLimitItems) this.paused = true;
+    if (this.items >= o.softLimitItems || this.bytes >= o.softLimitBytes) this.paused = true;
     return this.paused ? { kind: 'backpressure' } : { kind: 'accepted' };
   }
 
@@ -218,6 +232,7 @@ export class BatchScheduler<P = unknown> {
     return {
       queuedRequests: this.byId.size,
       queuedItems: this.items,
+      queuedBytes: this.bytes,
       intakePaused: this.paused,
       levels,
       dispatchedBatches: c.batches,
@@ -245,6 +260,7 @@ export class BatchScheduler<P = unknown> {
     if (!Number.isInteger(req.items) || req.items < 1) return ['invalid', `items must be a positive integer, got ${req.items}`];
     if (!Number.isFinite(req.arrivedAt)) return ['invalid', 'arrivedAt must be a finite epoch ms'];
     if (req.deadlineAt !== undefined && Number.isNaN(req.deadlineAt)) return ['invalid', 'deadlineAt is NaN'];
+    if (req.bytes !== undefined && !(Number.isFinite(req.bytes) && req.bytes >= 0)) return ['invalid', `bytes must be a finite number >= 0, got ${req.bytes}`];
     if (req.items > o.maxBatchSize) {
       return ['too-large', `request has ${req.items} samples; the largest batch is ${o.maxBatchSize} and a request is never split`];
     }
@@ -271,10 +287,11 @@ export class BatchScheduler<P = unknown> {
     lane.fifo.removeAt(entry.fifoPos);
     this.byId.delete(entry.req.id);
     this.items -= entry.items;
+    this.bytes -= entry.bytes;
     this.bucketItems[entry.bucket] = (this.bucketItems[entry.bucket] as number) - entry.items;
     this.levelRequests[entry.level] = (this.levelRequests[entry.level] as number) - 1;
     this.levelItems[entry.level] = (this.levelItems[entry.level] as number) - entry.items;
-    if (this.paused && this.items <= this.options.resumeBelowItems) this.paused = false;
+    if (this.paused && this.items <= this.options.resumeBelowItems && this.bytes <= this.options.resumeBelowBytes) this.paused = false;
   }
 
   private expire(entry: Entry<P>, out: SchedulerRequest<P>[]): void {

@@ -7,6 +7,7 @@ export interface Entry<P> {
   readonly level: number;
   readonly bucket: number;
   readonly items: number;
+  readonly bytes: number;
   readonly arrivedAt: number;
   /** Infinity when the request has no deadline. */
   readonly deadline: number;

@@ -14,6 +14,8 @@ export const SCHEDULER_DEFAULTS = {
   defaultMaxQueueDelayMs: [0, 5, 20] as number[],
   softLimitItems: 4096,
   hardLimitItems: 8192,
+  softLimitBytes: null as number | null,
+  hardLimitBytes: null as number | null,
   agingMs: 1000 as number | null,
   buckets: [] as number[],
   targetLatencyMs: null as number | null,
@@ -57,6 +59,14 @@ export const schedulerOptionsSchema = z
     /** Intake may resume once queued items fall to this (low watermark). @defaultValue softLimitItems / 2 */
     resumeBelowItems: z.number().int().min(0).optional(),
     /**
+     * Queued request bytes (host memory held) at which enqueue answers `backpressure`, like
+     * softLimitItems; intake may resume once both are back under their low watermarks (half of
+     * this). null: no byte bound. @defaultValue null
+     */
+    softLimitBytes: positiveInt.nullable().default(SCHEDULER_DEFAULTS.softLimitBytes),
+    /** Queued request bytes beyond which enqueue rejects (an empty queue still takes one request). @defaultValue null */
+    hardLimitBytes: positiveInt.nullable().default(SCHEDULER_DEFAULTS.hardLimitBytes),
+    /**
      * Aging: a request of level p that has waited (p + 1) × agingMs is overdue; overdue requests
      * go before all others, oldest-overdue first. null turns aging off (strict priority).
      * @defaultValue 1000
@@ -95,6 +105,9 @@ export const schedulerOptionsSchema = z
     if (o.hardLimitItems < o.softLimitItems) {
       ctx.addIssue({ code: 'custom', path: ['hardLimitItems'], message: 'hardLimitItems must be >= softLimitItems' });
     }
+    if (o.softLimitBytes !== null && o.hardLimitBytes !== null && o.hardLimitBytes < o.softLimitBytes) {
+      ctx.addIssue({ code: 'custom', path: ['hardLimitBytes'], message: 'hardLimitBytes must be >= softLimitBytes' });
+    }
     if (o.resumeBelowItems !== undefined && o.resumeBelowItems >= o.softLimitItems) {
       ctx.addIssue({ code: 'custom', path: ['resumeBelowItems'], message: 'resumeBelowItems must be below softLimitItems' });
     }
@@ -117,6 +130,10 @@ export interface SchedulerOptions {
   readonly softLimitItems: number;
   readonly hardLimitItems: number;
   readonly resumeBelowItems: number;
+  /** Infinity when unbounded. */
+  readonly softLimitBytes: number;
+  readonly hardLimitBytes: number;
+  readonly resumeBelowBytes: number;
   readonly agingMs: number | null;
   readonly buckets: readonly number[];
   readonly targetLatencyMs: number | null;
@@ -153,6 +170,9 @@ export function resolveSchedulerOptions(input: SchedulerOptionsInput = {}): Sche
     softLimitItems: o.softLimitItems,
     hardLimitItems: o.hardLimitItems,
     resumeBelowItems: o.resumeBelowItems ?? Math.floor(o.softLimitItems / 2),
+    softLimitBytes: o.softLimitBytes ?? Infinity,
+    hardLimitBytes: o.hardLimitBytes ?? Infinity,
+    resumeBelowBytes: o.softLimitBytes === null ? Infinity : Math.floor(o.softLimitBytes / 2),
     agingMs: o.agingMs,
     buckets: o.buckets,
     targetLatencyMs: o.targetLatencyMs,

@@ -17,6 +17,8 @@ export interface SchedulerRequest<P = unknown> {
   readonly deadlineAt?: number | undefined;
   /** Length of the variable axis, for bucketing; required when buckets are configured. */
   readonly length?: number | undefined;
+  /** Host memory the request holds while queued (its message bytes), for the byte limits; default 0. */
+  readonly bytes?: number | undefined;
   readonly payload: P;
 }
 
@@ -79,6 +81,7 @@ export interface LevelStats {
 export interface SchedulerStats {
   readonly queuedRequests: number;
   readonly queuedItems: number;
+  readonly queuedBytes: number;
   readonly intakePaused: boolean;
   readonly levels: readonly LevelStats[];
   readonly dispatchedBatches: number;

@@ -186,6 +186,12 @@ describe('BatchScheduler.enqueue', () => {
     { name: 'duplicate id while queued', pre: [{ id: 'a' }], r: { id: 'a' }, kind: 'rejected', reason: 'duplicate' },
     { name: 'soft limit reached: backpressure', options: { softLimitItems: 4, hardLimitItems: 6 }, pre: [{ id: 'a', items: 3 }], r: { id: 'b' }, kind: 'backpressure' },
     { name: 'hard limit: rejected', options: { softLimitItems: 4, hardLimitItems: 6 }, pre: [{ id: 'a', items: 5 }], r: { id: 'b', items: 2 }, kind: 'rejected', reason: 'queue-full', code: 'QUEUE_FULL' },
+    { name: 'byte soft limit reached: backpressure', options: { softLimitBytes: 1000, hardLimitBytes: 2000 }, pre: [{ id: 'a', bytes: 600 }], r: { id: 'b', bytes: 400 }, kind: 'backpressure' },
+    { name: 'under both soft limits: accepted', options: { softLimitBytes: 1000, hardLimitBytes: 2000 }, pre: [{ id: 'a', bytes: 600 }], r: { id: 'b', bytes: 399 }, kind: 'accepted' },
+    { name: 'byte hard limit: rejected', options: { softLimitBytes: 1000, hardLimitBytes: 2000 }, pre: [{ id: 'a', bytes: 1500 }], r: { id: 'b', bytes: 501 }, kind: 'rejected', reason: 'queue-full', code: 'QUEUE_FULL' },
+    { name: 'an empty queue takes one request over the byte hard limit', options: { softLimitBytes: 1000, hardLimitBytes: 2000 }, r: { id: 'a', bytes: 5000 }, kind: 'backpressure' },
+    { name: 'no byte limits by default', pre: [{ id: 'a', bytes: 2 ** 40 }], r: { id: 'b', bytes: 2 ** 40 }, kind: 'accepted' },
+    { name: 'negative bytes', r: { id: 'a', bytes: -1 }, kind: 'rejected', reason: 'invalid' },
     { name: 'bucketed model needs a length', options: { buckets: [8, 16] }, r: { id: 'a' }, kind: 'rejected', reason: 'invalid' },
     { name: 'length beyond the biggest bucket', options: { buckets: [8, 16] }, r: { id: 'a', length: 17 }, kind: 'rejected', reason: 'too-long', code: 'LIMIT_EXCEEDED' },
     { name: 'length within a bucket', options: { buckets: [8, 16] }, r: { id: 'a', length: 16 }, kind: 'accepted' },
@@ -210,6 +216,17 @@ describe('BatchScheduler.enqueue', () => {
     expect(s.intakePaused).toBe(true);
     s.remove('r2');
     expect(s.intakePaused).toBe(false);
+  });
+
+  it('a byte pause lasts until queued bytes are down to half the byte soft limit, items low or not', () => {
+    const s = new BatchScheduler<string>({ ...base, softLimitItems: 100, softLimitBytes: 1000 });
+    for (const [id, bytes] of [['a', 300], ['b', 300], ['c', 300], ['d', 100]] as const) s.enqueue(req({ id, bytes }));
+    expect([s.intakePaused, s.queuedBytes]).toEqual([true, 1000]);
+    s.remove('a');
+    expect([s.intakePaused, s.queuedBytes]).toEqual([true, 700]);
+    s.remove('b');
+    expect([s.intakePaused, s.queuedBytes]).toEqual([false, 400]);
+    expect(s.stats(0).queuedBytes).toBe(400);
   });
 });
 

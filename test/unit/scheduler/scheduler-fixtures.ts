@@ -7,6 +7,7 @@ export interface ReqSpec {
   at?: number;
   deadlineAt?: number;
   length?: number;
+  bytes?: number;
 }
 
 /** A request whose payload is its own id, so tests can see what came back. */
@@ -18,6 +19,7 @@ export function req(spec: ReqSpec): SchedulerRequest<string> {
     arrivedAt: spec.at ?? 0,
     deadlineAt: spec.deadlineAt,
     length: spec.length,
+    bytes: spec.bytes,
     payload: spec.id,
   };
 }
