@@ -5,7 +5,7 @@ import { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import { renderName, requestSources, type SourceName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
-import { consumerFailure, createKafka, ensureTopics, kafkaError, startFailure, type TransportLogger } from './kafka-client.ts';
+import { consumerFailure, createKafka, ensureTopics, isUnknownTopic, kafkaError, startFailure, type TransportLogger } from './kafka-client.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
 import { messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
 import { PartitionTracker } from './partition-tracker.ts';
@@ -91,6 +91,7 @@ export class KafkaTransport implements Transport {
   /** Set while start() waits for the first group join; a refusal then fails start() itself. */
   private refuseStart: ((err: FleetError) => void) | undefined;
   private fatalReported = false;
+  private restoring: Promise<void> | undefined;
   private readonly lowLimit: number;
   private readonly topLimit: number;
   private readonly transactionalId: string;
@@ -201,6 +202,9 @@ export class KafkaTransport implements Transport {
   private onCrash(error: Error, restart: boolean): void {
     if (restart) {
       this.options.logger?.warn({ err: error }, 'kafka consumer failed; kafkajs restarts it');
+      // A request topic deleted under a running worker makes every restart fail the same way, and
+      // the consumer then serves none of its topics: put it back, as start() would.
+      if (isUnknownTopic(error)) this.restoreRequestTopics();
       return;
     }
     if (this.closed || this.fatalReported) return;
@@ -212,6 +216,22 @@ export class KafkaTransport implements Transport {
     }
     this.options.logger?.error({ err }, 'kafka consumer stopped for good');
     this.onFatal?.(err);
+  }
+
+  private restoreRequestTopics(): void {
+    if (this.restoring !== undefined || this.closed) return;
+    // A fresh admin: a kafkajs client that knew the deleted topic keeps asking for its metadata
+    // and fails (tulios/kafkajs#1622), the long-lived admin included.
+    const admin = this.kafka.admin();
+    this.restoring = admin
+      .connect()
+      .then(() => ensureTopics(admin, [...this.sources.keys()], this.options.partitions ?? 8))
+      .then(() => this.options.logger?.warn({ topics: [...this.sources.keys()] }, 'a request topic was deleted while this worker read it; created it again'))
+      .catch((err: unknown) => this.options.logger?.error({ err }, 'could not create a deleted request topic again'))
+      .finally(() => {
+        this.restoring = undefined;
+        void admin.disconnect().catch(() => undefined);
+      });
   }
 
   private onAssignment(assignment: Record<string, number[]>): void {

@@ -7,7 +7,7 @@ import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
 import type { Delivery, Outcome } from '../../../src/transport/transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
-import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
+import { idOf, Inbox, makeRequest, outcomeFor, PRIORITY_LEVELS, sleep, startWith } from './conformance-kit.ts';
 import { adminKafka, committed, kafkaSettings, readTopic } from './kafka-harness.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
@@ -232,4 +232,35 @@ describe('kafka transport', () => {
     expect((await readTopic(`${replyTo}-other`, 1, 10_000)).map((m) => decodeResult(m.value).id)).toEqual(['second']);
     expect((await readTopic(replyTo, 1, 10_000)).map((m) => decodeResult(m.value).id)).toEqual(['third']);
   });
+
+  it('a request topic deleted under a running worker is created again, and the other priorities keep being served', async () => {
+    const settings = kafkaSettings();
+    const model = uniqueName('reqgone').replace(/-/g, '');
+    const t = track(new KafkaTransport(settings, { partitions: 1 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const lowest = `${model}.requests.p${PRIORITY_LEVELS - 1}`;
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      await admin.deleteTopics({ topics: [lowest] });
+    } finally {
+      await admin.disconnect();
+    }
+    // Before, kafkajs restarted its consumer every 100 ms, failing each time on the missing topic,
+    // and delivered nothing from the topics that were still there.
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    await producer.publish([makeRequest(model, 'urgent', 0)]);
+    expect((await inbox.waitFor(1, 20_000)).map(idOf)).toEqual(['urgent']);
+    const check = adminKafka().admin();
+    await check.connect();
+    try {
+      expect(await check.listTopics()).toContain(lowest);
+    } finally {
+      await check.disconnect();
+    }
+    await producer.publish([makeRequest(model, 'bulk', PRIORITY_LEVELS - 1)]);
+    expect((await inbox.waitFor(2, 20_000)).map(idOf)).toEqual(['urgent', 'bulk']);
+  }, 60_000);
 });
+
