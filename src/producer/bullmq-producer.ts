@@ -30,6 +30,9 @@ import type {
 import { ReplyRouter } from './reply-router.ts';
 import { checkRequests } from './request-check.ts';
 
+/** Lock and stalled-check period of reply-queue workers (see listen). */
+const REPLY_LOCK_MS = 5_000;
+
 export interface BullmqProducerOptions extends ProducerOptions {
   readonly logger?: TransportLogger;
   /** Reply workers' concurrency (results are handed over synchronously; this bounds Redis round trips in flight). */
@@ -190,6 +193,13 @@ export class BullmqProducer implements Producer {
         prefix: this.settings.prefix,
         concurrency: this.options.replyConcurrency ?? 64,
         removeOnComplete: { count: 0 },
+        // Handing a result to a callback takes no time, so short locks cost nothing and bound how
+        // long a result waits when its fetch was lost (a Redis restart, a dropped connection):
+        // BullMQ's 30 s lock and check kept such results active for 30-60 s. A result is never
+        // failed for stalling a few times.
+        lockDuration: REPLY_LOCK_MS,
+        stalledInterval: REPLY_LOCK_MS,
+        maxStalledCount: 100,
       },
     );
     worker.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq reply worker error'));
