@@ -50,7 +50,8 @@ export class BullmqProducer implements Producer {
   readonly inbox: string;
   private readonly router = new ReplyRouter();
   private readonly queues = new Map<string, Queue>();
-  private readonly workers = new Set<Worker>();
+  /** Reply workers and their own connections: BullMQ leaves a connection it was given open on close. */
+  private readonly workers = new Map<Worker, Redis>();
   private connection: Redis | undefined;
   private reachable: Promise<void> | undefined;
   private inboxReady: Promise<void> | undefined;
@@ -167,8 +168,7 @@ export class BullmqProducer implements Producer {
     const worker = await this.listen(replyTo, onResult, options.onError);
     return {
       close: async () => {
-        this.workers.delete(worker);
-        await worker.close();
+        await this.closeWorker(worker);
       },
     };
   }
@@ -176,6 +176,10 @@ export class BullmqProducer implements Producer {
   /** A worker on a reply queue; jobs already waiting there are read too (a queue keeps them). */
   private async listen(queue: string, onResult: (r: ResultEnvelope) => void, onError: ((e: Error) => void) | undefined): Promise<Worker> {
     await this.reach();
+    // Named, so an operator (and a test) can tell a client's reply connections in CLIENT LIST.
+    const connection = redisConnection(this.settings.redisUrl, { connectionName: `npu-fleet-replies:${this.settings.prefix}:${queue}`.replace(/[^\w:.-]/g, '_') });
+    // Reconnect attempts while Redis is away; without a listener ioredis prints each one.
+    connection.on('error', (err: Error) => this.options.logger?.debug({ err, queue }, 'redis connection error'));
     const worker = new Worker(
       queue,
       async (job) => {
@@ -189,7 +193,7 @@ export class BullmqProducer implements Producer {
         onResult(result);
       },
       {
-        connection: redisConnection(this.settings.redisUrl),
+        connection,
         prefix: this.settings.prefix,
         concurrency: this.options.replyConcurrency ?? 64,
         removeOnComplete: { count: 0 },
@@ -203,7 +207,7 @@ export class BullmqProducer implements Producer {
       },
     );
     worker.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq reply worker error'));
-    this.workers.add(worker);
+    this.workers.set(worker, connection);
     try {
       await worker.waitUntilReady();
     } catch (err) {
@@ -212,11 +216,20 @@ export class BullmqProducer implements Producer {
     return worker;
   }
 
+  private async closeWorker(worker: Worker): Promise<void> {
+    const connection = this.workers.get(worker);
+    this.workers.delete(worker);
+    try {
+      await worker.close();
+    } finally {
+      connection?.disconnect();
+    }
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
-    await Promise.allSettled([...this.workers].map((w) => w.close()));
-    this.workers.clear();
+    await Promise.allSettled([...this.workers.keys()].map((w) => this.closeWorker(w)));
     if (this.inboxReady !== undefined) await this.queue(this.inbox).obliterate({ force: true }).catch(() => undefined);
     this.closed = true;
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));

@@ -1,5 +1,6 @@
 // The producer client on every transport against a real broker: bulk publish + subscribeReplies,
 // many concurrent request() calls, JSON encoding, timeout and close semantics.
+import { Redis } from 'ioredis';
 import { Kafka, logLevel } from 'kafkajs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TransportSettings } from '../../../src/contracts/fleet-config.ts';
@@ -128,6 +129,38 @@ describe.each(setups)('producer on $name', (setup) => {
       }
     });
     expect(decoded.sort()).toEqual(['fine', 'undecodable']);
+  });
+});
+
+describe('bullmq producer connections', () => {
+  it('closing a reply subscription, and the producer, closes their Redis connections (they used to stay open, reconnecting forever)', async () => {
+    const settings = bullmqSettings();
+    const producer = new BullmqProducer(settings);
+    open.push(producer);
+    const admin = new Redis(settings.redisUrl);
+    try {
+      const mine = async (): Promise<string[]> =>
+        String(await admin.call('CLIENT', 'LIST'))
+          .split('\n')
+          .map((line) => /name=(\S*)/.exec(line)?.[1] ?? '')
+          .filter((name) => name.startsWith(`npu-fleet-replies:${settings.prefix}:`));
+      const subs = await Promise.all(['a', 'b', 'c'].map((q) => producer.subscribeReplies(`${q}-replies`, () => {})));
+      await producer.request(makeRequest(uniqueName('m'), 'r-1', 0), { timeoutMs: 300 }).catch(() => undefined);
+      // Each subscription's reply worker (and the request() inbox) owns named connections.
+      expect((await mine()).length).toBeGreaterThanOrEqual(4);
+      await subs[0]!.close();
+      const until = async (want: (names: string[]) => boolean): Promise<string[]> => {
+        for (let end = Date.now() + 5_000; ; await new Promise((r) => setTimeout(r, 50))) {
+          const names = await mine();
+          if (want(names) || Date.now() > end) return names;
+        }
+      };
+      expect(await until((n) => !n.some((x) => x.endsWith(':a-replies')))).not.toContainEqual(expect.stringMatching(/:a-replies$/));
+      await producer.close();
+      expect(await until((n) => n.length === 0)).toEqual([]);
+    } finally {
+      admin.disconnect();
+    }
   });
 });
 
