@@ -69,39 +69,45 @@ async function drill(transport: TransportSettings, freeze: () => Promise<void>, 
   return { answered: answers.size, duplicates, status: worker.worker.status, longestPublishMs, lastAnswerMs: Date.now() - publishedAt };
 }
 
+type DrillResult = Awaited<ReturnType<typeof drill>>;
+
+/** The verdict every drill shares: the outage really blocked the producer, nothing went unanswered, the worker lives. */
+function expectSurvived(name: string, r: DrillResult, blockedAtLeastMs: number): void {
+  console.log(`[${name}] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms, all answered ${r.lastAnswerMs} ms after the last publish`);
+  expect(r.longestPublishMs, 'the outage really blocked the producer').toBeGreaterThan(blockedAtLeastMs);
+  expect(r.answered).toBe(TOTAL);
+  expect(r.status).toBe('running');
+}
+
+/** A broker of the drill's own, and Kafka settings for a worker group on it. */
+async function ownKafka(tag: string) {
+  const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), `npu-fleet-${tag}-kafka-`)));
+  cleanups.push(() => kafka.stop());
+  const groupId = uniqueName(tag);
+  const transport = parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: kafka.brokers, sessionTimeoutMs: 8_000, groupId } } }).transport;
+  return { kafka, groupId, transport };
+}
+
 describe('broker outage drills', () => {
   it('kafka: the broker frozen (SIGSTOP) past the session timeout, then resumed: every request answered, worker keeps running', async () => {
-    const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-outage-kafka-')));
-    cleanups.push(() => kafka.stop());
+    const { kafka, transport } = await ownKafka('outage');
     const pid = kafka.pid;
     expect(pid, 'broker pid').toBeTypeOf('number');
-    const transport = parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: kafka.brokers, sessionTimeoutMs: 8_000, groupId: uniqueName('outage') } } }).transport;
     // If the test fails mid-freeze, the broker must not stay stopped for the next one.
     cleanups.push(async () => process.kill(pid as number, 'SIGCONT'));
     const r = await drill(transport, async () => void process.kill(pid as number, 'SIGSTOP'), async () => void process.kill(pid as number, 'SIGCONT'), 12_000);
-    console.log(`[outage kafka] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms`);
-    expect(r.longestPublishMs, 'the outage really blocked the producer').toBeGreaterThan(6_000);
-    expect(r.answered).toBe(TOTAL);
-    expect(r.status).toBe('running');
+    expectSurvived('outage kafka', r, 6_000);
   }, 180_000);
 
   it('kafka: the broker restarted mid-load (stopped, then started on the same data): every request answered, worker keeps running', async () => {
-    const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-restart-kafka-')));
-    cleanups.push(() => kafka.stop());
-    const transport = parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: kafka.brokers, sessionTimeoutMs: 8_000, groupId: uniqueName('restart') } } }).transport;
+    const { kafka, transport } = await ownKafka('restart');
     let restarted: Promise<void> | undefined;
     const r = await drill(transport, async () => void (restarted = kafka.restart({})), async () => restarted, 0);
-    console.log(`[restart kafka] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms`);
-    expect(r.longestPublishMs, 'the restart really blocked the producer').toBeGreaterThan(2_000);
-    expect(r.answered).toBe(TOTAL);
-    expect(r.status).toBe('running');
+    expectSurvived('restart kafka', r, 2_000);
   }, 240_000);
 
   it('kafka: the broker comes back refusing the worker (its session timeout now out of range): the worker fails, drains and exits 70, having answered what it held', async () => {
-    const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-refusal-kafka-')));
-    cleanups.push(() => kafka.stop());
-    const groupId = uniqueName('refusal');
-    const transport = parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: kafka.brokers, sessionTimeoutMs: 8_000, groupId } } }).transport;
+    const { kafka, groupId, transport } = await ownKafka('refusal');
     process.env.NPU_FLEET_DEVICE = 'sim';
     const log = createLogger({ level: 'silent' });
     const config = parseFleetConfig({ transport, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } });
@@ -151,10 +157,7 @@ describe('broker outage drills', () => {
     const transport = parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl: redis.url, prefix: uniqueName('outage'), lockDurationMs: 2_000 } } }).transport;
     // CLIENT PAUSE ends by itself; the admin connection issues it and is paused along with the rest.
     const r = await drill(transport, async () => void (await admin.call('CLIENT', 'PAUSE', '6000', 'ALL')), async () => {}, 6_000);
-    console.log(`[outage bullmq] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms`);
-    expect(r.longestPublishMs, 'the outage really blocked the producer').toBeGreaterThan(3_000);
-    expect(r.answered).toBe(TOTAL);
-    expect(r.status).toBe('running');
+    expectSurvived('outage bullmq', r, 3_000);
   }, 180_000);
 
   it('bullmq: Redis restarted mid-load (SHUTDOWN SAVE, 3 s down, started on its dump): every request answered, worker keeps running', async () => {
@@ -163,10 +166,7 @@ describe('broker outage drills', () => {
     const transport = parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl: redis.url, prefix: uniqueName('restart'), lockDurationMs: 5_000 } } }).transport;
     let restarted: Promise<void> | undefined;
     const r = await drill(transport, async () => void (restarted = redis.restart(3_000)), async () => restarted, 0);
-    console.log(`[restart bullmq] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms, all answered ${r.lastAnswerMs} ms after the last publish`);
-    expect(r.longestPublishMs, 'the restart really blocked the producer').toBeGreaterThan(2_000);
-    expect(r.answered).toBe(TOTAL);
-    expect(r.status).toBe('running');
+    expectSurvived('restart bullmq', r, 2_000);
     // Jobs whose fetch the restart cut off (requests at the worker, results at the reply
     // subscriber) come back by stall detection: within a few lock periods, not BullMQ's 30-60 s.
     expect(r.lastAnswerMs).toBeLessThan(25_000);

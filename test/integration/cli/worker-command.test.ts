@@ -6,6 +6,19 @@ import { stringify } from 'yaml';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
+/** `npu-fleet worker --device 0` on a config file, its stdout and stderr gathered as one text. */
+function spawnWorker(configFile: string) {
+  const child = spawn(process.execPath, ['bin/npu-fleet.js', 'worker', '--device', '0', '--config', configFile], {
+    env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  return { child, exited, output: () => out };
+}
+
 /** `npu-fleet worker` as a process: what a supervisor or Kubernetes sees of it. */
 describe('npu-fleet worker', () => {
   it('SIGTERM while start-up waits for an unreachable broker exits 0 at once (nothing to drain), not by the signal', async () => {
@@ -13,24 +26,17 @@ describe('npu-fleet worker', () => {
     const configFile = join(dir, 'fleet.yaml');
     // Port 1 refuses connections: start-up waits in the Redis check (15 s) until the signal.
     writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://127.0.0.1:1' } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));
-    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'worker', '--device', '0', '--config', configFile], {
-      env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const { child, exited, output } = spawnWorker(configFile);
     const deadline = Date.now() + 20_000;
-    while (!out.includes('model version loaded') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    expect(out, 'start-up reached the broker check').toContain('model version loaded');
+    while (!output().includes('model version loaded') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(output(), 'start-up reached the broker check').toContain('model version loaded');
     const signalledAt = Date.now();
     child.kill('SIGTERM');
     const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 5_000))]);
     if (result === 'slow') child.kill('SIGKILL');
-    expect(result, out).toEqual({ code: 0, signal: null });
+    expect(result, output()).toEqual({ code: 0, signal: null });
     expect(Date.now() - signalledAt).toBeLessThan(5_000);
-    expect(out).toContain('stopped during start-up; nothing to drain');
+    expect(output()).toContain('stopped during start-up; nothing to drain');
   }, 60_000);
 
   it('a worker the Kafka brokers refuse (session timeout below their minimum) exits non-zero at start-up, naming the setting, instead of idling as ready', async () => {
@@ -38,19 +44,12 @@ describe('npu-fleet worker', () => {
     const configFile = join(dir, 'fleet.yaml');
     const kafka = { brokers: getServices().kafkaBrokers, groupId: uniqueName('refused'), sessionTimeoutMs: 3_000, topicTemplate: `${uniqueName('refused')}.{model}.p{priority}` };
     writeFileSync(configFile, stringify({ transport: { kind: 'kafka', kafka }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));
-    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'worker', '--device', '0', '--config', configFile], {
-      env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const { child, exited, output } = spawnWorker(configFile);
     const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 40_000))]);
     if (result === 'slow') child.kill('SIGKILL');
-    expect(result, out).not.toBe('slow');
-    expect(result, out).not.toEqual({ code: 0, signal: null });
-    expect(out).toContain('the brokers refused transport.kafka.sessionTimeoutMs (3000 ms)');
-    expect(out).not.toContain('worker ready');
+    expect(result, output()).not.toBe('slow');
+    expect(result, output()).not.toEqual({ code: 0, signal: null });
+    expect(output()).toContain('the brokers refused transport.kafka.sessionTimeoutMs (3000 ms)');
+    expect(output()).not.toContain('worker ready');
   }, 60_000);
 });
