@@ -6,6 +6,7 @@ import type { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
 import { renderName, replyToProblem } from '../names.ts';
+import { reclaimLostJobs, RECLAIM_DELAY_MS } from './lost-job-reclaimer.ts';
 import { QueueCache } from './queue-cache.ts';
 import { QueueSweeper } from './queue-sweeper.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
@@ -79,6 +80,7 @@ interface ModelWorker {
   priorityLevels: number;
   restUntil: number;
   restTimer: NodeJS.Timeout | undefined;
+  reclaimTimer: NodeJS.Timeout | undefined;
 }
 
 /**
@@ -141,7 +143,18 @@ export class BullmqTransport implements Transport {
         const counter = new Queue(queue, { connection: this.shared, prefix: this.settings.prefix });
         // Without a listener BullMQ prints connection errors with console.error.
         counter.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq queue error'));
-        this.workers.set(model, { model, queue, worker, connection, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined });
+        const mw: ModelWorker = { model, queue, worker, connection, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined, reclaimTimer: undefined };
+        this.workers.set(model, mw);
+        // Every 'ready' after the first is a reconnect: a fetch may have been cut off with the
+        // old connection (see reclaimLostJobs).
+        let readies = 0;
+        connection.on('ready', () => {
+          if (++readies === 1 || mw.reclaimTimer !== undefined) return;
+          mw.reclaimTimer = setTimeout(() => {
+            mw.reclaimTimer = undefined;
+            void this.reclaim(mw);
+          }, RECLAIM_DELAY_MS);
+        });
         await worker.waitUntilReady();
         void worker.run().catch((err: unknown) => {
           if (this.closed) return;
@@ -237,6 +250,23 @@ export class BullmqTransport implements Transport {
         this.options.logger?.error({ err }, 'onDeliveries threw; its deliveries stay unacked until settled or released');
       }
     });
+  }
+
+  private async reclaim(mw: ModelWorker): Promise<void> {
+    if (this.closed || this.stopped) return;
+    try {
+      await reclaimLostJobs({
+        queue: mw.counter,
+        redis: this.shared,
+        prefix: this.settings.prefix,
+        queueName: mw.queue,
+        workerId: mw.worker.id,
+        holds: (jobId) => this.ledger.has(`${mw.queue}/${jobId}`),
+        logger: this.options.logger,
+      });
+    } catch (err) {
+      this.options.logger?.warn({ err, queue: mw.queue }, 'could not look for jobs cut off by the reconnect; they come back when their lock lapses');
+    }
   }
 
   /** Fetching rests for pausedPollMs: the next fetch would only find the same paused priority. */
@@ -375,7 +405,10 @@ export class BullmqTransport implements Transport {
     await this.ledger.quiesce();
     await this.release(this.ledger.idleEntries().map(([id]) => ({ deliveryId: id }) as Delivery)).catch(() => undefined);
     this.closed = true;
-    for (const mw of this.workers.values()) if (mw.restTimer !== undefined) clearTimeout(mw.restTimer);
+    for (const mw of this.workers.values()) {
+      clearTimeout(mw.restTimer);
+      clearTimeout(mw.reclaimTimer);
+    }
     await Promise.allSettled([...this.workers.values()].map((mw) => mw.worker.close()));
     await this.disconnect();
   }
@@ -384,7 +417,10 @@ export class BullmqTransport implements Transport {
   async abort(): Promise<void> {
     this.closed = true;
     for (const [id] of this.ledger.entries()) this.ledger.forget(id);
-    for (const mw of this.workers.values()) if (mw.restTimer !== undefined) clearTimeout(mw.restTimer);
+    for (const mw of this.workers.values()) {
+      clearTimeout(mw.restTimer);
+      clearTimeout(mw.reclaimTimer);
+    }
     await Promise.allSettled([...this.workers.values()].map((mw) => mw.worker.close(true)));
     await this.disconnect();
   }

@@ -1,5 +1,6 @@
 // BullMQ-only behaviour beyond the conformance suite: job layout (jobId = id, native priority,
 // JSON data, return value = result), lock renewal while a job waits locally, awkward ids.
+import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { requestToJson, resultToJson } from '../../../src/codec/index.ts';
@@ -82,6 +83,41 @@ describe('bullmq transport', () => {
       admin.disconnect();
     }
   });
+
+  it('after a reconnect, a job whose fetch the lost connection cut off is put back at once, not after its lock lapses', async () => {
+    // A 60 s lock: without the reclaim the job would come back only after that.
+    const settings = bullmqSettings({ lockDurationMs: 60_000 });
+    const model = uniqueName('cutoff');
+    const queue = `${model}.requests`;
+    const t = track(new BullmqTransport(settings));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const workerId = (t as unknown as { workers: Map<string, { worker: { id: string } }> }).workers.get(model)!.worker.id;
+    const admin = new Redis(settings.redisUrl);
+    const raw = new Worker(queue, null, { connection: { url: settings.redisUrl } as never, prefix: settings.prefix });
+    try {
+      // The cut-off fetch: Redis makes the job active under this worker's lock, and the reply
+      // never reaches it. (Intake is paused meanwhile, so the worker does not fetch it itself.)
+      t.pause(model, [0, 1, 2]);
+      await new Promise((r) => setTimeout(r, 300));
+      const producer = track(new BullmqProducer(settings));
+      await producer.publish(makeRequest(model, 'cut-off', 1));
+      const job = await raw.getNextJob(`${workerId}:lost`);
+      expect(job?.id).toBe('cut-off');
+      t.resume(model, [0, 1, 2]);
+      // The lost connection: the worker's connections are dropped and come back.
+      const list = String(await admin.call('CLIENT', 'LIST')).split('\n');
+      const ids = list.filter((l) => l.includes(`name=npu-fleet:${settings.prefix}:${queue}`)).map((l) => /id=(\d+)/.exec(l)?.[1]);
+      expect(ids.length).toBeGreaterThan(0);
+      for (const id of ids) await admin.call('CLIENT', 'KILL', 'ID', id as string);
+      const startedAt = Date.now();
+      expect((await inbox.waitFor(1, 15_000)).map(idOf)).toEqual(['cut-off']);
+      expect(Date.now() - startedAt).toBeLessThan(15_000);
+    } finally {
+      await raw.close(true);
+      admin.disconnect();
+    }
+  }, 40_000);
 
   it('keeps the lock while a job waits locally for several lock durations (no re-run elsewhere)', async () => {
     const settings = bullmqSettings({ lockDurationMs: 1_000 });

@@ -1,0 +1,51 @@
+import type { Job, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { TransportLogger } from '../kafka/kafka-client.ts';
+
+/** After a reconnect, how long fetches still in flight get to reach the processor first. */
+export const RECLAIM_DELAY_MS = 2_000;
+
+export interface ReclaimTarget {
+  /** A Queue on the worker's queue (reads its active jobs). */
+  readonly queue: Queue;
+  /** Any connection to the same Redis (reads lock keys). */
+  readonly redis: Redis;
+  readonly prefix: string;
+  readonly queueName: string;
+  /** The BullMQ Worker's id: its lock tokens are `${workerId}:${n}`. */
+  readonly workerId: string;
+  /** Whether this worker holds the job (the transport's ledger). */
+  readonly holds: (jobId: string) => boolean;
+  readonly logger?: TransportLogger | undefined;
+}
+
+/**
+ * Jobs this worker's lock holds that the worker never received: Redis made them active, but the
+ * reply carrying them was lost with the connection (a Redis restart or failover, a dropped
+ * socket). BullMQ would give them back only once their lock lapses (lockDurationMs: minutes,
+ * since it must outlast the longest local wait); this puts them back in the queue at once.
+ * Returns how many it put back. Runs on the JS thread after the worker's connection is ready
+ * again; a job moved or completed meanwhile makes moveToWait fail on the lock, and is skipped.
+ */
+export async function reclaimLostJobs(t: ReclaimTarget): Promise<number> {
+  const active: Job[] = await t.queue.getActive();
+  let reclaimed = 0;
+  for (const job of active) {
+    const id = job.id;
+    if (id === undefined || t.holds(id)) continue;
+    const token = await t.redis.get(`${t.prefix}:${t.queueName}:${id}:lock`);
+    if (token === null || !token.startsWith(`${t.workerId}:`)) continue;
+    // Re-checked after the await: a fetch may have reached the processor meanwhile.
+    if (t.holds(id)) continue;
+    try {
+      await job.moveToWait(token);
+      reclaimed++;
+    } catch (err) {
+      t.logger?.debug({ err, queue: t.queueName, jobId: id }, 'lost job already moved on');
+    }
+  }
+  if (reclaimed > 0) {
+    t.logger?.warn({ queue: t.queueName, reclaimed }, 'put back jobs whose fetch the lost connection cut off (they would have waited for their lock to lapse)');
+  }
+  return reclaimed;
+}
