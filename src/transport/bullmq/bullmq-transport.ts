@@ -81,7 +81,14 @@ interface ModelWorker {
   restUntil: number;
   restTimer: NodeJS.Timeout | undefined;
   reclaimTimer: NodeJS.Timeout | undefined;
+  errorLoggedAt: number;
+  errorsSuppressed: number;
 }
+
+/** After Redis refuses a fetch (out of memory, a read-only replica), how long fetching rests. */
+const FETCH_BACKOFF_MS = 1_000;
+/** At most one 'bullmq worker error' line per queue this often; the rest are counted into it. */
+const ERROR_LOG_EVERY_MS = 10_000;
 
 /**
  * BullMQ transport: one queue per model with native priority. Each fetched job's processor
@@ -139,11 +146,11 @@ export class BullmqTransport implements Transport {
           maxStalledCount: this.options.maxStalledCount ?? 5,
           autorun: false,
         });
-        worker.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq worker error'));
         const counter = new Queue(queue, { connection: this.shared, prefix: this.settings.prefix });
         // Without a listener BullMQ prints connection errors with console.error.
         counter.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq queue error'));
-        const mw: ModelWorker = { model, queue, worker, connection, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined, reclaimTimer: undefined };
+        const mw: ModelWorker = { model, queue, worker, connection, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined, reclaimTimer: undefined, errorLoggedAt: -Infinity, errorsSuppressed: 0 };
+        worker.on('error', (err) => this.onWorkerError(mw, err));
         this.workers.set(model, mw);
         // Every 'ready' after the first is a reconnect: a fetch may have been cut off with the
         // old connection (see reclaimLostJobs).
@@ -269,16 +276,39 @@ export class BullmqTransport implements Transport {
     }
   }
 
-  /** Fetching rests for pausedPollMs: the next fetch would only find the same paused priority. */
-  private async rest(mw: ModelWorker): Promise<void> {
-    mw.restUntil = Date.now() + (this.options.pausedPollMs ?? 200);
-    if (mw.restTimer === undefined) {
-      mw.restTimer = setTimeout(() => {
-        mw.restTimer = undefined;
-        void this.reconcile(mw);
-      }, this.options.pausedPollMs ?? 200);
+  /**
+   * BullMQ answers a fetch Redis refused (not a connection error: out of memory, a read-only
+   * replica after a failover) by fetching again at once: thousands of failed scripts and error
+   * events a second for as long as it lasts. Fetching rests a while instead, and the log gets one
+   * line per ERROR_LOG_EVERY_MS with the count of the others.
+   */
+  private onWorkerError(mw: ModelWorker, err: Error): void {
+    const now = Date.now();
+    if (now - mw.errorLoggedAt >= ERROR_LOG_EVERY_MS) {
+      this.options.logger?.warn({ err, queue: mw.queue, alsoSince: mw.errorsSuppressed }, 'bullmq worker error');
+      mw.errorLoggedAt = now;
+      mw.errorsSuppressed = 0;
+    } else {
+      mw.errorsSuppressed++;
     }
+    if (err.name === 'ReplyError' && !this.stopped && !this.closed) void this.rest(mw, FETCH_BACKOFF_MS);
+  }
+
+  /** Fetching rests for `ms` (default pausedPollMs: the next fetch would only find the same paused priority). */
+  private async rest(mw: ModelWorker, ms = this.options.pausedPollMs ?? 200): Promise<void> {
+    mw.restUntil = Math.max(mw.restUntil, Date.now() + ms);
+    this.armRestTimer(mw);
     await this.reconcile(mw);
+  }
+
+  private armRestTimer(mw: ModelWorker): void {
+    if (mw.restTimer !== undefined) return;
+    mw.restTimer = setTimeout(() => {
+      mw.restTimer = undefined;
+      // A longer rest asked for meanwhile: wait for its end.
+      if (mw.restUntil > Date.now()) this.armRestTimer(mw);
+      void this.reconcile(mw);
+    }, Math.max(1, mw.restUntil - Date.now()));
   }
 
   private async reconcile(mw: ModelWorker): Promise<void> {
