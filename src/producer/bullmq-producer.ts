@@ -16,6 +16,7 @@ import {
   redisConnection,
   toBullmqPriority,
 } from '../transport/bullmq/bullmq-names.ts';
+import { ErrorThrottle, isRedisRefusal } from '../transport/bullmq/error-throttle.ts';
 import type { TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { renderName } from '../transport/names.ts';
 import type {
@@ -32,6 +33,8 @@ import { checkRequests } from './request-check.ts';
 
 /** Lock and stalled-check period of reply-queue workers (see listen). */
 const REPLY_LOCK_MS = 5_000;
+/** After Redis refuses a reply fetch, how long the reply worker rests. */
+const REPLY_FETCH_BACKOFF_MS = 1_000;
 
 export interface BullmqProducerOptions extends ProducerOptions {
   readonly logger?: TransportLogger;
@@ -206,7 +209,24 @@ export class BullmqProducer implements Producer {
         maxStalledCount: 100,
       },
     );
-    worker.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq reply worker error'));
+    // As on a fleet worker (BullmqTransport.onWorkerError): a fetch Redis refuses is retried at
+    // once by BullMQ, so fetching rests a second and the log is throttled.
+    const errors = new ErrorThrottle();
+    let resting = false;
+    worker.on('error', (err) => {
+      const { log, heldBack } = errors.note(Date.now());
+      if (log) this.options.logger?.warn({ err, queue, heldBack }, 'bullmq reply worker error');
+      if (!isRedisRefusal(err) || resting || this.closed) return;
+      resting = true;
+      void worker
+        .pause(true)
+        .catch(() => undefined)
+        .then(() => new Promise((r) => setTimeout(r, REPLY_FETCH_BACKOFF_MS).unref()))
+        .then(() => {
+          resting = false;
+          if (!this.closed && this.workers.has(worker)) worker.resume();
+        });
+    });
     this.workers.set(worker, connection);
     try {
       await worker.waitUntilReady();

@@ -6,6 +6,7 @@ import type { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
 import { renderName, replyToProblem } from '../names.ts';
+import { ErrorThrottle, isRedisRefusal } from './error-throttle.ts';
 import { reclaimLostJobs, RECLAIM_DELAY_MS } from './lost-job-reclaimer.ts';
 import { QueueCache } from './queue-cache.ts';
 import { QueueSweeper } from './queue-sweeper.ts';
@@ -81,14 +82,12 @@ interface ModelWorker {
   restUntil: number;
   restTimer: NodeJS.Timeout | undefined;
   reclaimTimer: NodeJS.Timeout | undefined;
-  errorLoggedAt: number;
-  errorsSuppressed: number;
+  readonly errors: ErrorThrottle;
 }
 
 /** After Redis refuses a fetch (out of memory, a read-only replica), how long fetching rests. */
 const FETCH_BACKOFF_MS = 1_000;
-/** At most one 'bullmq worker error' line per queue this often; the rest are counted into it. */
-const ERROR_LOG_EVERY_MS = 10_000;
+
 
 /**
  * BullMQ transport: one queue per model with native priority. Each fetched job's processor
@@ -149,7 +148,7 @@ export class BullmqTransport implements Transport {
         const counter = new Queue(queue, { connection: this.shared, prefix: this.settings.prefix });
         // Without a listener BullMQ prints connection errors with console.error.
         counter.on('error', (err) => this.options.logger?.warn({ err, queue }, 'bullmq queue error'));
-        const mw: ModelWorker = { model, queue, worker, connection, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined, reclaimTimer: undefined, errorLoggedAt: -Infinity, errorsSuppressed: 0 };
+        const mw: ModelWorker = { model, queue, worker, connection, counter, paused: new Set(), priorityLevels, restUntil: 0, restTimer: undefined, reclaimTimer: undefined, errors: new ErrorThrottle() };
         worker.on('error', (err) => this.onWorkerError(mw, err));
         this.workers.set(model, mw);
         // Every 'ready' after the first is a reconnect: a fetch may have been cut off with the
@@ -279,19 +278,13 @@ export class BullmqTransport implements Transport {
   /**
    * BullMQ answers a fetch Redis refused (not a connection error: out of memory, a read-only
    * replica after a failover) by fetching again at once: thousands of failed scripts and error
-   * events a second for as long as it lasts. Fetching rests a while instead, and the log gets one
-   * line per ERROR_LOG_EVERY_MS with the count of the others.
+   * events a second for as long as it lasts. Fetching rests a while instead, and the log is
+   * throttled.
    */
   private onWorkerError(mw: ModelWorker, err: Error): void {
-    const now = Date.now();
-    if (now - mw.errorLoggedAt >= ERROR_LOG_EVERY_MS) {
-      this.options.logger?.warn({ err, queue: mw.queue, alsoSince: mw.errorsSuppressed }, 'bullmq worker error');
-      mw.errorLoggedAt = now;
-      mw.errorsSuppressed = 0;
-    } else {
-      mw.errorsSuppressed++;
-    }
-    if (err.name === 'ReplyError' && !this.stopped && !this.closed) void this.rest(mw, FETCH_BACKOFF_MS);
+    const { log, heldBack } = mw.errors.note(Date.now());
+    if (log) this.options.logger?.warn({ err, queue: mw.queue, heldBack }, 'bullmq worker error');
+    if (isRedisRefusal(err) && !this.stopped && !this.closed) void this.rest(mw, FETCH_BACKOFF_MS);
   }
 
   /** Fetching rests for `ms` (default pausedPollMs: the next fetch would only find the same paused priority). */
