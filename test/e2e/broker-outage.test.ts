@@ -88,6 +88,17 @@ async function ownKafka(tag: string) {
   return { kafka, groupId, transport };
 }
 
+/** A Redis of the drill's own, and an admin connection to it. */
+async function ownRedis(tag: string) {
+  const redis = await startLocalRedis(mkdtempSync(join(tmpdir(), `npu-fleet-${tag}-redis-`)));
+  cleanups.push(() => redis.stop());
+  const admin = new Redis(redis.url);
+  // It reconnects through a restart drill like any client; without a listener ioredis prints each try.
+  admin.on('error', () => undefined);
+  cleanups.push(async () => admin.disconnect());
+  return { redis, admin };
+}
+
 describe('broker outage drills', () => {
   it('kafka: the broker frozen (SIGSTOP) past the session timeout, then resumed: every request answered, worker keeps running', async () => {
     const { kafka, transport } = await ownKafka('outage');
@@ -150,10 +161,7 @@ describe('broker outage drills', () => {
   }, 180_000);
 
   it('bullmq: Redis paused (CLIENT PAUSE) for three job-lock durations, then resumed: every request answered, worker keeps running', async () => {
-    const redis = await startLocalRedis(mkdtempSync(join(tmpdir(), 'npu-fleet-outage-redis-')));
-    cleanups.push(() => redis.stop());
-    const admin = new Redis(redis.url);
-    cleanups.push(async () => admin.disconnect());
+    const { redis, admin } = await ownRedis('outage');
     const transport = parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl: redis.url, prefix: uniqueName('outage'), lockDurationMs: 2_000 } } }).transport;
     // CLIENT PAUSE ends by itself; the admin connection issues it and is paused along with the rest.
     const r = await drill(transport, async () => void (await admin.call('CLIENT', 'PAUSE', '6000', 'ALL')), async () => {}, 6_000);
@@ -161,8 +169,7 @@ describe('broker outage drills', () => {
   }, 180_000);
 
   it('bullmq: Redis restarted mid-load (SHUTDOWN SAVE, 3 s down, started on its dump): every request answered, worker keeps running', async () => {
-    const redis = await startLocalRedis(mkdtempSync(join(tmpdir(), 'npu-fleet-restart-redis-')));
-    cleanups.push(() => redis.stop());
+    const { redis } = await ownRedis('restart');
     const transport = parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl: redis.url, prefix: uniqueName('restart'), lockDurationMs: 30_000 } } }).transport;
     let restarted: Promise<void> | undefined;
     const r = await drill(transport, async () => void (restarted = redis.restart(3_000)), async () => restarted, 0);
@@ -174,10 +181,7 @@ describe('broker outage drills', () => {
   }, 240_000);
 
   it('bullmq: Redis out of memory (maxmemory under its use) for 8 s: nothing lost, fetching backs off instead of spinning, all served once memory is back', async () => {
-    const redis = await startLocalRedis(mkdtempSync(join(tmpdir(), 'npu-fleet-oom-redis-')));
-    cleanups.push(() => redis.stop());
-    const admin = new Redis(redis.url);
-    cleanups.push(async () => admin.disconnect());
+    const { redis, admin } = await ownRedis('oom');
     process.env.NPU_FLEET_DEVICE = 'sim';
     const lines: Array<Record<string, unknown>> = [];
     const log = createLogger({ level: 'warn', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
