@@ -28,14 +28,16 @@ export interface ReclaimTarget {
  * again; a job moved or completed meanwhile makes moveToWait fail on the lock, and is skipped.
  */
 export async function reclaimLostJobs(t: ReclaimTarget): Promise<number> {
-  const active: Job[] = await t.queue.getActive();
+  // Every worker's active jobs: the locks tell which are this worker's (one MGET for all).
+  const active = (await t.queue.getActive()).filter((job): job is Job & { id: string } => job.id !== undefined && !t.holds(job.id));
+  if (active.length === 0) return 0;
+  const tokens = await t.redis.mget(active.map((job) => `${t.prefix}:${t.queueName}:${job.id}:lock`));
   let reclaimed = 0;
-  for (const job of active) {
+  for (const [i, job] of active.entries()) {
     const id = job.id;
-    if (id === undefined || t.holds(id)) continue;
-    const token = await t.redis.get(`${t.prefix}:${t.queueName}:${id}:lock`);
-    if (token === null || !token.startsWith(`${t.workerId}:`)) continue;
-    // Re-checked after the await: a fetch may have reached the processor meanwhile.
+    const token = tokens[i];
+    if (token === null || token === undefined || !token.startsWith(`${t.workerId}:`)) continue;
+    // Re-checked after the awaits: a fetch may have reached the processor meanwhile.
     if (t.holds(id)) continue;
     try {
       await job.moveToWait(token);
