@@ -86,7 +86,8 @@ export async function runWorker(
     },
   });
   await worker.start();
-  metrics.setWorkerReady(true);
+  // Not ready if the transport already failed for good while starting.
+  metrics.setWorkerReady(worker.ready);
 
   const port = options.metricsPort ?? (config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId);
   const server = await startHealthServer({

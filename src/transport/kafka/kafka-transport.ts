@@ -5,7 +5,8 @@ import { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import { renderName, requestSources, type SourceName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
-import { consumerFailure, createKafka, ensureTopics, isUnknownTopic, kafkaError, startFailure, type TransportLogger } from './kafka-client.ts';
+import { ConsumerWatch } from './consumer-watch.ts';
+import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogger } from './kafka-client.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
 import { messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
 import { PartitionTracker } from './partition-tracker.ts';
@@ -47,8 +48,6 @@ interface Partition extends TrackedPartition {
 
 const EMPTY = Buffer.alloc(0);
 const HINTS_TIMEOUT_MS = 5_000;
-/** How long start() waits for this worker's first group join before it carries on anyway. */
-const JOIN_WAIT_MS = 30_000;
 
 function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -88,10 +87,6 @@ export class KafkaTransport implements Transport {
   private stopped = false;
   private closed = false;
   private onFatal: ((err: FleetError) => void) | undefined;
-  /** Set while start() waits for the first group join; a refusal then fails start() itself. */
-  private refuseStart: ((err: FleetError) => void) | undefined;
-  private fatalReported = false;
-  private restoring: Promise<void> | undefined;
   private readonly lowLimit: number;
   private readonly topLimit: number;
   private readonly transactionalId: string;
@@ -144,19 +139,21 @@ export class KafkaTransport implements Transport {
         readUncommitted: false,
       });
       this.consumer = consumer;
-      // start() resolves once this worker is in the group (or after JOIN_WAIT_MS): a consumer the
-      // brokers refuse (a session timeout outside their range, a group it may not use) fails the
-      // start with the setting to fix, instead of leaving a worker that looks ready and reads nothing.
-      let joined: () => void = () => undefined;
-      const firstJoin = new Promise<void>((resolve, reject) => {
-        joined = resolve;
-        this.refuseStart = reject;
+      const watch = new ConsumerWatch({
+        kafka: this.kafka,
+        settings: this.settings,
+        requestTopics: () => [...this.sources.keys()],
+        partitions: this.options.partitions ?? 8,
+        logger: this.options.logger,
+        isClosed: () => this.closed,
+        onFatal: (err) => this.onFatal?.(err),
       });
+      watch.armStart();
       consumer.on(consumer.events.GROUP_JOIN, (e) => {
         this.onAssignment(e.payload.memberAssignment);
-        joined();
+        watch.onJoin();
       });
-      consumer.on(consumer.events.CRASH, (e) => this.onCrash(e.payload.error, e.payload.restart));
+      consumer.on(consumer.events.CRASH, (e) => watch.onCrash(e.payload.error, e.payload.restart));
       await consumer.connect();
       // A new group starts at the beginning: requests published before the first worker count.
       await consumer.subscribe({ topics: [...this.sources.keys()], fromBeginning: true });
@@ -170,68 +167,13 @@ export class KafkaTransport implements Transport {
           this.onBatch(payload);
         },
       });
-      await this.untilJoined(firstJoin);
+      await watch.untilJoined();
     } catch (err) {
       // Nothing was delivered yet: drop the connections, or they would keep the process alive.
       this.closed = true;
       await this.disconnect();
       throw kafkaError(err, startFailure('starting the kafka transport failed', err, this.settings));
     }
-  }
-
-  private async untilJoined(firstJoin: Promise<void>): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const waited = new Promise<'waited'>((resolve) => (timer = setTimeout(() => resolve('waited'), JOIN_WAIT_MS)));
-    try {
-      if ((await Promise.race([firstJoin, waited])) === 'waited') {
-        // A slow rebalance (other members finishing long batches) is no reason to fail: carry on,
-        // the assignment arrives with the join.
-        this.options.logger?.warn({ groupId: this.settings.groupId, waitedMs: JOIN_WAIT_MS }, 'not in the kafka consumer group yet; starting anyway');
-      }
-    } finally {
-      clearTimeout(timer);
-      this.refuseStart = undefined;
-    }
-  }
-
-  /**
-   * kafkajs restarts its consumer after a retriable failure (a broker outage) by itself. Without a
-   * restart the consumer is gone for good: during start() that fails the start; later it is
-   * fatal for the worker, which drains and exits so that its supervisor starts a fresh one.
-   */
-  private onCrash(error: Error, restart: boolean): void {
-    if (restart) {
-      this.options.logger?.warn({ err: error }, 'kafka consumer failed; kafkajs restarts it');
-      // A request topic deleted under a running worker makes every restart fail the same way, and
-      // the consumer then serves none of its topics: put it back, as start() would.
-      if (isUnknownTopic(error)) this.restoreRequestTopics();
-      return;
-    }
-    if (this.closed || this.fatalReported) return;
-    this.fatalReported = true;
-    const err = consumerFailure(error, this.settings);
-    if (this.refuseStart !== undefined) {
-      this.refuseStart(err);
-      return;
-    }
-    this.options.logger?.error({ err }, 'kafka consumer stopped for good');
-    this.onFatal?.(err);
-  }
-
-  private restoreRequestTopics(): void {
-    if (this.restoring !== undefined || this.closed) return;
-    // A fresh admin: a kafkajs client that knew the deleted topic keeps asking for its metadata
-    // and fails (tulios/kafkajs#1622), the long-lived admin included.
-    const admin = this.kafka.admin();
-    this.restoring = admin
-      .connect()
-      .then(() => ensureTopics(admin, [...this.sources.keys()], this.options.partitions ?? 8))
-      .then(() => this.options.logger?.warn({ topics: [...this.sources.keys()] }, 'a request topic was deleted while this worker read it; created it again'))
-      .catch((err: unknown) => this.options.logger?.error({ err }, 'could not create a deleted request topic again'))
-      .finally(() => {
-        this.restoring = undefined;
-        void admin.disconnect().catch(() => undefined);
-      });
   }
 
   private onAssignment(assignment: Record<string, number[]>): void {
