@@ -21,6 +21,8 @@ export interface TransportLogger {
  */
 const RECOVERED_BY_KAFKAJS = new Set([
   'The group is rebalancing, so a rejoin is needed',
+  // After a broker outage longer than the session: every heartbeat until the rejoin says so.
+  'The coordinator is not aware of this member',
   'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing',
 ]);
 
