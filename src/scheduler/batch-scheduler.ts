@@ -86,7 +86,7 @@ export class BatchScheduler<P = unknown> {
     return this.bytes;
   }
 
-  /** True from the soft limit until queued items fall to `resumeBelowItems`. */
+  /** True from a soft limit (items or bytes) until both are back at their low watermarks. */
   get intakePaused(): boolean {
     return this.paused;
   }

@@ -88,7 +88,6 @@ interface ModelWorker {
 /** After Redis refuses a fetch (out of memory, a read-only replica), how long fetching rests. */
 const FETCH_BACKOFF_MS = 1_000;
 
-
 /**
  * BullMQ transport: one queue per model with native priority. Each fetched job's processor
  * returns a promise that settle() resolves with the result, so BullMQ itself keeps the lock
