@@ -155,11 +155,17 @@ const PERMANENT = new Set([
 ]);
 
 /** Whether an error in `err`'s cause chain (kafkajs retriers and FleetError wrap the real one) matches. */
-function findCause(err: unknown, match: (e: { name?: string; message?: string; code?: string; type?: string }) => boolean): boolean {
-  for (let e = err as { name?: string; message?: string; code?: string; type?: string; cause?: unknown } | undefined, depth = 0; e !== undefined && e !== null && depth < 5; e = e.cause as typeof e, depth++) {
-    if (typeof e === 'object' && match(e)) return true;
-  }
-  return false;
+type ErrorLike = { name?: string; message?: string; code?: string; type?: string; cause?: unknown };
+
+/** `err` and its causes, outermost first (at most 5: kafkajs retriers and FleetError wrap the real one). */
+function causeChain(err: unknown): ErrorLike[] {
+  const chain: ErrorLike[] = [];
+  for (let e = err as ErrorLike | undefined; typeof e === 'object' && e !== null && chain.length < 5; e = e.cause as ErrorLike | undefined) chain.push(e);
+  return chain;
+}
+
+function findCause(err: unknown, match: (e: ErrorLike) => boolean): boolean {
+  return causeChain(err).some(match);
 }
 
 /** kafkajs's error type for a topic the broker does not have, anywhere in the cause chain. */
@@ -239,7 +245,6 @@ export function consumerFailure(err: unknown, settings: Pick<KafkaSettings, 'gro
     );
   }
   // kafkajs wraps the broker's answer (retriers, non-retriable wrappers): report the answer.
-  let root = err as { message?: string; cause?: unknown } | undefined;
-  for (let depth = 0; depth < 5 && root?.cause !== undefined && root.cause !== null; depth++) root = root.cause as typeof root;
+  const root = causeChain(err).at(-1);
   return fail('TRANSPORT_ERROR', 'transport.kafka', `the kafka consumer stopped and kafkajs will not restart it: ${root?.message ?? String(err)}`);
 }

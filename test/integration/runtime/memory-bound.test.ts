@@ -37,7 +37,13 @@ function slowDevice(inner: DeviceLike): DeviceLike {
     close: () => inner.close(),
     async loadModel(path, opts) {
       const model = await inner.loadModel(path, opts);
-      return { ...model, gears: model.gears, inputs: model.inputs, outputs: model.outputs, unload: () => model.unload(), execute: async (inputs, gear) => (await new Promise((r) => setTimeout(r, 3)), model.execute(inputs, gear)) };
+      return {
+        gears: model.gears,
+        inputs: model.inputs,
+        outputs: model.outputs,
+        unload: () => model.unload(),
+        execute: async (inputs, gear) => (await new Promise((r) => setTimeout(r, 3)), model.execute(inputs, gear)),
+      };
     },
   };
 }
@@ -75,10 +81,9 @@ async function peakHeldBytes(softLimitBytes: number): Promise<{ peak: number; an
   worker = await runWorker(config, 0, { artifact: 'onnx', openDevice: async (id) => slowDevice(await openDevice(id)), createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
   for (let i = 0; i < REQUESTS; i += 100) await producer.publish(Array.from({ length: 100 }, (_, k) => request(i + k, replyTo)));
   let peak = 0;
-  const lane = () => worker!.worker;
   const end = Date.now() + 120_000;
   while (statuses.size < REQUESTS && Date.now() < end) {
-    await lane().exportGauges();
+    await worker.worker.exportGauges();
     const gauge = await worker.metrics.registry.getSingleMetric('npu_fleet_local_queue_bytes')?.get();
     peak = Math.max(peak, ...(gauge?.values.map((v) => v.value) ?? [0]));
     await new Promise((r) => setTimeout(r, 5));
