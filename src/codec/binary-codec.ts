@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
 import { RequestFrameHeaderSchema, type RequestEnvelope } from '../contracts/request-envelope.ts';
 import { ResultFrameHeaderSchema, type ResultEnvelope } from '../contracts/result-envelope.ts';
+import { isPlainRequest } from '../contracts/request-fast-check.ts';
 import type { Tensor } from '../contracts/tensor.ts';
 import { validationError } from '../contracts/validation-error.ts';
 import { FleetError } from '../errors/fleet-error.ts';
@@ -21,6 +22,8 @@ import {
 } from './frame.ts';
 
 type TensorKey = 'inputs' | 'outputs';
+
+const isPlainFrameRequest = (raw: unknown): boolean => isPlainRequest(raw, 'frame');
 
 function encodeFrame(
   kind: FrameKind,
@@ -70,6 +73,8 @@ function decodeFrame<S extends z.ZodType>(
   schema: S,
   key: TensorKey,
   limits: CodecLimits,
+  /** A fast yes for a header zod would accept unchanged; zod judges everything else. */
+  isPlain?: (raw: unknown) => boolean,
 ): { header: z.infer<S>; tensors: Tensor[] | undefined } {
   checkMessageSize(bytes.byteLength, limits);
   if (bytes.byteLength < FRAME_PREFIX_BYTES) {
@@ -100,13 +105,19 @@ function decodeFrame<S extends z.ZodType>(
       details: { field: '(header)' },
     });
   }
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success) {
-    const err = validationError(parsed.error, 'message');
-    Object.assign(err.details, identityOf(raw));
-    throw err;
+  let data: z.infer<S>;
+  if (isPlain?.(raw) === true) {
+    data = raw as z.infer<S>;
+  } else {
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) {
+      const err = validationError(parsed.error, 'message');
+      Object.assign(err.details, identityOf(raw));
+      throw err;
+    }
+    data = parsed.data;
   }
-  const header = parsed.data as Record<string, unknown>;
+  const header = data as Record<string, unknown>;
   try {
     checkMetaSize(header.meta, limits);
     const declared = header[key] as Array<{ name: string; dtype: Tensor['dtype']; shape: number[]; byteLength: number }> | undefined;
@@ -132,14 +143,14 @@ function decodeFrame<S extends z.ZodType>(
       throw invalid(`frame is ${bytes.byteLength} bytes but its tensors need ${lastEnd} (truncated)`, `${key}`);
     }
     if (offset < bytes.byteLength) throw invalid(`frame has ${bytes.byteLength - offset} unexpected trailing bytes`, '(frame)');
-    if (declared === undefined) return { header: parsed.data, tensors: undefined };
+    if (declared === undefined) return { header: data, tensors: undefined };
     const tensors: Tensor[] = metas.map((m, i) => ({
       name: m.name,
       dtype: m.dtype,
       shape: m.shape,
       data: bytes.subarray(offsets[i] ?? 0, (offsets[i] ?? 0) + m.byteLength),
     }));
-    return { header: parsed.data, tensors };
+    return { header: data, tensors };
   } catch (err) {
     if (err instanceof FleetError) Object.assign(err.details, identityOf(raw));
     throw err;
@@ -152,7 +163,7 @@ export function encodeRequestBinary(request: RequestEnvelope): Buffer {
 }
 
 export function decodeRequestBinary(bytes: Uint8Array, limits: CodecLimits = DEFAULT_LIMITS): RequestEnvelope {
-  const { header, tensors } = decodeFrame(bytes, FrameKind.request, RequestFrameHeaderSchema, 'inputs', limits);
+  const { header, tensors } = decodeFrame(bytes, FrameKind.request, RequestFrameHeaderSchema, 'inputs', limits, isPlainFrameRequest);
   return { ...header, inputs: tensors ?? [] };
 }
 

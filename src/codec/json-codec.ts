@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
 import { RequestJsonSchema, type RequestEnvelope, type RequestJson } from '../contracts/request-envelope.ts';
 import { ResultJsonSchema, type ResultEnvelope, type ResultJson } from '../contracts/result-envelope.ts';
+import { isPlainRequest } from '../contracts/request-fast-check.ts';
 import type { Tensor } from '../contracts/tensor.ts';
 import { validationError } from '../contracts/validation-error.ts';
 import { FleetError } from '../errors/fleet-error.ts';
@@ -90,7 +91,7 @@ export function requestToJson(request: RequestEnvelope): RequestJson {
 
 /** Decodes the JSON form from an already-parsed object (BullMQ job data). */
 export function requestFromJson(value: unknown, limits: CodecLimits = DEFAULT_LIMITS): RequestEnvelope {
-  const parsed = parseWith(RequestJsonSchema, value);
+  const parsed = isPlainRequest(value, 'json') ? (value as RequestJson) : parseWith(RequestJsonSchema, value);
   return withIdentity(value, () => {
     checkMetaSize(parsed.meta, limits);
     return { ...parsed, inputs: decodeTensors(parsed.inputs, 'inputs', limits) };

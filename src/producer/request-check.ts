@@ -1,6 +1,7 @@
 import { checkedTensorBytes, checkMetaSize, checkTensorCount } from '../codec/frame.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import { RequestEnvelopeSchema, type RequestEnvelope } from '../contracts/request-envelope.ts';
+import { isPlainRequest } from '../contracts/request-fast-check.ts';
 import { expectedByteLength } from '../contracts/tensor.ts';
 import { validationError } from '../contracts/validation-error.ts';
 import { FleetError } from '../errors/fleet-error.ts';
@@ -15,7 +16,7 @@ import { replyToProblem } from '../transport/names.ts';
 export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka' | 'bullmq' | 'memory', limits: CodecLimits): void {
   requests.forEach((request, index) => {
     const which = requests.length === 1 ? 'request' : `request [${index}]`;
-    const parsed = RequestEnvelopeSchema.safeParse(request);
+    const parsed = isPlainRequest(request, 'memory') ? { success: true as const, data: request } : RequestEnvelopeSchema.safeParse(request);
     if (!parsed.success) {
       const err = validationError(parsed.error, `${which}${idNote(request)}`, 'INVALID_ARGUMENT');
       throw new FleetError('INVALID_ARGUMENT', `${err.message}; nothing was published`, { cause: parsed.error, details: { ...err.details, index } });
