@@ -1,7 +1,6 @@
 import { hostname } from 'node:os';
-import { decodeRequest, requestFromJson } from '../codec/index.ts';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
-import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import type { ModelConfig } from '../contracts/model-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import type { FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -9,19 +8,12 @@ import type { Batch, SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import type { Delivery, Outcome, Transport } from '../transport/transport.ts';
 import { ModelLanes, type LoadedVersion, type Lane, type DeviceLike } from './model-lanes.ts';
 import { OutcomePublisher } from './outcome-publisher.ts';
-import { validateForModel, type ValidatedRequest } from './request-validation.ts';
+import { admitDelivery, type Payload } from './request-admission.ts';
+import { exportWorkerGauges } from './worker-gauges.ts';
+import { failedBatchResults, finishedBatchResults, type MemberResult } from './batch-results.ts';
 import { buildResult, identityOfRequest, type ResultContext, type ResultIdentity } from './result-builder.ts';
 import type { RepositorySnapshot } from './model-repository.ts';
 import { gatherInputs, scatterOutputs } from './batch-io.ts';
-
-/** What a queued request carries through the scheduler (opaque to it). */
-export interface Payload {
-  readonly request: RequestEnvelope;
-  readonly delivery: Delivery;
-  readonly validated: ValidatedRequest;
-  /** Redeliveries of the same id that arrived while it was queued: settled with its result. */
-  readonly duplicates: Delivery[];
-}
 
 export interface DeviceWorkerOptions {
   readonly config: FleetConfig;
@@ -35,17 +27,6 @@ export interface DeviceWorkerOptions {
   readonly onHang?: (info: { model: string; gear: number; elapsedMs: number }) => void;
   /** Called when the transport can no longer receive work: the process must drain and exit. */
   readonly onTransportFailure?: (err: FleetError) => void;
-}
-
-/**
- * Host memory a queued request holds, for the model's byte limits: a binary frame's own bytes (its
- * tensors are views into it); for a JSON body (BullMQ) the decoded tensor bytes, a lower bound.
- */
-function heldBytes(delivery: Delivery, request: RequestEnvelope): number {
-  if (delivery.body instanceof Uint8Array) return delivery.body.byteLength;
-  let bytes = 0;
-  for (const input of request.inputs) bytes += input.data.byteLength;
-  return bytes;
 }
 
 /** Deliveries admitted per event-loop turn (see admitSlice). */
@@ -186,69 +167,20 @@ export class DeviceWorker {
   }
 
   private admit(delivery: Delivery, nowMs: number): void {
-    let request: RequestEnvelope;
-    try {
-      request =
-        delivery.body instanceof Uint8Array
-          ? decodeRequest(delivery.body, this.o.config.limits)
-          : requestFromJson(delivery.body, this.o.config.limits);
-    } catch (err) {
-      const fe = FleetError.from(err, 'INVALID_MESSAGE');
-      const id = typeof fe.details.id === 'string' ? fe.details.id : '';
-      const model = typeof fe.details.model === 'string' ? fe.details.model : delivery.model;
-      const replyTo = typeof fe.details.replyTo === 'string' ? fe.details.replyTo : undefined;
-      this.finish(delivery, { id, model }, replyTo, { status: 'invalid', error: fe, nowMs, device: -1 }, { reason: fe.code, message: fe.message });
-      return;
-    }
-    if (this.state !== 'running') {
+    const a = admitDelivery(delivery, nowMs, this.o.config.limits, this.state === 'running', this.lanes);
+    if (a.kind === 'release') {
       // Not ours to answer any more: give it back so another worker takes it.
       void this.o.transport.release([delivery]);
       return;
     }
-    const lane = this.lanes.laneFor(request.model, request.version);
-    if (!lane.ok) {
-      this.finish(delivery, identityOfRequest(request), request.replyTo, {
-        status: 'rejected',
-        error: lane.error,
-        nowMs,
-        device: -1,
-      }, lane.error.code === 'UNKNOWN_MODEL' ? { reason: lane.error.code, message: lane.error.message } : undefined);
+    if (a.kind === 'answer') {
+      if (a.expired === true) this.o.metrics.deadlineMiss(a.identity.model, 'queue');
+      this.finish(delivery, a.identity, a.replyTo, { ...a.result, nowMs }, a.dlq);
       return;
     }
-    let validated: ValidatedRequest;
-    try {
-      validated = validateForModel(request, lane.lane.config);
-    } catch (err) {
-      const fe = FleetError.from(err, 'INVALID_MESSAGE');
-      this.finish(delivery, identityOfRequest(request), request.replyTo, { status: 'invalid', error: fe, nowMs, device: -1 }, {
-        reason: fe.code,
-        message: fe.message,
-      });
-      return;
-    }
-    if (request.deadlineAt !== undefined && request.deadlineAt <= nowMs) {
-      this.o.metrics.deadlineMiss(request.model, 'queue');
-      this.finish(delivery, identityOfRequest(request), request.replyTo, {
-        status: 'expired',
-        error: new FleetError('DEADLINE_EXCEEDED', `deadline passed ${nowMs - request.deadlineAt} ms before the request reached a worker`),
-        nowMs,
-        timings: { queuedMs: nowMs - request.createdAt },
-        device: -1,
-      });
-      return;
-    }
-    const payload: Payload = { request, delivery, validated, duplicates: [] };
-    const sr: SchedulerRequest<Payload> = {
-      id: request.id,
-      priority: validated.priority,
-      items: validated.items,
-      arrivedAt: nowMs,
-      deadlineAt: request.deadlineAt,
-      length: validated.length,
-      bytes: heldBytes(delivery, request),
-      payload,
-    };
-    const verdict = lane.lane.scheduler.enqueue(sr);
+    const { lane, entry } = a;
+    const { request } = entry.payload;
+    const verdict = lane.scheduler.enqueue(entry);
     if (verdict.kind === 'rejected') {
       if (verdict.reason === 'duplicate') {
         this.o.metrics.duplicateSeen(request.model);
@@ -261,10 +193,10 @@ export class DeviceWorker {
       this.finish(delivery, identityOfRequest(request), request.replyTo, { status: 'rejected', error: verdict.error, nowMs, device: -1 });
       return;
     }
-    this.queued.set(request.id, payload);
-    if (validated.priority === 0) this.lastUrgentAt.set(lane.lane.key, nowMs);
+    this.queued.set(request.id, entry.payload);
+    if (entry.priority === 0) this.lastUrgentAt.set(lane.key, nowMs);
     if (this.seen.has(request.id)) this.o.metrics.duplicateSeen(request.model);
-    if (verdict.kind === 'backpressure') this.applyBackpressure(lane.lane);
+    if (verdict.kind === 'backpressure') this.applyBackpressure(lane);
   }
 
   private applyBackpressure(lane: Lane<Payload>): void {
@@ -410,54 +342,11 @@ export class DeviceWorker {
       const serviceMs = Math.max(0.01, doneAt - Math.max(dispatchedAt, this.lastCompletionAt));
       this.lastCompletionAt = doneAt;
       lane.scheduler.recordCompletion(batch.gear, Math.min(serviceMs, deviceMs), doneAt);
-      batch.members.forEach((m, i) => {
-        const { request, delivery } = m.payload;
-        const late = overran || (request.deadlineAt !== undefined && doneAt > request.deadlineAt);
-        const timingsOut = { queuedMs: m.arrivedAt - request.createdAt, batchWaitMs: dispatchedAt - m.arrivedAt, deviceMs };
-        if (late) {
-          this.o.metrics.deadlineMiss(cfg.name, 'device');
-          this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', (deviceMs / 1000) * (m.items / batch.gear));
-        }
-        if (late && cfg.lateResults === 'drop') {
-          this.finish(delivery, identityOfRequest(request), request.replyTo, {
-            status: 'expired',
-            version: version.version,
-            error: new FleetError('DEADLINE_EXCEEDED', 'batch finished after the deadline; model policy lateResults=drop'),
-            nowMs: doneAt,
-            timings: timingsOut,
-            batchSize: batch.items,
-            gear: batch.gear,
-          }, undefined, m.payload.duplicates);
-        } else {
-          this.finish(delivery, identityOfRequest(request), request.replyTo, {
-            status: 'ok',
-            version: version.version,
-            outputs: perRequest[i] ?? [],
-            late,
-            nowMs: doneAt,
-            timings: timingsOut,
-            batchSize: batch.items,
-            gear: batch.gear,
-          }, undefined, m.payload.duplicates, m.priority);
-        }
-      });
+      this.finishMembers(cfg, finishedBatchResults(batch, cfg, { perRequest, version: version.version, dispatchedAt, doneAt, deviceMs, overran }));
     } catch (err) {
-      // One batch's device failure becomes each member's `failed` result; the worker keeps going.
       const fe = FleetError.from(err, 'DEVICE_ERROR');
       this.o.log.error({ err: fe, model: cfg.name, gear: batch.gear }, 'batch failed');
-      const nowMs = Date.now();
-      for (const m of batch.members) {
-        const { request, delivery } = m.payload;
-        this.finish(delivery, identityOfRequest(request), request.replyTo, {
-          status: 'failed',
-          version: version.version,
-          error: fe,
-          nowMs,
-          timings: { queuedMs: m.arrivedAt - request.createdAt, batchWaitMs: dispatchedAt - m.arrivedAt },
-          batchSize: batch.items,
-          gear: batch.gear,
-        }, undefined, m.payload.duplicates);
-      }
+      this.finishMembers(cfg, failedBatchResults(batch, version.version, fe, Date.now(), dispatchedAt));
     } finally {
       clearTimeout(execTimer);
       clearTimeout(hangTimer);
@@ -470,6 +359,17 @@ export class DeviceWorker {
       this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflight);
       await this.lanes.retireIfIdle(version);
       this.pump();
+    }
+  }
+
+  private finishMembers(cfg: ModelConfig, results: readonly MemberResult[]): void {
+    for (const { member, result, wastedDeviceSeconds } of results) {
+      const { request, delivery, duplicates } = member.payload;
+      if (wastedDeviceSeconds > 0) {
+        this.o.metrics.deadlineMiss(cfg.name, 'device');
+        this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', wastedDeviceSeconds);
+      }
+      this.finish(delivery, identityOfRequest(request), request.replyTo, result, undefined, duplicates, member.priority);
     }
   }
 
@@ -517,27 +417,8 @@ export class DeviceWorker {
   // ---- lifecycle ----------------------------------------------------------------------------
 
   /** Queue depth per model/priority, device memory in use and source lag, for the metrics edge. */
-  async exportGauges(): Promise<void> {
-    const nowMs = Date.now();
-    const bytes = new Map<string, number>();
-    for (const lane of this.lanes.allLanes()) {
-      const stats = lane.scheduler.stats(nowMs);
-      for (const level of stats.levels) this.o.metrics.setQueueDepth(lane.config.name, level.level, level.requests);
-      bytes.set(lane.config.name, (bytes.get(lane.config.name) ?? 0) + stats.queuedBytes);
-    }
-    for (const [model, n] of bytes) this.o.metrics.setQueueBytes(model, n);
-    try {
-      const mem = await this.o.device.memInfo();
-      this.o.metrics.setDeviceMemoryUsed(this.o.deviceId, mem.totalBytes - mem.freeBytes);
-    } catch (err) {
-      this.o.log.debug({ err }, 'device memory unavailable');
-    }
-    try {
-      const lag = await this.o.transport.sourceLag();
-      for (const [model, n] of Object.entries(lag)) this.o.metrics.setSourceLag(model, this.o.transport.kind, n);
-    } catch (err) {
-      this.o.log.debug({ err }, 'source lag unavailable');
-    }
+  exportGauges(): Promise<void> {
+    return exportWorkerGauges(this.lanes, this.o);
   }
 
   /**

@@ -1,0 +1,53 @@
+import type { ModelConfig } from '../contracts/model-config.ts';
+import type { Tensor } from '../contracts/tensor.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import type { Batch, SchedulerRequest } from '../scheduler/scheduler-types.ts';
+import type { Payload } from './request-admission.ts';
+import type { BuildResult } from './result-builder.ts';
+
+/** One member's result of a batch that left the device, and what it cost if it came too late. */
+export interface MemberResult {
+  readonly member: SchedulerRequest<Payload>;
+  readonly result: BuildResult;
+  /** Device seconds its share of a late batch wasted (0 when in time). */
+  readonly wastedDeviceSeconds: number;
+}
+
+export interface FinishedBatch {
+  /** Device outputs already split per member, in member order. */
+  readonly perRequest: ReadonlyArray<Tensor[] | undefined>;
+  readonly version: string;
+  readonly dispatchedAt: number;
+  readonly doneAt: number;
+  readonly deviceMs: number;
+  /** The batch ran past execTimeoutMs: every member is late. */
+  readonly overran: boolean;
+}
+
+/**
+ * Each member's result once its batch finished (DESIGN §5): `ok`, flagged `late` past its deadline
+ * or the batch's execTimeoutMs, or `expired` instead when the model's policy drops late results.
+ */
+export function finishedBatchResults(batch: Batch<Payload>, cfg: ModelConfig, done: FinishedBatch): MemberResult[] {
+  return batch.members.map((member, i) => {
+    const { request } = member.payload;
+    const late = done.overran || (request.deadlineAt !== undefined && done.doneAt > request.deadlineAt);
+    const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: done.dispatchedAt - member.arrivedAt, deviceMs: done.deviceMs };
+    const shared = { version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear };
+    const wastedDeviceSeconds = late ? (done.deviceMs / 1000) * (member.items / batch.gear) : 0;
+    if (late && cfg.lateResults === 'drop') {
+      const error = new FleetError('DEADLINE_EXCEEDED', 'batch finished after the deadline; model policy lateResults=drop');
+      return { member, wastedDeviceSeconds, result: { status: 'expired', error, ...shared } };
+    }
+    return { member, wastedDeviceSeconds, result: { status: 'ok', outputs: done.perRequest[i] ?? [], late, ...shared } };
+  });
+}
+
+/** A device failure becomes each member's own `failed` result; the worker keeps going. */
+export function failedBatchResults(batch: Batch<Payload>, version: string, error: FleetError, nowMs: number, dispatchedAt: number): MemberResult[] {
+  return batch.members.map((member) => {
+    const { request } = member.payload;
+    const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: dispatchedAt - member.arrivedAt };
+    return { member, wastedDeviceSeconds: 0, result: { status: 'failed', version, error, nowMs, timings, batchSize: batch.items, gear: batch.gear } };
+  });
+}

@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { parseModelConfig } from '../../../src/contracts/config-loader.ts';
+import type { Tensor } from '../../../src/contracts/tensor.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { failedBatchResults, finishedBatchResults } from '../../../src/runtime/batch-results.ts';
+import type { Payload } from '../../../src/runtime/request-admission.ts';
+import type { Batch, SchedulerRequest } from '../../../src/scheduler/scheduler-types.ts';
+
+const cfg = (lateResults: 'deliver' | 'drop') =>
+  parseModelConfig({
+    name: 'm',
+    inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 1] }],
+    outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 1] }],
+    maxBatchSize: 8,
+    lateResults,
+  });
+
+/** Members created at 1000, arrived at 1010, dispatched at 1020; deadlines as given. */
+function batchOf(deadlines: Array<number | undefined>, items = 1): Batch<Payload> {
+  const members: SchedulerRequest<Payload>[] = deadlines.map((deadlineAt, i) => ({
+    id: `r${i}`,
+    priority: 1,
+    items,
+    arrivedAt: 1010,
+    deadlineAt,
+    payload: {
+      request: { id: `r${i}`, model: 'm', createdAt: 1000, ...(deadlineAt === undefined ? {} : { deadlineAt }), inputs: [] },
+      delivery: { deliveryId: `d${i}`, model: 'm', priority: 1, body: new Uint8Array(0), receivedAt: 1010, redelivered: false },
+      validated: { items, length: undefined, priority: 1 },
+      duplicates: [],
+    },
+  }));
+  const total = members.length * items;
+  return { members, items: total, gear: 8, paddedItems: 8 - total, bucket: null, boundLength: null, paddedLengthSlots: 0, startAt: 1020, estimatedDeviceMs: 4, reason: 'full', limit: 8 } as Batch<Payload>;
+}
+
+const out = (v: number): Tensor[] => [{ name: 'y', dtype: 'float32', shape: [1, 1], data: new Uint8Array(new Float32Array([v]).buffer) }];
+
+describe('finishedBatchResults', () => {
+  // done at 1030 after 8 ms on the device; gear 8
+  const cases = [
+    { name: 'in time: ok with its outputs', deadlines: [2000], overran: false, policy: 'deliver' as const, status: 'ok', late: false, wasted: 0 },
+    { name: 'no deadline: ok', deadlines: [undefined], overran: false, policy: 'deliver' as const, status: 'ok', late: false, wasted: 0 },
+    { name: 'past its deadline: ok, flagged late, its share of the device time wasted', deadlines: [1025], overran: false, policy: 'deliver' as const, status: 'ok', late: true, wasted: 0.001 },
+    { name: 'batch overran execTimeoutMs: late even without a deadline', deadlines: [undefined], overran: true, policy: 'deliver' as const, status: 'ok', late: true, wasted: 0.001 },
+    { name: 'late under lateResults=drop: expired, no outputs', deadlines: [1025], overran: false, policy: 'drop' as const, status: 'expired', late: false, wasted: 0.001 },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const [r] = finishedBatchResults(batchOf(c.deadlines), cfg(c.policy), { perRequest: [out(7)], version: '3', dispatchedAt: 1020, doneAt: 1030, deviceMs: 8, overran: c.overran });
+      expect(r?.result.status).toBe(c.status);
+      expect(r?.result.late === true).toBe(c.late);
+      expect(r?.wastedDeviceSeconds).toBeCloseTo(c.wasted, 9);
+      expect(r?.result).toMatchObject({ version: '3', nowMs: 1030, batchSize: 1, gear: 8, timings: { queuedMs: 10, batchWaitMs: 10, deviceMs: 8 } });
+      if (c.status === 'ok') expect(r?.result.outputs).toEqual(out(7));
+      else expect(r?.result.error?.code).toBe('DEADLINE_EXCEEDED');
+    });
+  }
+
+  it('gives each member its own outputs, in member order, and only late ones waste', () => {
+    const rs = finishedBatchResults(batchOf([2000, 1025, undefined], 2), cfg('deliver'), { perRequest: [out(1), out(2), out(3)], version: '1', dispatchedAt: 1020, doneAt: 1030, deviceMs: 8, overran: false });
+    expect(rs.map((r) => r.result.outputs?.[0]?.data[3])).toEqual([out(1)[0]?.data[3], out(2)[0]?.data[3], out(3)[0]?.data[3]]);
+    expect(rs.map((r) => r.wastedDeviceSeconds)).toEqual([0, (8 / 1000) * (2 / 8), 0]);
+  });
+});
+
+describe('failedBatchResults', () => {
+  it('turns a device failure into each member its own failed result with the error', () => {
+    const err = new FleetError('DEVICE_ERROR', 'aclmdlExecute failed');
+    const rs = failedBatchResults(batchOf([2000, undefined]), '2', err, 1040, 1020);
+    expect(rs).toHaveLength(2);
+    for (const r of rs) {
+      expect(r.result).toMatchObject({ status: 'failed', version: '2', nowMs: 1040, gear: 8, batchSize: 2, timings: { queuedMs: 10, batchWaitMs: 10 } });
+      expect(r.result.error).toBe(err);
+      expect(r.wastedDeviceSeconds).toBe(0);
+    }
+  });
+});
