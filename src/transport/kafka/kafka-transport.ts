@@ -9,6 +9,8 @@ import { ConsumerWatch } from './consumer-watch.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogger } from './kafka-client.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
 import { messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
+import { FetchPauses } from './fetch-pauses.ts';
+import { consumerLag, OffsetCommitter, tpKey } from './offset-committer.ts';
 import { PartitionTracker } from './partition-tracker.ts';
 import { ResultSender } from './result-sender.ts';
 
@@ -56,7 +58,6 @@ function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> 
   });
   return Promise.race([work, limit]).finally(() => clearTimeout(timer));
 }
-const tpKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
 
 /**
  * Kafka transport (kafkajs). Request topics per model and priority; the eachBatch callback only
@@ -72,23 +73,18 @@ export class KafkaTransport implements Transport {
   private readonly ledger = new DeliveryLedger<Entry>();
   private readonly partitions = new Map<string, Partition>();
   private sources = new Map<string, SourceName>();
-  private readonly runtimePaused = new Set<string>();
-  private readonly boundPaused = new Map<string, Set<number>>();
   private consumer: Consumer | undefined;
   private sender: ResultSender | undefined;
   private admin: Admin | undefined;
   private committer: TransactionalCommitter | undefined;
   private onDeliveries: ((d: Delivery[]) => void) | undefined;
-  private commitChain: Promise<void> = Promise.resolve();
-  private readonly pendingCommits = new Map<string, { topic: string; partition: number; offset: number; metadata: string }>();
+  private readonly offsets = new OffsetCommitter(this.partitions, () => this.consumer);
   /** Per partition: highest offset a previous owner had received (from commit metadata). */
   private readonly redeliveryHints = new Map<string, number>();
   private hintsLoaded: Promise<void> | undefined;
-  private stopped = false;
   private closed = false;
   private onFatal: ((err: FleetError) => void) | undefined;
-  private readonly lowLimit: number;
-  private readonly topLimit: number;
+  private readonly pauses: FetchPauses;
   private readonly transactionalId: string;
 
   constructor(
@@ -101,8 +97,12 @@ export class KafkaTransport implements Transport {
       dlq: (model) => renderName(settings.dlqTemplate, model),
       resultHeaders: options.resultHeaders ?? false,
     };
-    this.lowLimit = options.lowPriorityInflightPerPartition ?? 256;
-    this.topLimit = options.inflightPerPartition ?? 8192;
+    this.pauses = new FetchPauses(
+      () => this.consumer,
+      () => this.closed,
+      { lowPriorityInflight: options.lowPriorityInflightPerPartition ?? 256, topPriorityInflight: options.inflightPerPartition ?? 8192 },
+      options.logger,
+    );
     // One id for every producer this transport starts: a replacement fences its predecessor.
     this.transactionalId = `${settings.clientId}.${settings.groupId}.${options.instanceId ?? randomUUID()}`;
   }
@@ -184,13 +184,10 @@ export class KafkaTransport implements Transport {
     for (const key of [...this.partitions.keys()]) {
       if (!assigned.has(key)) {
         this.partitions.delete(key);
-        this.pendingCommits.delete(key);
+        this.offsets.forget(key);
       }
     }
-    for (const [topic, set] of this.boundPaused) {
-      for (const p of set) if (!assigned.has(tpKey(topic, p))) set.delete(p);
-    }
-    for (const topic of this.sources.keys()) this.reconcile(topic);
+    this.pauses.reassigned(assigned, this.sources.keys());
     this.hintsLoaded = this.loadHints(assigned);
   }
 
@@ -223,7 +220,7 @@ export class KafkaTransport implements Transport {
 
   private onBatch({ batch }: EachBatchPayload): void {
     const source = this.sources.get(batch.topic);
-    if (source === undefined || this.stopped || this.closed) return;
+    if (source === undefined || this.pauses.stopped || this.closed) return;
     const part = this.partitionFor(batch.topic, batch.partition, source.priority);
     const hint = this.redeliveryHints.get(tpKey(batch.topic, batch.partition)) ?? -1;
     const now = Date.now();
@@ -247,7 +244,7 @@ export class KafkaTransport implements Transport {
         redelivered: offset <= hint,
       });
     }
-    this.bound(part);
+    this.pauses.bound(part);
     if (deliveries.length === 0) return;
     try {
       this.onDeliveries?.(deliveries);
@@ -266,39 +263,6 @@ export class KafkaTransport implements Transport {
     return p;
   }
 
-  /** Pauses a partition whose unsettled deliveries reached its bound; resumes it at half. */
-  private bound(part: Partition): void {
-    const limit = part.priority === undefined || part.priority === 0 ? this.topLimit : this.lowLimit;
-    let set = this.boundPaused.get(part.topic);
-    const inflight = part.tracker.inflight;
-    if (inflight >= limit && !set?.has(part.partition)) {
-      if (set === undefined) this.boundPaused.set(part.topic, (set = new Set()));
-      set.add(part.partition);
-      this.reconcile(part.topic);
-    } else if (inflight <= limit / 2 && set?.has(part.partition)) {
-      set.delete(part.partition);
-      this.reconcile(part.topic);
-    }
-  }
-
-  /** Applies the wanted pause state of a topic to kafkajs (runtime pause, stop, per-partition bound). */
-  private reconcile(topic: string): void {
-    const c = this.consumer;
-    if (c === undefined || this.closed) return;
-    try {
-      if (this.stopped || this.runtimePaused.has(topic)) {
-        c.pause([{ topic }]);
-        return;
-      }
-      c.resume([{ topic }]);
-      const bounded = this.boundPaused.get(topic);
-      if (bounded !== undefined && bounded.size > 0) c.pause([{ topic, partitions: [...bounded] }]);
-    } catch (err) {
-      // kafkajs refuses pause before run() has set up the group; start() reconciles after joining.
-      this.options.logger?.debug({ err, topic }, 'pause/resume deferred');
-    }
-  }
-
   private topicsOf(model: string, priorities: readonly number[]): string[] {
     const out: string[] = [];
     for (const s of this.sources.values()) {
@@ -310,17 +274,11 @@ export class KafkaTransport implements Transport {
   }
 
   pause(model: string, priorities: readonly number[]): void {
-    for (const topic of this.topicsOf(model, priorities)) {
-      this.runtimePaused.add(topic);
-      this.reconcile(topic);
-    }
+    this.pauses.pause(this.topicsOf(model, priorities));
   }
 
   resume(model: string, priorities: readonly number[]): void {
-    for (const topic of this.topicsOf(model, priorities)) {
-      this.runtimePaused.delete(topic);
-      this.reconcile(topic);
-    }
+    this.pauses.resume(this.topicsOf(model, priorities));
   }
 
   settle(outcomes: readonly Outcome[]): Promise<void> {
@@ -356,10 +314,10 @@ export class KafkaTransport implements Transport {
         touched.add(entry.part);
       }
       // Still assigned to this worker (not revoked since): its pause bound may lift now.
-      for (const part of touched) if (this.partitions.get(tpKey(part.topic, part.partition)) === part) this.bound(part);
+      for (const part of touched) if (this.partitions.get(tpKey(part.topic, part.partition)) === part) this.pauses.bound(part);
     }
     // Also when everything was skipped: a retry after a failed commit commits now.
-    if (claimed.length > 0 || this.pendingCommits.size > 0) await this.commit();
+    if (claimed.length > 0 || this.offsets.hasPending) await this.offsets.commit();
     if (rejected.length > 0) throw notOpenError(rejected);
   }
 
@@ -392,44 +350,6 @@ export class KafkaTransport implements Transport {
     if (rejected.length > 0) throw notOpenError(rejected);
   }
 
-  /**
-   * Commits every partition whose settled prefix grew. Serialized: each caller waits for a commit
-   * that started after its own deliveries were settled. A failed commit is retried with the next.
-   */
-  private commit(): Promise<void> {
-    const run = async (): Promise<void> => {
-      for (const part of this.partitions.values()) {
-        const prefix = part.tracker.takePrefix();
-        if (prefix !== undefined) {
-          this.pendingCommits.set(tpKey(part.topic, part.partition), {
-            topic: part.topic,
-            partition: part.partition,
-            offset: prefix.commitNext,
-            metadata: String(part.tracker.highestDelivered),
-          });
-        }
-      }
-      if (this.pendingCommits.size === 0 || this.consumer === undefined) return;
-      const offsets = [...this.pendingCommits.values()];
-      this.pendingCommits.clear();
-      try {
-        await this.consumer.commitOffsets(
-          offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: String(o.offset), metadata: o.metadata })),
-        );
-      } catch (err) {
-        for (const o of offsets) {
-          const key = tpKey(o.topic, o.partition);
-          const newer = this.pendingCommits.get(key);
-          if (this.partitions.has(key) && (newer === undefined || newer.offset < o.offset)) this.pendingCommits.set(key, o);
-        }
-        throw kafkaError(err, 'results are published but committing their offsets failed (retried with the next settle)');
-      }
-    };
-    const next = this.commitChain.then(run);
-    this.commitChain = next.catch(() => undefined);
-    return next;
-  }
-
   async release(deliveries: readonly Delivery[]): Promise<void> {
     const { claimed, rejected } = this.ledger.claim(deliveries);
     for (const { item, entry } of claimed) {
@@ -440,15 +360,14 @@ export class KafkaTransport implements Transport {
   }
 
   async stopIntake(): Promise<void> {
-    this.stopped = true;
-    for (const topic of this.sources.keys()) this.reconcile(topic);
+    this.pauses.stop(this.sources.keys());
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     await this.stopIntake();
     await this.ledger.quiesce();
-    await this.commit().catch((err: unknown) => this.options.logger?.warn({ err }, 'final commit failed'));
+    await this.offsets.commit().catch((err: unknown) => this.options.logger?.warn({ err }, 'final commit failed'));
     await this.committer?.idle();
     // Whatever is still open is left uncommitted: the group hands it to another worker.
     for (const [id, entry] of this.ledger.entries()) {
@@ -476,27 +395,7 @@ export class KafkaTransport implements Transport {
   }
 
   async sourceLag(): Promise<Record<string, number>> {
-    const admin = this.admin;
-    const out: Record<string, number> = {};
-    if (admin === undefined) return out;
-    const topics = [...this.sources.keys()];
-    try {
-      const committed = await admin.fetchOffsets({ groupId: this.settings.groupId, topics });
-      const committedOf = new Map<string, number>();
-      for (const t of committed) for (const p of t.partitions) committedOf.set(tpKey(t.topic, p.partition), Number(p.offset));
-      for (const topic of topics) {
-        const model = this.sources.get(topic)?.model as string;
-        const ends = await admin.fetchTopicOffsets(topic);
-        let lag = 0;
-        for (const p of ends) {
-          const c = committedOf.get(tpKey(topic, p.partition)) ?? -1;
-          lag += Math.max(0, Number(p.high) - Math.max(c, Number(p.low)));
-        }
-        out[model] = (out[model] ?? 0) + lag;
-      }
-    } catch (err) {
-      throw kafkaError(err, 'reading the consumer lag failed');
-    }
-    return out;
+    if (this.admin === undefined) return {};
+    return consumerLag(this.admin, this.settings.groupId, new Map([...this.sources].map(([topic, s]) => [topic, s.model])));
   }
 }
