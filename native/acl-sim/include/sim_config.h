@@ -14,6 +14,8 @@ struct Fault {
   Kind kind = FAIL;
   uint64_t from = 0;   // 1-based execution numbers, inclusive
   uint64_t to = 0;     // UINT64_MAX for "k+"
+  bool byValue = false;  // WHEN is value=V: executions whose first input (float32) holds V
+  float value = 0;
   double hangMs = -1;  // HANG: -1 = until the device is reset / aclFinalize
   double factor = 1;   // SLOW xF
   double addMs = 0;    // SLOW +duration

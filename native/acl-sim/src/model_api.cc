@@ -407,9 +407,21 @@ ExecPlan plan(uint32_t modelId, const aclmdlDataset *input, aclmdlDataset *outpu
   return p;
 }
 
-const Fault *findFault(int dev, uint64_t k) {
+// Whether the plan's first input is float32 and holds `v` anywhere (padding rows included).
+bool firstInputHolds(const ExecPlan &p, const ModelInfo &info, float v) {
+  if (p.inPtrs.empty() || info.inputs.empty() || info.inputs[0].onnxType != 1 /* FLOAT */) return false;
+  size_t n = 1;
+  for (int64_t d : p.inShapes[0]) n *= size_t(d);
+  const float *x = static_cast<const float *>(p.inPtrs[0]);
+  for (size_t i = 0; i < n; ++i) {
+    if (x[i] == v) return true;
+  }
+  return false;
+}
+
+const Fault *findFault(int dev, uint64_t k, const ExecPlan &p, const ModelInfo &info) {
   for (const Fault &f : rtConfig().faults) {
-    if ((f.device < 0 || f.device == dev) && k >= f.from && k <= f.to) return &f;
+    if ((f.device < 0 || f.device == dev) && k >= f.from && k <= f.to && (!f.byValue || firstInputHolds(p, info, f.value))) return &f;
   }
   return nullptr;
 }
@@ -418,7 +430,7 @@ void runPlan(ExecPlan &p) {
   Model &m = *p.model;
   std::lock_guard<std::mutex> lk(m.execMu);
   const uint64_t k = rtNextExecution(m.dev);
-  const Fault *fault = findFault(m.dev, k);
+  const Fault *fault = findFault(m.dev, k, p, m.info);
   const std::string where = "execution " + std::to_string(k) + " of model " + std::to_string(m.id) + " on device " + std::to_string(m.dev);
   if (fault && fault->kind == Fault::FAIL) {
     fail(ACL_ERROR_RT_MODEL_EXECUTE, "injected fault '" + fault->text + "': " + where + " failed");

@@ -137,7 +137,7 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
     }
     const size_t at = rest.find('@');
     if (at == std::string::npos) {
-      err = where + "expected kind@k (e.g. fail@3, hang@5:2000ms, slow@2:x10)";
+      err = where + "expected kind@k (e.g. fail@3, hang@5:2000ms, slow@2:x10, hang@value=1337:60s)";
       return false;
     }
     const std::string kind = trim(rest.substr(0, at));
@@ -149,7 +149,20 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
       pos = pos.substr(0, colon);
     }
     pos = trim(pos);
-    if (!pos.empty() && pos.back() == '+') {
+    if (pos.compare(0, 6, "value=") == 0) {
+      // A poison input: the fault follows the data, whichever execution (or process) carries it.
+      char *end = nullptr;
+      const std::string v = pos.substr(6);
+      const double d = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !std::isfinite(d)) {
+        err = where + "value=V needs a finite number (e.g. hang@value=1337:60s)";
+        return false;
+      }
+      f.byValue = true;
+      f.value = float(d);
+      f.from = 1;
+      f.to = UINT64_MAX;
+    } else if (!pos.empty() && pos.back() == '+') {
       if (!parseU64(pos.substr(0, pos.size() - 1), f.from)) f.from = 0;
       f.to = UINT64_MAX;
     } else if (pos.find('-') != std::string::npos) {
@@ -160,7 +173,7 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
       f.to = f.from;
     }
     if (f.from == 0 || f.to < f.from) {
-      err = where + "execution number must be k, k-m or k+ with k >= 1 (executions count from 1)";
+      err = where + "execution number must be k, k-m or k+ with k >= 1 (executions count from 1), or value=V";
       return false;
     }
     if (kind == "fail") {

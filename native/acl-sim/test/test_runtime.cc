@@ -48,7 +48,8 @@ void testInitFinalize() {
                           {"NPU_FLEET_SIM_FAULTS", "fail@0"},
                           {"NPU_FLEET_SIM_FAULTS", "slow@2"},
                           {"NPU_FLEET_SIM_FAULTS", "dev7:fail@1"},
-                          {"NPU_FLEET_SIM_FAULTS", "hang@1:forever"}};
+                          {"NPU_FLEET_SIM_FAULTS", "hang@1:forever"},
+                          {"NPU_FLEET_SIM_FAULTS", "hang@value=abc:1s"}};
   for (auto &kv : bad) {
     resetEnv();
     setEnv(kv[0], kv[1]);
