@@ -393,6 +393,7 @@ export class BatchScheduler<P = unknown> {
         continue;
       }
       if (members.length > 0) {
+        if (next.req.alone === true) break;
         // The cap keeps filler out of batches that carry urgent work; a batch led by lower-level
         // work (an overdue bulk request, or no urgent work at the top) is formed as usual, or a
         // capped decide would shrink it to one request and starve the bulk work it serves.
@@ -410,7 +411,7 @@ export class BatchScheduler<P = unknown> {
       members.push(next);
       items += next.items;
       if (next.deadline < minDeadline) minDeadline = next.deadline;
-      if (items >= limit) break;
+      if (items >= limit || next.req.alone === true) break;
     }
     if (members.length === 0) return null;
     items = this.trimPadding(members, items, limit, nowMs, startAt);

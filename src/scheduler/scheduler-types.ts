@@ -19,6 +19,11 @@ export interface SchedulerRequest<P = unknown> {
   readonly length?: number | undefined;
   /** Host memory the request holds while queued (its message bytes), for the byte limits; default 0. */
   readonly bytes?: number | undefined;
+  /**
+   * Runs in a batch of its own: it was on a device that hung, so it must not take other requests
+   * down with it again, and a second hang pins the blame on it alone.
+   */
+  readonly alone?: boolean | undefined;
   readonly payload: P;
 }
 

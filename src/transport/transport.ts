@@ -24,6 +24,11 @@ export interface Delivery {
   readonly receivedAt: number;
   /** True when the broker says this was delivered before (redelivery after a crash). */
   readonly redelivered: boolean;
+  /**
+   * How many times it was on a device when that device hung (recorded by `markSuspect`, kept by
+   * the broker across worker restarts); absent or 0: never.
+   */
+  readonly suspectCount?: number | undefined;
 }
 
 export interface DlqRecord {
@@ -68,6 +73,13 @@ export interface Transport {
   settle(outcomes: readonly Outcome[]): Promise<void>;
   /** Give unprocessed deliveries back to the broker (shutdown); they will be redelivered. */
   release(deliveries: readonly Delivery[]): Promise<void>;
+  /**
+   * These deliveries were on the device when it hung (the worker is about to exit): record that
+   * with the broker, so whoever receives one next sees its `suspectCount` one higher. Neither
+   * settles nor releases them. A poison request that hangs every device it reaches is caught this
+   * way instead of crash-looping the fleet.
+   */
+  markSuspect(deliveries: readonly Delivery[]): Promise<void>;
   /** Stop fetching new work; settle still works. */
   stopIntake(): Promise<void>;
   close(): Promise<void>;

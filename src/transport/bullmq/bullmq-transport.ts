@@ -45,6 +45,9 @@ interface Entry {
 
 type CompletionListener = (error: Error | undefined) => void;
 
+/** Suspect counts outlive a worker restart by far, and an abandoned count does not live forever. */
+const SUSPECTS_TTL_S = 7 * 24 * 3600;
+
 /** A Worker that reports when moveToCompleted has really happened (or failed) for a job. */
 class SettlingWorker extends Worker {
   readonly completions = new Map<string, CompletionListener>();
@@ -211,6 +214,9 @@ export class BullmqTransport implements Transport {
       throw new WaitingError();
     }
     const deliveryId = `${mw.queue}/${job.id}`;
+    const redelivered = job.attemptsStarted > 1 || job.stalledCounter > 0;
+    // Only a redelivered job can have been on a device that hung: one read, for those alone.
+    const suspectCount = redelivered ? await this.suspectCountOf(mw, job.id ?? '') : 0;
     return new Promise<unknown>((resolve, reject) => {
       this.ledger.add(deliveryId, {
         job,
@@ -234,7 +240,8 @@ export class BullmqTransport implements Transport {
         priority,
         body,
         receivedAt: Date.now(),
-        redelivered: job.attemptsStarted > 1 || job.stalledCounter > 0,
+        redelivered,
+        suspectCount,
       });
       this.scheduleFlush();
     });
@@ -389,6 +396,11 @@ export class BullmqTransport implements Transport {
         }
       });
       const results = await Promise.allSettled(completions);
+      // Answered for good: a suspect's count is no longer needed (rare, so one call each).
+      for (const { item, entry } of claimed) {
+        const mw = this.workers.get(entry.model);
+        if ((item.outcome.delivery.suspectCount ?? 0) > 0 && mw !== undefined) void this.shared.hdel(this.suspectsKey(mw), entry.job.id ?? '').catch(() => undefined);
+      }
       const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed !== undefined) {
         throw bullmqError(failed.reason, 'results are published but completing the job failed (lock lost?); it may be answered again');
@@ -414,6 +426,39 @@ export class BullmqTransport implements Transport {
     );
     if (failure !== undefined) this.options.logger?.warn({ err: failure }, 'release: moving a job back to wait failed');
     if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  /** Hash per request queue: job id -> times the job was on a device that hung (see markSuspect). */
+  private suspectsKey(mw: ModelWorker): string {
+    return mw.counter.toKey('npu-fleet-suspects');
+  }
+
+  private async suspectCountOf(mw: ModelWorker, jobId: string): Promise<number> {
+    try {
+      return Number((await this.shared.hget(this.suspectsKey(mw), jobId)) ?? 0) || 0;
+    } catch (err) {
+      this.options.logger?.warn({ err, queue: mw.queue }, 'could not read device-hang suspects; delivering the job as unsuspected');
+      return 0;
+    }
+  }
+
+  async markSuspect(deliveries: readonly Delivery[]): Promise<void> {
+    const multi = this.shared.multi();
+    let n = 0;
+    for (const d of deliveries) {
+      const entry = this.ledger.get(d.deliveryId);
+      const mw = entry === undefined ? undefined : this.workers.get(entry.model);
+      if (entry === undefined || mw === undefined) continue;
+      const key = this.suspectsKey(mw);
+      multi.hincrby(key, entry.job.id ?? '', 1).expire(key, SUSPECTS_TTL_S);
+      n++;
+    }
+    if (n === 0) return;
+    try {
+      await multi.exec();
+    } catch (err) {
+      throw bullmqError(err, 'recording device-hang suspects failed');
+    }
   }
 
   async stopIntake(): Promise<void> {

@@ -10,7 +10,7 @@ import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogg
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
 import { messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
 import { FetchPauses } from './fetch-pauses.ts';
-import { consumerLag, OffsetCommitter, tpKey } from './offset-committer.ts';
+import { consumerLag, decodeCommitMetadata, OffsetCommitter, tpKey } from './offset-committer.ts';
 import { PartitionTracker } from './partition-tracker.ts';
 import { ResultSender } from './result-sender.ts';
 
@@ -78,7 +78,7 @@ export class KafkaTransport implements Transport {
   private admin: Admin | undefined;
   private committer: TransactionalCommitter | undefined;
   private onDeliveries: ((d: Delivery[]) => void) | undefined;
-  private readonly offsets = new OffsetCommitter(this.partitions, () => this.consumer);
+  private readonly offsets = new OffsetCommitter(this.partitions, () => this.consumer, () => this.committer === undefined);
   /** Per partition: highest offset a previous owner had received (from commit metadata). */
   private readonly redeliveryHints = new Map<string, number>();
   private hintsLoaded: Promise<void> | undefined;
@@ -192,8 +192,9 @@ export class KafkaTransport implements Transport {
   }
 
   /**
-   * Every commit carries the highest offset delivered so far as metadata, so a worker that takes
-   * over a partition after a crash marks the messages the dead one had received as redelivered.
+   * Every commit carries metadata (encodeCommitMetadata): the highest offset delivered so far, so a
+   * worker that takes over a partition after a crash marks the messages the dead one had received
+   * as redelivered, and the offsets that were on a device when it hung, with their counts.
    * Best effort: messages received after the dead worker's last commit look new.
    */
   private async loadHints(assigned: ReadonlySet<string>): Promise<void> {
@@ -209,8 +210,10 @@ export class KafkaTransport implements Transport {
       for (const t of committed) {
         for (const p of t.partitions) {
           const key = tpKey(t.topic, p.partition);
-          const hint = Number(p.metadata ?? NaN);
-          if (assigned.has(key) && Number.isSafeInteger(hint) && !this.partitions.has(key)) this.redeliveryHints.set(key, hint);
+          if (!assigned.has(key) || this.partitions.has(key)) continue;
+          const { highest, suspects } = decodeCommitMetadata(p.metadata);
+          if (highest !== undefined) this.redeliveryHints.set(key, highest);
+          this.offsets.adoptSuspects(key, suspects);
         }
       }
     } catch (err) {
@@ -222,7 +225,8 @@ export class KafkaTransport implements Transport {
     const source = this.sources.get(batch.topic);
     if (source === undefined || this.pauses.stopped || this.closed) return;
     const part = this.partitionFor(batch.topic, batch.partition, source.priority);
-    const hint = this.redeliveryHints.get(tpKey(batch.topic, batch.partition)) ?? -1;
+    const key = tpKey(batch.topic, batch.partition);
+    const hint = this.redeliveryHints.get(key) ?? -1;
     const now = Date.now();
     const deliveries: Delivery[] = [];
     for (const m of batch.messages) {
@@ -242,6 +246,7 @@ export class KafkaTransport implements Transport {
         body: value,
         receivedAt: now,
         redelivered: offset <= hint,
+        suspectCount: offset <= hint ? this.offsets.suspectCount(key, offset) : 0,
       });
     }
     this.pauses.bound(part);
@@ -357,6 +362,21 @@ export class KafkaTransport implements Transport {
       this.ledger.finish(item.deliveryId);
     }
     if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  async markSuspect(deliveries: readonly Delivery[]): Promise<void> {
+    if (this.committer !== undefined) {
+      // A plain commit could move the position past a transaction still in flight (lost if it
+      // aborts), and kafkajs's TxnOffsetCommit carries no metadata: not recorded in this mode.
+      this.options.logger?.warn({ deliveries: deliveries.length }, 'exactlyOnce: device-hang suspects are not recorded with the broker');
+      return;
+    }
+    const offsets: Array<{ key: string; offset: number }> = [];
+    for (const d of deliveries) {
+      const entry = this.ledger.get(d.deliveryId);
+      if (entry !== undefined) offsets.push({ key: tpKey(entry.source.topic, entry.source.partition), offset: entry.source.offset });
+    }
+    if (offsets.length > 0) await this.offsets.markSuspect(offsets);
   }
 
   async stopIntake(): Promise<void> {

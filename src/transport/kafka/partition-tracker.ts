@@ -42,6 +42,11 @@ export class PartitionTracker<T = undefined> {
     return this.highest;
   }
 
+  /** Where a commit now may point: the first delivery not yet committed (else one past the highest). */
+  get uncommittedFrom(): number {
+    return this.entries[this.head]?.offset ?? this.highest + 1;
+  }
+
   /** Records a delivery; false when the offset was delivered before (kafkajs re-fetch after a rebalance). */
   deliver(offset: number): boolean {
     if (offset <= this.highest) return false;

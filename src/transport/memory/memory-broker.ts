@@ -92,6 +92,7 @@ export class MemoryConsumer {
 
   ack(ids: readonly string[]): void {
     for (const id of ids) this.unacked.delete(id);
+    this.broker.forgetSuspects(ids);
     this.broker.schedule();
   }
 
@@ -141,6 +142,22 @@ export class MemoryBroker {
   private scheduled = false;
   /** Fault injection for tests: sends to these queues throw. */
   private readonly failing = new Set<string>();
+  /** Per message id: times it was on a device that hung (see Transport.markSuspect). */
+  private readonly suspects = new Map<string, number>();
+
+  markSuspect(messageIds: readonly string[]): void {
+    for (const id of messageIds) this.suspects.set(id, (this.suspects.get(id) ?? 0) + 1);
+  }
+
+  suspectCount(messageId: string): number {
+    return this.suspects.get(messageId) ?? 0;
+  }
+
+  /** Acked messages are gone for good: so is their count. */
+  forgetSuspects(messageIds: readonly string[]): void {
+    if (this.suspects.size === 0) return;
+    for (const id of messageIds) this.suspects.delete(id);
+  }
 
   send(queue: string, messages: readonly MemorySend[]): void {
     checkName(queue);

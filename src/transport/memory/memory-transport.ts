@@ -119,6 +119,10 @@ export class MemoryTransport implements Transport {
     if (rejected.length > 0) throw notOpenError(rejected);
   }
 
+  async markSuspect(deliveries: readonly Delivery[]): Promise<void> {
+    this.broker.markSuspect(deliveries.map((d) => d.deliveryId));
+  }
+
   async stopIntake(): Promise<void> {
     for (const c of this.consumers.values()) c.stop();
   }
@@ -156,6 +160,7 @@ export class MemoryTransport implements Transport {
       body: message.body,
       receivedAt: Date.now(),
       redelivered: message.deliveryCount > 0,
+      suspectCount: message.deliveryCount > 0 ? this.broker.suspectCount(message.id) : 0,
     };
     this.ledger.add(message.id, { message, consumer });
     return delivery;

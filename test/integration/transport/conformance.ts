@@ -226,6 +226,45 @@ export function assertTransportConformance(makeHarness: () => Promise<Conformanc
     });
   });
 
+  describe('device-hang suspects', () => {
+    it('markSuspect counts travel with the broker: the next consumers see them, one higher per mark; others see none', async () => {
+      const model = newModel();
+      const p = producer();
+      await p.publish(Array.from({ length: 6 }, (_, i) => makeRequest(model, `s${i}`, 1)));
+      const countsOf = (ds: readonly Delivery[]): Record<string, number> => Object.fromEntries(ds.map((d) => [idOf(d), d.suspectCount ?? 0]));
+
+      const a = transport();
+      const inboxA = new Inbox();
+      await startWith(a, model, inboxA);
+      const got = await inboxA.waitFor(6, 30_000);
+      expect(Object.values(countsOf(got))).toEqual([0, 0, 0, 0, 0, 0]);
+      const hung = got.filter((d) => ['s1', 's4'].includes(idOf(d)));
+      await a.markSuspect(hung);
+      await h.crash(a);
+
+      const b = transport();
+      const inboxB = new Inbox();
+      await startWith(b, model, inboxB);
+      await inboxB.waitFor(6, T());
+      expect(countsOf(inboxB.all)).toEqual({ s0: 0, s1: 1, s2: 0, s3: 0, s4: 1, s5: 0 });
+      // s4 hangs a device again; the others are answered.
+      await b.settle(inboxB.all.filter((d) => idOf(d) !== 's4').map(outcomeFor));
+      await b.markSuspect(inboxB.all.filter((d) => idOf(d) === 's4'));
+      await h.crash(b);
+
+      const c = transport();
+      const inboxC = new Inbox();
+      await startWith(c, model, inboxC);
+      const last = await inboxC.waitFor(1, T());
+      await inboxC.quietFor(500);
+      const s4 = inboxC.all.find((d) => idOf(d) === 's4');
+      expect(s4?.suspectCount).toBe(2);
+      for (const d of inboxC.all) if (idOf(d) !== 's4') expect(d.suspectCount ?? 0).toBe(0);
+      await c.settle(inboxC.all.map(outcomeFor));
+      expect(last.length).toBeGreaterThan(0);
+    });
+  });
+
   describe('dead letters', () => {
     it('undecodable input gets an invalid result and a DLQ record with the reason and the original body', async () => {
       const model = newModel();

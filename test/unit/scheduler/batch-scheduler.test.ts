@@ -152,6 +152,18 @@ const cases: Case[] = [
     now: 0,
     expect: { kind: 'dispatch', members: ['a', 'b'], gear: 2 },
   },
+  {
+    name: 'a request marked alone (it was on a device that hung) leads a batch of its own',
+    reqs: [{ id: 'a', priority: 2, alone: true }, { id: 'b', priority: 2 }, { id: 'c', priority: 2 }],
+    now: 20,
+    expect: { kind: 'dispatch', members: ['a'], gear: 1 },
+  },
+  {
+    name: 'a batch being formed stops before a request marked alone',
+    reqs: [{ id: 'a', priority: 2 }, { id: 'b', priority: 2, alone: true, at: 1 }, { id: 'c', priority: 2, at: 2 }],
+    now: 20,
+    expect: { kind: 'dispatch', members: ['a'], gear: 1 },
+  },
 ];
 
 function run(c: Case): Decision<string> {

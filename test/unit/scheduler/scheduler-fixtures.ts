@@ -8,6 +8,7 @@ export interface ReqSpec {
   deadlineAt?: number;
   length?: number;
   bytes?: number;
+  alone?: boolean;
 }
 
 /** A request whose payload is its own id, so tests can see what came back. */
@@ -20,6 +21,7 @@ export function req(spec: ReqSpec): SchedulerRequest<string> {
     deadlineAt: spec.deadlineAt,
     length: spec.length,
     bytes: spec.bytes,
+    alone: spec.alone,
     payload: spec.id,
   };
 }
