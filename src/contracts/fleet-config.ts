@@ -7,6 +7,7 @@ export const FLEET_DEFAULTS = {
   inflightPerDevice: 2,
   drainTimeoutMs: 30_000,
   hangLimitMs: 30_000,
+  maxHangsPerRequest: 2,
   metricsPort: 9464,
   restartBackoffMinMs: 500,
   restartBackoffMaxMs: 30_000,
@@ -161,6 +162,16 @@ export const FleetConfigSchema = z
           .positive()
           .default(FLEET_DEFAULTS.hangLimitMs)
           .describe('A batch on the device longer than this makes the worker exit for restart'),
+        maxHangsPerRequest: z
+          .number()
+          .int()
+          .min(1)
+          .default(FLEET_DEFAULTS.maxHangsPerRequest)
+          .describe(
+            'A request that was on the device during this many hangs is answered failed (DEVICE_HANG) and dead-lettered ' +
+              'instead of run again: one poison input must not crash-loop the fleet. After its first hang it runs alone, ' +
+              'so the requests batched with it are not blamed twice',
+          ),
         publishLingerMs: z.number().nonnegative().default(FLEET_DEFAULTS.publishLingerMs).describe('Result batching window'),
         metricsPort: z
           .number()
@@ -187,6 +198,7 @@ export const FleetConfigSchema = z
         inflightPerDevice: FLEET_DEFAULTS.inflightPerDevice,
         drainTimeoutMs: FLEET_DEFAULTS.drainTimeoutMs,
         hangLimitMs: FLEET_DEFAULTS.hangLimitMs,
+        maxHangsPerRequest: FLEET_DEFAULTS.maxHangsPerRequest,
         publishLingerMs: FLEET_DEFAULTS.publishLingerMs,
         metricsPort: FLEET_DEFAULTS.metricsPort,
         maxSemiSpaceMb: FLEET_DEFAULTS.workerMaxSemiSpaceMb,

@@ -73,6 +73,7 @@ export class DeviceWorker {
   private readonly seen = new Map<string, number>();
   /** Per lane: when its last top-priority request was admitted. */
   private readonly lastUrgentAt = new Map<string, number>();
+  private suspectsRecorded: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: DeviceWorkerOptions) {
     this.workerId = `${hostname()}/dev${o.deviceId}/${process.pid}`;
@@ -167,7 +168,12 @@ export class DeviceWorker {
   }
 
   private admit(delivery: Delivery, nowMs: number): void {
-    const a = admitDelivery(delivery, nowMs, this.o.config.limits, this.state === 'running', this.lanes);
+    const a = admitDelivery(delivery, nowMs, {
+      limits: this.o.config.limits,
+      running: this.state === 'running',
+      lanes: this.lanes,
+      maxHangsPerRequest: this.o.config.worker.maxHangsPerRequest,
+    });
     if (a.kind === 'release') {
       // Not ours to answer any more: give it back so another worker takes it.
       void this.o.transport.release([delivery]);
@@ -320,7 +326,7 @@ export class DeviceWorker {
       overran = true;
       this.o.log.warn({ model: cfg.name, gear: batch.gear, execTimeoutMs: cfg.execTimeoutMs }, 'batch overran execTimeoutMs; letting it finish');
     }, cfg.execTimeoutMs);
-    const hangTimer = setTimeout(() => this.hang(cfg.name, batch.gear, Date.now() - dispatchedAt), this.o.config.worker.hangLimitMs);
+    const hangTimer = setTimeout(() => this.hang(cfg.name, batch, Date.now() - dispatchedAt), this.o.config.worker.hangLimitMs);
     const members = batch.members.map((m) => m.payload.request);
     try {
       const inputs = gatherInputs(members, cfg, batch);
@@ -373,12 +379,27 @@ export class DeviceWorker {
     }
   }
 
-  private hang(model: string, gear: number, elapsedMs: number): void {
+  /**
+   * The first batch past the hang limit is the one on the device (the second waits behind it): its
+   * requests are recorded with the broker as suspects before the worker exits, so a poison input
+   * runs alone next time and is quarantined at worker.maxHangsPerRequest instead of crash-looping.
+   */
+  private hang(model: string, batch: Batch<Payload>, elapsedMs: number): void {
     if (this.state === 'hung') return;
     this.state = 'hung';
+    const gear = batch.gear;
     this.o.log.fatal({ model, gear, elapsedMs, hangLimitMs: this.o.config.worker.hangLimitMs }, 'device hang: stopping intake; unacked requests will be redelivered');
+    const suspects = batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]);
+    this.suspectsRecorded = this.o.transport
+      .markSuspect(suspects)
+      .catch((err: unknown) => this.o.log.error({ err, model }, "could not record the hung batch's requests as suspects; they are redelivered as usual"));
     void this.o.transport.stopIntake().catch(() => {});
     this.o.onHang?.({ model, gear, elapsedMs });
+  }
+
+  /** Settles once the hung batch's requests are recorded as suspects (see hang). */
+  get hangRecorded(): Promise<void> {
+    return this.suspectsRecorded;
   }
 
   // ---- results ------------------------------------------------------------------------------

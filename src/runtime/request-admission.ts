@@ -51,7 +51,17 @@ const dlqOf = (fe: FleetError): Outcome['dlq'] => ({ reason: fe.code, message: f
  * Decode → lane → validation → deadline for one delivery. Every failure becomes that request's
  * own answer (an undecodable message also a DLQ record); nothing here throws or touches I/O.
  */
-export function admitDelivery(delivery: Delivery, nowMs: number, limits: CodecLimits, running: boolean, lanes: ModelLanes<Payload>): Admission {
+export interface AdmissionContext {
+  readonly limits: CodecLimits;
+  /** False once the worker drains or hung: decodable work goes back to the broker. */
+  readonly running: boolean;
+  readonly lanes: ModelLanes<Payload>;
+  /** worker.maxHangsPerRequest */
+  readonly maxHangsPerRequest: number;
+}
+
+export function admitDelivery(delivery: Delivery, nowMs: number, ctx: AdmissionContext): Admission {
+  const { limits, running, lanes } = ctx;
   let request: RequestEnvelope;
   try {
     request = delivery.body instanceof Uint8Array ? decodeRequest(delivery.body, limits) : requestFromJson(delivery.body, limits);
@@ -73,6 +83,16 @@ export function admitDelivery(delivery: Delivery, nowMs: number, limits: CodecLi
       result: { status: 'rejected', error: lane.error, device: -1 },
       ...(lane.error.code === 'UNKNOWN_MODEL' ? { dlq: dlqOf(lane.error) } : {}),
     };
+  }
+  const hangs = delivery.suspectCount ?? 0;
+  if (hangs >= ctx.maxHangsPerRequest) {
+    const fe = new FleetError(
+      'DEVICE_HANG',
+      `the device hung ${hangs} times while this request was on it (worker.maxHangsPerRequest ${ctx.maxHangsPerRequest}); ` +
+        'not run again: check its input, or raise the limit if the hangs were the device\'s own',
+      { retriable: false, details: { hangs } },
+    );
+    return { kind: 'answer', identity, replyTo: request.replyTo, result: { status: 'failed', error: fe, device: -1 }, dlq: dlqOf(fe) };
   }
   let validated: ValidatedRequest;
   try {
@@ -106,6 +126,8 @@ export function admitDelivery(delivery: Delivery, nowMs: number, limits: CodecLi
       deadlineAt: request.deadlineAt,
       length: validated.length,
       bytes: heldBytes(delivery, request),
+      // On a device that hung before: alone, so it cannot take others down again.
+      alone: hangs > 0,
       payload: { request, delivery, validated, duplicates: [] },
     },
   };

@@ -153,7 +153,8 @@ export async function runWorker(
   const abandon = async (timeoutMs = 3000): Promise<void> => {
     clearInterval(poll);
     await Promise.race([
-      transport.close().catch((err: unknown) => log.warn({ err }, 'transport close after hang failed')),
+      // The hung batch's suspects go to the broker first: close() would commit without them.
+      worker.hangRecorded.then(() => transport.close()).catch((err: unknown) => log.warn({ err }, 'transport close after hang failed')),
       new Promise<void>((resolve) => setTimeout(resolve, timeoutMs).unref()),
     ]);
     await server.close();

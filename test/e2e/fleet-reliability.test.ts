@@ -2,7 +2,8 @@ import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RequestEnvelope } from '../../src/contracts/request-envelope.ts';
-import { killFleet, scrapeMetric, startFleet, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
+import { dlqCount } from './dlq-count.ts';
+import { killFleet, scrapeMetric, startFleet, transportSettings, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
 import { openLoad, type LoadSession } from './fleet-load.ts';
 
 let fleet: FleetProcess | undefined;
@@ -132,5 +133,42 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (ki
     expect(statuses.failed ?? 0).toBe(0);
     expect(statuses.rejected ?? 0).toBe(0);
     if (fleet.child.exitCode === null) expect(await fleet.stop()).toBe(0);
+  }, 300_000);
+
+  it('a poison request that hangs every device it reaches is quarantined after worker.maxHangsPerRequest hangs; everything else is answered', async () => {
+    const base = transportSettings(kind);
+    // Short BullMQ locks: a dead worker's jobs come back in seconds, not the default two minutes.
+    const transport = base.kind === 'bullmq' ? { ...base, bullmq: { ...base.bullmq, lockDurationMs: 4000 } } : base;
+    fleet = await startFleet(kind, {
+      models: ['mlp-classifier'],
+      devices: 1,
+      transport,
+      env: { NPU_FLEET_SIM_FAULTS: 'hang@value=1337:60s' },
+      worker: { hangLimitMs: 3000, maxHangsPerRequest: 2 },
+    });
+    load = await openLoad(fleet.transport);
+    const good = load.make(300, { priority: 1 });
+    const [poison] = load.make(1, { priority: 1, maxSamples: 1, idPrefix: 'poison' });
+    if (poison === undefined) throw new Error('no poison request');
+    const input = poison.inputs[0]!.data;
+    new DataView(input.buffer, input.byteOffset, input.byteLength).setFloat32(12, 1337, true);
+    const all = [...good.slice(0, 150), poison, ...good.slice(150)];
+    await load.producer.publish(all);
+    await waitFor(answered(load, all), 240_000, 'every request answered, the poison one included', missing(load, all, fleet));
+    const verdict = load.results.first(poison.id);
+    const hangs = fleet.output().match(/device hang: stopping intake/g)?.length ?? 0;
+    const dlq = await dlqCount(fleet.transport, 'mlp-classifier');
+    console.log(`[e2e ${kind}] poison drill: poison ${verdict?.status} ${verdict?.error?.code}; ${hangs} device hangs; DLQ ${dlq}; statuses ${JSON.stringify(load.results.statuses())}`);
+    expect(verdict?.status).toBe('failed');
+    expect(verdict?.error?.code).toBe('DEVICE_HANG');
+    expect(verdict?.error?.message).toMatch(/hung 2 times/);
+    expect(hangs).toBe(2); // the first in a full batch, the second alone: then never run again
+    expect(dlq).toBe(1);
+    for (const r of good) expect(load.results.first(r.id)?.status).toBe('ok');
+    // Still serving after the quarantine.
+    const after = load.make(20, { priority: 0 });
+    await load.producer.publish(after);
+    await waitFor(answered(load, after), 60_000, 'requests after the quarantine', missing(load, after, fleet));
+    expect(await fleet.stop()).toBe(0);
   }, 300_000);
 });

@@ -34,8 +34,9 @@ const mlp = (extra: Partial<RequestEnvelope> = {}, rows = 2): RequestEnvelope =>
   inputs: [{ name: 'input', dtype: 'float32', shape: [rows, 64], data: new Uint8Array(rows * 64 * 4) }],
   ...extra,
 });
-const delivery = (body: Delivery['body']): Delivery => ({ deliveryId: 'd1', model: 'mlp-classifier', priority: 1, body, receivedAt: NOW, redelivered: false });
-const admit = (body: Delivery['body'], running = true): Admission => admitDelivery(delivery(body), NOW, config.limits, running, lanes);
+const delivery = (body: Delivery['body'], suspectCount = 0): Delivery => ({ deliveryId: 'd1', model: 'mlp-classifier', priority: 1, body, receivedAt: NOW, redelivered: suspectCount > 0, suspectCount });
+const admit = (body: Delivery['body'], running = true, suspectCount = 0): Admission =>
+  admitDelivery(delivery(body, suspectCount), NOW, { limits: config.limits, running, lanes, maxHangsPerRequest: 2 });
 
 describe('admitDelivery', () => {
   const answers: Array<{ name: string; body: () => Delivery['body']; status: string; code: string; dlq: boolean; id: string; replyTo?: string }> = [
@@ -72,6 +73,23 @@ describe('admitDelivery', () => {
     if (a.kind !== 'queue') throw new Error(`expected queue, got ${a.kind}`);
     expect(a.entry.bytes).toBe(2 * 64 * 4);
     expect(a.entry.priority).toBe(1); // the model's default
+  });
+
+  it('after one device hang a request runs alone; at worker.maxHangsPerRequest it is answered failed and dead-lettered, never run', () => {
+    const body = encodeRequest(mlp());
+    const fresh = admit(body, true, 0);
+    const once = admit(body, true, 1);
+    const twice = admit(body, true, 2);
+    if (fresh.kind !== 'queue' || once.kind !== 'queue') throw new Error('expected both queued');
+    expect(fresh.entry.alone).toBe(false);
+    expect(once.entry.alone).toBe(true);
+    if (twice.kind !== 'answer') throw new Error(`expected an answer, got ${twice.kind}`);
+    expect(twice.result.status).toBe('failed');
+    expect(twice.result.error?.code).toBe('DEVICE_HANG');
+    expect(twice.result.error?.retriable).toBe(false);
+    expect(twice.result.error?.message).toMatch(/hung 2 times.*worker\.maxHangsPerRequest 2/);
+    expect(twice.dlq?.reason).toBe('DEVICE_HANG');
+    expect(twice.identity.id).toBe('r1');
   });
 
   it('gives a decodable request back when the worker no longer runs, but still answers garbage', () => {
