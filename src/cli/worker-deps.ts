@@ -37,6 +37,15 @@ export function transportFor(cfg: FleetConfig, log: Logger): Transport {
           },
         }
       : {}),
-    ...(cfg.transport.kind === 'bullmq' ? { bullmq: { prefetch: cfg.transport.bullmq.prefetch } } : {}),
+    ...(cfg.transport.kind === 'bullmq'
+      ? {
+          bullmq: {
+            prefetch: cfg.transport.bullmq.prefetch,
+            // Each device hang is a stall of the jobs the worker held: BullMQ must not fail a job
+            // for stalling (with no result) before the fleet quarantines it with one.
+            maxStalledCount: Math.max(5, cfg.worker.maxHangsPerRequest + 3),
+          },
+        }
+      : {}),
   });
 }
