@@ -1,4 +1,4 @@
-import { Queue, WaitingError, Worker, type Job } from 'bullmq';
+import { Queue, WaitingError, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { resultToJson } from '../../codec/index.ts';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
@@ -9,6 +9,8 @@ import { renderName, replyToProblem } from '../names.ts';
 import { ErrorThrottle, isRedisRefusal } from './error-throttle.ts';
 import { reclaimLostJobs, RECLAIM_DELAY_MS } from './lost-job-reclaimer.ts';
 import { QueueCache } from './queue-cache.ts';
+import { SettlingWorker } from './settling-worker.ts';
+import { SuspectStore } from './suspect-store.ts';
 import { QueueSweeper } from './queue-sweeper.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import {
@@ -41,36 +43,6 @@ interface Entry {
   readonly complete: (returnValue: unknown) => Promise<void>;
   /** Ends the processor without completing (the job was moved back to wait). */
   readonly abandon: () => void;
-}
-
-type CompletionListener = (error: Error | undefined) => void;
-
-/** Suspect counts outlive a worker restart by far, and an abandoned count does not live forever. */
-const SUSPECTS_TTL_S = 7 * 24 * 3600;
-
-/** A Worker that reports when moveToCompleted has really happened (or failed) for a job. */
-class SettlingWorker extends Worker {
-  readonly completions = new Map<string, CompletionListener>();
-
-  protected override async handleCompleted(
-    result: unknown,
-    job: Job,
-    token: string,
-    fetchNextCallback?: () => boolean,
-    span?: unknown,
-  ): Promise<Job> {
-    const listener = this.completions.get(job.id ?? '');
-    this.completions.delete(job.id ?? '');
-    try {
-      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- span type is internal to bullmq
-      const next = await super.handleCompleted(result, job, token, fetchNextCallback, span as any);
-      listener?.(undefined);
-      return next;
-    } catch (err) {
-      listener?.(err as Error);
-      throw err;
-    }
-  }
 }
 
 interface ModelWorker {
@@ -116,6 +88,10 @@ export class BullmqTransport implements Transport {
   private stopped = false;
   private closed = false;
   private sweeper: QueueSweeper | undefined;
+  private readonly suspects = new SuspectStore(
+    () => this.shared,
+    (queue) => `${this.settings.prefix}:${queue}:npu-fleet-suspects`,
+  );
 
   constructor(
     private readonly settings: BullmqSettings,
@@ -399,7 +375,7 @@ export class BullmqTransport implements Transport {
       // Answered for good: a suspect's count is no longer needed (rare, so one call each).
       for (const { item, entry } of claimed) {
         const mw = this.workers.get(entry.model);
-        if ((item.outcome.delivery.suspectCount ?? 0) > 0 && mw !== undefined) void this.shared.hdel(this.suspectsKey(mw), entry.job.id ?? '').catch(() => undefined);
+        if ((item.outcome.delivery.suspectCount ?? 0) > 0 && mw !== undefined) this.suspects.forget(mw.queue, entry.job.id ?? '');
       }
       const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed !== undefined) {
@@ -428,14 +404,9 @@ export class BullmqTransport implements Transport {
     if (rejected.length > 0) throw notOpenError(rejected);
   }
 
-  /** Hash per request queue: job id -> times the job was on a device that hung (see markSuspect). */
-  private suspectsKey(mw: ModelWorker): string {
-    return mw.counter.toKey('npu-fleet-suspects');
-  }
-
   private async suspectCountOf(mw: ModelWorker, jobId: string): Promise<number> {
     try {
-      return Number((await this.shared.hget(this.suspectsKey(mw), jobId)) ?? 0) || 0;
+      return await this.suspects.countOf(mw.queue, jobId);
     } catch (err) {
       this.options.logger?.warn({ err, queue: mw.queue }, 'could not read device-hang suspects; delivering the job as unsuspected');
       return 0;
@@ -443,19 +414,13 @@ export class BullmqTransport implements Transport {
   }
 
   async markSuspect(deliveries: readonly Delivery[]): Promise<void> {
-    const multi = this.shared.multi();
-    let n = 0;
-    for (const d of deliveries) {
+    const jobs = deliveries.flatMap((d) => {
       const entry = this.ledger.get(d.deliveryId);
       const mw = entry === undefined ? undefined : this.workers.get(entry.model);
-      if (entry === undefined || mw === undefined) continue;
-      const key = this.suspectsKey(mw);
-      multi.hincrby(key, entry.job.id ?? '', 1).expire(key, SUSPECTS_TTL_S);
-      n++;
-    }
-    if (n === 0) return;
+      return entry === undefined || mw === undefined ? [] : [{ queue: mw.queue, jobId: entry.job.id ?? '' }];
+    });
     try {
-      await multi.exec();
+      await this.suspects.mark(jobs);
     } catch (err) {
       throw bullmqError(err, 'recording device-hang suspects failed');
     }
