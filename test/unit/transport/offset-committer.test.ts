@@ -1,7 +1,7 @@
 import type { Consumer } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import type { TrackedPartition } from '../../../src/transport/kafka/kafka-eos.ts';
-import { OffsetCommitter, tpKey } from '../../../src/transport/kafka/offset-committer.ts';
+import { decodeCommitMetadata, encodeCommitMetadata, OffsetCommitter, tpKey } from '../../../src/transport/kafka/offset-committer.ts';
 import { PartitionTracker } from '../../../src/transport/kafka/partition-tracker.ts';
 
 type Commit = { topic: string; partition: number; offset: string; metadata: string | null };
@@ -67,5 +67,54 @@ describe('OffsetCommitter', () => {
     committer.forget(tpKey('req', 2));
     await committer.commit();
     expect(commits).toEqual([]);
+  });
+});
+
+describe('commit metadata', () => {
+  it('round-trips the highest delivered offset and the suspects at or past the commit position', () => {
+    const raw = encodeCommitMetadata(812, new Map([[700, 3], [790, 1], [791, 2]]), 790);
+    expect(raw).toBe('812;s=790:1,791:2');
+    expect(decodeCommitMetadata(raw)).toEqual({ highest: 812, suspects: new Map([[790, 1], [791, 2]]) });
+  });
+
+  it('reads what earlier versions wrote (a plain number), and nothing from garbage', () => {
+    expect(decodeCommitMetadata('812')).toEqual({ highest: 812, suspects: new Map() });
+    expect(decodeCommitMetadata(null)).toEqual({ highest: undefined, suspects: new Map() });
+    expect(decodeCommitMetadata('')).toEqual({ highest: undefined, suspects: new Map() });
+    expect(decodeCommitMetadata('abc;s=x:1,5:0,6:-1,7:2')).toEqual({ highest: undefined, suspects: new Map([[7, 2]]) });
+  });
+
+  it('keeps the metadata within the brokers\u2019 4 KiB: at most 100 suspects, the latest', () => {
+    const many = new Map(Array.from({ length: 500 }, (_, i) => [1_000_000_000 + i, 1] as const));
+    const raw = encodeCommitMetadata(1_000_000_499, many, 0);
+    expect(raw.length).toBeLessThan(4096);
+    expect([...decodeCommitMetadata(raw).suspects.keys()]).toEqual(Array.from({ length: 100 }, (_, i) => 1_000_000_400 + i));
+  });
+});
+
+describe('OffsetCommitter suspects', () => {
+  it('markSuspect commits at once, at the current position, with the counts; they leave once committed past', async () => {
+    const { commits, add, committer } = setup();
+    const t = add('req', 0);
+    for (const o of [10, 11, 12]) t.deliver(o);
+    await committer.markSuspect([{ key: tpKey('req', 0), offset: 11 }]);
+    expect(commits).toEqual([[{ topic: 'req', partition: 0, offset: '10', metadata: '12;s=11:1' }]]);
+    expect(committer.suspectCount(tpKey('req', 0), 11)).toBe(1);
+    await committer.markSuspect([{ key: tpKey('req', 0), offset: 11 }]);
+    expect(commits[1]?.[0]?.metadata).toBe('12;s=11:2');
+    for (const o of [10, 11, 12]) t.settle(o);
+    await committer.commit();
+    expect(commits[2]).toEqual([{ topic: 'req', partition: 0, offset: '13', metadata: '12' }]);
+    expect(committer.suspectCount(tpKey('req', 0), 11)).toBe(0);
+  });
+
+  it('adopts a previous owner\u2019s suspects and carries them in its own commits', async () => {
+    const { commits, add, committer } = setup();
+    const t = add('req', 1);
+    committer.adoptSuspects(tpKey('req', 1), new Map([[21, 1]]));
+    for (const o of [20, 21, 22]) t.deliver(o);
+    t.settle(20);
+    await committer.commit();
+    expect(commits).toEqual([[{ topic: 'req', partition: 1, offset: '21', metadata: '22;s=21:1' }]]);
   });
 });
