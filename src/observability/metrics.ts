@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { LocalHistogram } from './local-histogram.ts';
 
 /**
  * All npu-fleet metrics. Each FleetMetrics owns its own Registry (never prom-client's global one) so
@@ -195,8 +196,8 @@ type Hook = () => void | Promise<void>;
 export class FleetMetrics {
   readonly registry: Registry;
   private readonly requests: Counter<'model' | 'status'>;
-  private readonly endToEnd: Histogram<'model' | 'priority'>;
-  private readonly queueWait: Histogram<'model' | 'priority'>;
+  private readonly endToEnd: LocalHistogram<'model' | 'priority'>;
+  private readonly queueWait: LocalHistogram<'model' | 'priority'>;
   /**
    * Per-request series resolved once per label set: prom-client hashes the label object on every
    * observe(labels, v), which costs more than the observation itself at thousands per second.
@@ -238,8 +239,11 @@ export class FleetMetrics {
       new Histogram<L>({ name: d.name, help: d.help, labelNames: d.labels, buckets: [...buckets], registers });
 
     this.requests = counter(m.requests);
-    this.endToEnd = histogram(m.endToEndLatency, latency);
-    this.queueWait = histogram(m.queueWait, latency);
+    // Observed once or twice per request: the cheap local kind (see LocalHistogram).
+    const perRequest = <L extends string>(d: MetricDefinition & { labels: readonly L[] }) =>
+      new LocalHistogram<L>(d.name, d.help, d.labels, latency, this.registry);
+    this.endToEnd = perRequest(m.endToEndLatency);
+    this.queueWait = perRequest(m.queueWait);
     this.batchSize = histogram(m.batchSize, BATCH_SIZE_BUCKETS);
     this.paddingRatio = histogram(m.batchPaddingRatio, PADDING_RATIO_BUCKETS);
     this.paddedItems = counter(m.paddedItems);
