@@ -48,21 +48,21 @@ function encodeFrame(
   // One allocation, one copy of each tensor; padding bytes are zeroed so frames are deterministic.
   const out = Buffer.allocUnsafe(total);
   out.writeUInt32LE(FRAME_MAGIC, 0);
-  out.writeUInt8(FRAME_VERSION, 4);
-  out.writeUInt8(kind, 5);
-  out.writeUInt16LE(0, 6);
+  out[4] = FRAME_VERSION;
+  out[5] = kind;
+  out[6] = 0;
+  out[7] = 0;
   out.writeUInt32LE(headerBytes, 8);
-  out.write(json, FRAME_PREFIX_BYTES, 'utf8');
+  out.write(json, FRAME_PREFIX_BYTES, headerBytes, 'utf8');
+  // Pads are under 8 bytes: a loop beats fill()'s native call.
   let offset = FRAME_PREFIX_BYTES + headerBytes;
   let aligned = align8(offset);
-  out.fill(0, offset, aligned);
-  offset = aligned;
+  while (offset < aligned) out[offset++] = 0;
   for (const t of tensors) {
     out.set(t.data, offset);
     offset += t.data.byteLength;
     aligned = align8(offset);
-    out.fill(0, offset, aligned);
-    offset = aligned;
+    while (offset < aligned) out[offset++] = 0;
   }
   return out;
 }
