@@ -9,6 +9,8 @@ import type { BuildResult } from './result-builder.ts';
 export interface MemberResult {
   readonly member: SchedulerRequest<Payload>;
   readonly result: BuildResult;
+  /** Finished past its deadline or the batch's execTimeoutMs (delivered late, or dropped). */
+  readonly late: boolean;
   /** Device seconds its share of a late batch wasted (0 when in time). */
   readonly wastedDeviceSeconds: number;
 }
@@ -37,9 +39,9 @@ export function finishedBatchResults(batch: Batch<Payload>, cfg: ModelConfig, do
     const wastedDeviceSeconds = late ? (done.deviceMs / 1000) * (member.items / batch.gear) : 0;
     if (late && cfg.lateResults === 'drop') {
       const error = new FleetError('DEADLINE_EXCEEDED', 'batch finished after the deadline; model policy lateResults=drop');
-      return { member, wastedDeviceSeconds, result: { status: 'expired', error, ...shared } };
+      return { member, late, wastedDeviceSeconds, result: { status: 'expired', error, ...shared } };
     }
-    return { member, wastedDeviceSeconds, result: { status: 'ok', outputs: done.perRequest[i] ?? [], late, ...shared } };
+    return { member, late, wastedDeviceSeconds, result: { status: 'ok', outputs: done.perRequest[i] ?? [], late, ...shared } };
   });
 }
 
@@ -48,6 +50,6 @@ export function failedBatchResults(batch: Batch<Payload>, version: string, error
   return batch.members.map((member) => {
     const { request } = member.payload;
     const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: dispatchedAt - member.arrivedAt };
-    return { member, wastedDeviceSeconds: 0, result: { status: 'failed', version, error, nowMs, timings, batchSize: batch.items, gear: batch.gear } };
+    return { member, late: false, wastedDeviceSeconds: 0, result: { status: 'failed', version, error, nowMs, timings, batchSize: batch.items, gear: batch.gear } };
   });
 }

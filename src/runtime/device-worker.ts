@@ -369,9 +369,9 @@ export class DeviceWorker {
   }
 
   private finishMembers(cfg: ModelConfig, results: readonly MemberResult[]): void {
-    for (const { member, result, wastedDeviceSeconds } of results) {
+    for (const { member, result, late, wastedDeviceSeconds } of results) {
       const { request, delivery, duplicates } = member.payload;
-      if (wastedDeviceSeconds > 0) {
+      if (late) {
         this.o.metrics.deadlineMiss(cfg.name, 'device');
         this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', wastedDeviceSeconds);
       }

@@ -35,6 +35,9 @@ export interface RunningWorker {
 
 const REPO_POLL_MS = 1000;
 const SETTLE_MS = 500;
+/** How long a hung worker waits for its suspects to reach the broker before closing anyway. */
+const SUSPECTS_WAIT_MS = 1_500;
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
 
 /**
  * Everything one device worker needs, wired at the edges: logger, metrics + HTTP, transport,
@@ -133,6 +136,7 @@ export async function runWorker(
       clearInterval(poll);
       metrics.setWorkerReady(false);
       const hung = worker.status === 'hung';
+      if (hung) await Promise.race([worker.hangRecorded, sleep(SUSPECTS_WAIT_MS)]);
       try {
         if (!hung) {
           const { released } = await worker.drain();
@@ -152,10 +156,12 @@ export async function runWorker(
     })());
   const abandon = async (timeoutMs = 3000): Promise<void> => {
     clearInterval(poll);
+    // The hung batch's suspects reach the broker first (BullMQ writes them on the connection close()
+    // ends), but a broker that does not answer must not keep the close from starting.
+    await Promise.race([worker.hangRecorded, sleep(SUSPECTS_WAIT_MS)]);
     await Promise.race([
-      // The hung batch's suspects go to the broker first: close() would commit without them.
-      worker.hangRecorded.then(() => transport.close()).catch((err: unknown) => log.warn({ err }, 'transport close after hang failed')),
-      new Promise<void>((resolve) => setTimeout(resolve, timeoutMs).unref()),
+      transport.close().catch((err: unknown) => log.warn({ err }, 'transport close after hang failed')),
+      sleep(timeoutMs),
     ]);
     await server.close();
   };

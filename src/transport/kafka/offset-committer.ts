@@ -11,8 +11,8 @@ interface PendingCommit {
   readonly offset: number;
 }
 
-/** At most this many suspects per partition ride in its commit metadata (brokers cap it at 4 KiB). */
-const MAX_SUSPECTS = 100;
+/** Commit metadata stays under the brokers' default offset.metadata.max.bytes (4096). */
+const MAX_METADATA_CHARS = 3_500;
 
 /**
  * Commit metadata: the highest offset delivered so far, then the suspects at or past the commit
@@ -20,8 +20,21 @@ const MAX_SUSPECTS = 100;
  * `"812;s=790:1,791:2"`. Plain numbers (what earlier versions wrote) still read.
  */
 export function encodeCommitMetadata(highest: number, suspects: ReadonlyMap<number, number> | undefined, from: number): string {
-  const kept = [...(suspects ?? [])].filter(([offset]) => offset >= from).slice(-MAX_SUSPECTS);
-  return kept.length === 0 ? String(highest) : `${highest};s=${kept.map(([o, n]) => `${o}:${n}`).join(',')}`;
+  const live = [...(suspects ?? [])].filter(([offset]) => offset >= from);
+  if (live.length === 0) return String(highest);
+  // Over the budget (a hung batch of hundreds from one partition): the higher counts stay, since
+  // they are the likelier poison and the nearer to quarantine; ties keep the earlier offsets.
+  live.sort((a, b) => b[1] - a[1] || a[0] - b[0]);
+  const kept: Array<[number, number]> = [];
+  let length = String(highest).length + 3;
+  for (const [o, n] of live) {
+    const add = `${o}:${n}`.length + 1;
+    if (length + add > MAX_METADATA_CHARS) break;
+    kept.push([o, n]);
+    length += add;
+  }
+  kept.sort((a, b) => a[0] - b[0]);
+  return `${highest};s=${kept.map(([o, n]) => `${o}:${n}`).join(',')}`;
 }
 
 export function decodeCommitMetadata(raw: string | null | undefined): { highest: number | undefined; suspects: Map<number, number> } {
@@ -31,8 +44,10 @@ export function decodeCommitMetadata(raw: string | null | undefined): { highest:
   for (const part of rest) {
     if (!part.startsWith('s=')) continue;
     for (const pair of part.slice(2).split(',')) {
-      const [o, n] = pair.split(':').map(Number);
-      if (Number.isSafeInteger(o) && Number.isSafeInteger(n) && (n as number) > 0) suspects.set(o as number, n as number);
+      const m = /^(\d+):(\d+)$/.exec(pair);
+      const o = Number(m?.[1]);
+      const n = Number(m?.[2]);
+      if (Number.isSafeInteger(o) && Number.isSafeInteger(n) && n > 0) suspects.set(o, n);
     }
   }
   return { highest: Number.isSafeInteger(highest) ? highest : undefined, suspects };

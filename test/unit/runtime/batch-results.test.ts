@@ -51,6 +51,7 @@ describe('finishedBatchResults', () => {
       expect(r?.result.status).toBe(c.status);
       expect(r?.result.late === true).toBe(c.late);
       expect(r?.wastedDeviceSeconds).toBeCloseTo(c.wasted, 9);
+      expect(r?.late).toBe(c.wasted > 0); // counted as a device-stage deadline miss
       expect(r?.result).toMatchObject({ version: '3', nowMs: 1030, batchSize: 1, gear: 8, timings: { queuedMs: 10, batchWaitMs: 10, deviceMs: 8 } });
       if (c.status === 'ok') expect(r?.result.outputs).toEqual(out(7));
       else expect(r?.result.error?.code).toBe('DEADLINE_EXCEEDED');

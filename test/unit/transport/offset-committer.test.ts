@@ -84,11 +84,22 @@ describe('commit metadata', () => {
     expect(decodeCommitMetadata('abc;s=x:1,5:0,6:-1,7:2')).toEqual({ highest: undefined, suspects: new Map([[7, 2]]) });
   });
 
-  it('keeps the metadata within the brokers\u2019 4 KiB: at most 100 suspects, the latest', () => {
-    const many = new Map(Array.from({ length: 500 }, (_, i) => [1_000_000_000 + i, 1] as const));
-    const raw = encodeCommitMetadata(1_000_000_499, many, 0);
+  it('keeps the metadata within the brokers\u2019 4 KiB, keeping the higher counts (the likelier poison) first', () => {
+    const many = new Map<number, number>([[1_000_000_003, 2], [1_000_000_001, 3]]);
+    for (let i = 0; i < 1000; i++) if (!many.has(1_000_000_000 + i)) many.set(1_000_000_000 + i, 1);
+    const raw = encodeCommitMetadata(1_000_000_999, many, 0);
     expect(raw.length).toBeLessThan(4096);
-    expect([...decodeCommitMetadata(raw).suspects.keys()]).toEqual(Array.from({ length: 100 }, (_, i) => 1_000_000_400 + i));
+    const kept = decodeCommitMetadata(raw).suspects;
+    expect(kept.get(1_000_000_001)).toBe(3);
+    expect(kept.get(1_000_000_003)).toBe(2);
+    expect(kept.size).toBeGreaterThan(200);
+    expect(kept.size).toBeLessThan(1000);
+    const offsets = [...kept.keys()];
+    expect(offsets).toEqual([...offsets].sort((a, b) => a - b));
+  });
+
+  it('reads only explicit, non-negative offset:count pairs', () => {
+    expect(decodeCommitMetadata('9;s=:1,-5:1,3:,4:1.5,6:1').suspects).toEqual(new Map([[6, 1]]));
   });
 });
 
