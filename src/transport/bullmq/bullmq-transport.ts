@@ -45,8 +45,6 @@ interface Entry {
   readonly abandon: () => void;
 }
 
-const SUSPECT_READ_TIMEOUT_MS = 2_000;
-const MAX_BOUNCES_TRACKED = 10_000;
 
 interface ModelWorker {
   readonly model: string;
@@ -87,8 +85,6 @@ export class BullmqTransport implements Transport {
   private onDeliveries: ((d: Delivery[]) => void) | undefined;
   private onFatal: ((err: FleetError) => void) | undefined;
   private pending: Delivery[] = [];
-  /** Job id -> times this worker put it back for a paused priority (see noteBounce). */
-  private readonly bounced = new Map<string, number>();
   private flushScheduled = false;
   private stopped = false;
   private closed = false;
@@ -191,23 +187,18 @@ export class BullmqTransport implements Transport {
       // Fetched although intake is off for it (a fetch was in flight, or only some priorities are
       // paused and this is the best job left): put it back at the head of its priority, rest.
       await job.moveToWait(token);
-      this.noteBounce(job.id ?? '');
+      this.suspects.noteBounce(job.id ?? '');
       if (mw !== undefined && !this.stopped && !this.closed) await this.rest(mw);
       throw new WaitingError();
     }
     const deliveryId = `${mw.queue}/${job.id}`;
     const redelivered = job.attemptsStarted > 1 || job.stalledCounter > 0;
-    // Only a job started before can have been on a device that hung: one read for those, unless
-    // every earlier start was this worker putting it back for a paused priority.
-    const ownBounces = this.bounced.get(job.id ?? '') ?? 0;
-    this.bounced.delete(job.id ?? '');
-    let suspectCount = 0;
-    if (job.stalledCounter > 0 || job.attemptsStarted - 1 > ownBounces) {
-      suspectCount = await this.suspectCountOf(mw, job.id ?? '');
-      if (this.stopped || this.closed) {
-        await job.moveToWait(token);
-        throw new WaitingError();
-      }
+    const { count: suspectCount, error } = await this.suspects.countForFetched(mw.queue, job);
+    if (error !== undefined) this.options.logger?.warn({ err: error, queue: mw.queue }, 'could not read device-hang suspects; delivering the job as unsuspected');
+    if (this.stopped || this.closed) {
+      // Intake stopped during the read: give the job back rather than hand it to a stopped runtime.
+      await job.moveToWait(token);
+      throw new WaitingError();
     }
     return new Promise<unknown>((resolve, reject) => {
       this.ledger.add(deliveryId, {
@@ -421,27 +412,6 @@ export class BullmqTransport implements Transport {
   }
 
   /** Remembers (boundedly) that this worker put a job back unprocessed, so its next start is no sign of a hang. */
-  private noteBounce(jobId: string): void {
-    this.bounced.set(jobId, (this.bounced.get(jobId) ?? 0) + 1);
-    if (this.bounced.size > MAX_BOUNCES_TRACKED) this.bounced.delete(this.bounced.keys().next().value as string);
-  }
-
-  private async suspectCountOf(mw: ModelWorker, jobId: string): Promise<number> {
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      // Bounded: a stalled Redis must not hold the job outside the ledger, where close() cannot see it.
-      const slow = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`reading the suspect count took over ${SUSPECT_READ_TIMEOUT_MS} ms`)), SUSPECT_READ_TIMEOUT_MS);
-      });
-      return await Promise.race([this.suspects.countOf(mw.queue, jobId), slow]);
-    } catch (err) {
-      this.options.logger?.warn({ err, queue: mw.queue }, 'could not read device-hang suspects; delivering the job as unsuspected');
-      return 0;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
   async markSuspect(deliveries: readonly Delivery[]): Promise<void> {
     const jobs = deliveries.flatMap((d) => {
       const entry = this.ledger.get(d.deliveryId);

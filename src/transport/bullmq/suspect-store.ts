@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 
 /** Suspect counts outlive a worker restart by far, and an abandoned count does not live forever. */
 const SUSPECTS_TTL_S = 7 * 24 * 3600;
+const MAX_BOUNCES_TRACKED = 10_000;
 
 /**
  * Device-hang suspects of BullMQ jobs (Transport.markSuspect): per request queue, a hash beside
@@ -9,14 +10,48 @@ const SUSPECTS_TTL_S = 7 * 24 * 3600;
  * redelivered jobs, so the common path pays nothing.
  */
 export class SuspectStore {
+  /** Job id -> times this worker put it back unprocessed (a paused priority): bounded. */
+  private readonly bounced = new Map<string, number>();
+
   constructor(
     private readonly redis: () => Redis,
     /** The hash key of a request queue (its BullMQ key prefix + a name BullMQ does not use). */
     private readonly keyOf: (queue: string) => string,
+    private readonly readTimeoutMs = 2_000,
   ) {}
 
   async countOf(queue: string, jobId: string): Promise<number> {
     return Number((await this.redis().hget(this.keyOf(queue), jobId)) ?? 0) || 0;
+  }
+
+  /** This worker put the job back unprocessed: its next start is no sign of a hang. */
+  noteBounce(jobId: string): void {
+    this.bounced.set(jobId, (this.bounced.get(jobId) ?? 0) + 1);
+    if (this.bounced.size > MAX_BOUNCES_TRACKED) this.bounced.delete(this.bounced.keys().next().value as string);
+  }
+
+  /**
+   * The count for a job just fetched. Only a job started before can have been on a device that
+   * hung, so one read for those, unless every earlier start was this worker putting it back.
+   * Bounded: a stalled Redis must not hold the job outside the transport's ledger, where close()
+   * cannot see it; a failed or slow read counts as 0 (the job runs as unsuspected).
+   */
+  async countForFetched(queue: string, job: { id?: string | undefined; attemptsStarted: number; stalledCounter: number }): Promise<{ count: number; error?: unknown }> {
+    const jobId = job.id ?? '';
+    const ownBounces = this.bounced.get(jobId) ?? 0;
+    this.bounced.delete(jobId);
+    if (job.stalledCounter === 0 && job.attemptsStarted - 1 <= ownBounces) return { count: 0 };
+    let timer: NodeJS.Timeout | undefined;
+    const slow = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`reading the suspect count took over ${this.readTimeoutMs} ms`)), this.readTimeoutMs);
+    });
+    try {
+      return { count: await Promise.race([this.countOf(queue, jobId), slow]) };
+    } catch (error) {
+      return { count: 0, error };
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** One more hang for each job, in one round trip. */

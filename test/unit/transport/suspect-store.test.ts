@@ -43,3 +43,31 @@ describe('SuspectStore', () => {
     expect(await store.countOf('q', 'a')).toBe(0);
   });
 });
+
+describe('SuspectStore.countForFetched', () => {
+  const job = (attemptsStarted: number, stalledCounter = 0) => ({ id: 'a', attemptsStarted, stalledCounter });
+
+  it('reads for a job started before, unless every earlier start was this worker putting it back', async () => {
+    const redis = fakeRedis();
+    const store = new SuspectStore(() => redis, (q) => `p:${q}:s`);
+    await store.mark([{ queue: 'q', jobId: 'a' }]);
+    expect(await store.countForFetched('q', job(1))).toEqual({ count: 0 }); // first start: no read
+    expect(await store.countForFetched('q', job(2))).toEqual({ count: 1 }); // put back by someone else
+    expect(await store.countForFetched('q', job(1, 1))).toEqual({ count: 1 }); // stalled
+    store.noteBounce('a');
+    store.noteBounce('a');
+    expect(await store.countForFetched('q', job(3))).toEqual({ count: 0 }); // only our two bounces
+    store.noteBounce('a');
+    expect(await store.countForFetched('q', job(5))).toEqual({ count: 1 }); // one start more than our bounces
+  });
+
+  it('a slow or failing Redis counts as 0 and says why, after the bound', async () => {
+    const stuck = { hget: () => new Promise<never>(() => undefined) } as unknown as Redis;
+    const store = new SuspectStore(() => stuck, (q) => q, 50);
+    const t0 = Date.now();
+    const r = await store.countForFetched('q', job(2));
+    expect(r.count).toBe(0);
+    expect(String(r.error)).toMatch(/took over 50 ms/);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(45);
+  });
+});
