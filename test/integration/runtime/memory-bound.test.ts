@@ -15,6 +15,7 @@ import type { DeviceLike } from '../../../src/runtime/model-lanes.ts';
 import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { withExecute } from '../../helpers/wrapped-device.ts';
 
 const MODEL = 'mlp-classifier';
 const REQUESTS = 1200;
@@ -31,21 +32,7 @@ afterEach(async () => {
 
 /** The simulated device, 3 ms slower per batch, so the backlog outruns it. */
 function slowDevice(inner: DeviceLike): DeviceLike {
-  return {
-    id: inner.id,
-    memInfo: () => inner.memInfo(),
-    close: () => inner.close(),
-    async loadModel(path, opts) {
-      const model = await inner.loadModel(path, opts);
-      return {
-        gears: model.gears,
-        inputs: model.inputs,
-        outputs: model.outputs,
-        unload: () => model.unload(),
-        execute: async (inputs, gear) => (await new Promise((r) => setTimeout(r, 3)), model.execute(inputs, gear)),
-      };
-    },
-  };
+  return withExecute(inner, (model) => async (inputs, gear) => (await new Promise((r) => setTimeout(r, 3)), model.execute(inputs, gear)));
 }
 
 function request(i: number, replyTo: string): RequestEnvelope {

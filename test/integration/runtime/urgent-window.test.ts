@@ -5,10 +5,11 @@ import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
 import { prng, syntheticRequest } from '../../../src/runtime/demo-load.ts';
-import type { DeviceLike, ExecutableModel } from '../../../src/runtime/model-lanes.ts';
+import type { DeviceLike } from '../../../src/runtime/model-lanes.ts';
 import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
+import { withExecute } from '../../helpers/wrapped-device.ts';
 
 // Each request's first feature says its priority, so a recorded batch shows what it carried.
 const MARK = [100, 200, 300];
@@ -26,42 +27,28 @@ interface Exec {
  */
 function recordingDevice(inner: DeviceLike, log: Exec[]): DeviceLike {
   let stream: Promise<unknown> = Promise.resolve();
-  return {
-    id: inner.id,
-    memInfo: () => inner.memInfo(),
-    close: () => inner.close(),
-    async loadModel(path, opts): Promise<ExecutableModel> {
-      const model = await inner.loadModel(path, opts);
-      return {
-        gears: model.gears,
-        inputs: model.inputs,
-        outputs: model.outputs,
-        unload: () => model.unload(),
-        execute(inputs, gear) {
-          const rows = new Float32Array(inputs[0]!.data.buffer, inputs[0]!.data.byteOffset, inputs[0]!.data.byteLength / 4);
-          const levels = new Set<number>();
-          let items = 0;
-          for (let r = 0; r < gear; r++) {
-            const level = MARK.indexOf(rows[r * 64] ?? 0);
-            if (level >= 0) {
-              levels.add(level);
-              items++;
-            }
-          }
-          const exec: Exec = { dispatchedAt: performance.now(), doneAt: Infinity, levels, items };
-          log.push(exec);
-          const run = stream.then(async () => {
-            await new Promise((r) => setTimeout(r, 2 + 0.1 * gear));
-            const out = await model.execute(inputs, gear);
-            exec.doneAt = performance.now();
-            return out;
-          });
-          stream = run.catch(() => undefined);
-          return run;
-        },
-      };
-    },
-  };
+  return withExecute(inner, (model) => (inputs, gear) => {
+    const rows = new Float32Array(inputs[0]!.data.buffer, inputs[0]!.data.byteOffset, inputs[0]!.data.byteLength / 4);
+    const levels = new Set<number>();
+    let items = 0;
+    for (let r = 0; r < gear; r++) {
+      const level = MARK.indexOf(rows[r * 64] ?? 0);
+      if (level >= 0) {
+        levels.add(level);
+        items++;
+      }
+    }
+    const exec: Exec = { dispatchedAt: performance.now(), doneAt: Infinity, levels, items };
+    log.push(exec);
+    const run = stream.then(async () => {
+      await new Promise((r) => setTimeout(r, 2 + 0.1 * gear));
+      const out = await model.execute(inputs, gear);
+      exec.doneAt = performance.now();
+      return out;
+    });
+    stream = run.catch(() => undefined);
+    return run;
+  });
 }
 
 let worker: RunningWorker | undefined;
