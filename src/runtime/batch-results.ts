@@ -35,13 +35,12 @@ export function finishedBatchResults(batch: Batch<Payload>, cfg: ModelConfig, do
     const { request } = member.payload;
     const late = done.overran || (request.deadlineAt !== undefined && done.doneAt > request.deadlineAt);
     const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: done.dispatchedAt - member.arrivedAt, deviceMs: done.deviceMs };
-    const shared = { version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear };
     const wastedDeviceSeconds = late ? (done.deviceMs / 1000) * (member.items / batch.gear) : 0;
-    if (late && cfg.lateResults === 'drop') {
-      const error = new FleetError('DEADLINE_EXCEEDED', 'batch finished after the deadline; model policy lateResults=drop');
-      return { member, late, wastedDeviceSeconds, result: { status: 'expired', error, ...shared } };
-    }
-    return { member, late, wastedDeviceSeconds, result: { status: 'ok', outputs: done.perRequest[i] ?? [], late, ...shared } };
+    const dropped = late && cfg.lateResults === 'drop';
+    const result: BuildResult = dropped
+      ? { status: 'expired', error: new FleetError('DEADLINE_EXCEEDED', 'batch finished after the deadline; model policy lateResults=drop'), version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear }
+      : { status: 'ok', outputs: done.perRequest[i] ?? [], late, version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear };
+    return { member, late, wastedDeviceSeconds, result };
   });
 }
 

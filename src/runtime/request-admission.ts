@@ -73,12 +73,11 @@ export function admitDelivery(delivery: Delivery, nowMs: number, ctx: AdmissionC
     return { kind: 'answer', identity: { id, model }, replyTo, result: { status: 'invalid', error: fe, device: -1 }, dlq: dlqOf(fe) };
   }
   if (!running) return { kind: 'release' };
-  const identity = identityOfRequest(request);
   const lane = lanes.laneFor(request.model, request.version);
   if (!lane.ok) {
     return {
       kind: 'answer',
-      identity,
+      identity: identityOfRequest(request),
       replyTo: request.replyTo,
       result: { status: 'rejected', error: lane.error, device: -1 },
       ...(lane.error.code === 'UNKNOWN_MODEL' ? { dlq: dlqOf(lane.error) } : {}),
@@ -92,19 +91,19 @@ export function admitDelivery(delivery: Delivery, nowMs: number, ctx: AdmissionC
         'not run again: check its input, or raise the limit if the hangs were the device\'s own',
       { retriable: false, details: { hangs } },
     );
-    return { kind: 'answer', identity, replyTo: request.replyTo, result: { status: 'failed', error: fe, device: -1 }, dlq: dlqOf(fe) };
+    return { kind: 'answer', identity: identityOfRequest(request), replyTo: request.replyTo, result: { status: 'failed', error: fe, device: -1 }, dlq: dlqOf(fe) };
   }
   let validated: ValidatedRequest;
   try {
     validated = validateForModel(request, lane.lane.config);
   } catch (err) {
     const fe = FleetError.from(err, 'INVALID_MESSAGE');
-    return { kind: 'answer', identity, replyTo: request.replyTo, result: { status: 'invalid', error: fe, device: -1 }, dlq: dlqOf(fe) };
+    return { kind: 'answer', identity: identityOfRequest(request), replyTo: request.replyTo, result: { status: 'invalid', error: fe, device: -1 }, dlq: dlqOf(fe) };
   }
   if (request.deadlineAt !== undefined && request.deadlineAt <= nowMs) {
     return {
       kind: 'answer',
-      identity,
+      identity: identityOfRequest(request),
       replyTo: request.replyTo,
       expired: true,
       result: {

@@ -193,12 +193,17 @@ export class BullmqTransport implements Transport {
     }
     const deliveryId = `${mw.queue}/${job.id}`;
     const redelivered = job.attemptsStarted > 1 || job.stalledCounter > 0;
-    const { count: suspectCount, error } = await this.suspects.countForFetched(mw.queue, job);
-    if (error !== undefined) this.options.logger?.warn({ err: error, queue: mw.queue }, 'could not read device-hang suspects; delivering the job as unsuspected');
-    if (this.stopped || this.closed) {
-      // Intake stopped during the read: give the job back rather than hand it to a stopped runtime.
-      await job.moveToWait(token);
-      throw new WaitingError();
+    let suspectCount = 0;
+    const read = this.suspects.countForFetched(mw.queue, job);
+    if (read !== undefined) {
+      const { count, error } = await read;
+      if (error !== undefined) this.options.logger?.warn({ err: error, queue: mw.queue }, 'could not read device-hang suspects; delivering the job as unsuspected');
+      if (this.stopped || this.closed) {
+        // Intake stopped during the read: give the job back rather than hand it to a stopped runtime.
+        await job.moveToWait(token);
+        throw new WaitingError();
+      }
+      suspectCount = count;
     }
     return new Promise<unknown>((resolve, reject) => {
       this.ledger.add(deliveryId, {

@@ -36,11 +36,16 @@ export class SuspectStore {
    * Bounded: a stalled Redis must not hold the job outside the transport's ledger, where close()
    * cannot see it; a failed or slow read counts as 0 (the job runs as unsuspected).
    */
-  async countForFetched(queue: string, job: { id?: string | undefined; attemptsStarted: number; stalledCounter: number }): Promise<{ count: number; error?: unknown }> {
+  countForFetched(queue: string, job: { id?: string | undefined; attemptsStarted: number; stalledCounter: number }): Promise<{ count: number; error?: unknown }> | undefined {
     const jobId = job.id ?? '';
-    const ownBounces = this.bounced.get(jobId) ?? 0;
-    this.bounced.delete(jobId);
-    if (job.stalledCounter === 0 && job.attemptsStarted - 1 <= ownBounces) return { count: 0 };
+    const ownBounces = this.bounced.size === 0 ? 0 : (this.bounced.get(jobId) ?? 0);
+    if (ownBounces > 0) this.bounced.delete(jobId);
+    // undefined: nothing to read (no promise, no await on the common path).
+    if (job.stalledCounter === 0 && job.attemptsStarted - 1 <= ownBounces) return undefined;
+    return this.readBounded(queue, jobId);
+  }
+
+  private async readBounded(queue: string, jobId: string): Promise<{ count: number; error?: unknown }> {
     let timer: NodeJS.Timeout | undefined;
     const slow = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`reading the suspect count took over ${this.readTimeoutMs} ms`)), this.readTimeoutMs);
