@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { withTimeout } from '../with-timeout.ts';
 
 /** Suspect counts outlive a worker restart by far, and an abandoned count does not live forever. */
 const SUSPECTS_TTL_S = 7 * 24 * 3600;
@@ -46,16 +47,10 @@ export class SuspectStore {
   }
 
   private async readBounded(queue: string, jobId: string): Promise<{ count: number; error?: unknown }> {
-    let timer: NodeJS.Timeout | undefined;
-    const slow = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`reading the suspect count took over ${this.readTimeoutMs} ms`)), this.readTimeoutMs);
-    });
     try {
-      return { count: await Promise.race([this.countOf(queue, jobId), slow]) };
+      return { count: await withTimeout(this.countOf(queue, jobId), this.readTimeoutMs, 'reading the suspect count') };
     } catch (error) {
       return { count: 0, error };
-    } finally {
-      clearTimeout(timer);
     }
   }
 
