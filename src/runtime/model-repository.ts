@@ -47,6 +47,34 @@ export interface ScanOptions {
   nowMs?: number;
   /** Serve only these model names. */
   only?: readonly string[] | undefined;
+  /**
+   * Parsed config.yaml files kept between scans of a poll loop: a file whose mtime and size are
+   * unchanged is not read and validated again (a scan a second per worker would otherwise parse
+   * every model's YAML, which adds up with many models).
+   */
+  configCache?: ConfigCache;
+}
+
+/** See ScanOptions.configCache; create one per poll loop with `new Map()`. */
+export type ConfigCache = Map<string, { readonly mtimeMs: number; readonly size: number; readonly parsed: ModelConfig | Error }>;
+
+function loadCachedConfig(path: string, cache: ConfigCache | undefined): ModelConfig {
+  if (cache === undefined) return loadModelConfig(path);
+  const st = statSync(path);
+  const hit = cache.get(path);
+  let parsed: ModelConfig | Error;
+  if (hit !== undefined && hit.mtimeMs === st.mtimeMs && hit.size === st.size) {
+    parsed = hit.parsed;
+  } else {
+    try {
+      parsed = loadModelConfig(path);
+    } catch (err) {
+      parsed = err as Error;
+    }
+    cache.set(path, { mtimeMs: st.mtimeMs, size: st.size, parsed });
+  }
+  if (parsed instanceof Error) throw parsed;
+  return parsed;
 }
 
 const VERSION_DIR = /^[1-9][0-9]{0,8}$/;
@@ -66,6 +94,10 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
   }
   const nowMs = options.nowMs ?? Date.now();
   const artifactFile = options.artifact === 'onnx' ? 'model.onnx' : 'model.om';
+  // Configs of models removed since the last scan leave the cache.
+  if (options.configCache !== undefined) {
+    for (const path of options.configCache.keys()) if (!existsSync(path)) options.configCache.delete(path);
+  }
   for (const name of readdirSync(dir).sort()) {
     const modelDir = join(dir, name);
     if (!statSync(modelDir).isDirectory() || name.startsWith('.')) continue;
@@ -77,7 +109,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     }
     let config: ModelConfig;
     try {
-      config = loadModelConfig(configPath);
+      config = loadCachedConfig(configPath, options.configCache);
     } catch (err) {
       problems.push({ path: configPath, message: (err as Error).message });
       continue;

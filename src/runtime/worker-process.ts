@@ -6,7 +6,7 @@ import { FleetMetrics } from '../observability/metrics.ts';
 import type { Transport } from '../transport/transport.ts';
 import { DeviceWorker } from './device-worker.ts';
 import type { DeviceLike } from './model-lanes.ts';
-import { diffServed, scanRepository, type ArtifactKind, type RepositorySnapshot } from './model-repository.ts';
+import { diffServed, scanRepository, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
 
 /** Exit codes the supervisor understands. */
 export const EXIT_OK = 0;
@@ -103,12 +103,13 @@ export async function runWorker(
 
   // Hot reload by polling: fs.watch misses events on some filesystems and gives half-written files.
   let reloading = false;
+  const configCache: ConfigCache = new Map();
   const poll = setInterval(() => {
     if (reloading || worker.status !== 'running') return;
     reloading = true;
     void (async () => {
       try {
-        const next = scanRepository(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models });
+        const next = scanRepository(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models, configCache });
         const diff = diffServed(snapshot, next);
         if (diff.configChanged.length > 0) {
           // Schedulers are built from the config when a worker starts; only versions reload live.

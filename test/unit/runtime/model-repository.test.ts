@@ -1,7 +1,7 @@
-import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { diffServed, scanRepository } from '../../../src/runtime/model-repository.ts';
+import { diffServed, scanRepository, type ConfigCache } from '../../../src/runtime/model-repository.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 const CONFIG = `name: NAME
@@ -53,6 +53,32 @@ describe('model repository', () => {
     const d = diffServed(before, scanRepository(dir, { artifact: 'onnx' }));
     expect(d.configChanged).toEqual(['b']);
     expect([...d.added, ...d.removed]).toEqual([]);
+  });
+
+  it('with a config cache, reads a config.yaml again only when its mtime or size changed', () => {
+    const dir = repo();
+    const cache: ConfigCache = new Map();
+    const path = join(dir, 'b', 'config.yaml');
+    const mtime = new Date(1_700_000_000_000); // whole seconds: utimes keeps them exactly
+    utimesSync(path, mtime, mtime);
+    expect(scanRepository(dir, { artifact: 'onnx', configCache: cache }).models.get('b')?.config.maxBatchSize).toBe(8);
+    // Same size, same mtime: the cached parse stands (proof that the file was not read again).
+    writeFileSync(path, CONFIG.replace('NAME', 'b').replace('maxBatchSize: 8', 'maxBatchSize: 9'));
+    utimesSync(path, mtime, mtime);
+    expect(scanRepository(dir, { artifact: 'onnx', configCache: cache }).models.get('b')?.config.maxBatchSize).toBe(8);
+    // A newer mtime: read again, and a broken file is a problem on every scan, not only the first.
+    utimesSync(path, new Date(mtime.getTime() + 5000), new Date(mtime.getTime() + 5000));
+    expect(scanRepository(dir, { artifact: 'onnx', configCache: cache }).models.get('b')?.config.maxBatchSize).toBe(9);
+    writeFileSync(path, 'name: b\nmaxBatchSize: [oops');
+    for (let i = 0; i < 2; i++) {
+      const snap = scanRepository(dir, { artifact: 'onnx', configCache: cache });
+      expect(snap.models.has('b')).toBe(false);
+      expect(snap.problems.map((p) => p.path)).toEqual([path]);
+    }
+    // A removed model leaves the cache.
+    rmSync(join(dir, 'b'), { recursive: true });
+    scanRepository(dir, { artifact: 'onnx', configCache: cache });
+    expect([...cache.keys()]).toEqual([join(dir, 'a', 'config.yaml')]);
   });
 
   it('ignores a version still being written (settleMs)', () => {
