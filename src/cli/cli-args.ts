@@ -18,6 +18,13 @@ export const COMMAND_USAGE = {
                   [--file REQUEST.json] [--timeout-ms MS] [--reply-to NAME] [--config FILE]
     Publishes requests (synthetic ones fitting the model, or a JSON request file) and
     optionally waits for each reply (--timeout-ms, default 30000, bounds the wait).`,
+  dlq: `npu-fleet dlq list|replay --model NAME [--reason CODE[,CODE...]] [--since 2h|ISO-TIME] [--limit N]
+                  [--priority P] [--dry-run] [--json] [--config FILE]
+    list: the model's dead letters by reason, and the oldest matching ones (default 20).
+    replay: re-sends each matching dead letter's original message to the request topic/queue it
+    came from, at its priority, once the cause is fixed; the workers answer it again. BullMQ: a
+    replayed record leaves the DLQ. Kafka: the DLQ topic keeps it (narrow reruns with --since).
+    --dry-run counts what would be re-sent; --priority P is used for records that recorded none.`,
 } as const;
 
 export type CommandName = keyof typeof COMMAND_USAGE;

@@ -5,6 +5,7 @@ import { startCommand } from './start-command.ts';
 import { workerCommand } from './worker-command.ts';
 import { loadCheckModelsCommand, loadedBackendArtifact, validateModelsCommand } from './models-command.ts';
 import { publishCommand } from './publish-command.ts';
+import { dlqCommand } from './dlq-command.ts';
 import { COMMAND_USAGE, intOption, noPositionals, parseCommandArgs } from './cli-args.ts';
 
 export const USAGE = `npu-fleet — queue-driven inference workers for Ascend NPUs
@@ -53,6 +54,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       }
       case 'publish':
         return await publishCommand(rest);
+      case 'dlq':
+        return await dlqCommand(rest);
       case undefined:
       case 'help':
       case '--help':

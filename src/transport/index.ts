@@ -40,6 +40,11 @@ import { KafkaTransport, type KafkaTransportOptions } from './kafka/kafka-transp
 import type { MemoryBroker } from './memory/memory-broker.ts';
 import { MemoryTransport } from './memory/memory-transport.ts';
 import type { Transport } from './transport.ts';
+import type { DeadLetters } from './dead-letters.ts';
+import { BullmqDeadLetters } from './bullmq/bullmq-dead-letters.ts';
+import { KafkaDeadLetters } from './kafka/kafka-dead-letters.ts';
+import { MemoryDeadLetters } from './memory/memory-dead-letters.ts';
+import { sharedMemoryBroker } from './memory/memory-broker.ts';
 
 export type { Delivery, DlqRecord, ModelSubscription, Outcome, Transport, TransportStartOptions } from './transport.ts';
 export type { TransportLogger } from './kafka/kafka-client.ts';
@@ -47,6 +52,10 @@ export { KafkaTransport, type KafkaTransportOptions } from './kafka/kafka-transp
 export { BullmqTransport, type BullmqTransportOptions } from './bullmq/bullmq-transport.ts';
 export { MemoryTransport, type MemoryTransportOptions } from './memory/memory-transport.ts';
 export { MemoryBroker, sharedMemoryBroker } from './memory/memory-broker.ts';
+export type { DeadLetter, DeadLetterListing, DeadLetterQuery, DeadLetters, ReplayOptions, ReplayReport } from './dead-letters.ts';
+export { BullmqDeadLetters } from './bullmq/bullmq-dead-letters.ts';
+export { KafkaDeadLetters } from './kafka/kafka-dead-letters.ts';
+export { MemoryDeadLetters } from './memory/memory-dead-letters.ts';
 
 export interface CreateTransportOptions {
   /** pino logger (or anything with error/warn/info/debug(obj, msg)). */
@@ -75,5 +84,17 @@ export function createTransport(settings: TransportSettings, options: CreateTran
       return new KafkaTransport(settings.kafka, { ...options.kafka, ...(options.log === undefined ? {} : { logger: options.log }) });
     case 'bullmq':
       return new BullmqTransport(settings.bullmq, { ...options.bullmq, ...(options.log === undefined ? {} : { logger: options.log }) });
+  }
+}
+
+/** A model's dead-letter topic/queue, to list and replay (`npu-fleet dlq`). */
+export function openDeadLetters(settings: TransportSettings, options: Pick<CreateTransportOptions, 'log' | 'memoryBroker'> = {}): DeadLetters {
+  switch (settings.kind) {
+    case 'memory':
+      return new MemoryDeadLetters(options.memoryBroker ?? sharedMemoryBroker());
+    case 'kafka':
+      return new KafkaDeadLetters(settings.kafka, options.log);
+    case 'bullmq':
+      return new BullmqDeadLetters(settings.bullmq);
   }
 }

@@ -85,6 +85,10 @@ export const HEADERS = {
   dlqReason: 'npu-fleet-dlq-reason',
   dlqMessage: 'npu-fleet-dlq-message',
   dlqSource: 'npu-fleet-dlq-source',
+  /** Memory DLQ: the original's priority lane (Kafka has it in the topic, BullMQ in the record). */
+  dlqPriority: 'npu-fleet-dlq-priority',
+  /** On a message re-sent by DLQ replay: the DLQ record it came from. */
+  replayOf: 'npu-fleet-replay-of',
 } as const;
 
 export const CONTENT_TYPES = {

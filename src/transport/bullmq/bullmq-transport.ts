@@ -363,7 +363,8 @@ export class BullmqTransport implements Transport {
         if (dlq !== undefined) {
           add(renderName(this.settings.dlqTemplate, entry.model), {
             name: 'dead-letter',
-            data: { reason: dlq.reason, message: dlq.message, source: { queue: entry.job.queueName, jobId: entry.job.id }, original: entry.job.data },
+            // The priority rides along for DLQ replay (job data need not carry one).
+            data: { reason: dlq.reason, message: dlq.message, source: { queue: entry.job.queueName, jobId: entry.job.id }, priority: outcome.delivery.priority, original: entry.job.data },
             opts: { removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
           });
         }

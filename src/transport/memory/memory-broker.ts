@@ -218,6 +218,24 @@ export class MemoryBroker {
     return out;
   }
 
+  /** Takes these waiting messages out of the queue (DLQ replay); returns how many were there. */
+  remove(queue: string, ids: readonly string[]): number {
+    const q = this.queues.get(queue);
+    if (q === undefined || ids.length === 0) return 0;
+    const gone = new Set(ids);
+    let removed = 0;
+    for (const [priority, lane] of q.lanes) {
+      const kept = lane.toArray().filter((m) => !gone.has(m.id));
+      if (kept.length === lane.length) continue;
+      removed += lane.length - kept.length;
+      const fresh = new Deque<MemoryMessage>();
+      for (const m of kept) fresh.push(m);
+      q.lanes.set(priority, fresh);
+    }
+    q.size -= removed;
+    return removed;
+  }
+
   failSends(queue: string, failing = true): void {
     if (failing) this.failing.add(queue);
     else this.failing.delete(queue);

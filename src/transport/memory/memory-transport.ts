@@ -99,6 +99,7 @@ export class MemoryTransport implements Transport {
           [HEADERS.dlqReason]: dlqReason.reason,
           [HEADERS.dlqMessage]: dlqReason.message,
           [HEADERS.dlqSource]: message.id,
+          [HEADERS.dlqPriority]: String(message.priority),
         },
       };
       this.broker.send(renderName(MEMORY_NAMES.dlq, model), [dlq]);

@@ -1,4 +1,5 @@
 // Broker-side helpers for the BullMQ transport tests (real redis-server from the test services).
+import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { BullmqSettingsSchema, type BullmqSettings } from '../../../src/contracts/fleet-config.ts';
@@ -32,6 +33,8 @@ export async function bullmqHarness(transportOptions: BullmqTransportOptions = {
     name: 'bullmq',
     createTransport: () => new BullmqTransport(settings, { stalledIntervalMs: 500, prefetch: 64, ...transportOptions }),
     createProducer: () => new BullmqProducer(settings),
+    createDeadLetters: () => new BullmqDeadLetters(settings),
+    deadLettersStay: false,
     crash: (t: Transport) => (t as BullmqTransport).abort(),
     async readDlq(model, count, timeoutMs): Promise<DlqEntry[]> {
       const deadline = Date.now() + timeoutMs;

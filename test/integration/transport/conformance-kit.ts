@@ -5,6 +5,7 @@ import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts
 import { ZERO_TIMINGS, type ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import type { Producer } from '../../../src/producer/producer.ts';
+import type { DeadLetters } from '../../../src/transport/dead-letters.ts';
 import type { Delivery, Outcome, Transport } from '../../../src/transport/transport.ts';
 
 export interface ConformanceHarness {
@@ -14,6 +15,10 @@ export interface ConformanceHarness {
   createProducer(): Producer;
   /** Kills a transport the way a crash would: no ack, no commit, no release. */
   crash(transport: Transport): Promise<void>;
+  /** The same broker's dead-letter reader (DLQ list/replay). */
+  createDeadLetters(): DeadLetters;
+  /** True when a replayed DLQ record stays in the DLQ (Kafka: a log is not edited). */
+  readonly deadLettersStay: boolean;
   /** DLQ records of a model, waiting until at least `count` arrived. */
   readDlq(model: string, count: number, timeoutMs: number): Promise<DlqEntry[]>;
   /** A replyTo name the broker refuses, so publishing a result there fails. */

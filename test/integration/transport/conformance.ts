@@ -295,6 +295,66 @@ export function assertTransportConformance(makeHarness: () => Promise<Conformanc
       await expectNoRedelivery(model);
     });
 
+    it('dead letters are listed by reason and replayed to their source at their priority; the replayed request is answered again', async () => {
+      const model = newModel();
+      const p = producer();
+      const sink = new ResultSink();
+      const sub = await p.subscribeReplies(`${model}.replies`, sink.onResult, { fromBeginning: true });
+      const t = transport();
+      const inbox = new Inbox();
+      await startWith(t, model, inbox);
+      await p.publish([makeRequest(model, 'poison', 2), makeRequest(model, 'fine', 1)]);
+      await p.publishRaw([{ model, body: h.garbage, priority: 0, key: 'garbage-2' }]);
+      const first = await inbox.waitFor(3, 30_000);
+      // 'poison' is quarantined the way the runtime does it after hangs: a failed result and a DLQ record.
+      await t.settle(
+        first.map((d) => {
+          const o = outcomeFor(d);
+          if (o.dlq !== undefined || idOf(d) !== 'poison') return o;
+          const error = new FleetError('DEVICE_HANG', 'on a device during 2 hangs; quarantined').toResultError();
+          return { ...o, result: { ...o.result, status: 'failed' as const, outputs: undefined, error }, dlq: { reason: 'DEVICE_HANG', message: error.message } };
+        }),
+      );
+      await h.readDlq(model, 2, 30_000);
+      // poison failed, fine ok, the garbage invalid (id '').
+      const firstResults = await sink.waitFor(3, 30_000);
+      expect(firstResults.find((r) => r.id === 'poison')?.status).toBe('failed');
+
+      const dl = h.createDeadLetters();
+      try {
+        const listing = await dl.list({ model });
+        expect(listing.byReason).toEqual({ DEVICE_HANG: 1, INVALID_MESSAGE: 1 });
+        const hangs = await dl.list({ model, reasons: ['DEVICE_HANG'] });
+        expect(hangs.matched).toBe(1);
+        expect(hangs.letters[0]).toMatchObject({ reason: 'DEVICE_HANG', requestId: 'poison', priority: 2 });
+        expect(hangs.letters[0]?.source).toBeTruthy();
+        expect((await dl.list({ model, sinceAt: Date.now() + 60_000 })).scanned).toBe(0);
+
+        // A dry run counts and changes nothing.
+        expect(await dl.replay({ model, reasons: ['DEVICE_HANG'], dryRun: true })).toMatchObject({ matched: 1, replayed: 1, skipped: [] });
+        expect(await inbox.quietFor(1_500)).toEqual([]);
+        expect((await dl.list({ model })).byReason).toEqual({ DEVICE_HANG: 1, INVALID_MESSAGE: 1 });
+
+        expect(await dl.replay({ model, reasons: ['DEVICE_HANG'] })).toMatchObject({ matched: 1, replayed: 1, skipped: [] });
+        const [again] = (await inbox.waitFor(4, 30_000)).slice(3);
+        expect(idOf(again!)).toBe('poison');
+        expect(again!.priority).toBe(2);
+        expect(decodeBody(again!)).toEqual(decodeBody(first.find((d) => outcomeFor(d).result.id === 'poison')!));
+        // The worker answers it like any request: a second result for the same id reaches the reply topic.
+        await t.settle([outcomeFor(again!)]);
+        const results = await sink.waitFor(4, 30_000);
+        expect(results.filter((r) => r.id === 'poison').map((r) => r.status)).toEqual(['failed', 'ok']);
+
+        const after = await dl.list({ model });
+        expect(after.byReason).toEqual(h.deadLettersStay ? { DEVICE_HANG: 1, INVALID_MESSAGE: 1 } : { INVALID_MESSAGE: 1 });
+        if (!h.deadLettersStay) expect((await dl.replay({ model, reasons: ['DEVICE_HANG'] })).replayed).toBe(0);
+        expect(await inbox.quietFor(1_000)).toEqual([]);
+      } finally {
+        await dl.close();
+        await sub.close();
+      }
+    });
+
     it('a replyTo no topic or queue can have sends the request to the DLQ; the results settled with it are published', async () => {
       const model = newModel();
       const p = producer();

@@ -1,4 +1,5 @@
 // Broker-side helpers for the Kafka transport tests (real broker from the test services).
+import { KafkaDeadLetters } from '../../../src/transport/kafka/kafka-dead-letters.ts';
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaSettingsSchema, type KafkaSettings } from '../../../src/contracts/fleet-config.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
@@ -76,6 +77,8 @@ export async function kafkaHarness(transportOptions: KafkaTransportOptions = {})
     name: 'kafka',
     createTransport: () => new KafkaTransport(settings, { partitions: 2, retries: 1, ...transportOptions }),
     createProducer: () => new KafkaProducer(settings, { partitions: 2 }),
+    createDeadLetters: () => new KafkaDeadLetters(settings),
+    deadLettersStay: true,
     crash: (t: Transport) => (t as KafkaTransport).abort(),
     async readDlq(model, count, timeoutMs): Promise<DlqEntry[]> {
       const msgs = await readTopic(`${model}.dlq`, count, timeoutMs);

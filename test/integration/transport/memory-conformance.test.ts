@@ -1,3 +1,4 @@
+import { MemoryDeadLetters } from '../../../src/transport/memory/memory-dead-letters.ts';
 import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
@@ -14,6 +15,8 @@ assertTransportConformance(async (): Promise<ConformanceHarness> => {
     name: 'memory',
     createTransport: () => new MemoryTransport({ broker, prefetch: 64 }),
     createProducer: () => new MemoryProducer({ broker }),
+    createDeadLetters: () => new MemoryDeadLetters(broker),
+    deadLettersStay: false,
     crash: (t: Transport) => (t as MemoryTransport).abort(),
     async readDlq(model, count, timeoutMs) {
       const deadline = Date.now() + timeoutMs;

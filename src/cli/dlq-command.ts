@@ -1,0 +1,121 @@
+import { loadFleetConfig } from '../contracts/config-loader.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import { createLogger } from '../observability/logger.ts';
+import { openDeadLetters, type DeadLetter, type DeadLetterQuery, type DeadLetters } from '../transport/index.ts';
+import { intOption, parseCommandArgs } from './cli-args.ts';
+
+const DURATION = /^(\d+)(ms|s|m|h|d)$/;
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const REASON = /^[A-Z][A-Z0-9_]*$/;
+/** Skipped records printed one per line; the rest are counted. */
+const SHOWN_SKIPS = 20;
+
+/** `--since`: a duration back from now (30m, 2h, 7d) or an ISO-8601 time; epoch ms. */
+export function parseSince(value: string, nowMs: number): number {
+  const d = DURATION.exec(value.trim());
+  if (d !== null) return nowMs - Number(d[1]) * UNIT_MS[d[2] as keyof typeof UNIT_MS];
+  const at = /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : NaN;
+  if (!Number.isFinite(at)) {
+    throw new FleetError('INVALID_ARGUMENT', `--since must be a duration back from now (30m, 2h, 7d) or an ISO time (2026-11-30T08:00:00Z), got "${value}"`, {
+      details: { field: 'since' },
+    });
+  }
+  return at;
+}
+
+/** `--reason`: comma-separated reason codes (as in `npu-fleet dlq list`), e.g. DEVICE_HANG,UNKNOWN_MODEL. */
+export function parseReasons(value: string): string[] {
+  const reasons = value.split(',').map((r) => r.trim()).filter((r) => r !== '');
+  const bad = reasons.find((r) => !REASON.test(r));
+  if (reasons.length === 0 || bad !== undefined) {
+    throw new FleetError('INVALID_ARGUMENT', `--reason takes reason codes like DEVICE_HANG,UNKNOWN_MODEL (upper case, comma-separated), got "${value}"`, {
+      details: { field: 'reason' },
+    });
+  }
+  return reasons;
+}
+
+function describeLetter(l: DeadLetter): string {
+  const at = Number.isFinite(l.deadAt) ? new Date(l.deadAt).toISOString() : '(time unknown)';
+  const id = l.requestId === undefined ? 'no id' : `id ${l.requestId}`;
+  const from = l.source === undefined ? 'source unknown' : `from ${l.source}${l.priority === undefined ? '' : ` p${l.priority}`}`;
+  return `  ${at}  ${l.reason.padEnd(16)} ${id}, ${from}, ${l.bytes} B: ${l.message.slice(0, 160)}  [${l.ref}]`;
+}
+
+/**
+ * `npu-fleet dlq list|replay`: what sits in a model's dead-letter topic/queue, by reason, and
+ * re-sending it to the request topic/queue it came from once its cause is fixed (a model
+ * deployed, a limit raised, a device fixed). Exit 0, or 1 when replay had to skip records.
+ */
+export async function dlqCommand(args: readonly string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
+  const parsed = parseCommandArgs('dlq', args, {
+    config: { type: 'string' },
+    model: { type: 'string' },
+    reason: { type: 'string' },
+    since: { type: 'string' },
+    limit: { type: 'string' },
+    priority: { type: 'string' },
+    'dry-run': { type: 'boolean', default: false },
+    json: { type: 'boolean', default: false },
+  });
+  if (parsed === undefined) return 0;
+  const { values, positionals } = parsed;
+  const [sub, extra] = positionals;
+  if ((sub !== 'list' && sub !== 'replay') || extra !== undefined) {
+    throw new FleetError('INVALID_ARGUMENT', 'usage: npu-fleet dlq list|replay --model NAME [options] (run npu-fleet dlq --help)');
+  }
+  if (!values.model) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (each model has its own DLQ)', { details: { field: 'model' } });
+  if (sub === 'list' && (values['dry-run'] || values.priority !== undefined)) {
+    throw new FleetError('INVALID_ARGUMENT', '--dry-run and --priority belong to `dlq replay`; `dlq list` changes nothing');
+  }
+  const query: DeadLetterQuery = {
+    model: values.model,
+    ...(values.reason === undefined ? {} : { reasons: parseReasons(values.reason) }),
+    ...(values.since === undefined ? {} : { sinceAt: parseSince(values.since, Date.now()) }),
+    ...(values.limit === undefined ? {} : { limit: intOption('limit', values.limit, 1) }),
+  };
+  const priority = values.priority === undefined ? undefined : intOption('priority', values.priority, 0, 15);
+  const config = loadFleetConfig({ file: values.config });
+  if (config.transport.kind === 'memory') {
+    throw new FleetError('INVALID_ARGUMENT', 'dlq needs a Kafka or BullMQ transport in --config (the memory broker lives inside `npu-fleet start`)');
+  }
+  const where = config.transport.kind === 'kafka' ? `kafka topic ${config.transport.kafka.dlqTemplate}` : `bullmq queue ${config.transport.bullmq.dlqTemplate}`;
+  const dl: DeadLetters = openDeadLetters(config.transport, { log: createLogger({ level: 'error' }) });
+  try {
+    if (sub === 'list') {
+      const listing = await dl.list(query);
+      if (values.json) {
+        out(JSON.stringify(listing));
+        return 0;
+      }
+      const reasons = Object.entries(listing.byReason).sort((a, b) => b[1] - a[1]).map(([r, n]) => `${r} ${n}`);
+      out(`DLQ of ${query.model} (${where.replace('{model}', query.model)}): ${listing.scanned} record(s)${query.sinceAt === undefined ? '' : ` since ${new Date(query.sinceAt).toISOString()}`}`);
+      if (reasons.length > 0) out(`  by reason: ${reasons.join(', ')}`);
+      if (listing.matched > 0) {
+        out(`${listing.matched} match${query.reasons === undefined ? '' : `ing ${query.reasons.join(',')}`}; the oldest ${listing.letters.length}:`);
+        for (const l of listing.letters) out(describeLetter(l));
+      }
+      return 0;
+    }
+    const report = await dl.replay({
+      ...query,
+      dryRun: values['dry-run'],
+      ...(priority === undefined ? {} : { priority }),
+      onProgress: ({ scanned, replayed }) => process.stderr.write(`dlq replay: ${scanned} read, ${replayed} ${values['dry-run'] ? 'would be ' : ''}re-sent\n`),
+    });
+    if (values.json) {
+      out(JSON.stringify(report));
+      return report.skipped.length > 0 ? 1 : 0;
+    }
+    const verb = values['dry-run'] ? 'would re-send' : 're-sent';
+    out(`${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) to their request ${config.transport.kind === 'kafka' ? 'topics' : 'queues'}`);
+    for (const s of report.skipped.slice(0, SHOWN_SKIPS)) out(`  skipped ${s.ref}: ${s.why}`);
+    if (report.skipped.length > SHOWN_SKIPS) out(`  ... and ${report.skipped.length - SHOWN_SKIPS} more skipped`);
+    if (config.transport.kind === 'kafka' && !values['dry-run'] && report.replayed > 0) {
+      out('  (the DLQ topic keeps its records: running the same replay again re-sends them again; narrow it with --since)');
+    }
+    return report.skipped.length > 0 ? 1 : 0;
+  } finally {
+    await dl.close();
+  }
+}

@@ -1,0 +1,126 @@
+import { decodeRequest } from '../codec/index.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import { renderName } from './names.ts';
+
+/**
+ * Reading and re-driving a model's dead-letter topic/queue (`npu-fleet dlq list|replay`). Every
+ * transport implements DeadLetters and passes the same conformance tests; what differs is what
+ * replay does to the record itself:
+ * - Kafka: the DLQ is a log, so a replayed record stays in it; the re-sent message carries the
+ *   header `npu-fleet-replay-of` naming the record, and a second replay of the same window sends
+ *   it again (narrow the window with `sinceAt`).
+ * - BullMQ and memory: a replayed record leaves the DLQ, so replaying twice cannot send it twice.
+ * A replayed request is new work: a request that hung devices runs unbatched only after it hangs
+ * one again (its suspect count stays with the old message), so replay DEVICE_HANG records only once
+ * the cause is fixed.
+ */
+export interface DeadLetter {
+  /** Where the record sits: Kafka `topic/partition/offset`, BullMQ `queue/jobId`, memory message id. */
+  readonly ref: string;
+  /** Stable reason code (FleetError code, e.g. INVALID_MESSAGE, UNKNOWN_MODEL, DEVICE_HANG). */
+  readonly reason: string;
+  readonly message: string;
+  /** The request topic/queue the original came from (undefined when the record does not say). */
+  readonly source: string | undefined;
+  /** Its priority (undefined when the record does not say: replay then needs one given). */
+  readonly priority: number | undefined;
+  /** The request id, when the original decodes far enough to carry one. */
+  readonly requestId: string | undefined;
+  /** Epoch ms when it was dead-lettered. */
+  readonly deadAt: number;
+  /** Size of the original message (bytes, or its JSON text for BullMQ job data). */
+  readonly bytes: number;
+}
+
+export interface DeadLetterQuery {
+  readonly model: string;
+  /** Only these reason codes (default: every reason). */
+  readonly reasons?: readonly string[] | undefined;
+  /** Only records dead-lettered at or after this epoch ms. */
+  readonly sinceAt?: number | undefined;
+  /** list: most records returned (default 20); replay: most records re-sent (default all). */
+  readonly limit?: number | undefined;
+}
+
+export interface ReplayOptions extends DeadLetterQuery {
+  /** Count what would be re-sent; change nothing. */
+  readonly dryRun?: boolean | undefined;
+  /** Priority for records that do not say which they had (otherwise they are skipped). */
+  readonly priority?: number | undefined;
+  /** Called every `progressEvery` records read, and once at the end. */
+  readonly onProgress?: ((progress: { scanned: number; replayed: number }) => void) | undefined;
+  readonly progressEvery?: number | undefined;
+}
+
+export interface DeadLetterListing {
+  /** Records read (dead-lettered at or after sinceAt). */
+  readonly scanned: number;
+  /** Of those, how many per reason (every reason, so the filter's effect is visible). */
+  readonly byReason: Readonly<Record<string, number>>;
+  /** The matching records, oldest first, at most `limit`. */
+  readonly letters: readonly DeadLetter[];
+  /** Matching records in all (also those beyond `limit`). */
+  readonly matched: number;
+}
+
+export interface ReplayReport {
+  readonly scanned: number;
+  readonly matched: number;
+  /** Re-sent (dry run: would be). */
+  readonly replayed: number;
+  /** Matching records that could not be re-sent, each with why. */
+  readonly skipped: ReadonlyArray<{ readonly ref: string; readonly why: string }>;
+}
+
+export interface DeadLetters {
+  list(query: DeadLetterQuery): Promise<DeadLetterListing>;
+  /**
+   * Re-sends each matching record's original message, unchanged, to the request topic/queue it
+   * came from at its priority, oldest first. The workers then treat it as a new request.
+   */
+  replay(options: ReplayOptions): Promise<ReplayReport>;
+  close(): Promise<void>;
+}
+
+/** The query's filter: reason and time (the limit is the caller's). */
+export function matchesQuery(letter: Pick<DeadLetter, 'reason' | 'deadAt'>, query: DeadLetterQuery): boolean {
+  if (query.sinceAt !== undefined && letter.deadAt < query.sinceAt) return false;
+  return query.reasons === undefined || query.reasons.length === 0 || query.reasons.includes(letter.reason);
+}
+
+/** Priorities a request template can name (a model has at most 16 levels). */
+const MAX_PRIORITY_LEVELS = 16;
+
+/**
+ * Which priority of `model` the request topic/queue `source` is for: a number, `undefined` when
+ * the template has no `{priority}` (one source per model), or `null` when `source` is not one of
+ * the model's request sources (replay must not send there).
+ */
+export function sourcePriority(template: string, model: string, source: string): number | undefined | null {
+  if (!template.includes('{priority}')) return renderName(template, model) === source ? undefined : null;
+  for (let p = 0; p < MAX_PRIORITY_LEVELS; p++) if (renderName(template, model, p) === source) return p;
+  return null;
+}
+
+/** The request id in an original message, best effort (invalid messages often still carry one). */
+export function requestIdOf(body: Uint8Array): string | undefined {
+  try {
+    return decodeRequest(body).id;
+  } catch (err) {
+    const id = err instanceof FleetError ? err.details['id'] : undefined;
+    return typeof id === 'string' && id !== '' ? id : undefined;
+  }
+}
+
+/** Checks a query before anything connects; the error names the field. */
+export function checkQuery(query: DeadLetterQuery): void {
+  if (query.model.trim() === '') throw new FleetError('INVALID_ARGUMENT', 'model is required (the DLQ is per model)', { details: { field: 'model' } });
+  if (query.limit !== undefined && (!Number.isInteger(query.limit) || query.limit < 1)) {
+    throw new FleetError('INVALID_ARGUMENT', `limit must be an integer >= 1, got ${query.limit}`, { details: { field: 'limit' } });
+  }
+}
+
+/** Counts into a reason histogram. */
+export function countReason(byReason: Record<string, number>, reason: string): void {
+  byReason[reason] = (byReason[reason] ?? 0) + 1;
+}

@@ -1,0 +1,109 @@
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+import type { Producer } from '../../../src/producer/producer.ts';
+import type { Transport } from '../../../src/transport/transport.ts';
+import { uniqueName } from '../../helpers/services.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+import { bullmqSettings } from '../transport/bullmq-harness.ts';
+import { idOf, Inbox, makeRequest, outcomeFor, startWith } from '../transport/conformance-kit.ts';
+import { kafkaSettings } from '../transport/kafka-harness.ts';
+import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
+import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
+import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
+import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
+import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
+import { KafkaDeadLetters } from '../../../src/transport/kafka/kafka-dead-letters.ts';
+
+const open: Array<Transport | Producer> = [];
+afterEach(async () => {
+  await Promise.allSettled(open.splice(0).map((x) => x.close()));
+});
+
+function cli(args: string[]): { code: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, ['bin/npu-fleet.js', ...args], { encoding: 'utf8', timeout: 120_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/**
+ * `npu-fleet dlq` against the real brokers: dead letters written by the transport itself (a model
+ * this fleet did not serve, and garbage) are listed by reason, and replaying one reason re-sends
+ * exactly those requests to their request topic/queue.
+ */
+describe.each(['kafka', 'bullmq'] as const)('npu-fleet dlq on %s', (kind) => {
+  it('lists dead letters by reason; replay --reason re-sends those to their source; --dry-run sends nothing', async () => {
+    const model = uniqueName('dlqcli').replace(/[^A-Za-z0-9-]/g, '');
+    const tag = uniqueName('dlqcfg').replace(/[^A-Za-z0-9-]/g, '');
+    const kafka = kafkaSettings({ topicTemplate: `${tag}.{model}.requests.p{priority}`, repliesTemplate: `${tag}.{model}.replies`, dlqTemplate: `${tag}.{model}.dlq` });
+    const bullmq = bullmqSettings();
+    const transport = (): Transport => {
+      const t = kind === 'kafka' ? new KafkaTransport(kafka, { partitions: 2, retries: 1 }) : new BullmqTransport(bullmq, { stalledIntervalMs: 500, prefetch: 64 });
+      open.push(t);
+      return t;
+    };
+    const producer = kind === 'kafka' ? new KafkaProducer(kafka, { partitions: 2 }) : new BullmqProducer(bullmq);
+    open.push(producer);
+    const configFile = join(tempDir('npu-fleet-dlq-cli-'), 'fleet.yaml');
+    writeFileSync(configFile, stringify({ transport: kind === 'kafka' ? { kind, kafka } : { kind, bullmq }, models: ['mlp-classifier'] }));
+
+    const t = transport();
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    await producer.publish([makeRequest(model, 'later-1', 1), makeRequest(model, 'later-2', 2), makeRequest(model, 'bad-1', 1)]);
+    const first = await inbox.waitFor(3, 30_000);
+    // Two requests for a model not deployed yet (UNKNOWN_MODEL), one invalid: as the runtime answers them.
+    await t.settle(
+      first.map((d) => {
+        const o = outcomeFor(d);
+        const unknown = idOf(d).startsWith('later');
+        const e = unknown ? new FleetError('UNKNOWN_MODEL', `model ${model} is not served here`) : new FleetError('INVALID_ARGUMENT', 'inputs[0].shape does not fit');
+        return { ...o, result: { ...o.result, status: unknown ? ('rejected' as const) : ('invalid' as const), outputs: undefined, error: e.toResultError() }, dlq: { reason: e.code, message: e.message } };
+      }),
+    );
+
+    const dl = kind === 'kafka' ? new KafkaDeadLetters(kafka) : new BullmqDeadLetters(bullmq);
+    const waitForListing = async (): Promise<{ scanned: number; byReason: Readonly<Record<string, number>> }> => {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const listing = await dl.list({ model });
+        if (listing.scanned >= 3 || Date.now() > deadline) return listing;
+        await new Promise((res) => setTimeout(res, 300));
+      }
+    };
+    expect((await waitForListing()).byReason).toEqual({ UNKNOWN_MODEL: 2, INVALID_ARGUMENT: 1 });
+    const json = cli(['dlq', 'list', '--config', configFile, '--model', model, '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({ scanned: 3, matched: 3, byReason: { UNKNOWN_MODEL: 2, INVALID_ARGUMENT: 1 } });
+    const text = cli(['dlq', 'list', '--config', configFile, '--model', model, '--reason', 'UNKNOWN_MODEL']);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/3 record\(s\)/);
+    expect(text.stdout).toMatch(/by reason: UNKNOWN_MODEL 2, INVALID_ARGUMENT 1/);
+    expect(text.stdout).toMatch(/2 matching UNKNOWN_MODEL; the oldest 2:/);
+    expect(text.stdout).toMatch(/UNKNOWN_MODEL +id later-1, from \S+ p1/);
+    expect(text.stdout).toMatch(/UNKNOWN_MODEL +id later-2, from \S+ p2/);
+
+    const dry = cli(['dlq', 'replay', '--config', configFile, '--model', model, '--reason', 'UNKNOWN_MODEL', '--dry-run']);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(/would re-send 2 of 2 matching dead letter\(s\) \(3 read\)/);
+    expect(await inbox.quietFor(1_500)).toEqual([]);
+
+    const replay = cli(['dlq', 'replay', '--config', configFile, '--model', model, '--reason', 'UNKNOWN_MODEL']);
+    expect(replay.code, replay.stderr + replay.stdout).toBe(0);
+    expect(replay.stdout).toMatch(/re-sent 2 of 2 matching dead letter\(s\)/);
+    expect(replay.stderr).toMatch(/dlq replay: 3 read, 2 re-sent/);
+    const again = (await inbox.waitFor(5, 30_000)).slice(3);
+    expect(again.map((d) => [idOf(d), d.priority]).sort()).toEqual([
+      ['later-1', 1],
+      ['later-2', 2],
+    ]);
+    expect(await inbox.quietFor(1_000)).toEqual([]);
+    await t.settle(again.map(outcomeFor));
+
+    const after = await dl.list({ model });
+    await dl.close();
+    expect(after.byReason).toEqual(kind === 'kafka' ? { UNKNOWN_MODEL: 2, INVALID_ARGUMENT: 1 } : { INVALID_ARGUMENT: 1 });
+  }, 180_000);
+});

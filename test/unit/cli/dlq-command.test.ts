@@ -1,0 +1,52 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { dlqCommand, parseReasons, parseSince } from '../../../src/cli/dlq-command.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+
+describe('npu-fleet dlq arguments', () => {
+  const now = Date.UTC(2026, 10, 30, 12, 0, 0);
+
+  it.each([
+    ['90s', now - 90_000],
+    ['30m', now - 1_800_000],
+    ['2h', now - 7_200_000],
+    ['7d', now - 7 * 86_400_000],
+    ['2026-11-30T08:00:00Z', Date.UTC(2026, 10, 30, 8)],
+  ])('--since %s', (value, expected) => {
+    expect(parseSince(value, now)).toBe(expected);
+  });
+
+  it.each(['yesterday', '2h ago', '-5m', '12', ''])('--since %j is refused, naming the flag and the forms it takes', (value) => {
+    expect(() => parseSince(value, now)).toThrow(/--since must be a duration back from now \(30m, 2h, 7d\) or an ISO time/);
+  });
+
+  it('--reason takes a comma list of codes and refuses anything else', () => {
+    expect(parseReasons('DEVICE_HANG, UNKNOWN_MODEL')).toEqual(['DEVICE_HANG', 'UNKNOWN_MODEL']);
+    for (const bad of ['device_hang', ',', 'DEVICE-HANG']) expect(() => parseReasons(bad)).toThrow(/--reason takes reason codes/);
+  });
+
+  it('refuses a missing subcommand or model, list-only misuse and the memory transport before connecting', async () => {
+    const config = join(tempDir('npu-fleet-dlq-'), 'fleet.yaml');
+    writeFileSync(config, 'transport: { kind: memory }\n');
+    await expect(dlqCommand(['--model', 'm'])).rejects.toThrow(/usage: npu-fleet dlq list\|replay/);
+    await expect(dlqCommand(['purge', '--model', 'm'])).rejects.toThrow(/usage: npu-fleet dlq list\|replay/);
+    await expect(dlqCommand(['list'])).rejects.toThrow(/--model NAME is required/);
+    await expect(dlqCommand(['list', '--model', 'm', '--dry-run'])).rejects.toThrow(/belong to `dlq replay`/);
+    await expect(dlqCommand(['replay', '--model', 'm', '--limit', '0'])).rejects.toThrow(/--limit must be an integer >= 1/);
+    await expect(dlqCommand(['replay', '--model', 'm', '--priority', '16'])).rejects.toThrow(/--priority must be an integer from 0 to 15/);
+    await expect(dlqCommand(['list', '--model', 'm', '--config', config])).rejects.toThrow(/dlq needs a Kafka or BullMQ transport/);
+  });
+
+  it('--help prints the usage', async () => {
+    const lines: string[] = [];
+    const write = process.stdout.write.bind(process.stdout);
+    process.stdout.write = ((chunk: string) => (lines.push(chunk), true)) as typeof process.stdout.write;
+    try {
+      expect(await dlqCommand(['--help'])).toBe(0);
+    } finally {
+      process.stdout.write = write;
+    }
+    expect(lines.join('')).toMatch(/npu-fleet dlq list\|replay --model NAME/);
+  });
+});
