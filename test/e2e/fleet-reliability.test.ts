@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -135,7 +136,7 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (ki
     if (fleet.child.exitCode === null) expect(await fleet.stop()).toBe(0);
   }, 300_000);
 
-  it('a poison request that hangs every device it reaches is quarantined after worker.maxHangsPerRequest hangs; everything else is answered', async () => {
+  it('a poison request that hangs every device it reaches is quarantined after worker.maxHangsPerRequest hangs; everything else is answered; replayed from the DLQ once fixed, it is answered ok', async () => {
     const base = transportSettings(kind);
     // Short BullMQ locks: a dead worker's jobs come back in seconds, not the default two minutes.
     const transport = base.kind === 'bullmq' ? { ...base, bullmq: { ...base.bullmq, lockDurationMs: 4000 } } : base;
@@ -169,6 +170,16 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (ki
     const after = load.make(20, { priority: 0 });
     await load.producer.publish(after);
     await waitFor(answered(load, after), 60_000, 'requests after the quarantine', missing(load, after, fleet));
+    expect(await fleet.stop()).toBe(0);
+
+    // The cause fixed (a fleet without the fault), the operator re-drives the quarantined request.
+    fleet = await startFleet(kind, { models: ['mlp-classifier'], devices: 1, transport });
+    const replay = spawnSync(process.execPath, ['bin/npu-fleet.js', 'dlq', 'replay', '--config', fleet.configFile, '--model', 'mlp-classifier', '--reason', 'DEVICE_HANG'], { encoding: 'utf8', timeout: 120_000 });
+    console.log(`[e2e ${kind}] poison drill, replay: ${replay.stdout.trim().split('\n')[0]}`);
+    expect(replay.status, replay.stderr + replay.stdout).toBe(0);
+    expect(replay.stdout).toMatch(/re-sent 1 of 1 matching dead letter/);
+    await waitFor(() => (load?.results.byId.get(poison.id)?.length ?? 0) >= 2, 60_000, 'the replayed request answered', () => fleet!.output().slice(-3000));
+    expect(load.results.byId.get(poison.id)?.map((r) => r.status)).toEqual(['failed', 'ok']);
     expect(await fleet.stop()).toBe(0);
   }, 300_000);
 });
