@@ -120,7 +120,60 @@ export function checkQuery(query: DeadLetterQuery): void {
   }
 }
 
-/** Counts into a reason histogram. */
-export function countReason(byReason: Record<string, number>, reason: string): void {
-  byReason[reason] = (byReason[reason] ?? 0) + 1;
+/** Builds a list() answer from the records read, oldest first (every one counted by reason). */
+export class ListingBuilder {
+  private scanned = 0;
+  private matched = 0;
+  private readonly byReason: Record<string, number> = {};
+  private readonly letters: DeadLetter[] = [];
+
+  constructor(private readonly query: DeadLetterQuery) {}
+
+  add(letter: DeadLetter): void {
+    if (this.query.sinceAt !== undefined && letter.deadAt < this.query.sinceAt) return;
+    this.scanned++;
+    this.byReason[letter.reason] = (this.byReason[letter.reason] ?? 0) + 1;
+    if (!matchesQuery(letter, this.query)) return;
+    this.matched++;
+    if (this.letters.length < (this.query.limit ?? 20)) this.letters.push(letter);
+  }
+
+  build(): DeadLetterListing {
+    // Kafka reads partitions side by side: order by time across them.
+    const letters = [...this.letters].sort((a, b) => a.deadAt - b.deadAt);
+    return { scanned: this.scanned, byReason: { ...this.byReason }, letters, matched: this.matched };
+  }
+}
+
+/** A replay's running count, and its progress reports every `progressEvery` records read. */
+export class ReplayTally {
+  scanned = 0;
+  matched = 0;
+  replayed = 0;
+  readonly skipped: Array<{ ref: string; why: string }> = [];
+  private reportedAt = 0;
+
+  constructor(private readonly options: ReplayOptions) {}
+
+  /** Counts a record read; false when it is outside the replay's filter. */
+  read(letter: DeadLetter): boolean {
+    if (this.options.sinceAt !== undefined && letter.deadAt < this.options.sinceAt) return false;
+    this.scanned++;
+    return matchesQuery(letter, this.options);
+  }
+
+  /** True once `limit` records were re-sent. */
+  get full(): boolean {
+    return this.options.limit !== undefined && this.replayed >= this.options.limit;
+  }
+
+  progress(final = false): void {
+    if (!final && this.scanned - this.reportedAt < (this.options.progressEvery ?? 1000)) return;
+    this.reportedAt = this.scanned;
+    this.options.onProgress?.({ scanned: this.scanned, replayed: this.replayed });
+  }
+
+  report(): ReplayReport {
+    return { scanned: this.scanned, matched: this.matched, replayed: this.replayed, skipped: [...this.skipped] };
+  }
 }

@@ -1,7 +1,7 @@
 import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
-import { checkQuery, countReason, matchesQuery, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, ListingBuilder, ReplayTally, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { renderName, replyToProblem } from '../names.ts';
 import { bullmqError, ensureRedisAnswers, jobIdFor, KEEP_COMPLETED, KEEP_FAILED, redisConnection, toBullmqPriority } from './bullmq-names.ts';
 
@@ -38,47 +38,32 @@ export class BullmqDeadLetters implements DeadLetters {
 
   async list(query: DeadLetterQuery): Promise<DeadLetterListing> {
     checkQuery(query);
-    const byReason: Record<string, number> = {};
-    const letters: DeadLetter[] = [];
-    let scanned = 0;
-    let matched = 0;
-    await this.scan(query.model, async (_job, letter) => {
-      if (query.sinceAt !== undefined && letter.deadAt < query.sinceAt) return false;
-      scanned++;
-      countReason(byReason, letter.reason);
-      if (matchesQuery(letter, query)) {
-        matched++;
-        if (letters.length < (query.limit ?? 20)) letters.push(letter);
-      }
-      return false;
+    const listing = new ListingBuilder(query);
+    await this.scan(query.model, (_job, letter) => {
+      listing.add(letter);
+      return Promise.resolve(false);
     });
-    return { scanned, byReason, letters, matched };
+    return listing.build();
   }
 
   async replay(options: ReplayOptions): Promise<ReplayReport> {
     checkQuery(options);
-    const skipped: Array<{ ref: string; why: string }> = [];
-    let scanned = 0;
-    let matched = 0;
-    let replayed = 0;
-    const every = options.progressEvery ?? 1000;
+    const tally = new ReplayTally(options);
     await this.scan(options.model, async (job, letter, data) => {
-      if (options.sinceAt !== undefined && letter.deadAt < options.sinceAt) return false;
-      scanned++;
-      if (scanned % every === 0) options.onProgress?.({ scanned, replayed });
-      if (!matchesQuery(letter, options)) return false;
-      if (options.limit !== undefined && replayed >= options.limit) return 'stop';
-      matched++;
+      tally.progress();
+      if (!tally.read(letter)) return false;
+      if (tally.full) return 'stop';
+      tally.matched++;
       const why = await this.replayOne(options, letter, data, job);
       if (why !== undefined) {
-        skipped.push({ ref: letter.ref, why });
+        tally.skipped.push({ ref: letter.ref, why });
         return false;
       }
-      replayed++;
+      tally.replayed++;
       return options.dryRun !== true;
     });
-    options.onProgress?.({ scanned, replayed });
-    return { scanned, matched, replayed, skipped };
+    tally.progress(true);
+    return tally.report();
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Admin, IHeaders, Kafka, KafkaMessage, Message, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { checkQuery, countReason, matchesQuery, requestIdOf, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, ListingBuilder, ReplayTally, requestIdOf, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, renderName } from '../names.ts';
 import { createKafka, kafkaError, type TransportLogger } from './kafka-client.ts';
 
@@ -35,32 +35,17 @@ export class KafkaDeadLetters implements DeadLetters {
 
   async list(query: DeadLetterQuery): Promise<DeadLetterListing> {
     checkQuery(query);
-    const byReason: Record<string, number> = {};
-    const letters: DeadLetter[] = [];
-    let scanned = 0;
-    let matched = 0;
-    await this.scan(query, async (batch) => {
-      for (const { letter } of batch) {
-        scanned++;
-        countReason(byReason, letter.reason);
-        if (!matchesQuery(letter, query)) continue;
-        matched++;
-        if (letters.length < (query.limit ?? 20)) letters.push(letter);
-      }
-      return false;
+    const listing = new ListingBuilder(query);
+    await this.scan(query, (batch) => {
+      for (const { letter } of batch) listing.add(letter);
+      return Promise.resolve(false);
     });
-    letters.sort((a, b) => a.deadAt - b.deadAt);
-    return { scanned, byReason, letters, matched };
+    return listing.build();
   }
 
   async replay(options: ReplayOptions): Promise<ReplayReport> {
     checkQuery(options);
-    const skipped: Array<{ ref: string; why: string }> = [];
-    let scanned = 0;
-    let matched = 0;
-    let replayed = 0;
-    let reported = 0;
-    const every = options.progressEvery ?? 1000;
+    const tally = new ReplayTally(options);
     const producer: Producer | undefined = options.dryRun === true ? undefined : this.kafka.producer({ allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1 });
     await producer?.connect();
     try {
@@ -68,18 +53,17 @@ export class KafkaDeadLetters implements DeadLetters {
         const out = new Map<string, Message[]>();
         let stop = false;
         for (const { letter, message } of batch) {
-          scanned++;
-          if (!matchesQuery(letter, options)) continue;
-          if (options.limit !== undefined && replayed >= options.limit) {
+          if (!tally.read(letter)) continue;
+          if (tally.full) {
             stop = true;
             break;
           }
-          matched++;
+          tally.matched++;
           if (letter.source === undefined || sourcePriority(this.settings.topicTemplate, options.model, letter.source) === null) {
-            skipped.push({ ref: letter.ref, why: `its source ${letter.source ?? '(none recorded)'} is not a request topic of ${options.model}` });
+            tally.skipped.push({ ref: letter.ref, why: `its source ${letter.source ?? '(none recorded)'} is not a request topic of ${options.model}` });
             continue;
           }
-          replayed++;
+          tally.replayed++;
           const headers: IHeaders = { [HEADERS.replayOf]: letter.ref };
           for (const [k, v] of Object.entries(message.headers ?? {})) if (!k.startsWith('npu-fleet-dlq-') && v !== undefined) headers[k] = v;
           const list = out.get(letter.source) ?? [];
@@ -87,23 +71,21 @@ export class KafkaDeadLetters implements DeadLetters {
           out.set(letter.source, list);
         }
         if (producer !== undefined && out.size > 0) {
+          const sending = [...out.values()].reduce((n, l) => n + l.length, 0);
           try {
             await producer.sendBatch({ topicMessages: [...out].map(([topic, messages]) => ({ topic, messages })), acks: -1 });
           } catch (err) {
-            throw kafkaError(err, `re-sending DLQ records failed after ${replayed - [...out.values()].reduce((n, l) => n + l.length, 0)} were replayed`);
+            throw kafkaError(err, `re-sending DLQ records failed after ${tally.replayed - sending} were re-sent`);
           }
         }
-        if (scanned - reported >= every) {
-          reported = scanned;
-          options.onProgress?.({ scanned, replayed });
-        }
+        tally.progress();
         return stop;
       });
     } finally {
       await producer?.disconnect();
     }
-    options.onProgress?.({ scanned, replayed });
-    return { scanned, matched, replayed, skipped };
+    tally.progress(true);
+    return tally.report();
   }
 
   close(): Promise<void> {

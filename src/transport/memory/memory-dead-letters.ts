@@ -1,4 +1,4 @@
-import { checkQuery, countReason, matchesQuery, requestIdOf, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, ListingBuilder, ReplayTally, requestIdOf, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, MEMORY_NAMES, renderName } from '../names.ts';
 import type { MemoryBroker, MemoryMessage } from './memory-broker.ts';
 
@@ -11,52 +11,38 @@ export class MemoryDeadLetters implements DeadLetters {
 
   list(query: DeadLetterQuery): Promise<DeadLetterListing> {
     checkQuery(query);
-    const byReason: Record<string, number> = {};
-    const letters: DeadLetter[] = [];
-    let scanned = 0;
-    let matched = 0;
-    for (const { letter } of this.read(query.model)) {
-      if (query.sinceAt !== undefined && letter.deadAt < query.sinceAt) continue;
-      scanned++;
-      countReason(byReason, letter.reason);
-      if (!matchesQuery(letter, query)) continue;
-      matched++;
-      if (letters.length < (query.limit ?? 20)) letters.push(letter);
-    }
-    return Promise.resolve({ scanned, byReason, letters, matched });
+    const listing = new ListingBuilder(query);
+    for (const { letter } of this.read(query.model)) listing.add(letter);
+    return Promise.resolve(listing.build());
   }
 
   replay(options: ReplayOptions): Promise<ReplayReport> {
     checkQuery(options);
     const dlq = renderName(MEMORY_NAMES.dlq, options.model);
-    const skipped: Array<{ ref: string; why: string }> = [];
-    let scanned = 0;
-    let matched = 0;
-    let replayed = 0;
+    const tally = new ReplayTally(options);
     for (const { letter, message } of this.read(options.model)) {
-      if (options.sinceAt !== undefined && letter.deadAt < options.sinceAt) continue;
-      scanned++;
-      if (!matchesQuery(letter, options)) continue;
-      if (options.limit !== undefined && replayed >= options.limit) break;
-      matched++;
+      if (!tally.read(letter)) continue;
+      if (tally.full) break;
+      tally.matched++;
       const priority = letter.priority ?? options.priority;
       if (letter.source === undefined || sourcePriority(MEMORY_NAMES.requests, options.model, letter.source) === null) {
-        skipped.push({ ref: letter.ref, why: `its source ${letter.source ?? '(none recorded)'} is not a request queue of ${options.model}` });
+        tally.skipped.push({ ref: letter.ref, why: `its source ${letter.source ?? '(none recorded)'} is not a request queue of ${options.model}` });
         continue;
       }
       if (priority === undefined) {
-        skipped.push({ ref: letter.ref, why: 'no priority recorded; give one (--priority)' });
+        tally.skipped.push({ ref: letter.ref, why: 'no priority recorded; give one (--priority)' });
         continue;
       }
-      replayed++;
+      tally.replayed++;
+      tally.progress();
       if (options.dryRun === true) continue;
       const headers: Record<string, string> = { [HEADERS.replayOf]: letter.ref };
       for (const [k, v] of Object.entries(message.headers)) if (!k.startsWith('npu-fleet-dlq-')) headers[k] = v;
       this.broker.send(letter.source, [{ body: message.body, key: message.key, priority, headers }]);
       this.broker.remove(dlq, [message.id]);
     }
-    options.onProgress?.({ scanned, replayed });
-    return Promise.resolve({ scanned, matched, replayed, skipped });
+    tally.progress(true);
+    return Promise.resolve(tally.report());
   }
 
   close(): Promise<void> {

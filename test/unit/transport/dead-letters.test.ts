@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { encodeRequest } from '../../../src/codec/index.ts';
+import { checkQuery, ListingBuilder, ReplayTally, requestIdOf, sourcePriority, type DeadLetter } from '../../../src/transport/dead-letters.ts';
+
+const letter = (ref: string, reason: string, deadAt: number): DeadLetter => ({ ref, reason, message: '', source: 'm.requests.p1', priority: 1, requestId: ref, deadAt, bytes: 10 });
+
+describe('dead letters (pure parts)', () => {
+  it.each([
+    ['{model}.requests.p{priority}', 'm', 'm.requests.p0', 0],
+    ['{model}.requests.p{priority}', 'm', 'm.requests.p15', 15],
+    ['{model}.requests.p{priority}', 'm', 'm.requests.p16', null],
+    ['{model}.requests.p{priority}', 'm', 'other.requests.p1', null],
+    ['{model}.requests', 'm', 'm.requests', undefined],
+    ['{model}.requests', 'm', 'm.replies', null],
+  ])('sourcePriority(%s, %s, %s) = %s', (template, model, source, expected) => {
+    expect(sourcePriority(template, model, source)).toBe(expected);
+  });
+
+  it('finds the request id in a valid message, in an invalid one that names it, and not in garbage', () => {
+    const valid = encodeRequest({ id: 'r-1', model: 'm', createdAt: 1, inputs: [{ name: 'x', dtype: 'float32', shape: [1], data: new Uint8Array(4) }] }, 'json');
+    expect(requestIdOf(valid)).toBe('r-1');
+    expect(requestIdOf(Buffer.from(JSON.stringify({ id: 'r-2', model: 'm', inputs: 'nope' })))).toBe('r-2');
+    expect(requestIdOf(new Uint8Array([0xde, 0xad]))).toBeUndefined();
+  });
+
+  it('a listing counts every record since sinceAt by reason, keeps the matching ones up to the limit, oldest first', () => {
+    const b = new ListingBuilder({ model: 'm', reasons: ['DEVICE_HANG'], sinceAt: 100, limit: 2 });
+    for (const l of [letter('a', 'DEVICE_HANG', 50), letter('d', 'DEVICE_HANG', 400), letter('b', 'UNKNOWN_MODEL', 150), letter('c', 'DEVICE_HANG', 200), letter('e', 'DEVICE_HANG', 300)]) b.add(l);
+    const listing = b.build();
+    expect(listing.scanned).toBe(4);
+    expect(listing.byReason).toEqual({ DEVICE_HANG: 3, UNKNOWN_MODEL: 1 });
+    expect(listing.matched).toBe(3);
+    expect(listing.letters.map((l) => l.ref)).toEqual(['c', 'd']);
+  });
+
+  it('a replay tally filters, stops at the limit and reports progress every N records read', () => {
+    const seen: number[] = [];
+    const t = new ReplayTally({ model: 'm', reasons: ['X'], limit: 2, progressEvery: 2, onProgress: (p) => seen.push(p.scanned) });
+    expect(t.read(letter('a', 'Y', 1))).toBe(false);
+    expect(t.read(letter('b', 'X', 1))).toBe(true);
+    t.progress();
+    t.replayed = 2;
+    expect(t.full).toBe(true);
+    t.progress(true);
+    expect(seen).toEqual([2, 2]);
+    expect(t.report()).toEqual({ scanned: 2, matched: 0, replayed: 2, skipped: [] });
+  });
+
+  it('checks the query before anything connects', () => {
+    expect(() => checkQuery({ model: ' ' })).toThrow(/model is required/);
+    expect(() => checkQuery({ model: 'm', limit: 0 })).toThrow(/limit must be an integer >= 1/);
+  });
+});
