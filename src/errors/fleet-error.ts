@@ -24,6 +24,8 @@ export const ERROR_CODES = {
   DEVICE_OUT_OF_MEMORY: true,
   DEVICE_TIMEOUT: true,
   DEVICE_HANG: true,
+  // BullMQ gave up on a job whose worker died holding it too often (see stall-reaper.ts)
+  WORKER_CRASHED: false,
   // transport / services
   TRANSPORT_ERROR: true,
   SERVICE_UNAVAILABLE: true,

@@ -5,23 +5,17 @@ import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import type { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
-import { renderName, replyToProblem } from '../names.ts';
+import { renderName } from '../names.ts';
 import { ErrorThrottle, isRedisRefusal } from './error-throttle.ts';
 import { reclaimLostJobs, RECLAIM_DELAY_MS } from './lost-job-reclaimer.ts';
 import { QueueCache } from './queue-cache.ts';
 import { SettlingWorker } from './settling-worker.ts';
 import { SuspectStore } from './suspect-store.ts';
 import { QueueSweeper } from './queue-sweeper.ts';
+import { answerJobs, stalledOutAnswer, type OutJob } from './answer-jobs.ts';
+import { StallReaper } from './stall-reaper.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
-import {
-  bullmqError,
-  ensureRedisAnswers,
-  fromBullmqPriority,
-  jobIdFor,
-  KEEP_COMPLETED,
-  KEEP_FAILED,
-  redisConnection,
-} from './bullmq-names.ts';
+import { bullmqError, ensureRedisAnswers, fromBullmqPriority, redisConnection } from './bullmq-names.ts';
 
 export interface BullmqTransportOptions {
   readonly logger?: TransportLogger;
@@ -31,6 +25,8 @@ export interface BullmqTransportOptions {
   readonly stalledIntervalMs?: number;
   /** Stalls (worker crashes while holding the job) before BullMQ fails a job for good. */
   readonly maxStalledCount?: number;
+  /** How often a worker looks for jobs BullMQ failed that way, to answer them (stall-reaper.ts). */
+  readonly reaperIntervalMs?: number;
   /** While only some priorities are paused, how long fetching rests after meeting a paused one. */
   readonly pausedPollMs?: number;
 }
@@ -89,6 +85,7 @@ export class BullmqTransport implements Transport {
   private stopped = false;
   private closed = false;
   private sweeper: QueueSweeper | undefined;
+  private reaper: StallReaper | undefined;
   private readonly suspects = new SuspectStore(
     () => this.shared,
     (queue) => `${this.settings.prefix}:${queue}:npu-fleet-suspects`,
@@ -164,6 +161,16 @@ export class BullmqTransport implements Transport {
         this.options.logger,
       );
       this.sweeper.start();
+      await this.reaper?.stop();
+      this.reaper = new StallReaper({
+        targets: [...this.workers.values()].map((mw) => ({ model: mw.model, queue: mw.counter })),
+        redis: () => this.shared,
+        claimKey: (queue, jobId) => `${this.settings.prefix}:${queue}:npu-fleet-answered:${jobId}`,
+        answer: (model, job) => this.answerStalledOut(model, job),
+        intervalMs: this.options.reaperIntervalMs ?? 10_000,
+        logger: this.options.logger,
+      });
+      this.reaper.start();
     } catch (err) {
       throw bullmqError(err, 'starting the bullmq transport failed');
     }
@@ -335,38 +342,17 @@ export class BullmqTransport implements Transport {
   private async settleNow(outcomes: readonly Outcome[]): Promise<void> {
     const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     if (claimed.length > 0) {
-      const byQueue = new Map<string, Array<{ name: string; data: unknown; opts: Record<string, unknown> }>>();
-      const add = (queue: string, job: { name: string; data: unknown; opts: Record<string, unknown> }): void => {
-        const list = byQueue.get(queue) ?? [];
-        list.push(job);
-        byQueue.set(queue, list);
-      };
+      const byQueue = new Map<string, OutJob[]>();
       const returnValues = new Map<string, unknown>();
       for (const { item, entry } of claimed) {
         const { outcome } = item;
         const json = resultToJson(outcome.result);
         returnValues.set(item.deliveryId, json);
-        const replyTo = outcome.replyTo ?? renderName(this.settings.repliesTemplate, entry.model);
-        let dlq = outcome.dlq;
-        const problem = replyToProblem('bullmq', replyTo);
-        if (problem === undefined) {
-          add(replyTo, {
-            name: 'result',
-            data: json,
-            // jobId = request id: a second answer to the same request (after a redelivery)
-            // is dropped by BullMQ while the first is retained.
-            opts: { ...(outcome.result.id === '' ? {} : { jobId: jobIdFor(outcome.result.id) }), removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
-          });
-        } else {
-          dlq ??= { reason: 'INVALID_ARGUMENT', message: `replyTo ${problem}` };
-        }
-        if (dlq !== undefined) {
-          add(renderName(this.settings.dlqTemplate, entry.model), {
-            name: 'dead-letter',
-            // The priority rides along for DLQ replay (job data need not carry one).
-            data: { reason: dlq.reason, message: dlq.message, source: { queue: entry.job.queueName, jobId: entry.job.id }, priority: outcome.delivery.priority, original: entry.job.data },
-            opts: { removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
-          });
+        const source = { queue: entry.job.queueName, jobId: entry.job.id, data: entry.job.data, priority: outcome.delivery.priority };
+        for (const { queue, job } of answerJobs(this.settings, { model: entry.model, result: outcome.result, json, replyTo: outcome.replyTo, dlq: outcome.dlq, source })) {
+          const list = byQueue.get(queue) ?? [];
+          list.push(job);
+          byQueue.set(queue, list);
         }
       }
       try {
@@ -436,8 +422,24 @@ export class BullmqTransport implements Transport {
     await Promise.all([...this.workers.values()].map((mw) => this.reconcile(mw)));
   }
 
+  /**
+   * A job BullMQ failed because its workers died holding it too often (see StallReaper): its
+   * `failed` result and a DLQ record, published like any settle's.
+   */
+  private async answerStalledOut(model: string, job: Job): Promise<void> {
+    const answer = stalledOutAnswer(model, job);
+    for (const { queue, job: out } of answerJobs(this.settings, answer)) {
+      try {
+        await this.outQueues.acquire(queue).add(out.name, out.data, out.opts);
+      } finally {
+        this.outQueues.release(queue);
+      }
+    }
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
+    await this.reaper?.stop();
     await this.stopIntake();
     await this.ledger.quiesce();
     await this.release(this.ledger.idleEntries().map(([id]) => ({ deliveryId: id }) as Delivery)).catch(() => undefined);
@@ -453,6 +455,7 @@ export class BullmqTransport implements Transport {
   /** Simulates a crash: connections dropped, locks left to expire; other workers re-run the jobs. */
   async abort(): Promise<void> {
     this.closed = true;
+    await this.reaper?.stop();
     for (const [id] of this.ledger.entries()) this.ledger.forget(id);
     for (const mw of this.workers.values()) {
       clearTimeout(mw.restTimer);

@@ -9,7 +9,8 @@ import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { jobIdFor } from '../../../src/transport/bullmq/bullmq-names.ts';
 import { uniqueName } from '../../helpers/services.ts';
-import { idOf, Inbox, makeRequest, outcomeFor, startWith } from './conformance-kit.ts';
+import { idOf, Inbox, makeRequest, outcomeFor, ResultSink, startWith } from './conformance-kit.ts';
+import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
 import { bullmqSettings, queueJobs } from './bullmq-harness.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
@@ -190,5 +191,43 @@ describe('bullmq transport', () => {
     }
     expect(waiting.map((j) => j.data.id)).toEqual(['fresh']);
     expect(await queueJobs(settings, `${model}.dlq`, ['wait'])).toHaveLength(1);
+  });
+
+  it('a job BullMQ gives up on after its workers died holding it is answered: failed WORKER_CRASHED, a DLQ record, and replay brings it back', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('stalled-out');
+    const producer = track(new BullmqProducer(settings));
+    const sink = new ResultSink();
+    await producer.subscribeReplies(`${model}.replies`, sink.onResult, { fromBeginning: true });
+    await producer.publish(makeRequest(model, 'crashy', 1));
+    // maxStalledCount 0: the first worker death while holding the job fails it for good.
+    const options = { stalledIntervalMs: 500, maxStalledCount: 0, reaperIntervalMs: 300 };
+    const a = track(new BullmqTransport(settings, options));
+    const inboxA = new Inbox();
+    await startWith(a, model, inboxA);
+    await inboxA.waitFor(1, 10_000);
+    await a.abort();
+
+    const b = track(new BullmqTransport(settings, options));
+    const inboxB = new Inbox();
+    await startWith(b, model, inboxB);
+    const [answer] = await sink.waitFor(1, 30_000);
+    expect(answer).toMatchObject({ id: 'crashy', model, status: 'failed', error: { code: 'WORKER_CRASHED' } });
+    expect(answer?.error?.message).toMatch(/its worker died while holding it 1 time\(s\).*replay it once the cause is fixed/);
+    const dl = track(new BullmqDeadLetters(settings));
+    const listing = await dl.list({ model });
+    expect(listing.byReason).toEqual({ WORKER_CRASHED: 1 });
+    expect(listing.letters[0]).toMatchObject({ requestId: 'crashy', priority: 1 });
+    expect(await queueJobs(settings, `${model}.requests`, ['failed'])).toEqual([]);
+    // Answered once, although b sweeps again and again meanwhile.
+    expect(await inboxB.quietFor(1_000)).toEqual([]);
+    expect(sink.results).toHaveLength(1);
+
+    expect((await dl.replay({ model })).replayed).toBe(1);
+    const [again] = await inboxB.waitFor(1, 10_000);
+    expect(idOf(again!)).toBe('crashy');
+    await b.settle([outcomeFor(again!)]);
+    const results = await sink.waitFor(2, 10_000);
+    expect(results.map((r) => r.status)).toEqual(['failed', 'ok']);
   });
 });

@@ -1,0 +1,92 @@
+import type { Job, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { TransportLogger } from '../kafka/kafka-client.ts';
+
+/** BullMQ's failedReason for a job whose worker died holding it more than maxStalledCount times. */
+export const STALLED_OUT = 'job stalled more than allowable limit';
+/** Failed jobs looked at per queue and sweep (a backlog of them drains over a few sweeps). */
+const PAGE = 100;
+/** How long one worker's claim to answer a job holds (another answers it if this one died). */
+const CLAIM_MS = 10 * 60_000;
+
+export interface ReaperTarget {
+  readonly model: string;
+  /** The model's request queue. */
+  readonly queue: Queue;
+}
+
+export interface StallReaperOptions {
+  readonly targets: readonly ReaperTarget[];
+  readonly redis: () => Redis;
+  /** Redis key of the claim to answer one job. */
+  readonly claimKey: (queue: string, jobId: string) => string;
+  /** Publishes the job's `failed` result and DLQ record. */
+  readonly answer: (model: string, job: Job) => Promise<void>;
+  readonly intervalMs: number;
+  readonly logger?: TransportLogger | undefined;
+}
+
+/**
+ * Why: BullMQ fails a job for good once its worker died holding it more than maxStalledCount
+ * times (a process crash, OOM kill or segfault each time: a crash-looping input, or crashes while
+ * the job sat prefetched), and nothing tells the requester: the job just lands in the failed set.
+ * The fleet never fails a job itself (every outcome completes it with its result), so each job in
+ * the failed set with that reason is one of these. The reaper answers it: a `failed` result
+ * (WORKER_CRASHED) to its replyTo and a DLQ record with the original, so every request still gets
+ * exactly one result and can be replayed once the cause is fixed; then it removes the failed job.
+ * Every worker runs one; a Redis SET NX per job makes one of them answer. JS thread; one sweep at
+ * a time.
+ */
+export class StallReaper {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<number> | undefined;
+
+  constructor(private readonly o: StallReaperOptions) {}
+
+  start(): void {
+    if (this.timer !== undefined) return;
+    this.timer = setInterval(() => void this.sweep(), this.o.intervalMs);
+    this.timer.unref();
+    void this.sweep();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  /** One pass over every target; resolves to how many jobs this worker answered. */
+  sweep(): Promise<number> {
+    this.running ??= this.sweepAll().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async sweepAll(): Promise<number> {
+    let answered = 0;
+    for (const { model, queue } of this.o.targets) {
+      try {
+        for (const job of await queue.getJobs(['failed'], 0, PAGE - 1, true)) {
+          if (job.failedReason !== STALLED_OUT || job.id === undefined) continue;
+          const key = this.o.claimKey(queue.name, job.id);
+          if ((await this.o.redis().set(key, '1', 'PX', CLAIM_MS, 'NX')) !== 'OK') continue;
+          try {
+            await this.o.answer(model, job);
+            await job.remove();
+            answered++;
+          } catch (err) {
+            // Not answered: let the next sweep (of any worker) try again.
+            await this.o.redis().del(key).catch(() => 0);
+            throw err;
+          }
+        }
+      } catch (err) {
+        this.o.logger?.warn({ err, queue: queue.name }, 'could not answer jobs BullMQ failed after their workers died; the next sweep tries again');
+      }
+    }
+    if (answered > 0) this.o.logger?.warn({ answered }, 'answered jobs whose workers died holding them too often (WORKER_CRASHED results and DLQ records)');
+    return answered;
+  }
+}
