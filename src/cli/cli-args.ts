@@ -24,7 +24,9 @@ export const COMMAND_USAGE = {
     replay: re-sends each matching dead letter's original message to the request topic/queue it
     came from, at its priority, once the cause is fixed; the workers answer it again. BullMQ: a
     replayed record leaves the DLQ. Kafka: the DLQ topic keeps it (narrow reruns with --since).
-    --dry-run counts what would be re-sent; --priority P is used for records that recorded none.`,
+    Records whose own deadline has passed are skipped (they would only be answered expired).
+    --dry-run counts what would be re-sent; --priority P is used for BullMQ records that recorded
+    no priority (Kafka records have theirs in their topic).`,
 } as const;
 
 export type CommandName = keyof typeof COMMAND_USAGE;

@@ -2,6 +2,7 @@ import { loadFleetConfig } from '../contracts/config-loader.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { createLogger } from '../observability/logger.ts';
 import { openDeadLetters, type DeadLetter, type DeadLetterQuery, type DeadLetters } from '../transport/index.ts';
+import { renderName } from '../transport/names.ts';
 import { intOption, parseCommandArgs } from './cli-args.ts';
 
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
@@ -79,7 +80,10 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
   if (config.transport.kind === 'memory') {
     throw new FleetError('INVALID_ARGUMENT', 'dlq needs a Kafka or BullMQ transport in --config (the memory broker lives inside `npu-fleet start`)');
   }
-  const where = config.transport.kind === 'kafka' ? `kafka topic ${config.transport.kafka.dlqTemplate}` : `bullmq queue ${config.transport.bullmq.dlqTemplate}`;
+  const where =
+    config.transport.kind === 'kafka'
+      ? `kafka topic ${renderName(config.transport.kafka.dlqTemplate, query.model)}`
+      : `bullmq queue ${renderName(config.transport.bullmq.dlqTemplate, query.model)}`;
   const dl: DeadLetters = openDeadLetters(config.transport, { log: createLogger({ level: 'error' }) });
   try {
     if (sub === 'list') {
@@ -89,7 +93,7 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
         return 0;
       }
       const reasons = Object.entries(listing.byReason).sort((a, b) => b[1] - a[1]).map(([r, n]) => `${r} ${n}`);
-      out(`DLQ of ${query.model} (${where.replace('{model}', query.model)}): ${listing.scanned} record(s)${query.sinceAt === undefined ? '' : ` since ${new Date(query.sinceAt).toISOString()}`}`);
+      out(`DLQ of ${query.model} (${where}): ${listing.scanned} record(s)${query.sinceAt === undefined ? '' : ` since ${new Date(query.sinceAt).toISOString()}`}`);
       if (reasons.length > 0) out(`  by reason: ${reasons.join(', ')}`);
       if (listing.matched > 0) {
         out(`${listing.matched} match${query.reasons === undefined ? '' : `ing ${query.reasons.join(',')}`}; the oldest ${listing.letters.length}:`);

@@ -48,22 +48,24 @@ export interface ScanOptions {
   /** Serve only these model names. */
   only?: readonly string[] | undefined;
   /**
-   * Parsed config.yaml files kept between scans of a poll loop: a file whose mtime and size are
-   * unchanged is not read and validated again (a scan a second per worker would otherwise parse
+   * Parsed config.yaml files kept between scans of a poll loop: a file whose inode, mtime, ctime
+   * and size are unchanged is not read and validated again (ctime moves on every write, even one
+   * that restores the mtime) (a scan a second per worker would otherwise parse
    * every model's YAML, which adds up with many models).
    */
   configCache?: ConfigCache;
 }
 
 /** See ScanOptions.configCache; create one per poll loop with `new Map()`. */
-export type ConfigCache = Map<string, { readonly mtimeMs: number; readonly size: number; readonly parsed: ModelConfig | Error }>;
+export type ConfigCache = Map<string, { readonly stamp: string; readonly parsed: ModelConfig | Error }>;
 
 function loadCachedConfig(path: string, cache: ConfigCache | undefined): ModelConfig {
   if (cache === undefined) return loadModelConfig(path);
   const st = statSync(path);
+  const stamp = `${st.ino}:${st.mtimeMs}:${st.ctimeMs}:${st.size}`;
   const hit = cache.get(path);
   let parsed: ModelConfig | Error;
-  if (hit !== undefined && hit.mtimeMs === st.mtimeMs && hit.size === st.size) {
+  if (hit !== undefined && hit.stamp === stamp) {
     parsed = hit.parsed;
   } else {
     try {
@@ -71,7 +73,7 @@ function loadCachedConfig(path: string, cache: ConfigCache | undefined): ModelCo
     } catch (err) {
       parsed = err as Error;
     }
-    cache.set(path, { mtimeMs: st.mtimeMs, size: st.size, parsed });
+    cache.set(path, { stamp, parsed });
   }
   if (parsed instanceof Error) throw parsed;
   return parsed;

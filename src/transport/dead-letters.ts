@@ -1,6 +1,7 @@
 import { decodeRequest } from '../codec/index.ts';
+import { MAX_PRIORITY_LEVELS } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { renderName } from './names.ts';
+import { HEADERS, renderName } from './names.ts';
 
 /**
  * Reading and re-driving a model's dead-letter topic/queue (`npu-fleet dlq list|replay`). Every
@@ -26,6 +27,8 @@ export interface DeadLetter {
   readonly priority: number | undefined;
   /** The request id, when the original decodes far enough to carry one. */
   readonly requestId: string | undefined;
+  /** The request's own deadline, when it has one: past it, a replay would only be answered `expired`. */
+  readonly deadlineAt: number | undefined;
   /** Epoch ms when it was dead-lettered. */
   readonly deadAt: number;
   /** Size of the original message (bytes, or its JSON text for BullMQ job data). */
@@ -38,7 +41,7 @@ export interface DeadLetterQuery {
   readonly reasons?: readonly string[] | undefined;
   /** Only records dead-lettered at or after this epoch ms. */
   readonly sinceAt?: number | undefined;
-  /** list: most records returned (default 20); replay: most records re-sent (default all). */
+  /** list: the oldest matching records returned (default 20); replay: most records re-sent (default all). */
   readonly limit?: number | undefined;
 }
 
@@ -76,20 +79,24 @@ export interface DeadLetters {
   list(query: DeadLetterQuery): Promise<DeadLetterListing>;
   /**
    * Re-sends each matching record's original message, unchanged, to the request topic/queue it
-   * came from at its priority, oldest first. The workers then treat it as a new request.
+   * came from at its priority, in DLQ order (BullMQ, memory: oldest first; Kafka: partition by
+   * partition in offset order), reading the DLQ as it was when the replay began. The workers
+   * then treat it as a new request. Records whose source is unknown, or whose own deadline has
+   * passed, are skipped and reported.
    */
   replay(options: ReplayOptions): Promise<ReplayReport>;
   close(): Promise<void>;
 }
 
-/** The query's filter: reason and time (the limit is the caller's). */
-export function matchesQuery(letter: Pick<DeadLetter, 'reason' | 'deadAt'>, query: DeadLetterQuery): boolean {
-  if (query.sinceAt !== undefined && letter.deadAt < query.sinceAt) return false;
-  return query.reasons === undefined || query.reasons.length === 0 || query.reasons.includes(letter.reason);
+/** Inside the query's time window (records before `sinceAt` are not even counted). */
+export function inWindow(letter: Pick<DeadLetter, 'deadAt'>, query: DeadLetterQuery): boolean {
+  return query.sinceAt === undefined || letter.deadAt >= query.sinceAt;
 }
 
-/** Priorities a request template can name (a model has at most 16 levels). */
-const MAX_PRIORITY_LEVELS = 16;
+/** One of the query's reasons (all when it names none). */
+export function matchesReason(letter: Pick<DeadLetter, 'reason'>, query: DeadLetterQuery): boolean {
+  return query.reasons === undefined || query.reasons.length === 0 || query.reasons.includes(letter.reason);
+}
 
 /**
  * Which priority of `model` the request topic/queue `source` is for: a number, `undefined` when
@@ -102,14 +109,39 @@ export function sourcePriority(template: string, model: string, source: string):
   return null;
 }
 
-/** The request id in an original message, best effort (invalid messages often still carry one). */
-export function requestIdOf(body: Uint8Array): string | undefined {
+/** The request id and deadline in an original message, best effort (invalid messages often still carry an id). */
+export function requestFacts(body: Uint8Array): { requestId: string | undefined; deadlineAt: number | undefined } {
   try {
-    return decodeRequest(body).id;
+    const request = decodeRequest(body);
+    return { requestId: request.id, deadlineAt: request.deadlineAt };
   } catch (err) {
     const id = err instanceof FleetError ? err.details['id'] : undefined;
-    return typeof id === 'string' && id !== '' ? id : undefined;
+    return { requestId: typeof id === 'string' && id !== '' ? id : undefined, deadlineAt: undefined };
   }
+}
+
+/**
+ * Why a matching record cannot be re-sent, or undefined when it can: a source that is not one of
+ * the model's request topics/queues, or a deadline already past (the workers would answer it
+ * `expired` at once, and on BullMQ and memory the record would be gone).
+ */
+export function replayProblem(letter: DeadLetter, template: string, model: string, nowMs: number): string | undefined {
+  if (letter.source === undefined || sourcePriority(template, model, letter.source) === null) {
+    return `its source ${letter.source ?? '(none recorded)'} is not a request topic/queue of ${model}`;
+  }
+  if (letter.deadlineAt !== undefined && letter.deadlineAt <= nowMs) {
+    return `its deadline passed at ${new Date(letter.deadlineAt).toISOString()}; re-sent it would only be answered expired`;
+  }
+  return undefined;
+}
+
+/** Headers of a re-sent message: the original's without the DLQ's own, and which record it replays. */
+export function replayHeaders<V>(headers: Readonly<Record<string, V | undefined>>, ref: string): Record<string, V | string> {
+  const out: Record<string, V | string> = {};
+  for (const [k, v] of Object.entries(headers)) if (!k.startsWith('npu-fleet-dlq-') && k !== HEADERS.replayOf && v !== undefined) out[k] = v;
+  // Set last: a record replayed, dead-lettered again and replayed again names its latest record.
+  out[HEADERS.replayOf] = ref;
+  return out;
 }
 
 /** Checks a query before anything connects; the error names the field. */
@@ -120,28 +152,36 @@ export function checkQuery(query: DeadLetterQuery): void {
   }
 }
 
-/** Builds a list() answer from the records read, oldest first (every one counted by reason). */
+/**
+ * Builds a list() answer from the records read in any order (Kafka reads partitions side by side):
+ * every record in the window counted by reason, and the oldest `limit` matching ones kept.
+ */
 export class ListingBuilder {
   private scanned = 0;
   private matched = 0;
   private readonly byReason: Record<string, number> = {};
+  /** Sorted by deadAt, at most `limit` long. */
   private readonly letters: DeadLetter[] = [];
 
   constructor(private readonly query: DeadLetterQuery) {}
 
   add(letter: DeadLetter): void {
-    if (this.query.sinceAt !== undefined && letter.deadAt < this.query.sinceAt) return;
+    if (!inWindow(letter, this.query)) return;
     this.scanned++;
     this.byReason[letter.reason] = (this.byReason[letter.reason] ?? 0) + 1;
-    if (!matchesQuery(letter, this.query)) return;
+    if (!matchesReason(letter, this.query)) return;
     this.matched++;
-    if (this.letters.length < (this.query.limit ?? 20)) this.letters.push(letter);
+    const limit = this.query.limit ?? 20;
+    const last = this.letters[this.letters.length - 1];
+    if (this.letters.length >= limit && last !== undefined && letter.deadAt >= last.deadAt) return;
+    let i = this.letters.length;
+    while (i > 0 && (this.letters[i - 1]?.deadAt ?? 0) > letter.deadAt) i--;
+    this.letters.splice(i, 0, letter);
+    if (this.letters.length > limit) this.letters.pop();
   }
 
   build(): DeadLetterListing {
-    // Kafka reads partitions side by side: order by time across them.
-    const letters = [...this.letters].sort((a, b) => a.deadAt - b.deadAt);
-    return { scanned: this.scanned, byReason: { ...this.byReason }, letters, matched: this.matched };
+    return { scanned: this.scanned, byReason: { ...this.byReason }, letters: [...this.letters], matched: this.matched };
   }
 }
 
@@ -157,9 +197,18 @@ export class ReplayTally {
 
   /** Counts a record read; false when it is outside the replay's filter. */
   read(letter: DeadLetter): boolean {
-    if (this.options.sinceAt !== undefined && letter.deadAt < this.options.sinceAt) return false;
+    if (!inWindow(letter, this.options)) return false;
     this.scanned++;
-    return matchesQuery(letter, this.options);
+    return matchesReason(letter, this.options);
+  }
+
+  /** The error a replay that failed part way throws: what was re-sent before it is part of it. */
+  failed(err: unknown, what: string): FleetError {
+    const cause = FleetError.from(err, 'TRANSPORT_ERROR');
+    return new FleetError(cause.code, `${what}: ${cause.message}; ${this.replayed} record(s) were re-sent before it, the rest were not`, {
+      cause: err,
+      retriable: cause.retriable,
+    });
   }
 
   /** True once `limit` records were re-sent. */

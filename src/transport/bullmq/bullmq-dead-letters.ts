@@ -1,12 +1,14 @@
 import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
-import { checkQuery, ListingBuilder, ReplayTally, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { FleetError } from '../../errors/fleet-error.ts';
+import { checkQuery, ListingBuilder, replayProblem, ReplayTally, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { renderName, replyToProblem } from '../names.ts';
 import { bullmqError, ensureRedisAnswers, jobIdFor, KEEP_COMPLETED, KEEP_FAILED, redisConnection, toBullmqPriority } from './bullmq-names.ts';
+import { STALLED_OUT } from './stall-reaper.ts';
 
-/** Jobs read per Redis round trip. */
-const PAGE = 500;
+/** Jobs loaded per Redis round trip: each carries its original request, tensors included. */
+const PAGE = 50;
 
 interface DlqJobData {
   readonly reason?: unknown;
@@ -21,11 +23,13 @@ const level = (v: unknown): number | undefined => (typeof v === 'number' && Numb
 
 /**
  * A model's BullMQ DLQ (see DeadLetters): records are waiting jobs of `{model}.dlq` whose data is
- * `{reason, message, source: {queue, jobId}, priority, original}`. A replayed record's job leaves
- * the DLQ once its request is re-added. `jobId = id` means BullMQ would ignore the re-add while
- * the earlier job of that id is retained, and the new reply while the earlier reply is: replay
- * removes both first (an earlier request still waiting or running is left alone, and its record
- * is skipped). JS thread only.
+ * `{reason, message, source: {queue, jobId}, priority, original}`. Each list/replay works on the
+ * ids waiting when it began (records dead-lettered meanwhile, the replay's own included, wait for
+ * the next run; records the TTL sweeper removed meanwhile are passed over). A replayed record's
+ * job leaves the DLQ once its request is re-added. `jobId = id` means BullMQ would ignore the
+ * re-add while the earlier job of that id is retained, and the new reply while the earlier reply
+ * is: replay removes both first (an earlier request still waiting or running is left alone, and
+ * its record skipped). JS thread only.
  */
 export class BullmqDeadLetters implements DeadLetters {
   private readonly connection: Redis;
@@ -33,7 +37,8 @@ export class BullmqDeadLetters implements DeadLetters {
   private ready: Promise<void> | undefined;
 
   constructor(private readonly settings: BullmqSettings) {
-    this.connection = redisConnection(settings.redisUrl);
+    // Not a worker connection: commands fail after a few retries instead of waiting for Redis forever.
+    this.connection = redisConnection(settings.redisUrl, { maxRetriesPerRequest: 3 });
   }
 
   async list(query: DeadLetterQuery): Promise<DeadLetterListing> {
@@ -41,7 +46,7 @@ export class BullmqDeadLetters implements DeadLetters {
     const listing = new ListingBuilder(query);
     await this.scan(query.model, (_job, letter) => {
       listing.add(letter);
-      return Promise.resolve(false);
+      return Promise.resolve(true);
     });
     return listing.build();
   }
@@ -49,19 +54,20 @@ export class BullmqDeadLetters implements DeadLetters {
   async replay(options: ReplayOptions): Promise<ReplayReport> {
     checkQuery(options);
     const tally = new ReplayTally(options);
-    await this.scan(options.model, async (job, letter, data) => {
-      tally.progress();
-      if (!tally.read(letter)) return false;
-      if (tally.full) return 'stop';
-      tally.matched++;
-      const why = await this.replayOne(options, letter, data, job);
-      if (why !== undefined) {
-        tally.skipped.push({ ref: letter.ref, why });
-        return false;
-      }
-      tally.replayed++;
-      return options.dryRun !== true;
-    });
+    try {
+      await this.scan(options.model, async (job, letter, data) => {
+        tally.progress();
+        if (!tally.read(letter)) return true;
+        if (tally.full) return false;
+        tally.matched++;
+        const why = await this.replayOne(options, letter, data, job);
+        if (why !== undefined) tally.skipped.push({ ref: letter.ref, why });
+        else tally.replayed++;
+        return true;
+      });
+    } catch (err) {
+      throw tally.failed(err, `replaying the DLQ of ${options.model} failed`);
+    }
     tally.progress(true);
     return tally.report();
   }
@@ -75,71 +81,74 @@ export class BullmqDeadLetters implements DeadLetters {
   /** Re-adds one record's request (unless a dry run); returns why it cannot be, or undefined. */
   private async replayOne(options: ReplayOptions, letter: DeadLetter, data: DlqJobData, dlqJob: Job): Promise<string | undefined> {
     const { model } = options;
-    if (letter.source === undefined || sourcePriority(this.settings.queueTemplate, model, letter.source) === null) {
-      return `its source ${letter.source ?? '(none recorded)'} is not a request queue of ${model}`;
-    }
+    const problem = replayProblem(letter, this.settings.queueTemplate, model, Date.now());
+    if (problem !== undefined || letter.source === undefined) return problem ?? 'no source';
     const priority = letter.priority ?? options.priority;
     if (priority === undefined) return 'no priority recorded; give one (--priority)';
     const source = this.queue(letter.source);
     const jobId = letter.requestId === undefined ? undefined : jobIdFor(letter.requestId);
-    try {
-      if (jobId !== undefined) {
-        const earlier = await Job.fromId(source, jobId);
-        const state = earlier === undefined ? undefined : await earlier.getState();
-        if (earlier !== undefined && state !== 'completed' && state !== 'failed') {
-          return `request ${letter.requestId} is still in ${letter.source} (${state}); replay it once that one is answered`;
-        }
-        if (options.dryRun === true) return undefined;
-        await earlier?.remove();
-        const original = data.original as { replyTo?: unknown } | undefined;
-        const replyTo = text(original?.replyTo) ?? renderName(this.settings.repliesTemplate, model);
-        if (replyToProblem('bullmq', replyTo) === undefined) {
-          const reply = await Job.fromId(this.queue(replyTo), jobId);
-          if (reply !== undefined && (await reply.getState()) === 'active') {
-            return `the earlier reply to ${letter.requestId} on ${replyTo} is being read right now; replay again in a moment`;
-          }
-          await reply?.remove();
-        }
+    if (jobId !== undefined) {
+      const earlier = await Job.fromId(source, jobId);
+      const state = earlier === undefined ? undefined : await earlier.getState();
+      if (earlier !== undefined && state !== 'completed' && state !== 'failed') {
+        return `request ${letter.requestId} is still in ${letter.source} (${state}); replay it once that one is answered`;
+      }
+      if (earlier?.failedReason === STALLED_OUT) {
+        return `request ${letter.requestId} was just given up on by BullMQ and is being answered; replay again in a minute`;
       }
       if (options.dryRun === true) return undefined;
-      await source.add('request', data.original, {
-        ...(jobId === undefined ? {} : { jobId }),
-        priority: toBullmqPriority(priority),
-        removeOnComplete: KEEP_COMPLETED,
-        removeOnFail: KEEP_FAILED,
-      });
-      await dlqJob.remove();
-      return undefined;
-    } catch (err) {
-      throw bullmqError(err, `replaying DLQ record ${letter.ref} failed; records before it were replayed, it and the rest were not`);
+      const original = data.original as { replyTo?: unknown } | undefined;
+      const replyTo = text(original?.replyTo) ?? renderName(this.settings.repliesTemplate, model);
+      const reply = replyToProblem('bullmq', replyTo) === undefined ? await Job.fromId(this.queue(replyTo), jobId) : undefined;
+      try {
+        await reply?.remove();
+      } catch {
+        // Locked: a subscriber is taking it right now, and the new reply would be dropped behind it.
+        return `the earlier reply to ${letter.requestId} on ${replyTo} is being read right now; replay again in a moment`;
+      }
+      await earlier?.remove();
     }
+    if (options.dryRun === true) return undefined;
+    await source.add('request', data.original, {
+      ...(jobId === undefined ? {} : { jobId }),
+      priority: toBullmqPriority(priority),
+      removeOnComplete: KEEP_COMPLETED,
+      removeOnFail: KEEP_FAILED,
+    });
+    try {
+      await dlqJob.remove();
+    } catch (err) {
+      throw new FleetError('TRANSPORT_ERROR', `${letter.ref} was re-sent but its DLQ record could not be removed (${(err as Error).message}); remove it before replaying again`, { cause: err });
+    }
+    return undefined;
   }
 
   /**
-   * Every DLQ job, oldest first. `visit` returns true when it removed the job (the page cursor
-   * then stays put, as later jobs move up), 'stop' to end the scan.
+   * The DLQ jobs waiting when the scan began, oldest first, loaded a page at a time (a job gone
+   * meanwhile is passed over). `visit` returns false to end the scan.
    */
-  private async scan(model: string, visit: (job: Job, letter: DeadLetter, data: DlqJobData) => Promise<boolean | 'stop'>): Promise<void> {
+  private async scan(model: string, visit: (job: Job, letter: DeadLetter, data: DlqJobData) => Promise<boolean>): Promise<void> {
     this.ready ??= ensureRedisAnswers(this.connection, this.settings.redisUrl, this.settings.connectTimeoutMs, 'reading the DLQ failed');
     await this.ready;
     const dlq = this.queue(renderName(this.settings.dlqTemplate, model));
-    let cursor = 0;
-    for (;;) {
-      let page: Job[];
+    let ids: string[];
+    try {
+      ids = await dlq.getRanges(['wait'], 0, -1, true);
+    } catch (err) {
+      throw bullmqError(err, `reading the DLQ queue ${dlq.name} failed`);
+    }
+    for (let i = 0; i < ids.length; i += PAGE) {
+      let page: Array<Job | undefined>;
       try {
-        page = await dlq.getJobs(['wait'], cursor, cursor + PAGE - 1, true);
+        page = await Promise.all(ids.slice(i, i + PAGE).map((id) => Job.fromId(dlq, id)));
       } catch (err) {
         throw bullmqError(err, `reading the DLQ queue ${dlq.name} failed`);
       }
-      if (page.length === 0) return;
-      let removed = 0;
       for (const job of page) {
+        if (job === undefined) continue;
         const data = (typeof job.data === 'object' && job.data !== null ? job.data : {}) as DlqJobData;
-        const verdict = await visit(job, letterOf(dlq.name, job, data), data);
-        if (verdict === 'stop') return;
-        if (verdict) removed++;
+        if (!(await visit(job, letterOf(dlq.name, job, data), data))) return;
       }
-      cursor += page.length - removed;
     }
   }
 
@@ -155,6 +164,7 @@ export class BullmqDeadLetters implements DeadLetters {
 
 function letterOf(queue: string, job: Job, data: DlqJobData): DeadLetter {
   const original = typeof data.original === 'object' && data.original !== null ? (data.original as Record<string, unknown>) : undefined;
+  const deadlineAt = original?.deadlineAt;
   return {
     ref: `${queue}/${job.id ?? ''}`,
     reason: text(data.reason) ?? '',
@@ -162,6 +172,7 @@ function letterOf(queue: string, job: Job, data: DlqJobData): DeadLetter {
     source: text(data.source?.queue),
     priority: level(data.priority) ?? level(original?.priority),
     requestId: text(original?.id) || undefined,
+    deadlineAt: typeof deadlineAt === 'number' && Number.isFinite(deadlineAt) ? deadlineAt : undefined,
     deadAt: job.timestamp,
     bytes: Buffer.byteLength(JSON.stringify(data.original ?? null)),
   };

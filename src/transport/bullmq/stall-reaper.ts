@@ -4,8 +4,9 @@ import type { TransportLogger } from '../kafka/kafka-client.ts';
 
 /** BullMQ's failedReason for a job whose worker died holding it more than maxStalledCount times. */
 export const STALLED_OUT = 'job stalled more than allowable limit';
-/** Failed jobs looked at per queue and sweep (a backlog of them drains over a few sweeps). */
+/** Failed jobs read per round trip, and pages per queue and sweep (a backlog drains over a few sweeps). */
 const PAGE = 100;
+const MAX_PAGES = 10;
 /** How long one worker's claim to answer a job holds (another answers it if this one died). */
 const CLAIM_MS = 10 * 60_000;
 
@@ -68,19 +69,11 @@ export class StallReaper {
     let answered = 0;
     for (const { model, queue } of this.o.targets) {
       try {
-        for (const job of await queue.getJobs(['failed'], 0, PAGE - 1, true)) {
-          if (job.failedReason !== STALLED_OUT || job.id === undefined) continue;
-          const key = this.o.claimKey(queue.name, job.id);
-          if ((await this.o.redis().set(key, '1', 'PX', CLAIM_MS, 'NX')) !== 'OK') continue;
-          try {
-            await this.o.answer(model, job);
-            await job.remove();
-            answered++;
-          } catch (err) {
-            // Not answered: let the next sweep (of any worker) try again.
-            await this.o.redis().del(key).catch(() => 0);
-            throw err;
-          }
+        // Past failed jobs of other reasons (an operator's, BullMQ's own), a bounded number of pages a sweep.
+        for (let page = 0; page < MAX_PAGES; page++) {
+          const jobs = await queue.getJobs(['failed'], page * PAGE, (page + 1) * PAGE - 1, true);
+          for (const job of jobs) if (await this.reap(model, queue, job)) answered++;
+          if (jobs.length < PAGE) break;
         }
       } catch (err) {
         this.o.logger?.warn({ err, queue: queue.name }, 'could not answer jobs BullMQ failed after their workers died; the next sweep tries again');
@@ -88,5 +81,23 @@ export class StallReaper {
     }
     if (answered > 0) this.o.logger?.warn({ answered }, 'answered jobs whose workers died holding them too often (WORKER_CRASHED results and DLQ records)');
     return answered;
+  }
+
+  /** Answers one stalled-out job if this worker wins its claim; true when it did. */
+  private async reap(model: string, queue: Queue, job: Job): Promise<boolean> {
+    if (job.failedReason !== STALLED_OUT || job.id === undefined) return false;
+    const key = this.o.claimKey(queue.name, job.id);
+    if ((await this.o.redis().set(key, '1', 'PX', CLAIM_MS, 'NX')) !== 'OK') return false;
+    try {
+      await this.o.answer(model, job);
+    } catch (err) {
+      // Not answered: let the next sweep (of any worker) try again.
+      await this.o.redis().del(key).catch(() => 0);
+      throw err;
+    }
+    // Answered: the claim stays, so a failed removal is retried by a later sweep after CLAIM_MS
+    // at the worst (a second answer then), never at once.
+    await job.remove();
+    return true;
   }
 }

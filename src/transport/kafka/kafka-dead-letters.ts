@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { Admin, IHeaders, Kafka, KafkaMessage, Message, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { checkQuery, ListingBuilder, ReplayTally, requestIdOf, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, inWindow, ListingBuilder, replayHeaders, replayProblem, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, renderName } from '../names.ts';
 import { createKafka, kafkaError, type TransportLogger } from './kafka-client.ts';
 
-/** A read that makes no progress for this long has stalled (broker gone, topic deleted). */
+/** A read that makes no progress for this long (time spent re-sending not counted) has stalled. */
 const STALL_MS = 30_000;
 
 function headerText(v: IHeaders[string]): string | undefined {
@@ -15,20 +15,23 @@ function headerText(v: IHeaders[string]): string | undefined {
   return first === undefined ? undefined : Buffer.isBuffer(first) ? first.toString('utf8') : String(first);
 }
 
+type Visit = (batch: Array<{ letter: DeadLetter; message: KafkaMessage }>) => Promise<boolean>;
+
 /**
  * A model's Kafka DLQ topic (see DeadLetters). Each list/replay reads the partitions from the
  * first record at or after `sinceAt` (else the oldest retained) up to their end as of the start,
- * with a consumer group of its own that commits nothing and is deleted afterwards, so it never
- * moves anyone's offsets. Replay re-sends the original key, value and headers (minus the DLQ's)
- * to the topic in the record's `npu-fleet-dlq-source`, with `npu-fleet-replay-of` added; the
- * DLQ record stays (a log is not edited). JS thread only.
+ * with a consumer group of its own (`npu-fleet-dlq-<uuid>`: the principal needs Read and Delete
+ * on such groups) that commits nothing and is deleted afterwards, so it never moves anyone's
+ * offsets. Replay re-sends the original key, value and headers (minus the DLQ's) to the topic in
+ * the record's `npu-fleet-dlq-source`, with `npu-fleet-replay-of` added; the DLQ record stays (a
+ * log is not edited). JS thread only.
  */
 export class KafkaDeadLetters implements DeadLetters {
   private readonly kafka: Kafka;
 
   constructor(
     private readonly settings: KafkaSettings,
-    private readonly logger?: TransportLogger,
+    logger?: TransportLogger,
   ) {
     this.kafka = createKafka({ ...settings, clientId: `${settings.clientId}-dlq` }, logger, 3);
   }
@@ -47,10 +50,13 @@ export class KafkaDeadLetters implements DeadLetters {
     checkQuery(options);
     const tally = new ReplayTally(options);
     const producer: Producer | undefined = options.dryRun === true ? undefined : this.kafka.producer({ allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1 });
-    await producer?.connect();
     try {
+      await producer?.connect().catch((err: unknown) => {
+        throw kafkaError(err, 'connecting the replay producer failed; check transport.kafka.brokers');
+      });
       await this.scan(options, async (batch) => {
         const out = new Map<string, Message[]>();
+        let sending = 0;
         let stop = false;
         for (const { letter, message } of batch) {
           if (!tally.read(letter)) continue;
@@ -59,48 +65,43 @@ export class KafkaDeadLetters implements DeadLetters {
             break;
           }
           tally.matched++;
-          if (letter.source === undefined || sourcePriority(this.settings.topicTemplate, options.model, letter.source) === null) {
-            tally.skipped.push({ ref: letter.ref, why: `its source ${letter.source ?? '(none recorded)'} is not a request topic of ${options.model}` });
+          const why = replayProblem(letter, this.settings.topicTemplate, options.model, Date.now());
+          if (why !== undefined || letter.source === undefined) {
+            tally.skipped.push({ ref: letter.ref, why: why ?? 'no source' });
             continue;
           }
-          tally.replayed++;
-          const headers: IHeaders = { [HEADERS.replayOf]: letter.ref };
-          for (const [k, v] of Object.entries(message.headers ?? {})) if (!k.startsWith('npu-fleet-dlq-') && v !== undefined) headers[k] = v;
           const list = out.get(letter.source) ?? [];
-          list.push({ key: message.key, value: message.value, headers });
+          list.push({ key: message.key, value: message.value, headers: replayHeaders(message.headers ?? {}, letter.ref) });
           out.set(letter.source, list);
+          sending++;
         }
-        if (producer !== undefined && out.size > 0) {
-          const sending = [...out.values()].reduce((n, l) => n + l.length, 0);
-          try {
-            await producer.sendBatch({ topicMessages: [...out].map(([topic, messages]) => ({ topic, messages })), acks: -1 });
-          } catch (err) {
-            throw kafkaError(err, `re-sending DLQ records failed after ${tally.replayed - sending} were re-sent`);
-          }
+        if (producer !== undefined && sending > 0) {
+          await producer.sendBatch({ topicMessages: [...out].map(([topic, messages]) => ({ topic, messages })), acks: -1 });
         }
+        tally.replayed += sending;
         tally.progress();
         return stop;
       });
+    } catch (err) {
+      throw tally.failed(err, `replaying the DLQ of ${options.model} failed`);
     } finally {
-      await producer?.disconnect();
+      await producer?.disconnect().catch(() => undefined);
     }
     tally.progress(true);
     return tally.report();
   }
 
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
+  async close(): Promise<void> {}
 
   /**
    * Feeds `visit` the DLQ records in fetch batches (per partition, in offset order) until every
    * partition reached its end as of the start or `visit` returns true.
    */
-  private async scan(query: DeadLetterQuery, visit: (batch: Array<{ letter: DeadLetter; message: KafkaMessage }>) => Promise<boolean>): Promise<void> {
+  private async scan(query: DeadLetterQuery, visit: Visit): Promise<void> {
     const topic = renderName(this.settings.dlqTemplate, query.model);
     const admin = this.kafka.admin();
     await admin.connect().catch((err: unknown) => {
-      throw kafkaError(err, `reading the DLQ topic ${topic} failed: no broker answered`);
+      throw kafkaError(err, `reading the DLQ topic ${topic} failed: no broker answered; check transport.kafka.brokers`);
     });
     const groupId = `npu-fleet-dlq-${randomUUID()}`;
     try {
@@ -134,19 +135,24 @@ export class KafkaDeadLetters implements DeadLetters {
     return ranges;
   }
 
-  private async consume(
-    topic: string,
-    groupId: string,
-    ranges: Map<number, { from: number; end: number }>,
-    query: DeadLetterQuery,
-    visit: (batch: Array<{ letter: DeadLetter; message: KafkaMessage }>) => Promise<boolean>,
-  ): Promise<void> {
+  private async consume(topic: string, groupId: string, ranges: Map<number, { from: number; end: number }>, query: DeadLetterQuery, visit: Visit): Promise<void> {
     const consumer = this.kafka.consumer({ groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 500 });
     const open = new Set(ranges.keys());
+    // Per partition, the next offset not yet visited: a rejoin restarts from the oldest offset,
+    // and what was visited before must not be visited (re-sent) again.
+    const next = new Map([...ranges].map(([p, r]) => [p, r.from]));
     let lastProgressAt = Date.now();
     let failure: unknown;
     let finish: () => void = () => undefined;
     const finished = new Promise<void>((resolve) => (finish = resolve));
+    const fail = (err: unknown): void => {
+      failure ??= err;
+      finish();
+    };
+    const stalled = setInterval(() => {
+      if (Date.now() - lastProgressAt < STALL_MS) return;
+      fail(new FleetError('TIMEOUT', `reading DLQ topic ${topic} made no progress for ${STALL_MS / 1000} s (${open.size} partition(s) unfinished); check transport.kafka.brokers`, { retriable: true }));
+    }, 1_000);
     try {
       // Partitions close on this event, not in eachBatch: kafkajs skips eachBatch for a batch
       // holding only control records (exactlyOnce writes them), which may end a range.
@@ -157,6 +163,10 @@ export class KafkaDeadLetters implements DeadLetters {
         open.delete(payload.partition);
         if (open.size === 0) finish();
       });
+      // kafkajs does not restart a consumer the broker refused for good (ACLs on the group): say so now.
+      consumer.on(consumer.events.CRASH, ({ payload }) => {
+        if (!payload.restart) fail(kafkaError(payload.error, `reading DLQ topic ${topic} failed (group ${groupId}: its principal needs Read and Delete on npu-fleet-dlq-* groups)`));
+      });
       await consumer.connect();
       await consumer.subscribe({ topics: [topic], fromBeginning: true });
       await consumer.run({
@@ -164,35 +174,31 @@ export class KafkaDeadLetters implements DeadLetters {
         eachBatch: async ({ batch }) => {
           const range = ranges.get(batch.partition);
           if (range === undefined || !open.has(batch.partition) || failure !== undefined) return;
-          lastProgressAt = Date.now();
+          const from = next.get(batch.partition) ?? range.from;
           const items: Array<{ letter: DeadLetter; message: KafkaMessage }> = [];
           for (const message of batch.messages) {
             const offset = Number(message.offset);
-            if (offset < range.from || offset >= range.end) continue;
+            if (offset < from || offset >= range.end) continue;
+            next.set(batch.partition, offset + 1);
             const letter = letterOf(topic, batch.partition, message, (source) => sourcePriority(this.settings.topicTemplate, query.model, source) ?? undefined);
-            if (query.sinceAt === undefined || letter.deadAt >= query.sinceAt) items.push({ letter, message });
+            if (inWindow(letter, query)) items.push({ letter, message });
           }
-          let stop = false;
           try {
-            stop = await visit(items);
+            if (await visit(items)) {
+              open.clear();
+              finish();
+            }
           } catch (err) {
-            failure = err;
-            stop = true;
+            fail(err);
           }
-          if (stop) {
-            open.clear();
-            finish();
-          }
+          // Re-sending may take a while (broker retries): that is progress, not a stall.
+          lastProgressAt = Date.now();
         },
       });
       for (const [partition, { from }] of ranges) consumer.seek({ topic, partition, offset: String(from) });
-      const stalled = setInterval(() => {
-        if (Date.now() - lastProgressAt < STALL_MS) return;
-        failure ??= new FleetError('TIMEOUT', `reading DLQ topic ${topic} made no progress for ${STALL_MS / 1000} s (${open.size} partition(s) unfinished); is the broker up?`, { retriable: true });
-        finish();
-      }, 1_000);
-      await finished.finally(() => clearInterval(stalled));
+      await finished;
     } finally {
+      clearInterval(stalled);
       await consumer.disconnect().catch(() => undefined);
     }
     if (failure !== undefined) throw FleetError.from(failure, 'TRANSPORT_ERROR');
@@ -204,13 +210,15 @@ function letterOf(topic: string, partition: number, message: KafkaMessage, prior
   // "topic/partition/offset"; Kafka topic names have no '/'.
   const source = headerText(headers[HEADERS.dlqSource])?.split('/')[0] || undefined;
   const value = message.value ?? Buffer.alloc(0);
+  const facts = requestFacts(value);
   return {
     ref: `${topic}/${partition}/${message.offset}`,
     reason: headerText(headers[HEADERS.dlqReason]) ?? '',
     message: headerText(headers[HEADERS.dlqMessage]) ?? '',
     source,
     priority: source === undefined ? undefined : priorityOf(source),
-    requestId: headerText(headers[HEADERS.requestId]) ?? requestIdOf(value),
+    requestId: facts.requestId ?? headerText(headers[HEADERS.requestId]),
+    deadlineAt: facts.deadlineAt,
     deadAt: Number(message.timestamp),
     bytes: value.byteLength,
   };

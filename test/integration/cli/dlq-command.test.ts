@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
-import type { Producer } from '../../../src/producer/producer.ts';
 import type { Transport } from '../../../src/transport/transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
@@ -18,7 +17,7 @@ import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts'
 import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
 import { KafkaDeadLetters } from '../../../src/transport/kafka/kafka-dead-letters.ts';
 
-const open: Array<Transport | Producer> = [];
+const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
   await Promise.allSettled(open.splice(0).map((x) => x.close()));
 });
@@ -65,6 +64,7 @@ describe.each(['kafka', 'bullmq'] as const)('npu-fleet dlq on %s', (kind) => {
     );
 
     const dl = kind === 'kafka' ? new KafkaDeadLetters(kafka) : new BullmqDeadLetters(bullmq);
+    open.push(dl);
     const waitForListing = async (): Promise<{ scanned: number; byReason: Readonly<Record<string, number>> }> => {
       const deadline = Date.now() + 30_000;
       for (;;) {
@@ -103,7 +103,6 @@ describe.each(['kafka', 'bullmq'] as const)('npu-fleet dlq on %s', (kind) => {
     await t.settle(again.map(outcomeFor));
 
     const after = await dl.list({ model });
-    await dl.close();
     expect(after.byReason).toEqual(kind === 'kafka' ? { UNKNOWN_MODEL: 2, INVALID_ARGUMENT: 1 } : { INVALID_ARGUMENT: 1 });
   }, 180_000);
 });

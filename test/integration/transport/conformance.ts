@@ -306,15 +306,20 @@ export function assertTransportConformance(makeHarness: () => Promise<Conformanc
       await p.publish([makeRequest(model, 'poison', 2), makeRequest(model, 'fine', 1)]);
       await p.publishRaw([{ model, body: h.garbage, priority: 0, key: 'garbage-2' }]);
       const first = await inbox.waitFor(3, 30_000);
-      // 'poison' is quarantined the way the runtime does it after hangs: a failed result and a DLQ record.
-      await t.settle(
-        first.map((d) => {
-          const o = outcomeFor(d);
-          if (o.dlq !== undefined || idOf(d) !== 'poison') return o;
-          const error = new FleetError('DEVICE_HANG', 'on a device during 2 hangs; quarantined').toResultError();
-          return { ...o, result: { ...o.result, status: 'failed' as const, outputs: undefined, error }, dlq: { reason: 'DEVICE_HANG', message: error.message } };
-        }),
-      );
+      // 'poison' is quarantined the way the runtime does it after hangs: a failed result and a DLQ
+      // record. The garbage is dead-lettered a moment later, so a time window can tell them apart.
+      const outcomes = first.map((d) => {
+        const o = outcomeFor(d);
+        if (o.dlq !== undefined || idOf(d) !== 'poison') return o;
+        const error = new FleetError('DEVICE_HANG', 'on a device during 2 hangs; quarantined').toResultError();
+        return { ...o, result: { ...o.result, status: 'failed' as const, outputs: undefined, error }, dlq: { reason: 'DEVICE_HANG', message: error.message } };
+      });
+      await t.settle(outcomes.filter((o) => o.result.status !== 'invalid'));
+      await h.readDlq(model, 1, 30_000);
+      await sleep(100);
+      const betweenAt = Date.now();
+      await sleep(100);
+      await t.settle(outcomes.filter((o) => o.result.status === 'invalid'));
       await h.readDlq(model, 2, 30_000);
       // poison failed, fine ok, the garbage invalid (id '').
       const firstResults = await sink.waitFor(3, 30_000);
@@ -329,6 +334,7 @@ export function assertTransportConformance(makeHarness: () => Promise<Conformanc
         expect(hangs.letters[0]).toMatchObject({ reason: 'DEVICE_HANG', requestId: 'poison', priority: 2 });
         expect(hangs.letters[0]?.source).toBeTruthy();
         expect((await dl.list({ model, sinceAt: Date.now() + 60_000 })).scanned).toBe(0);
+        expect((await dl.list({ model, sinceAt: betweenAt })).byReason).toEqual({ INVALID_MESSAGE: 1 });
 
         // A dry run counts and changes nothing.
         expect(await dl.replay({ model, reasons: ['DEVICE_HANG'], dryRun: true })).toMatchObject({ matched: 1, replayed: 1, skipped: [] });
@@ -352,6 +358,39 @@ export function assertTransportConformance(makeHarness: () => Promise<Conformanc
       } finally {
         await dl.close();
         await sub.close();
+      }
+    });
+
+    it('a replay reads the DLQ as it was when it began: what it dead-letters again waits for the next run', async () => {
+      const model = newModel();
+      const p = producer();
+      const t = transport();
+      // A worker for a model that is still not deployed: everything it gets is dead-lettered again at once.
+      const unknown = (d: Delivery): ReturnType<typeof outcomeFor> => {
+        const o = outcomeFor(d);
+        const error = new FleetError('UNKNOWN_MODEL', `model ${model} is not served here`).toResultError();
+        return { ...o, result: { ...o.result, status: 'rejected' as const, outputs: undefined, error }, dlq: { reason: 'UNKNOWN_MODEL', message: error.message } };
+      };
+      let settled = 0;
+      await t.start({
+        subscriptions: [{ model, priorityLevels: PRIORITY_LEVELS }],
+        onDeliveries: (ds) => void t.settle(ds.map(unknown)).then(() => (settled += ds.length)),
+      });
+      const n = 120;
+      await p.publish(Array.from({ length: n }, (_, i) => makeRequest(model, `u${i}`, i % PRIORITY_LEVELS)));
+      const deadline = Date.now() + 60_000;
+      while (settled < n && Date.now() < deadline) await sleep(50);
+      await h.readDlq(model, n, 30_000);
+      const dl = h.createDeadLetters();
+      try {
+        const report = await dl.replay({ model });
+        expect(report).toMatchObject({ scanned: n, matched: n, replayed: n, skipped: [] });
+        while (settled < 2 * n && Date.now() < deadline) await sleep(50);
+        expect(settled).toBe(2 * n);
+        const after = await dl.list({ model });
+        expect(after.byReason).toEqual({ UNKNOWN_MODEL: h.deadLettersStay ? 2 * n : n });
+      } finally {
+        await dl.close();
       }
     });
 

@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { diffServed, scanRepository, type ConfigCache } from '../../../src/runtime/model-repository.ts';
@@ -55,20 +55,21 @@ describe('model repository', () => {
     expect([...d.added, ...d.removed]).toEqual([]);
   });
 
-  it('with a config cache, reads a config.yaml again only when its mtime or size changed', () => {
+  it('with a config cache, reads a config.yaml again only when the file changed, even with its mtime restored', () => {
     const dir = repo();
     const cache: ConfigCache = new Map();
     const path = join(dir, 'b', 'config.yaml');
-    const mtime = new Date(1_700_000_000_000); // whole seconds: utimes keeps them exactly
-    utimesSync(path, mtime, mtime);
-    expect(scanRepository(dir, { artifact: 'onnx', configCache: cache }).models.get('b')?.config.maxBatchSize).toBe(8);
-    // Same size, same mtime: the cached parse stands (proof that the file was not read again).
+    const first = scanRepository(dir, { artifact: 'onnx', configCache: cache }).models.get('b')?.config;
+    expect(first?.maxBatchSize).toBe(8);
+    // Unchanged: the very object parsed before (a fresh parse would be a new one).
+    expect(scanRepository(dir, { artifact: 'onnx', configCache: cache }).models.get('b')?.config).toBe(first);
+    expect(scanRepository(dir, { artifact: 'onnx' }).models.get('b')?.config).not.toBe(first);
+    // Same size, mtime put back: ctime still moved, so it is read again.
+    const { mtime } = statSync(path);
     writeFileSync(path, CONFIG.replace('NAME', 'b').replace('maxBatchSize: 8', 'maxBatchSize: 9'));
     utimesSync(path, mtime, mtime);
-    expect(scanRepository(dir, { artifact: 'onnx', configCache: cache }).models.get('b')?.config.maxBatchSize).toBe(8);
-    // A newer mtime: read again, and a broken file is a problem on every scan, not only the first.
-    utimesSync(path, new Date(mtime.getTime() + 5000), new Date(mtime.getTime() + 5000));
     expect(scanRepository(dir, { artifact: 'onnx', configCache: cache }).models.get('b')?.config.maxBatchSize).toBe(9);
+    // A broken file is a problem on every scan, not only the first.
     writeFileSync(path, 'name: b\nmaxBatchSize: [oops');
     for (let i = 0; i < 2; i++) {
       const snap = scanRepository(dir, { artifact: 'onnx', configCache: cache });

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { encodeRequest } from '../../../src/codec/index.ts';
-import { checkQuery, ListingBuilder, ReplayTally, requestIdOf, sourcePriority, type DeadLetter } from '../../../src/transport/dead-letters.ts';
+import { checkQuery, ListingBuilder, replayHeaders, replayProblem, ReplayTally, requestFacts, sourcePriority, type DeadLetter } from '../../../src/transport/dead-letters.ts';
 
-const letter = (ref: string, reason: string, deadAt: number): DeadLetter => ({ ref, reason, message: '', source: 'm.requests.p1', priority: 1, requestId: ref, deadAt, bytes: 10 });
+const letter = (ref: string, reason: string, deadAt: number, deadlineAt?: number): DeadLetter => ({ ref, reason, message: '', source: 'm.requests.p1', priority: 1, requestId: ref, deadlineAt, deadAt, bytes: 10 });
 
 describe('dead letters (pure parts)', () => {
   it.each([
@@ -16,21 +16,33 @@ describe('dead letters (pure parts)', () => {
     expect(sourcePriority(template, model, source)).toBe(expected);
   });
 
-  it('finds the request id in a valid message, in an invalid one that names it, and not in garbage', () => {
-    const valid = encodeRequest({ id: 'r-1', model: 'm', createdAt: 1, inputs: [{ name: 'x', dtype: 'float32', shape: [1], data: new Uint8Array(4) }] }, 'json');
-    expect(requestIdOf(valid)).toBe('r-1');
-    expect(requestIdOf(Buffer.from(JSON.stringify({ id: 'r-2', model: 'm', inputs: 'nope' })))).toBe('r-2');
-    expect(requestIdOf(new Uint8Array([0xde, 0xad]))).toBeUndefined();
+  it('finds the request id and deadline in a valid message, the id in an invalid one that names it, nothing in garbage', () => {
+    const valid = encodeRequest({ id: 'r-1', model: 'm', createdAt: 1, deadlineAt: 5000, inputs: [{ name: 'x', dtype: 'float32', shape: [1], data: new Uint8Array(4) }] }, 'json');
+    expect(requestFacts(valid)).toEqual({ requestId: 'r-1', deadlineAt: 5000 });
+    expect(requestFacts(Buffer.from(JSON.stringify({ id: 'r-2', model: 'm', inputs: 'nope' })))).toEqual({ requestId: 'r-2', deadlineAt: undefined });
+    expect(requestFacts(new Uint8Array([0xde, 0xad]))).toEqual({ requestId: undefined, deadlineAt: undefined });
   });
 
-  it('a listing counts every record since sinceAt by reason, keeps the matching ones up to the limit, oldest first', () => {
+  it('replay skips a record from a source that is not the model\'s, or whose deadline passed', () => {
+    const t = '{model}.requests.p{priority}';
+    expect(replayProblem(letter('a', 'X', 1), t, 'm', 10_000)).toBeUndefined();
+    expect(replayProblem({ ...letter('a', 'X', 1), source: 'n.requests.p1' }, t, 'm', 10_000)).toMatch(/its source n\.requests\.p1 is not a request topic\/queue of m/);
+    expect(replayProblem(letter('a', 'X', 1, 10_000), t, 'm', 10_000)).toMatch(/its deadline passed at 1970-01-01T00:00:10\.000Z/);
+    expect(replayProblem(letter('a', 'X', 1, 10_001), t, 'm', 10_000)).toBeUndefined();
+  });
+
+  it('a re-sent message keeps the original headers, drops the DLQ ones and names the latest record it replays', () => {
+    expect(replayHeaders({ a: '1', 'npu-fleet-dlq-reason': 'X', 'npu-fleet-replay-of': 'dlq/0/1', b: undefined }, 'dlq/0/7')).toEqual({ a: '1', 'npu-fleet-replay-of': 'dlq/0/7' });
+  });
+
+  it('a listing counts every record since sinceAt by reason and keeps the oldest matching ones up to the limit, whatever the read order', () => {
     const b = new ListingBuilder({ model: 'm', reasons: ['DEVICE_HANG'], sinceAt: 100, limit: 2 });
     for (const l of [letter('a', 'DEVICE_HANG', 50), letter('d', 'DEVICE_HANG', 400), letter('b', 'UNKNOWN_MODEL', 150), letter('c', 'DEVICE_HANG', 200), letter('e', 'DEVICE_HANG', 300)]) b.add(l);
     const listing = b.build();
     expect(listing.scanned).toBe(4);
     expect(listing.byReason).toEqual({ DEVICE_HANG: 3, UNKNOWN_MODEL: 1 });
     expect(listing.matched).toBe(3);
-    expect(listing.letters.map((l) => l.ref)).toEqual(['c', 'd']);
+    expect(listing.letters.map((l) => l.ref)).toEqual(['c', 'e']);
   });
 
   it('a replay tally filters, stops at the limit and reports progress every N records read', () => {
