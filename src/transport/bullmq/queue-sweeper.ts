@@ -1,4 +1,5 @@
 import type { TransportLogger } from '../kafka/kafka-client.ts';
+import { PeriodicSweep } from './periodic-sweep.ts';
 
 export interface SweepTarget {
   readonly queue: string;
@@ -19,8 +20,7 @@ const CLEAN_CHUNK = 1_000;
  * worker sweeps; removing is idempotent. JS thread; one sweep at a time.
  */
 export class QueueSweeper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly periodic = new PeriodicSweep(() => this.sweepAll());
 
   constructor(
     private readonly targets: readonly SweepTarget[],
@@ -35,23 +35,15 @@ export class QueueSweeper {
   }
 
   start(): void {
-    const every = this.intervalMs;
-    if (every === 0 || this.timer !== undefined) return;
-    this.timer = setInterval(() => void this.sweep(), every);
-    this.timer.unref();
+    this.periodic.start(this.intervalMs);
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
   sweep(): Promise<void> {
-    this.running ??= this.sweepAll().finally(() => {
-      this.running = undefined;
-    });
-    return this.running;
+    return this.periodic.sweep();
   }
 
   private async sweepAll(): Promise<void> {

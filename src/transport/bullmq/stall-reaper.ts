@@ -1,6 +1,7 @@
 import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
+import { PeriodicSweep } from './periodic-sweep.ts';
 
 /** BullMQ's failedReason for a job whose worker died holding it more than maxStalledCount times. */
 export const STALLED_OUT = 'job stalled more than allowable limit';
@@ -39,30 +40,21 @@ export interface StallReaperOptions {
  * a time.
  */
 export class StallReaper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<number> | undefined;
+  private readonly periodic = new PeriodicSweep(() => this.sweepAll());
 
   constructor(private readonly o: StallReaperOptions) {}
 
   start(): void {
-    if (this.timer !== undefined) return;
-    this.timer = setInterval(() => void this.sweep(), this.o.intervalMs);
-    this.timer.unref();
-    void this.sweep();
+    this.periodic.start(this.o.intervalMs, true);
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
+  stop(): Promise<void> {
+    return this.periodic.stop().then(() => undefined);
   }
 
   /** One pass over every target; resolves to how many jobs this worker answered. */
   sweep(): Promise<number> {
-    this.running ??= this.sweepAll().finally(() => {
-      this.running = undefined;
-    });
-    return this.running;
+    return this.periodic.sweep();
   }
 
   private async sweepAll(): Promise<number> {
