@@ -1,4 +1,5 @@
 import { loadFleetConfig } from '../contracts/config-loader.ts';
+import { MAX_PRIORITY_LEVELS } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { createLogger } from '../observability/logger.ts';
 import { openDeadLetters, type DeadLetter, type DeadLetterQuery, type DeadLetters } from '../transport/index.ts';
@@ -75,7 +76,7 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     ...(values.since === undefined ? {} : { sinceAt: parseSince(values.since, Date.now()) }),
     ...(values.limit === undefined ? {} : { limit: intOption('limit', values.limit, 1) }),
   };
-  const priority = values.priority === undefined ? undefined : intOption('priority', values.priority, 0, 15);
+  const priority = values.priority === undefined ? undefined : intOption('priority', values.priority, 0, MAX_PRIORITY_LEVELS - 1);
   const config = loadFleetConfig({ file: values.config });
   if (config.transport.kind === 'memory') {
     throw new FleetError('INVALID_ARGUMENT', 'dlq needs a Kafka or BullMQ transport in --config (the memory broker lives inside `npu-fleet start`)');
