@@ -168,11 +168,19 @@ export const FleetConfigSchema = z
           .min(1)
           .default(FLEET_DEFAULTS.maxHangsPerRequest)
           .describe(
-            'A request that was on the device during this many hangs is answered failed (DEVICE_HANG) and dead-lettered ' +
-              'instead of run again: one poison input must not crash-loop the fleet. After its first hang it runs alone, ' +
-              'so the requests batched with it are not blamed twice',
+            'A request that was on the device during this many hangs or worker crashes is answered failed (DEVICE_HANG) and ' +
+              'dead-lettered instead of run again: one poison input must not crash-loop the fleet. After the first it runs ' +
+              'alone, so the requests batched with it are not blamed twice',
           ),
         publishLingerMs: z.number().nonnegative().default(FLEET_DEFAULTS.publishLingerMs).describe('Result batching window'),
+        journalDir: z
+          .string()
+          .default('')
+          .describe(
+            'Where each worker keeps the ids of its batches in flight, so that the worker started after a crash counts the ' +
+              'request that was on the device as a suspect, as after a hang (default "": the OS temp dir). Keep it on a ' +
+              'volume that outlives a worker restart (a Kubernetes emptyDir does)',
+          ),
         metricsPort: z
           .number()
           .int()
@@ -200,6 +208,7 @@ export const FleetConfigSchema = z
         hangLimitMs: FLEET_DEFAULTS.hangLimitMs,
         maxHangsPerRequest: FLEET_DEFAULTS.maxHangsPerRequest,
         publishLingerMs: FLEET_DEFAULTS.publishLingerMs,
+        journalDir: '',
         metricsPort: FLEET_DEFAULTS.metricsPort,
         maxSemiSpaceMb: FLEET_DEFAULTS.workerMaxSemiSpaceMb,
       }),

@@ -87,8 +87,8 @@ export function admitDelivery(delivery: Delivery, nowMs: number, ctx: AdmissionC
   if (hangs >= ctx.maxHangsPerRequest) {
     const fe = new FleetError(
       'DEVICE_HANG',
-      `the device hung ${hangs} times while this request was on it (worker.maxHangsPerRequest ${ctx.maxHangsPerRequest}); ` +
-        'not run again: check its input, or raise the limit if the hangs were the device\'s own',
+      `the device hung or its worker died ${hangs} times while this request was on it (worker.maxHangsPerRequest ${ctx.maxHangsPerRequest}); ` +
+        'not run again: check its input, or raise the limit if the hangs or crashes were not its doing',
       { retriable: false, details: { hangs } },
     );
     return { kind: 'answer', identity: identityOfRequest(request), replyTo: request.replyTo, result: { status: 'failed', error: fe, device: -1 }, dlq: dlqOf(fe) };

@@ -7,6 +7,7 @@ import type { Transport } from '../transport/transport.ts';
 import { DeviceWorker } from './device-worker.ts';
 import type { DeviceLike } from './model-lanes.ts';
 import { diffServed, scanRepository, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
+import { InflightJournal, inflightJournalPath } from './inflight-journal.ts';
 
 /** Exit codes the supervisor understands. */
 export const EXIT_OK = 0;
@@ -69,6 +70,12 @@ export async function runWorker(
     throw new FleetError('INVALID_CONFIG', `no servable model in ${snapshot.dir}; run \`npu-fleet models validate ${config.modelRepository}\``);
   }
   const transport = deps.createTransport(config, rootLog);
+  const journalPath = inflightJournalPath(config, deviceId);
+  const journal = journalPath === undefined ? undefined : new InflightJournal(journalPath, (err) => log.warn({ err, path: journalPath }, 'cannot write the in-flight journal (worker.journalDir); a crash on a poison input will not be counted'));
+  const crashHints = journal?.takeCrashHints() ?? new Map<string, number>();
+  if (crashHints.size > 0) {
+    log.warn({ requests: crashHints.size, journal: journalPath }, "the previous worker of this device died with a batch on the device: those requests count as suspects when they come back");
+  }
   let transportFailed = false;
   const worker: DeviceWorker = new DeviceWorker({
     config,
@@ -78,6 +85,8 @@ export async function runWorker(
     metrics,
     log,
     snapshot,
+    journal,
+    crashHints,
     onHang: () => {
       metrics.setWorkerReady(false);
       options.onHang?.();

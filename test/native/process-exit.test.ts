@@ -11,7 +11,7 @@ const ROOT = join(import.meta.dirname, '..', '..');
 const CHILD = join(import.meta.dirname, 'support', 'exit-child.ts');
 
 /** exitMs: from the child's process.exit() call (it prints the time) until it has ended. */
-function runChild(mode: string, env: Record<string, string> = {}, exitCode = 0): { status: number | null; stdout: string; stderr: string; exitMs: number } {
+function runChild(mode: string, env: Record<string, string> = {}, exitCode = 0): { status: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; exitMs: number } {
   const r = spawnSync(process.execPath, ['--import', 'tsx', CHILD, mode, String(exitCode)], {
     cwd: ROOT,
     env: { ...process.env, NPU_FLEET_DEVICE: 'sim', ...env },
@@ -20,10 +20,20 @@ function runChild(mode: string, env: Record<string, string> = {}, exitCode = 0):
   });
   const endedAt = Date.now();
   const exitingAt = Number(/^exiting (\d+)$/m.exec(r.stdout)?.[1] ?? endedAt);
-  return { status: r.status, stdout: r.stdout.replace(/^exiting \d+$/m, 'exiting'), stderr: r.stderr, exitMs: endedAt - exitingAt };
+  return { status: r.status, signal: r.signal, stdout: r.stdout.replace(/^exiting \d+$/m, 'exiting'), stderr: r.stderr, exitMs: endedAt - exitingAt };
 }
 
 describe('process lifetime with open devices', () => {
+  it('crash@value=V kills the process that executes the poison input (SIGABRT), and only that input', () => {
+    const clean = runChild('run-value', { NPU_FLEET_SIM_FAULTS: 'crash@value=4242' }, 1);
+    expect(clean.stdout).toBe('ran\n');
+    expect(clean.status).toBe(0);
+    const r = runChild('run-value', { NPU_FLEET_SIM_FAULTS: 'crash@value=4242' }, 4242);
+    expect(r.signal).toBe('SIGABRT');
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/acl-sim: injected fault 'crash@value=4242': execution 1 of model \d+ on device 0 crashes the process/);
+  });
+
   it('exits on its own when a device is left open and idle', () => {
     const r = runChild('idle-open');
     expect(r.stderr).toBe('');

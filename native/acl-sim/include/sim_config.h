@@ -9,7 +9,7 @@
 namespace sim {
 
 struct Fault {
-  enum Kind { FAIL, HANG, SLOW };
+  enum Kind { FAIL, HANG, SLOW, CRASH };
   int device = -1;     // -1: every device (each counts its own executions)
   Kind kind = FAIL;
   uint64_t from = 0;   // 1-based execution numbers, inclusive

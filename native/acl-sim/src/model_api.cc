@@ -432,6 +432,10 @@ void runPlan(ExecPlan &p) {
   const uint64_t k = rtNextExecution(m.dev);
   const Fault *fault = findFault(m.dev, k, p, m.info);
   const std::string where = "execution " + std::to_string(k) + " of model " + std::to_string(m.id) + " on device " + std::to_string(m.dev);
+  if (fault && fault->kind == Fault::CRASH) {
+    std::fprintf(stderr, "acl-sim: injected fault '%s': %s crashes the process\n", fault->text.c_str(), where.c_str());
+    std::abort();
+  }
   if (fault && fault->kind == Fault::FAIL) {
     fail(ACL_ERROR_RT_MODEL_EXECUTE, "injected fault '" + fault->text + "': " + where + " failed");
   }

@@ -137,7 +137,7 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
     }
     const size_t at = rest.find('@');
     if (at == std::string::npos) {
-      err = where + "expected kind@k (e.g. fail@3, hang@5:2000ms, slow@2:x10, hang@value=1337:60s)";
+      err = where + "expected kind@k (e.g. fail@3, hang@5:2000ms, slow@2:x10, hang@value=1337:60s, crash@value=1337)";
       return false;
     }
     const std::string kind = trim(rest.substr(0, at));
@@ -188,6 +188,13 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
         err = where + "hang duration must look like 2000ms or 2s";
         return false;
       }
+    } else if (kind == "crash") {
+      // The process dies on the spot (SIGABRT), as a driver or runtime crash would take it down.
+      f.kind = Fault::CRASH;
+      if (hasArg) {
+        err = where + "crash takes no argument";
+        return false;
+      }
     } else if (kind == "slow") {
       f.kind = Fault::SLOW;
       if (!hasArg) {
@@ -206,7 +213,7 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
         return false;
       }
     } else {
-      err = where + "unknown fault kind '" + kind + "' (known: fail, hang, slow)";
+      err = where + "unknown fault kind '" + kind + "' (known: fail, hang, slow, crash)";
       return false;
     }
     out.push_back(f);

@@ -49,7 +49,8 @@ void testInitFinalize() {
                           {"NPU_FLEET_SIM_FAULTS", "slow@2"},
                           {"NPU_FLEET_SIM_FAULTS", "dev7:fail@1"},
                           {"NPU_FLEET_SIM_FAULTS", "hang@1:forever"},
-                          {"NPU_FLEET_SIM_FAULTS", "hang@value=abc:1s"}};
+                          {"NPU_FLEET_SIM_FAULTS", "hang@value=abc:1s"},
+                          {"NPU_FLEET_SIM_FAULTS", "crash@value=5:1s"}};
   for (auto &kv : bad) {
     resetEnv();
     setEnv(kv[0], kv[1]);
@@ -58,7 +59,7 @@ void testInitFinalize() {
     CHECK(m && std::strstr(m, kv[0]));
   }
   resetEnv();
-  setEnv("NPU_FLEET_SIM_FAULTS", "fail@3; dev1:hang@5:2000ms, slow@2:x10,slow@4-6:500ms,fail@9+");
+  setEnv("NPU_FLEET_SIM_FAULTS", "fail@3; dev1:hang@5:2000ms, slow@2:x10,slow@4-6:500ms,fail@9+,crash@value=5");
   setEnv("NPU_FLEET_SIM_PROFILE", "base=2ms,perItem=250us");
   setEnv("NPU_FLEET_SIM_DEVICE_MEMORY_BYTES", "512MiB");
   ACL_OK(aclInit(nullptr));

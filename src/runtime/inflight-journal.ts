@@ -1,0 +1,88 @@
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FleetConfig } from '../contracts/fleet-config.ts';
+
+/**
+ * Why: a request whose execution kills the worker process (a driver segfault or abort; the
+ * simulator's crash@value=V) would crash-loop the fleet just like one that hangs the device, but
+ * a dead process cannot record anything as it dies. So each worker keeps, in a small local file,
+ * the delivery ids of its batches in flight, the one on the device first (rewritten when a batch
+ * is dispatched and when one finishes: a few hundred bytes, two synchronous writes per batch;
+ * emptied on a clean stop and once a hang is being recorded with the broker). The worker started next for the same device reads
+ * what a dead predecessor left (takeCrashHints) and counts each of those requests as a suspect
+ * when it comes back, as after a hang: it runs alone, with nothing else on the device (so the
+ * next crash blames it alone), and at worker.maxHangsPerRequest it is quarantined. Best effort: a journal that cannot be written is reported once and ignored.
+ * JS thread only.
+ */
+export class InflightJournal {
+  private broken = false;
+
+  constructor(
+    readonly path: string,
+    private readonly onError: (err: unknown) => void = () => undefined,
+  ) {}
+
+  /**
+   * The batches in flight, in dispatch order (the first is on the device), as [delivery id, times
+   * it was a suspect before] pairs: the count travels with the journal too, so a crash loop is cut
+   * short even when recording suspects with the broker failed (a commit during a rebalance).
+   */
+  record(batches: ReadonlyArray<ReadonlyArray<readonly [string, number]>>): void {
+    if (this.broken) return;
+    try {
+      writeFileSync(this.path, batches.length === 0 ? '' : JSON.stringify(batches));
+    } catch (err) {
+      this.broken = true;
+      this.onError(err);
+    }
+  }
+
+  clear(): void {
+    this.record([]);
+  }
+
+  /**
+   * The requests of the batches in flight when the previous worker of this device died (none
+   * after a clean stop or a recorded hang), each with its suspect count then, and empties the
+   * journal. All of them: the device may have been executing the second batch while the first
+   * was still copying out.
+   */
+  takeCrashHints(): Map<string, number> {
+    const hints = new Map<string, number>();
+    let text = '';
+    try {
+      text = readFileSync(this.path, 'utf8');
+    } catch {
+      return hints; // no predecessor
+    }
+    this.clear();
+    if (text === '') return hints;
+    let batches: unknown;
+    try {
+      batches = JSON.parse(text);
+    } catch {
+      return hints; // torn by the crash itself: nothing to go on
+    }
+    for (const batch of Array.isArray(batches) ? batches : []) {
+      for (const entry of Array.isArray(batch) ? batch : []) {
+        if (Array.isArray(entry) && typeof entry[0] === 'string' && Number.isSafeInteger(entry[1]) && (entry[1] as number) >= 0) hints.set(entry[0], entry[1] as number);
+      }
+    }
+    return hints;
+  }
+}
+
+/**
+ * Where a device's journal lives: worker.journalDir (default the OS temp dir), one file per
+ * fleet (brokers and consumer group, or Redis and prefix) and device, so two fleets on one host
+ * keep apart. The memory broker has none: its work dies with the process.
+ */
+export function inflightJournalPath(config: FleetConfig, deviceId: number): string | undefined {
+  const t = config.transport;
+  if (t.kind === 'memory') return undefined;
+  const fleet = t.kind === 'kafka' ? `kafka|${[...t.kafka.brokers].sort().join(',')}|${t.kafka.groupId}` : `bullmq|${t.bullmq.redisUrl}|${t.bullmq.prefix}`;
+  const id = createHash('sha256').update(fleet).digest('hex').slice(0, 16);
+  return join(config.worker.journalDir || tmpdir(), `npu-fleet-${id}-device-${deviceId}.inflight.json`);
+}

@@ -1,0 +1,57 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import { InflightJournal, inflightJournalPath } from '../../../src/runtime/inflight-journal.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+
+describe('InflightJournal', () => {
+  it('keeps the batches in flight; the next worker takes their ids and counts, once', () => {
+    const path = join(tempDir('npu-fleet-journal-'), 'device-0.json');
+    expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map()); // no predecessor
+    const j = new InflightJournal(path);
+    j.record([[['t/0/5', 0], ['t/0/6', 1]], [['t/1/9', 0]]]);
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/5', 0], ['t/0/6', 1]], [['t/1/9', 0]]]);
+    const next = new InflightJournal(path);
+    expect(next.takeCrashHints()).toEqual(new Map([['t/0/5', 0], ['t/0/6', 1], ['t/1/9', 0]]));
+    expect(next.takeCrashHints()).toEqual(new Map());
+  });
+
+  it('has nothing to hand over after a clean stop or a recorded hang (cleared), or when the crash tore the file', () => {
+    const path = join(tempDir('npu-fleet-journal-'), 'device-0.json');
+    const j = new InflightJournal(path);
+    j.record([[['a', 0]]]);
+    j.clear();
+    expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map());
+    writeFileSync(path, '[[["a",0],["b",0]],[["c"');
+    expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map());
+    writeFileSync(path, '{"not":"batches"}');
+    expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map());
+    writeFileSync(path, '[[["a",0],["b",-1],[7,0],"c",["d",2]],"e"]');
+    expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map([['a', 0], ['d', 2]]));
+  });
+
+  it('reports a journal it cannot write once, then stays out of the way', () => {
+    const dir = tempDir('npu-fleet-journal-');
+    const path = join(dir, 'missing-dir', 'device-0.json');
+    const errors: unknown[] = [];
+    const j = new InflightJournal(path, (err) => errors.push(err));
+    j.record([[['a', 0]]]);
+    j.record([[['b', 0]]]);
+    expect(errors).toHaveLength(1);
+    expect(String(errors[0])).toMatch(/ENOENT/);
+  });
+
+  it('is per fleet and device, under worker.journalDir; the memory broker has none', () => {
+    const kafka = (groupId: string, journalDir = '') =>
+      parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: ['b:9092'], groupId } }, worker: { journalDir } });
+    const a0 = inflightJournalPath(kafka('g1'), 0);
+    expect(a0).toMatch(/npu-fleet-[0-9a-f]{16}-device-0\.inflight\.json$/);
+    expect(inflightJournalPath(kafka('g1'), 1)).not.toBe(a0);
+    expect(inflightJournalPath(kafka('g2'), 0)).not.toBe(a0);
+    expect(inflightJournalPath(kafka('g1', '/var/lib/npu-fleet'), 0)).toMatch(/^\/var\/lib\/npu-fleet\/npu-fleet-/);
+    const bullmq = parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://r:6379', prefix: 'p' } } });
+    expect(inflightJournalPath(bullmq, 0)).not.toBe(a0);
+    expect(inflightJournalPath(parseFleetConfig({}), 0)).toBeUndefined();
+  });
+});
