@@ -11,6 +11,7 @@ import { OutcomePublisher } from './outcome-publisher.ts';
 import { admitDelivery, type Payload } from './request-admission.ts';
 import { exportWorkerGauges } from './worker-gauges.ts';
 import { failedBatchResults, finishedBatchResults, type MemberResult } from './batch-results.ts';
+import { CrashSuspects, type JournaledBatch } from './crash-suspects.ts';
 import type { InflightJournal } from './inflight-journal.ts';
 import { buildResult, identityOfRequest, type ResultContext, type ResultIdentity } from './result-builder.ts';
 import type { RepositorySnapshot } from './model-repository.ts';
@@ -65,14 +66,7 @@ export class DeviceWorker {
   private deviceFreeAt = 0;
   /** Estimated device ms of batches in flight, in dispatch order (the device runs them in turn). */
   private readonly inflightEstimates: number[] = [];
-  /** [delivery id, suspect count] of the batches in flight, in dispatch order: what the journal keeps. */
-  private readonly inflightIds: Array<Array<[string, number]>> = [];
-  /** Consumed as the hinted deliveries come back (see InflightJournal). */
-  private readonly crashHints: Map<string, number>;
-  /** Hinted deliveries waiting for the broker to record them as suspects before admission. */
-  private pendingMarks = 0;
-  /** Batches in flight that carry a suspect (see pumpOnce). */
-  private suspectsInFlight = 0;
+  private readonly crash: CrashSuspects;
   /** Recent host→device copy time: how early the next batch must be formed to overlap it. */
   private copyInEwmaMs = 0;
   /** When the device last finished a batch: a batch's service time starts no earlier. */
@@ -89,7 +83,7 @@ export class DeviceWorker {
   private suspectsRecorded: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: DeviceWorkerOptions) {
-    this.crashHints = new Map(o.crashHints);
+    this.crash = new CrashSuspects({ journal: o.journal, hints: o.crashHints, transport: o.transport, log: o.log });
     this.workerId = `${hostname()}/dev${o.deviceId}/${process.pid}`;
     this.ctx = { worker: this.workerId, device: o.deviceId };
     this.lanes = new ModelLanes<Payload>(o.device, o.log, o.config);
@@ -182,26 +176,12 @@ export class DeviceWorker {
   }
 
   private admit(delivery: Delivery, nowMs: number): void {
-    const hinted = this.crashHints.size > 0 ? this.crashHints.get(delivery.deliveryId) : undefined;
-    if (hinted !== undefined) {
-      this.crashHints.delete(delivery.deliveryId);
-      // On the device when the previous worker died: a suspect, as after a hang. Recorded with the
-      // broker before it runs (it may kill this worker too), so the count reaches whichever worker
-      // gets it next; the journal carries it too, for when the broker could not record it.
-      const suspect = { ...delivery, suspectCount: Math.max(delivery.suspectCount ?? 0, hinted) + 1 };
-      this.o.log.warn({ deliveryId: delivery.deliveryId, suspectCount: suspect.suspectCount }, 'request was on the device when the previous worker of this device died: counted as a suspect');
-      this.pendingMarks++;
-      void this.o.transport
-        .markSuspect([delivery])
-        .catch((err: unknown) => this.o.log.error({ err }, 'could not record a crash suspect with the broker'))
-        .finally(() => {
-          this.pendingMarks--;
-          this.admitNow(suspect, Date.now());
-          this.pump();
-        });
-      return;
-    }
-    this.admitNow(delivery, nowMs);
+    const suspect = this.crash.take(delivery);
+    if (suspect === undefined) return this.admitNow(delivery, nowMs);
+    void suspect.then((d) => {
+      this.admitNow(d, Date.now());
+      this.pump();
+    });
   }
 
   private admitNow(delivery: Delivery, nowMs: number): void {
@@ -276,7 +256,7 @@ export class DeviceWorker {
     } finally {
       this.pumping = false;
     }
-    if (this.inflight === 0 && this.pendingMarks === 0 && this.lanes.queuedRequests() === 0 && !this.intake.some((q) => q && q.length > 0)) {
+    if (this.inflight === 0 && this.crash.pending === 0 && this.lanes.queuedRequests() === 0 && !this.intake.some((q) => q && q.length > 0)) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
       for (const w of waiters) w();
@@ -288,7 +268,7 @@ export class DeviceWorker {
     const freeAt = this.inflight === 0 ? nowMs : Math.max(nowMs, this.deviceFreeAt);
     let nextWake = Infinity;
     // A suspect has the device to itself: if it takes the worker down again, it alone is blamed.
-    const maxInflight = this.suspectsInFlight > 0 ? 0 : this.o.config.worker.inflightPerDevice;
+    const maxInflight = this.crash.suspectOnDevice ? 0 : this.o.config.worker.inflightPerDevice;
     for (const lane of this.lanes.orderedLanes(nowMs)) {
       if (this.state === 'hung') break;
       const leadMs = Math.max(PIPELINE_LEAD_MS, this.copyInEwmaMs);
@@ -353,15 +333,12 @@ export class DeviceWorker {
     version.inflight++;
     this.deviceFreeAt = Math.max(nowMs, this.deviceFreeAt) + batch.estimatedDeviceMs;
     this.inflightEstimates.push(batch.estimatedDeviceMs);
-    const ids = batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates].map((d): [string, number] => [d.deliveryId, d.suspectCount ?? 0]));
-    this.inflightIds.push(ids);
-    if (ids.some(([, count]) => count > 0)) this.suspectsInFlight++;
-    this.o.journal?.record(this.inflightIds);
+    const journaled = this.crash.started(batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]));
     this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflight);
-    void this.runBatch(lane, version, batch, nowMs, ids);
+    void this.runBatch(lane, version, batch, nowMs, journaled);
   }
 
-  private async runBatch(lane: Lane<Payload>, version: LoadedVersion, batch: Batch<Payload>, dispatchedAt: number, ids: Array<[string, number]>): Promise<void> {
+  private async runBatch(lane: Lane<Payload>, version: LoadedVersion, batch: Batch<Payload>, dispatchedAt: number, journaled: JournaledBatch): Promise<void> {
     const cfg = lane.config;
     let overran = false;
     const execTimer = setTimeout(() => {
@@ -401,10 +378,7 @@ export class DeviceWorker {
       this.inflight--;
       version.inflight--;
       this.inflightEstimates.shift();
-      this.inflightIds.splice(this.inflightIds.indexOf(ids), 1);
-      if (ids.some(([, count]) => count > 0)) this.suspectsInFlight--;
-      // The next batch in flight is on the device now: it must head the journal.
-      if (this.state !== 'hung') this.o.journal?.record(this.inflightIds);
+      this.crash.finished(journaled, this.state !== 'hung');
       // Re-anchor on what is really left: the next batch in flight starts on the device now.
       const now = Date.now();
       this.deviceFreeAt = now + this.inflightEstimates.reduce((a, b) => a + b, 0);
@@ -436,8 +410,7 @@ export class DeviceWorker {
     const gear = batch.gear;
     this.o.log.fatal({ model, gear, elapsedMs, hangLimitMs: this.o.config.worker.hangLimitMs }, 'device hang: stopping intake; unacked requests will be redelivered');
     const suspects = batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]);
-    // Recorded with the broker now: the next worker must not count them a second time.
-    this.o.journal?.clear();
+    this.crash.clear();
     this.suspectsRecorded = this.o.transport
       .markSuspect(suspects)
       .catch((err: unknown) => this.o.log.error({ err, model }, "could not record the hung batch's requests as suspects; they are redelivered as usual"));
@@ -513,8 +486,7 @@ export class DeviceWorker {
     await this.publisher.close();
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     this.state = 'stopped';
-    // Empty after a full drain; a batch still on the device past the drain timeout stays listed.
-    this.o.journal?.record(this.inflightIds);
+    this.crash.recordNow();
     return { released };
   }
 

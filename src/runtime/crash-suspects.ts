@@ -1,0 +1,89 @@
+import type { Logger } from '../observability/logger.ts';
+import type { Delivery, Transport } from '../transport/transport.ts';
+import type { InflightJournal } from './inflight-journal.ts';
+
+/** One batch in flight as the journal keeps it: [delivery id, suspect count] per request. */
+export type JournaledBatch = Array<[string, number]>;
+
+/**
+ * The worker's side of crash handling (see InflightJournal): the batches in flight, journaled as
+ * they start and finish; whether one carries a suspect (it then has the device to itself, so a
+ * crash blames it alone); and the hints a dead predecessor left, applied as those deliveries come
+ * back. JS thread only.
+ */
+export class CrashSuspects {
+  private readonly batches: JournaledBatch[] = [];
+  private readonly hints: Map<string, number>;
+  private suspectBatches = 0;
+  /** Hinted deliveries being recorded with the broker before admission. */
+  private recording = 0;
+
+  constructor(
+    private readonly o: {
+      readonly journal?: InflightJournal | undefined;
+      readonly hints?: ReadonlyMap<string, number> | undefined;
+      readonly transport: Pick<Transport, 'markSuspect'>;
+      readonly log: Logger;
+    },
+  ) {
+    this.hints = new Map(o.hints);
+  }
+
+  /** A batch carrying a suspect is on the device: nothing else may join it. */
+  get suspectOnDevice(): boolean {
+    return this.suspectBatches > 0;
+  }
+
+  /** Hinted deliveries not yet admitted (the worker is not idle while there are some). */
+  get pending(): number {
+    return this.recording;
+  }
+
+  /** A batch goes to the device; the handle is for finished(). */
+  started(deliveries: readonly Delivery[]): JournaledBatch {
+    const batch = deliveries.map((d): [string, number] => [d.deliveryId, d.suspectCount ?? 0]);
+    this.batches.push(batch);
+    if (batch.some(([, count]) => count > 0)) this.suspectBatches++;
+    this.o.journal?.record(this.batches);
+    return batch;
+  }
+
+  /** A batch left the device; `journal` false once a hang took over (the journal is cleared). */
+  finished(batch: JournaledBatch, journal: boolean): void {
+    this.batches.splice(this.batches.indexOf(batch), 1);
+    if (batch.some(([, count]) => count > 0)) this.suspectBatches--;
+    // The next batch in flight heads the journal now.
+    if (journal) this.o.journal?.record(this.batches);
+  }
+
+  /** The end of a drain: empty, or a batch still on the device past the drain timeout. */
+  recordNow(): void {
+    this.o.journal?.record(this.batches);
+  }
+
+  /** A hang is being recorded with the broker: the next worker must not count it a second time. */
+  clear(): void {
+    this.o.journal?.clear();
+  }
+
+  /**
+   * When `delivery` was on the device as the previous worker of this device died: resolves to it
+   * as a suspect (one more than the broker's count or the journal's, whichever is higher) once the
+   * broker has recorded it, before it runs, for it may kill this worker too; undefined otherwise.
+   */
+  take(delivery: Delivery): Promise<Delivery> | undefined {
+    const hinted = this.hints.size > 0 ? this.hints.get(delivery.deliveryId) : undefined;
+    if (hinted === undefined) return undefined;
+    this.hints.delete(delivery.deliveryId);
+    const suspect = { ...delivery, suspectCount: Math.max(delivery.suspectCount ?? 0, hinted) + 1 };
+    this.o.log.warn({ deliveryId: delivery.deliveryId, suspectCount: suspect.suspectCount }, 'request was on the device when the previous worker of this device died: counted as a suspect');
+    this.recording++;
+    return this.o.transport
+      .markSuspect([delivery])
+      .catch((err: unknown) => this.o.log.error({ err }, 'could not record a crash suspect with the broker; the journal still counts it here'))
+      .then(() => {
+        this.recording--;
+        return suspect;
+      });
+  }
+}

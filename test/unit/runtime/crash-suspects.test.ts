@@ -1,0 +1,55 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { CrashSuspects } from '../../../src/runtime/crash-suspects.ts';
+import { InflightJournal } from '../../../src/runtime/inflight-journal.ts';
+import type { Delivery } from '../../../src/transport/transport.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+
+const log = createLogger({ level: 'silent' });
+const delivery = (id: string, suspectCount = 0): Delivery => ({ deliveryId: id, model: 'm', priority: 1, body: new Uint8Array(1), receivedAt: 0, redelivered: false, suspectCount });
+
+describe('CrashSuspects', () => {
+  it('journals the batches in flight as they start and finish; a batch with a suspect has the device to itself', () => {
+    const journal = new InflightJournal(join(tempDir('npu-fleet-crash-'), 'j.json'));
+    const c = new CrashSuspects({ journal, transport: { markSuspect: () => Promise.resolve() }, log });
+    const a = c.started([delivery('t/0/1'), delivery('t/0/2')]);
+    expect(c.suspectOnDevice).toBe(false);
+    const b = c.started([delivery('t/0/3', 1)]);
+    expect(c.suspectOnDevice).toBe(true);
+    expect(JSON.parse(readFileSync(journal.path, 'utf8'))).toEqual([[['t/0/1', 0], ['t/0/2', 0]], [['t/0/3', 1]]]);
+    c.finished(a, true);
+    expect(JSON.parse(readFileSync(journal.path, 'utf8'))).toEqual([[['t/0/3', 1]]]);
+    c.finished(b, true);
+    expect(c.suspectOnDevice).toBe(false);
+    expect(readFileSync(journal.path, 'utf8')).toBe('');
+  });
+
+  it('a hinted delivery comes back a suspect, one above the broker or the journal, once the broker recorded it', async () => {
+    const marked: string[] = [];
+    let release: () => void = () => undefined;
+    const c = new CrashSuspects({
+      hints: new Map([['t/0/5', 0], ['t/0/6', 3]]),
+      transport: { markSuspect: (ds) => new Promise<void>((r) => ((release = r), marked.push(...ds.map((d) => d.deliveryId)))) },
+      log,
+    });
+    expect(c.take(delivery('t/0/4'))).toBeUndefined();
+    const five = c.take(delivery('t/0/5', 1));
+    expect(marked).toEqual(['t/0/5']);
+    expect(c.pending).toBe(1); // not admitted before the broker has it
+    release();
+    expect((await five)?.suspectCount).toBe(2);
+    expect(c.pending).toBe(0);
+    const six = c.take(delivery('t/0/6', 1));
+    release();
+    expect((await six)?.suspectCount).toBe(4); // the journal's count when the broker lost its own
+    expect(c.take(delivery('t/0/5', 2))).toBeUndefined(); // a hint counts once
+  });
+
+  it('a broker that cannot record it does not hold the delivery back', async () => {
+    const c = new CrashSuspects({ hints: new Map([['q/j1', 0]]), transport: { markSuspect: () => Promise.reject(new Error('redis down')) }, log });
+    expect((await c.take(delivery('q/j1')))?.suspectCount).toBe(1);
+    expect(c.pending).toBe(0);
+  });
+});
