@@ -2,8 +2,11 @@ import type { Logger } from '../observability/logger.ts';
 import type { Delivery, Transport } from '../transport/transport.ts';
 import type { InflightJournal } from './inflight-journal.ts';
 
-/** One batch in flight as the journal keeps it: [delivery id, suspect count] per request. */
-export type JournaledBatch = Array<[string, number]>;
+/** One batch in flight: whether it carries a suspect, and its journal entry (JSON of [delivery id, suspect count] pairs). */
+export interface JournaledBatch {
+  readonly suspect: boolean;
+  readonly json: string;
+}
 
 /**
  * The worker's side of crash handling (see InflightJournal): the batches in flight, journaled as
@@ -41,24 +44,24 @@ export class CrashSuspects {
 
   /** A batch goes to the device; the handle is for finished(). */
   started(deliveries: readonly Delivery[]): JournaledBatch {
-    const batch = deliveries.map((d): [string, number] => [d.deliveryId, d.suspectCount ?? 0]);
+    const batch = { suspect: deliveries.some((d) => (d.suspectCount ?? 0) > 0), json: JSON.stringify(deliveries.map((d) => [d.deliveryId, d.suspectCount ?? 0])) };
     this.batches.push(batch);
-    if (batch.some(([, count]) => count > 0)) this.suspectBatches++;
-    this.o.journal?.record(this.batches);
+    if (batch.suspect) this.suspectBatches++;
+    this.record();
     return batch;
   }
 
   /** A batch left the device; `journal` false once a hang took over (the journal is cleared). */
   finished(batch: JournaledBatch, journal: boolean): void {
     this.batches.splice(this.batches.indexOf(batch), 1);
-    if (batch.some(([, count]) => count > 0)) this.suspectBatches--;
+    if (batch.suspect) this.suspectBatches--;
     // The next batch in flight heads the journal now.
-    if (journal) this.o.journal?.record(this.batches);
+    if (journal) this.record();
   }
 
   /** The end of a drain: empty, or a batch still on the device past the drain timeout. */
-  recordNow(): void {
-    this.o.journal?.record(this.batches);
+  record(): void {
+    this.o.journal?.record(this.batches.map((b) => b.json));
   }
 
   /** A hang is being recorded with the broker: the next worker must not count it a second time. */

@@ -486,7 +486,7 @@ export class DeviceWorker {
     await this.publisher.close();
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     this.state = 'stopped';
-    this.crash.recordNow();
+    this.crash.record();
     return { released };
   }
 

@@ -160,6 +160,7 @@ export async function runWorker(
         log.error({ err }, 'error during shutdown');
         return EXIT_FATAL;
       } finally {
+        journal?.close();
         await server.close();
       }
       return hung ? EXIT_HANG : transportFailed ? EXIT_FATAL : EXIT_OK;

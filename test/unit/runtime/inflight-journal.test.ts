@@ -10,8 +10,13 @@ describe('InflightJournal', () => {
     const path = join(tempDir('npu-fleet-journal-'), 'device-0.json');
     expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map()); // no predecessor
     const j = new InflightJournal(path);
-    j.record([[['t/0/5', 0], ['t/0/6', 1]], [['t/1/9', 0]]]);
+    j.record(['[["t/0/5",0],["t/0/6",1]]', '[["t/1/9",0]]']);
     expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/5', 0], ['t/0/6', 1]], [['t/1/9', 0]]]);
+    // A shorter record overwrites the longer one in place; the rest is blank.
+    j.record(['[["t/1/9",0]]']);
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/1/9', 0]]]);
+    j.record(['[["t/0/5",0],["t/0/6",1]]', '[["t/1/9",0]]']);
+    j.close();
     const next = new InflightJournal(path);
     expect(next.takeCrashHints()).toEqual(new Map([['t/0/5', 0], ['t/0/6', 1], ['t/1/9', 0]]));
     expect(next.takeCrashHints()).toEqual(new Map());
@@ -20,8 +25,9 @@ describe('InflightJournal', () => {
   it('has nothing to hand over after a clean stop or a recorded hang (cleared), or when the crash tore the file', () => {
     const path = join(tempDir('npu-fleet-journal-'), 'device-0.json');
     const j = new InflightJournal(path);
-    j.record([[['a', 0]]]);
+    j.record(['[["a",0]]']);
     j.clear();
+    j.close();
     expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map());
     writeFileSync(path, '[[["a",0],["b",0]],[["c"');
     expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map());
@@ -36,8 +42,8 @@ describe('InflightJournal', () => {
     const path = join(dir, 'missing-dir', 'device-0.json');
     const errors: unknown[] = [];
     const j = new InflightJournal(path, (err) => errors.push(err));
-    j.record([[['a', 0]]]);
-    j.record([[['b', 0]]]);
+    j.record(['[["a",0]]']);
+    j.record(['[["b",0]]']);
     expect(errors).toHaveLength(1);
     expect(String(errors[0])).toMatch(/ENOENT/);
   });
