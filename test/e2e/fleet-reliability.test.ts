@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { TransportSettings } from '../../src/contracts/fleet-config.ts';
 import type { RequestEnvelope } from '../../src/contracts/request-envelope.ts';
 import { dlqCount } from './dlq-count.ts';
 import { killFleet, scrapeMetric, startFleet, transportSettings, waitFor, type FleetProcess, type TransportKind } from './fleet-harness.ts';
@@ -19,6 +20,31 @@ afterEach(async () => {
 const answered = (l: LoadSession, reqs: readonly RequestEnvelope[]) => () => reqs.every((r) => l.results.byId.has(r.id));
 const missing = (l: LoadSession, reqs: readonly RequestEnvelope[], f: FleetProcess) => () =>
   `${reqs.filter((r) => !l.results.byId.has(r.id)).length} unanswered; log tail:\n${f.story().slice(-5000)}`;
+
+/**
+ * One device whose simulator faults on inputs holding `value`, and 300 good requests with one
+ * poison among them (its first input holds the value); returns once every request is answered,
+ * with how many times the fault's log line (`events`) appeared and the DLQ's size.
+ */
+async function poisonDrill(
+  kind: TransportKind,
+  o: { fault: string; value: number; worker: Record<string, unknown>; events: RegExp },
+): Promise<{ transport: TransportSettings; good: RequestEnvelope[]; poison: RequestEnvelope; events: number; dlq: number }> {
+  const base = transportSettings(kind);
+  // Short BullMQ locks: a dead worker's jobs come back in seconds, not the default two minutes.
+  const transport = base.kind === 'bullmq' ? { ...base, bullmq: { ...base.bullmq, lockDurationMs: 4000 } } : base;
+  fleet = await startFleet(kind, { models: ['mlp-classifier'], devices: 1, transport, env: { NPU_FLEET_SIM_FAULTS: o.fault }, worker: { maxHangsPerRequest: 2, ...o.worker } });
+  load = await openLoad(fleet.transport);
+  const good = load.make(300, { priority: 1 });
+  const [poison] = load.make(1, { priority: 1, maxSamples: 1, idPrefix: 'poison' });
+  if (poison === undefined) throw new Error('no poison request');
+  const input = poison.inputs[0]!.data;
+  new DataView(input.buffer, input.byteOffset, input.byteLength).setFloat32(12, o.value, true);
+  const all = [...good.slice(0, 150), poison, ...good.slice(150)];
+  await load.producer.publish(all);
+  await waitFor(answered(load, all), 240_000, 'every request answered, the poison one included', missing(load, all, fleet));
+  return { transport, good, poison, events: fleet.output().match(o.events)?.length ?? 0, dlq: await dlqCount(fleet.transport, 'mlp-classifier') };
+}
 
 describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (kind) => {
   it('SIGKILL of a worker mid-batch under load: every request still answered, duplicates counted', async () => {
@@ -137,54 +163,22 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (ki
   }, 300_000);
 
   it('a poison request that crashes every worker process it reaches is quarantined after worker.maxHangsPerRequest crashes; everything else is answered', async () => {
-    const base = transportSettings(kind);
-    const transport = base.kind === 'bullmq' ? { ...base, bullmq: { ...base.bullmq, lockDurationMs: 4000 } } : base;
-    fleet = await startFleet(kind, { models: ['mlp-classifier'], devices: 1, transport, env: { NPU_FLEET_SIM_FAULTS: 'crash@value=4242' }, worker: { maxHangsPerRequest: 2 } });
-    load = await openLoad(fleet.transport);
-    const good = load.make(300, { priority: 1 });
-    const [poison] = load.make(1, { priority: 1, maxSamples: 1, idPrefix: 'crasher' });
-    if (poison === undefined) throw new Error('no poison request');
-    const input = poison.inputs[0]!.data;
-    new DataView(input.buffer, input.byteOffset, input.byteLength).setFloat32(12, 4242, true);
-    const all = [...good.slice(0, 150), poison, ...good.slice(150)];
-    await load.producer.publish(all);
-    await waitFor(answered(load, all), 240_000, 'every request answered, the crashing one included', missing(load, all, fleet));
-    const verdict = load.results.first(poison.id);
-    const crashes = fleet.output().match(/crashes the process/g)?.length ?? 0;
-    const dlq = await dlqCount(fleet.transport, 'mlp-classifier');
-    console.log(`[e2e ${kind}] crash drill: poison ${verdict?.status} ${verdict?.error?.code}; ${crashes} worker crashes; DLQ ${dlq}; statuses ${JSON.stringify(load.results.statuses())}`);
+    const { good, poison, events: crashes, dlq } = await poisonDrill(kind, { fault: 'crash@value=4242', value: 4242, worker: {}, events: /crashes the process/g });
+    const verdict = load!.results.first(poison.id);
+    console.log(`[e2e ${kind}] crash drill: poison ${verdict?.status} ${verdict?.error?.code}; ${crashes} worker crashes; DLQ ${dlq}; statuses ${JSON.stringify(load!.results.statuses())}`);
     expect(verdict?.status).toBe('failed');
     expect(verdict?.error?.message).toMatch(/hung or its worker died 2 times/);
     expect(crashes).toBe(2); // the first in a full batch, the second alone: then never run again
-    expect(fleet.output()).toMatch(/the previous worker of this device died with a batch on the device/);
+    expect(fleet!.output()).toMatch(/the previous worker of this device died with a batch on the device/);
     expect(dlq).toBe(1);
-    for (const r of good) expect(load.results.first(r.id)?.status).toBe('ok');
-    expect(await fleet.stop()).toBe(0);
+    for (const r of good) expect(load!.results.first(r.id)?.status).toBe('ok');
+    expect(await fleet!.stop()).toBe(0);
   }, 300_000);
 
   it('a poison request that hangs every device it reaches is quarantined after worker.maxHangsPerRequest hangs; everything else is answered; replayed from the DLQ once fixed, it is answered ok', async () => {
-    const base = transportSettings(kind);
-    // Short BullMQ locks: a dead worker's jobs come back in seconds, not the default two minutes.
-    const transport = base.kind === 'bullmq' ? { ...base, bullmq: { ...base.bullmq, lockDurationMs: 4000 } } : base;
-    fleet = await startFleet(kind, {
-      models: ['mlp-classifier'],
-      devices: 1,
-      transport,
-      env: { NPU_FLEET_SIM_FAULTS: 'hang@value=1337:60s' },
-      worker: { hangLimitMs: 3000, maxHangsPerRequest: 2 },
-    });
-    load = await openLoad(fleet.transport);
-    const good = load.make(300, { priority: 1 });
-    const [poison] = load.make(1, { priority: 1, maxSamples: 1, idPrefix: 'poison' });
-    if (poison === undefined) throw new Error('no poison request');
-    const input = poison.inputs[0]!.data;
-    new DataView(input.buffer, input.byteOffset, input.byteLength).setFloat32(12, 1337, true);
-    const all = [...good.slice(0, 150), poison, ...good.slice(150)];
-    await load.producer.publish(all);
-    await waitFor(answered(load, all), 240_000, 'every request answered, the poison one included', missing(load, all, fleet));
+    const { transport, good, poison, events: hangs, dlq } = await poisonDrill(kind, { fault: 'hang@value=1337:60s', value: 1337, worker: { hangLimitMs: 3000 }, events: /device hang: stopping intake/g });
+    if (fleet === undefined || load === undefined) throw new Error('no fleet');
     const verdict = load.results.first(poison.id);
-    const hangs = fleet.output().match(/device hang: stopping intake/g)?.length ?? 0;
-    const dlq = await dlqCount(fleet.transport, 'mlp-classifier');
     console.log(`[e2e ${kind}] poison drill: poison ${verdict?.status} ${verdict?.error?.code}; ${hangs} device hangs; DLQ ${dlq}; statuses ${JSON.stringify(load.results.statuses())}`);
     expect(verdict?.status).toBe('failed');
     expect(verdict?.error?.code).toBe('DEVICE_HANG');
