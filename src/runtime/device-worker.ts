@@ -110,6 +110,10 @@ export class DeviceWorker {
       subscriptions: this.lanes.subscriptions(),
       onDeliveries: (deliveries) => this.onDeliveries(deliveries),
       onFatal: (err) => this.transportFailed(err),
+      onAnswered: (model, dlqReason) => {
+        this.o.metrics.observeResult(model, 'failed');
+        this.o.metrics.deadLettered(model, dlqReason);
+      },
     });
     if (this.state === 'starting') this.state = 'running';
     this.o.log.info({ models: this.lanes.subscriptions().map((s) => s.model) }, 'worker running');

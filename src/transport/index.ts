@@ -29,6 +29,8 @@
  *   settle afterwards rejects with CLOSED.
  * - Delivery.redelivered: memory/BullMQ exact; Kafka best effort (the highest offset delivered
  *   rides along as commit metadata; work received after a dead worker's last commit looks new).
+ * - onAnswered(model, reason): the transport answered a request itself, with a failed result and a
+ *   DLQ record (BullMQ only: jobs BullMQ gave up on after their workers died holding them).
  * - sourceLag(): Kafka: high watermark minus committed offset, summed over a model's topics;
  *   BullMQ: waiting + prioritized jobs; memory: queued messages.
  */

@@ -61,6 +61,12 @@ export interface TransportStartOptions {
    * event loop; the worker drains what it holds and exits so its supervisor restarts it.
    */
   readonly onFatal?: (err: FleetError) => void;
+  /**
+   * The transport answered a request on its own, with a `failed` result and a DLQ record (BullMQ:
+   * a job BullMQ gave up on after its workers died holding it, see stall-reaper.ts), so the
+   * worker's metrics count it like its own dead letters. Called on the event loop.
+   */
+  readonly onAnswered?: (model: string, dlqReason: string) => void;
 }
 
 export interface Transport {

@@ -80,6 +80,7 @@ export class BullmqTransport implements Transport {
   private connection: Redis | undefined;
   private onDeliveries: ((d: Delivery[]) => void) | undefined;
   private onFatal: ((err: FleetError) => void) | undefined;
+  private onAnswered: ((model: string, dlqReason: string) => void) | undefined;
   private pending: Delivery[] = [];
   private flushScheduled = false;
   private stopped = false;
@@ -105,6 +106,7 @@ export class BullmqTransport implements Transport {
     if (this.closed) throw closedError(this.kind);
     this.onDeliveries = options.onDeliveries;
     this.onFatal = options.onFatal;
+    this.onAnswered = options.onAnswered;
     await this.reachRedis();
     try {
       for (const { model, priorityLevels } of options.subscriptions) {
@@ -435,6 +437,7 @@ export class BullmqTransport implements Transport {
         this.outQueues.release(queue);
       }
     }
+    if (answer.dlq !== undefined) this.onAnswered?.(model, answer.dlq.reason);
   }
 
   async close(): Promise<void> {

@@ -209,12 +209,15 @@ describe('bullmq transport', () => {
     await a.abort();
 
     // Two workers sweep: one of them answers.
+    const answered: string[] = [];
+    const startAnswering = (t: BullmqTransport, inbox: Inbox): Promise<void> =>
+      t.start({ subscriptions: [{ model, priorityLevels: 3 }], onDeliveries: inbox.onDeliveries, onAnswered: (m, reason) => answered.push(`${m} ${reason}`) });
     const b = track(new BullmqTransport(settings, options));
     const inboxB = new Inbox();
-    await startWith(b, model, inboxB);
+    await startAnswering(b, inboxB);
     const c2 = track(new BullmqTransport(settings, options));
     const inboxC = new Inbox();
-    await startWith(c2, model, inboxC);
+    await startAnswering(c2, inboxC);
     const [answer] = await sink.waitFor(1, 30_000);
     expect(answer).toMatchObject({ id: 'crashy', model, status: 'failed', error: { code: 'WORKER_CRASHED' } });
     expect(answer?.error?.message).toMatch(/its worker died while holding it 1 time\(s\).*replay it once the cause is fixed/);
@@ -227,6 +230,8 @@ describe('bullmq transport', () => {
     expect(await inboxB.quietFor(1_500)).toEqual([]);
     expect(sink.results).toHaveLength(1);
     expect((await dl.list({ model })).scanned).toBe(1);
+    // The worker whose transport answered counts it (npu_fleet_dlq_total, requests by status).
+    expect(answered).toEqual([`${model} WORKER_CRASHED`]);
 
     expect((await dl.replay({ model })).replayed).toBe(1);
     const deadline = Date.now() + 10_000;
