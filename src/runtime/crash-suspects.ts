@@ -44,7 +44,9 @@ export class CrashSuspects {
 
   /** A batch goes to the device; the handle is for finished(). */
   started(deliveries: readonly Delivery[]): JournaledBatch {
-    const batch = { suspect: deliveries.some((d) => (d.suspectCount ?? 0) > 0), json: JSON.stringify(deliveries.map((d) => [d.deliveryId, d.suspectCount ?? 0])) };
+    const suspect = deliveries.some((d) => (d.suspectCount ?? 0) > 0);
+    // No journal (the memory broker): nothing to serialize on the way to the device.
+    const batch = { suspect, json: this.o.journal === undefined ? '' : JSON.stringify(deliveries.map((d) => [d.deliveryId, d.suspectCount ?? 0])) };
     this.batches.push(batch);
     if (batch.suspect) this.suspectBatches++;
     this.record();
@@ -61,7 +63,7 @@ export class CrashSuspects {
 
   /** The end of a drain: empty, or a batch still on the device past the drain timeout. */
   record(): void {
-    this.o.journal?.record(this.batches.map((b) => b.json));
+    if (this.o.journal !== undefined) this.o.journal.record(this.batches.map((b) => b.json));
   }
 
   /** A hang is being recorded with the broker: the next worker must not count it a second time. */

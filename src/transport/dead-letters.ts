@@ -121,18 +121,33 @@ export function requestFacts(body: Uint8Array): { requestId: string | undefined;
 }
 
 /**
- * Why a matching record cannot be re-sent, or undefined when it can: a source that is not one of
- * the model's request topics/queues, or a deadline already past (the workers would answer it
- * `expired` at once, and on BullMQ and memory the record would be gone).
+ * Where a matching record is re-sent, or why it cannot be: a source that is not one of the model's
+ * request topics/queues, a deadline already past (the workers would answer it `expired` at once,
+ * and on BullMQ and memory the record would be gone), or, where the broker needs one (BullMQ,
+ * memory), no priority recorded and none given.
  */
-export function replayProblem(letter: DeadLetter, template: string, model: string, nowMs: number): string | undefined {
-  if (letter.source === undefined || sourcePriority(template, model, letter.source) === null) {
-    return `its source ${letter.source ?? '(none recorded)'} is not a request topic/queue of ${model}`;
+interface TargetOptions {
+  readonly template: string;
+  readonly model: string;
+  readonly nowMs: number;
+  /** For records that recorded none. */
+  readonly priority?: number | undefined;
+}
+export function replayTarget(letter: DeadLetter, o: TargetOptions & { readonly priorityRequired: true }): { readonly source: string; readonly priority: number } | { readonly why: string };
+export function replayTarget(letter: DeadLetter, o: TargetOptions & { readonly priorityRequired: false }): { readonly source: string; readonly priority: number | undefined } | { readonly why: string };
+export function replayTarget(
+  letter: DeadLetter,
+  o: TargetOptions & { readonly priorityRequired: boolean },
+): { readonly source: string; readonly priority: number | undefined } | { readonly why: string } {
+  if (letter.source === undefined || sourcePriority(o.template, o.model, letter.source) === null) {
+    return { why: `its source ${letter.source ?? '(none recorded)'} is not a request topic/queue of ${o.model}` };
   }
-  if (letter.deadlineAt !== undefined && letter.deadlineAt <= nowMs) {
-    return `its deadline passed at ${new Date(letter.deadlineAt).toISOString()}; re-sent it would only be answered expired`;
+  if (letter.deadlineAt !== undefined && letter.deadlineAt <= o.nowMs) {
+    return { why: `its deadline passed at ${new Date(letter.deadlineAt).toISOString()}; re-sent it would only be answered expired` };
   }
-  return undefined;
+  const priority = letter.priority ?? o.priority;
+  if (o.priorityRequired && priority === undefined) return { why: 'no priority recorded; give one (--priority)' };
+  return { source: letter.source, priority };
 }
 
 /** Headers of a re-sent message: the original's without the DLQ's own, and which record it replays. */

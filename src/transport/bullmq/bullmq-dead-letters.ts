@@ -2,7 +2,7 @@ import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { checkQuery, ListingBuilder, replayProblem, ReplayTally, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, ListingBuilder, replayTarget, ReplayTally, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { renderName, replyToProblem } from '../names.ts';
 import { bullmqError, ensureRedisAnswers, jobIdFor, KEEP_COMPLETED, KEEP_FAILED, redisConnection, toBullmqPriority } from './bullmq-names.ts';
 import { STALLED_OUT } from './stall-reaper.ts';
@@ -81,11 +81,10 @@ export class BullmqDeadLetters implements DeadLetters {
   /** Re-adds one record's request (unless a dry run); returns why it cannot be, or undefined. */
   private async replayOne(options: ReplayOptions, letter: DeadLetter, data: DlqJobData, dlqJob: Job): Promise<string | undefined> {
     const { model } = options;
-    const problem = replayProblem(letter, this.settings.queueTemplate, model, Date.now());
-    if (problem !== undefined || letter.source === undefined) return problem ?? 'no source';
-    const priority = letter.priority ?? options.priority;
-    if (priority === undefined) return 'no priority recorded; give one (--priority)';
-    const source = this.queue(letter.source);
+    const target = replayTarget(letter, { template: this.settings.queueTemplate, model, nowMs: Date.now(), priorityRequired: true, priority: options.priority });
+    if ('why' in target) return target.why;
+    const { priority } = target;
+    const source = this.queue(target.source);
     const jobId = letter.requestId === undefined ? undefined : jobIdFor(letter.requestId);
     if (jobId !== undefined) {
       const earlier = await Job.fromId(source, jobId);

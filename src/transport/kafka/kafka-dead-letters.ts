@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Admin, IHeaders, Kafka, KafkaMessage, Message, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { checkQuery, inWindow, ListingBuilder, replayHeaders, replayProblem, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, inWindow, ListingBuilder, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, renderName } from '../names.ts';
 import { createKafka, kafkaError, type TransportLogger } from './kafka-client.ts';
 
@@ -65,14 +65,15 @@ export class KafkaDeadLetters implements DeadLetters {
             break;
           }
           tally.matched++;
-          const why = replayProblem(letter, this.settings.topicTemplate, options.model, Date.now());
-          if (why !== undefined || letter.source === undefined) {
-            tally.skipped.push({ ref: letter.ref, why: why ?? 'no source' });
+          // The topic is the priority on Kafka.
+          const target = replayTarget(letter, { template: this.settings.topicTemplate, model: options.model, nowMs: Date.now(), priorityRequired: false });
+          if ('why' in target) {
+            tally.skipped.push({ ref: letter.ref, why: target.why });
             continue;
           }
-          const list = out.get(letter.source) ?? [];
+          const list = out.get(target.source) ?? [];
           list.push({ key: message.key, value: message.value, headers: replayHeaders(message.headers ?? {}, letter.ref) });
-          out.set(letter.source, list);
+          out.set(target.source, list);
           sending++;
         }
         if (producer !== undefined && sending > 0) {

@@ -1,4 +1,4 @@
-import { checkQuery, ListingBuilder, replayHeaders, replayProblem, ReplayTally, requestFacts, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, ListingBuilder, replayHeaders, replayTarget, ReplayTally, requestFacts, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, MEMORY_NAMES, renderName } from '../names.ts';
 import type { MemoryBroker, MemoryMessage } from './memory-broker.ts';
 
@@ -24,16 +24,15 @@ export class MemoryDeadLetters implements DeadLetters {
       if (!tally.read(letter)) continue;
       if (tally.full) break;
       tally.matched++;
-      const priority = letter.priority ?? options.priority;
-      const why = replayProblem(letter, MEMORY_NAMES.requests, options.model, Date.now()) ?? (priority === undefined ? 'no priority recorded; give one (--priority)' : undefined);
-      if (why !== undefined || priority === undefined || letter.source === undefined) {
-        tally.skipped.push({ ref: letter.ref, why: why ?? 'no source' });
+      const target = replayTarget(letter, { template: MEMORY_NAMES.requests, model: options.model, nowMs: Date.now(), priorityRequired: true, priority: options.priority });
+      if ('why' in target) {
+        tally.skipped.push({ ref: letter.ref, why: target.why });
         continue;
       }
       tally.replayed++;
       tally.progress();
       if (options.dryRun === true) continue;
-      this.broker.send(letter.source, [{ body: message.body, key: message.key, priority, headers: replayHeaders(message.headers, letter.ref) }]);
+      this.broker.send(target.source, [{ body: message.body, key: message.key, priority: target.priority, headers: replayHeaders(message.headers, letter.ref) }]);
       replayed.push(message.id);
     }
     this.broker.remove(renderName(MEMORY_NAMES.dlq, options.model), replayed);

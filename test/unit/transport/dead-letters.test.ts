@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { encodeRequest } from '../../../src/codec/index.ts';
-import { checkQuery, ListingBuilder, replayHeaders, replayProblem, ReplayTally, requestFacts, sourcePriority, type DeadLetter } from '../../../src/transport/dead-letters.ts';
+import { checkQuery, ListingBuilder, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter } from '../../../src/transport/dead-letters.ts';
 
 const letter = (ref: string, reason: string, deadAt: number, deadlineAt?: number): DeadLetter => ({ ref, reason, message: '', source: 'm.requests.p1', priority: 1, requestId: ref, deadlineAt, deadAt, bytes: 10 });
 
@@ -23,12 +23,17 @@ describe('dead letters (pure parts)', () => {
     expect(requestFacts(new Uint8Array([0xde, 0xad]))).toEqual({ requestId: undefined, deadlineAt: undefined });
   });
 
-  it('replay skips a record from a source that is not the model\'s, or whose deadline passed', () => {
-    const t = '{model}.requests.p{priority}';
-    expect(replayProblem(letter('a', 'X', 1), t, 'm', 10_000)).toBeUndefined();
-    expect(replayProblem({ ...letter('a', 'X', 1), source: 'n.requests.p1' }, t, 'm', 10_000)).toMatch(/its source n\.requests\.p1 is not a request topic\/queue of m/);
-    expect(replayProblem(letter('a', 'X', 1, 10_000), t, 'm', 10_000)).toMatch(/its deadline passed at 1970-01-01T00:00:10\.000Z/);
-    expect(replayProblem(letter('a', 'X', 1, 10_001), t, 'm', 10_000)).toBeUndefined();
+  it('replay sends a record to its source at its priority, and skips one from a source not the model\'s, past its deadline, or without a priority where one is needed', () => {
+    const o = { template: '{model}.requests.p{priority}', model: 'm', nowMs: 10_000, priorityRequired: true } as const;
+    expect(replayTarget(letter('a', 'X', 1), o)).toEqual({ source: 'm.requests.p1', priority: 1 });
+    expect(replayTarget({ ...letter('a', 'X', 1), source: 'n.requests.p1' }, o)).toEqual({ why: expect.stringMatching(/its source n\.requests\.p1 is not a request topic\/queue of m/) });
+    expect(replayTarget(letter('a', 'X', 1, 10_000), o)).toEqual({ why: expect.stringMatching(/its deadline passed at 1970-01-01T00:00:10\.000Z/) });
+    expect(replayTarget(letter('a', 'X', 1, 10_001), o)).toEqual({ source: 'm.requests.p1', priority: 1 });
+    // A record without a priority: the one given, else skipped where the broker needs one.
+    const none = { ...letter('a', 'X', 1), priority: undefined };
+    expect(replayTarget(none, { ...o, priority: 2 })).toEqual({ source: 'm.requests.p1', priority: 2 });
+    expect(replayTarget(none, o)).toEqual({ why: 'no priority recorded; give one (--priority)' });
+    expect(replayTarget(none, { ...o, priorityRequired: false })).toEqual({ source: 'm.requests.p1', priority: undefined });
   });
 
   it('a re-sent message keeps the original headers, drops the DLQ ones and names the latest record it replays', () => {
