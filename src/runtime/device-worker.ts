@@ -407,6 +407,8 @@ export class DeviceWorker {
    * The first batch past the hang limit is the one on the device (the second waits behind it): its
    * requests are recorded with the broker as suspects before the worker exits, so a poison input
    * runs alone next time and is quarantined at worker.maxHangsPerRequest instead of crash-looping.
+   * Where the broker cannot keep the counts (Kafka exactlyOnce) or recording fails, the in-flight
+   * journal stays as it is and the next worker of this device counts them, as after a crash.
    */
   private hang(model: string, batch: Batch<Payload>, elapsedMs: number): void {
     if (this.state === 'hung') return;
@@ -414,10 +416,15 @@ export class DeviceWorker {
     const gear = batch.gear;
     this.o.log.fatal({ model, gear, elapsedMs, hangLimitMs: this.o.config.worker.hangLimitMs }, 'device hang: stopping intake; unacked requests will be redelivered');
     const suspects = batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]);
-    this.crash.clear();
-    this.suspectsRecorded = this.o.transport
-      .markSuspect(suspects)
-      .catch((err: unknown) => this.o.log.error({ err, model }, "could not record the hung batch's requests as suspects; they are redelivered as usual"));
+    const kept = "the batches that were in flight are kept in the in-flight journal: the next worker of this device counts them";
+    this.suspectsRecorded = this.o.transport.markSuspect(suspects).then(
+      (recorded) => {
+        // Recorded with the broker: the journal must not count them a second time.
+        if (recorded) this.crash.clear();
+        else this.o.log.warn({ model, suspects: suspects.length }, `the broker does not hold device-hang counts here; ${kept}`);
+      },
+      (err: unknown) => this.o.log.error({ err, model }, `could not record the hung batch's requests as suspects; ${kept}`),
+    );
     void this.o.transport.stopIntake().catch(() => {});
     this.o.onHang?.({ model, gear, elapsedMs });
   }

@@ -83,9 +83,11 @@ export interface Transport {
    * These deliveries were on the device when it hung (the worker is about to exit): record that
    * with the broker, so whoever receives one next sees its `suspectCount` one higher. Neither
    * settles nor releases them. A poison request that hangs every device it reaches is caught this
-   * way instead of crash-looping the fleet.
+   * way instead of crash-looping the fleet. Resolves true once the broker holds the counts, false
+   * when this transport cannot keep them (Kafka in exactlyOnce mode) or no longer holds some of
+   * the deliveries: the caller then keeps its own record (the worker's in-flight journal).
    */
-  markSuspect(deliveries: readonly Delivery[]): Promise<void>;
+  markSuspect(deliveries: readonly Delivery[]): Promise<boolean>;
   /** Stop fetching new work; settle still works. */
   stopIntake(): Promise<void>;
   close(): Promise<void>;

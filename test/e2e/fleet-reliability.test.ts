@@ -28,11 +28,16 @@ const missing = (l: LoadSession, reqs: readonly RequestEnvelope[], f: FleetProce
  */
 async function poisonDrill(
   kind: TransportKind,
-  o: { fault: string; value: number; worker: Record<string, unknown>; events: RegExp },
+  o: { fault: string; value: number; worker: Record<string, unknown>; events: RegExp; exactlyOnce?: boolean },
 ): Promise<{ transport: TransportSettings; good: RequestEnvelope[]; poison: RequestEnvelope; events: number; dlq: number }> {
   const base = transportSettings(kind);
   // Short BullMQ locks: a dead worker's jobs come back in seconds, not the default two minutes.
-  const transport = base.kind === 'bullmq' ? { ...base, bullmq: { ...base.bullmq, lockDurationMs: 4000 } } : base;
+  const transport =
+    base.kind === 'bullmq'
+      ? { ...base, bullmq: { ...base.bullmq, lockDurationMs: 4000 } }
+      : base.kind === 'kafka' && o.exactlyOnce === true
+        ? { ...base, kafka: { ...base.kafka, exactlyOnce: true } }
+        : base;
   fleet = await startFleet(kind, { models: ['mlp-classifier'], devices: 1, transport, env: { NPU_FLEET_SIM_FAULTS: o.fault }, worker: { maxHangsPerRequest: 2, ...o.worker } });
   load = await openLoad(fleet.transport);
   const good = load.make(300, { priority: 1 });
@@ -200,6 +205,31 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (ki
     expect(replay.stdout).toMatch(/re-sent 1 of 1 matching dead letter/);
     await waitFor(() => (load?.results.byId.get(poison.id)?.length ?? 0) >= 2, 60_000, 'the replayed request answered', () => fleet!.output().slice(-3000));
     expect(load.results.byId.get(poison.id)?.map((r) => r.status)).toEqual(['failed', 'ok']);
+    expect(await fleet.stop()).toBe(0);
+  }, 300_000);
+});
+
+describe('fleet reliability on kafka with exactlyOnce', () => {
+  // Transactional offset commits carry no metadata, so the broker cannot hold hang counts here:
+  // the worker's in-flight journal must keep them, or a poison input hangs the device forever.
+  it('a poison request that hangs every device it reaches is still quarantined after worker.maxHangsPerRequest hangs', async () => {
+    const { good, poison, events: hangs, dlq } = await poisonDrill('kafka', {
+      fault: 'hang@value=1337:60s',
+      value: 1337,
+      worker: { hangLimitMs: 3000 },
+      events: /device hang: stopping intake/g,
+      exactlyOnce: true,
+    });
+    if (fleet === undefined || load === undefined) throw new Error('no fleet');
+    const verdict = load.results.first(poison.id);
+    console.log(`[e2e kafka exactlyOnce] poison drill: poison ${verdict?.status} ${verdict?.error?.code}; ${hangs} device hangs; DLQ ${dlq}; statuses ${JSON.stringify(load.results.statuses())}`);
+    expect(verdict?.status).toBe('failed');
+    expect(verdict?.error?.code).toBe('DEVICE_HANG');
+    expect(verdict?.error?.message).toMatch(/hung or its worker died 2 times/);
+    expect(hangs).toBe(2);
+    expect(dlq).toBe(1);
+    for (const r of good) expect(load.results.first(r.id)?.status).toBe('ok');
+    expect(fleet.output()).toMatch(/kept in the in-flight journal/);
     expect(await fleet.stop()).toBe(0);
   }, 300_000);
 });

@@ -406,7 +406,7 @@ export class BullmqTransport implements Transport {
   }
 
   /** Remembers (boundedly) that this worker put a job back unprocessed, so its next start is no sign of a hang. */
-  async markSuspect(deliveries: readonly Delivery[]): Promise<void> {
+  async markSuspect(deliveries: readonly Delivery[]): Promise<boolean> {
     const jobs = deliveries.flatMap((d) => {
       const entry = this.ledger.get(d.deliveryId);
       const mw = entry === undefined ? undefined : this.workers.get(entry.model);
@@ -417,6 +417,7 @@ export class BullmqTransport implements Transport {
     } catch (err) {
       throw bullmqError(err, 'recording device-hang suspects failed');
     }
+    return jobs.length === deliveries.length;
   }
 
   async stopIntake(): Promise<void> {

@@ -358,19 +358,20 @@ export class KafkaTransport implements Transport {
     if (rejected.length > 0) throw notOpenError(rejected);
   }
 
-  async markSuspect(deliveries: readonly Delivery[]): Promise<void> {
-    if (this.committer !== undefined) {
-      // A plain commit could move the position past a transaction still in flight (lost if it
-      // aborts), and kafkajs's TxnOffsetCommit carries no metadata: not recorded in this mode.
-      this.options.logger?.warn({ deliveries: deliveries.length }, 'exactlyOnce: device-hang suspects are not recorded with the broker');
-      return;
-    }
+  async markSuspect(deliveries: readonly Delivery[]): Promise<boolean> {
+    // A plain commit could move the position past a transaction still in flight (lost if it
+    // aborts), and kafkajs's TxnOffsetCommit carries no metadata: the worker's journal keeps them.
+    if (this.committer !== undefined) return false;
     const offsets: Array<{ key: string; offset: number }> = [];
     for (const d of deliveries) {
       const entry = this.ledger.get(d.deliveryId);
-      if (entry !== undefined) offsets.push({ key: tpKey(entry.source.topic, entry.source.partition), offset: entry.source.offset });
+      if (entry !== undefined && this.partitions.has(tpKey(entry.source.topic, entry.source.partition))) {
+        offsets.push({ key: tpKey(entry.source.topic, entry.source.partition), offset: entry.source.offset });
+      }
     }
     if (offsets.length > 0) await this.offsets.markSuspect(offsets);
+    // A revoked partition's message goes to its new owner without this count.
+    return offsets.length === deliveries.length;
   }
 
   async stopIntake(): Promise<void> {

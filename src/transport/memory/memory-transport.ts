@@ -120,8 +120,9 @@ export class MemoryTransport implements Transport {
     if (rejected.length > 0) throw notOpenError(rejected);
   }
 
-  async markSuspect(deliveries: readonly Delivery[]): Promise<void> {
+  async markSuspect(deliveries: readonly Delivery[]): Promise<boolean> {
     this.broker.markSuspect(deliveries.map((d) => d.deliveryId));
+    return true;
   }
 
   async stopIntake(): Promise<void> {

@@ -239,7 +239,7 @@ export function assertTransportConformance(makeHarness: () => Promise<Conformanc
       const got = await inboxA.waitFor(6, 30_000);
       expect(Object.values(countsOf(got))).toEqual([0, 0, 0, 0, 0, 0]);
       const hung = got.filter((d) => ['s1', 's4'].includes(idOf(d)));
-      await a.markSuspect(hung);
+      expect(await a.markSuspect(hung)).toBe(true);
       await h.crash(a);
 
       const b = transport();
@@ -249,7 +249,7 @@ export function assertTransportConformance(makeHarness: () => Promise<Conformanc
       expect(countsOf(inboxB.all)).toEqual({ s0: 0, s1: 1, s2: 0, s3: 0, s4: 1, s5: 0 });
       // s4 hangs a device again; the others are answered.
       await b.settle(inboxB.all.filter((d) => idOf(d) !== 's4').map(outcomeFor));
-      await b.markSuspect(inboxB.all.filter((d) => idOf(d) === 's4'));
+      expect(await b.markSuspect(inboxB.all.filter((d) => idOf(d) === 's4'))).toBe(true);
       await h.crash(b);
 
       const c = transport();

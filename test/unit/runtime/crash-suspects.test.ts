@@ -13,7 +13,7 @@ const delivery = (id: string, suspectCount = 0): Delivery => ({ deliveryId: id, 
 describe('CrashSuspects', () => {
   it('journals the batches in flight as they start and finish; a batch with a suspect has the device to itself', () => {
     const journal = new InflightJournal(join(tempDir('npu-fleet-crash-'), 'j.json'));
-    const c = new CrashSuspects({ journal, transport: { markSuspect: () => Promise.resolve() }, log });
+    const c = new CrashSuspects({ journal, transport: { markSuspect: () => Promise.resolve(true) }, log });
     const a = c.started([delivery('t/0/1'), delivery('t/0/2')]);
     expect(c.suspectOnDevice).toBe(false);
     const b = c.started([delivery('t/0/3', 1)]);
@@ -32,7 +32,7 @@ describe('CrashSuspects', () => {
     let release: () => void = () => undefined;
     const c = new CrashSuspects({
       hints: new Map([['t/0/5', 0], ['t/0/6', 3]]),
-      transport: { markSuspect: (ds) => new Promise<void>((r) => ((release = r), marked.push(...ds.map((d) => d.deliveryId)))) },
+      transport: { markSuspect: (ds) => new Promise<boolean>((r) => ((release = () => r(true)), marked.push(...ds.map((d) => d.deliveryId)))) },
       log,
     });
     expect(c.take(delivery('t/0/4'))).toBeUndefined();
