@@ -448,6 +448,8 @@ export class BatchScheduler<P = unknown> {
     lane.fifo.push(entry);
     this.byId.set(entry.req.id, entry);
     this.items += entry.items;
+    // removeEntry took its bytes off: without this, queuedBytes drifts below what is held and the byte limits loosen.
+    this.bytes += entry.bytes;
     this.bucketItems[entry.bucket] = (this.bucketItems[entry.bucket] as number) + entry.items;
     this.levelRequests[entry.level] = (this.levelRequests[entry.level] as number) + 1;
     this.levelItems[entry.level] = (this.levelItems[entry.level] as number) + entry.items;
