@@ -273,6 +273,10 @@ export class ModelLanes<P = unknown> {
     if (!entry || entry.versions.get(v.version) !== v) return;
     const pinnedLane = entry.lanes.get(`${v.model}@${v.version}`);
     if (pinnedLane && pinnedLane.scheduler.queuedRequests > 0) return;
+    // A model left the repository: its default lane has no other version to run on, so what it
+    // holds runs here first (dropping the lane with the entry would leave those requests unanswered).
+    const defaultLane = entry.defaultVersion === v.version ? entry.lanes.get(v.model) : undefined;
+    if (defaultLane && defaultLane.scheduler.queuedRequests > 0) return;
     entry.versions.delete(v.version);
     entry.lanes.delete(`${v.model}@${v.version}`);
     await v.executable.unload();

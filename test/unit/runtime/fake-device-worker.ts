@@ -1,0 +1,108 @@
+import { loadModelConfig, parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import type { ModelConfig } from '../../../src/contracts/model-config.ts';
+import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
+import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { FleetMetrics } from '../../../src/observability/metrics.ts';
+import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
+import { DeviceWorker } from '../../../src/runtime/device-worker.ts';
+import type { DeviceLike, ExecutableModel } from '../../../src/runtime/model-lanes.ts';
+import type { RepositorySnapshot } from '../../../src/runtime/model-repository.ts';
+import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
+import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
+
+export const MODEL = 'mlp-classifier';
+export const modelConfig: ModelConfig = loadModelConfig(`examples/models/${MODEL}/config.yaml`);
+
+/** A repository snapshot serving these versions of mlp-classifier (none: the model is gone). */
+export function snapshotOf(...versions: string[]): RepositorySnapshot {
+  const served = versions.map((version) => ({ model: MODEL, version, artifactPath: `/fake/${MODEL}/${version}/model.onnx`, modifiedAt: 1 }));
+  return { dir: '/fake', models: new Map([[MODEL, { name: MODEL, config: modelConfig, versions: served, served }]]), problems: [] };
+}
+
+interface Execution {
+  readonly version: string;
+  readonly gear: number;
+  release(): void;
+}
+
+/**
+ * A device whose batches finish only when the test releases them, recording which version each
+ * batch ran on and which versions are loaded, so reload and drain orderings can be forced.
+ */
+export function controlledDevice() {
+  const executions: Execution[] = [];
+  const loaded = new Set<string>();
+  const unloadedWhileRunning: string[] = [];
+  const running = new Map<string, number>();
+  const device: DeviceLike = {
+    id: 0,
+    memInfo: () => Promise.resolve({ freeBytes: 1, totalBytes: 2 }),
+    close: () => Promise.resolve(),
+    loadModel(path: string): Promise<ExecutableModel> {
+      const version = path.split('/').at(-2) as string;
+      loaded.add(version);
+      return Promise.resolve({
+        gears: [1, 2, 4, 8, 16, 32],
+        inputs: [{ name: 'input', dtype: 'float32', dims: [-1, 64] }],
+        outputs: [{ name: 'probs', dtype: 'float32', dims: [-1, 10] }],
+        execute(_inputs, gear) {
+          if (!loaded.has(version)) return Promise.reject(new Error(`version ${version} executed after it was unloaded`));
+          running.set(version, (running.get(version) ?? 0) + 1);
+          return new Promise((resolve) => {
+            executions.push({
+              version,
+              gear,
+              release: () => {
+                running.set(version, (running.get(version) ?? 1) - 1);
+                resolve({ outputs: [{ data: new Uint8Array(gear * 10 * 4), dims: [gear, 10] }], timings: { copyInMs: 0.1, executeMs: 1, copyOutMs: 0.1 } });
+              },
+            });
+          });
+        },
+        unload() {
+          if ((running.get(version) ?? 0) > 0) unloadedWhileRunning.push(version);
+          loaded.delete(version);
+          return Promise.resolve();
+        },
+      });
+    },
+  };
+  return { device, executions, loaded, unloadedWhileRunning };
+}
+
+export const until = async (cond: () => boolean, ms: number, what: string): Promise<void> => {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+};
+
+export function request(id: string, priority: number, extra: Partial<RequestEnvelope> = {}): RequestEnvelope {
+  return {
+    id,
+    model: MODEL,
+    priority,
+    createdAt: Date.now(),
+    replyTo: 'test.replies',
+    inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data: new Uint8Array(64 * 4) }],
+    ...extra,
+  };
+}
+
+/** A started DeviceWorker on a memory broker and a controlled device, with its replies collected. */
+export async function startWorker(snapshot: RepositorySnapshot, worker: Record<string, unknown> = {}) {
+  const dev = controlledDevice();
+  const broker = new MemoryBroker();
+  const transport = new MemoryTransport({ broker });
+  const lines: Array<Record<string, unknown>> = [];
+  const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+  const config = parseFleetConfig({ devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0, ...worker } });
+  const w = new DeviceWorker({ config, deviceId: 0, device: dev.device, transport, metrics: new FleetMetrics({ processMetrics: false }), log, snapshot });
+  await w.start();
+  const producer = new MemoryProducer({ broker });
+  const results = new Map<string, ResultEnvelope[]>();
+  await producer.subscribeReplies('test.replies', (r) => results.set(r.id, [...(results.get(r.id) ?? []), r]));
+  return { ...dev, worker: w, transport, producer, results, lines, broker };
+}

@@ -1,0 +1,34 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { request, snapshotOf, startWorker, until } from './fake-device-worker.ts';
+
+type Harness = Awaited<ReturnType<typeof startWorker>>;
+let h: Harness | undefined;
+afterEach(async () => {
+  for (const e of h?.executions ?? []) e.release();
+  await h?.worker.close();
+  await h?.producer.close();
+  h = undefined;
+});
+
+describe('hot reload on a device worker (controlled device)', () => {
+  it('requests queued when their model leaves the repository still get a result', async () => {
+    h = await startWorker(snapshotOf('1'));
+    const { producer, executions, results, worker } = h;
+    // An urgent request occupies the device; bulk work then waits for the device to be idle.
+    await producer.publish(request('urgent', 0));
+    await until(() => executions.length === 1, 2000, 'the urgent batch on the device');
+    await producer.publish(request('bulk', 2));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(executions).toHaveLength(1);
+
+    await worker.applySnapshot(snapshotOf());
+    executions[0]!.release();
+    await until(() => results.has('urgent'), 2000, 'the urgent result');
+    // The queued request runs on the draining version before it is unloaded (or is answered otherwise).
+    await until(() => executions.length === 2, 2000, 'the bulk batch to reach the device');
+    executions[1]!.release();
+    await until(() => results.has('bulk'), 2000, 'the bulk result');
+    expect(results.get('bulk')).toMatchObject([{ status: 'ok', version: '1' }]);
+    await until(() => !h!.loaded.has('1'), 2000, 'version 1 to be unloaded once drained');
+  });
+});
