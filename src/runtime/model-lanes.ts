@@ -142,7 +142,16 @@ export class ModelLanes<P = unknown> {
       if (repoModel.served.length === 0) continue;
       let entry = this.models.get(repoModel.name);
       for (const v of repoModel.served) {
-        if (entry?.versions.has(v.version)) continue;
+        const have = entry?.versions.get(v.version);
+        if (have !== undefined) {
+          // Put back while it still drains (a rollback, a config.yaml that failed to parse for a
+          // poll): it serves again; left retiring, it would be unloaded and never loaded again.
+          if (have.retiring) {
+            have.retiring = false;
+            this.log.info({ model: v.model, version: v.version }, 'version served again; no longer draining');
+          }
+          continue;
+        }
         const key = `${v.model}@${v.version}`;
         if (options.reload === true && this.failedLoads.get(key) === v.modifiedAt) continue;
         const started = Date.now();

@@ -31,4 +31,23 @@ describe('hot reload on a device worker (controlled device)', () => {
     expect(results.get('bulk')).toMatchObject([{ status: 'ok', version: '1' }]);
     await until(() => !h!.loaded.has('1'), 2000, 'version 1 to be unloaded once drained');
   });
+
+  it('a version put back while it still drains serves again (rollback)', async () => {
+    h = await startWorker(snapshotOf('1'));
+    const { producer, executions, results, worker, loaded } = h;
+    await producer.publish(request('a', 0));
+    await until(() => executions.length === 1, 2000, 'a batch on version 1');
+    // v2 is deployed while a batch runs on v1, then rolled back (v2 removed) before that batch ends.
+    await worker.applySnapshot(snapshotOf('2'));
+    await worker.applySnapshot(snapshotOf('1'));
+    executions[0]!.release();
+    await until(() => results.has('a'), 2000, 'result of a');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(loaded.has('1')).toBe(true);
+    await producer.publish(request('b', 0));
+    await until(() => executions.length === 2, 2000, 'b on the device');
+    executions[1]!.release();
+    await until(() => results.has('b'), 2000, 'result of b');
+    expect(results.get('b')).toMatchObject([{ status: 'ok', version: '1' }]);
+  });
 });
