@@ -260,6 +260,9 @@ export class DeviceWorker {
     } finally {
       this.pumping = false;
     }
+    if (this.lanes.retiring) {
+      void this.lanes.retireIdle().catch((err: unknown) => this.o.log.error({ err }, 'unloading a drained model version failed'));
+    }
     if (this.inflight === 0 && this.crash.pending === 0 && this.lanes.queuedRequests() === 0 && !this.intake.some((q) => q && q.length > 0)) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];

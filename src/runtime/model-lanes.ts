@@ -293,6 +293,21 @@ export class ModelLanes<P = unknown> {
     if (entry.versions.size === 0) this.models.delete(v.model);
   }
 
+  /** Whether some version waits for its lanes to drain (see retireIdle). */
+  get retiring(): boolean {
+    for (const entry of this.models.values()) for (const v of entry.versions.values()) if (v.retiring) return true;
+    return false;
+  }
+
+  /**
+   * Unloads every retiring version that is idle now. Lanes also empty by expiry, with no batch
+   * completing afterwards to call retireIfIdle: without this sweep such a version stays loaded.
+   */
+  async retireIdle(): Promise<void> {
+    const retiring = [...this.models.values()].flatMap((e) => [...e.versions.values()].filter((v) => v.retiring));
+    for (const v of retiring) await this.retireIfIdle(v);
+  }
+
   async unloadAll(): Promise<void> {
     for (const entry of this.models.values()) {
       for (const v of entry.versions.values()) await v.executable.unload();

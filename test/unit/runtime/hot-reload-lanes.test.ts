@@ -50,4 +50,23 @@ describe('hot reload on a device worker (controlled device)', () => {
     await until(() => results.has('b'), 2000, 'result of b');
     expect(results.get('b')).toMatchObject([{ status: 'ok', version: '1' }]);
   });
+
+  it('a retiring version is unloaded even when its pinned requests expire instead of running', async () => {
+    h = await startWorker(snapshotOf('1', '2'));
+    const { producer, executions, results, worker, loaded } = h;
+    await producer.publish(request('urgent', 0));
+    await until(() => executions.length === 1, 2000, 'the urgent batch on the device');
+    await producer.publish(request('urgent2', 0));
+    await until(() => executions.length === 2, 2000, 'both device slots taken');
+    // Pinned to v1, held behind the two batches, with a deadline it will miss.
+    await producer.publish(request('pinned', 2, { version: '1', deadlineAt: Date.now() + 100 }));
+    await new Promise((r) => setTimeout(r, 30));
+    await worker.applySnapshot(snapshotOf('2'));
+    await new Promise((r) => setTimeout(r, 150));
+    executions[0]!.release();
+    await until(() => results.has('pinned'), 2000, 'the pinned request to expire');
+    expect(results.get('pinned')).toMatchObject([{ status: 'expired' }]);
+    expect(executions).toHaveLength(2);
+    await until(() => !loaded.has('1'), 2000, 'version 1 to be unloaded');
+  });
 });
