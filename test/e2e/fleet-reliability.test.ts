@@ -213,6 +213,24 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (ki
 describe('fleet reliability on kafka with exactlyOnce', () => {
   // Transactional offset commits carry no metadata, so the broker cannot hold hang counts here:
   // the worker's in-flight journal must keep them, or a poison input hangs the device forever.
+  const committedDeadLetters = async (transport: TransportSettings): Promise<Record<string, number>> => {
+    // Read committed, as a consumer would: the watermarks also count the transactions' markers.
+    const letters = openDeadLetters(transport);
+    return (await letters.list({ model: 'mlp-classifier' }).finally(() => letters.close())).byReason;
+  };
+
+  it('a poison request that crashes every worker process it reaches is quarantined after worker.maxHangsPerRequest crashes', async () => {
+    const { transport, good, poison, events: crashes } = await poisonDrill('kafka', { fault: 'crash@value=4242', value: 4242, worker: {}, events: /crashes the process/g, exactlyOnce: true });
+    const dlq = await committedDeadLetters(transport);
+    const verdict = load!.results.first(poison.id);
+    console.log(`[e2e kafka exactlyOnce] crash drill: poison ${verdict?.status} ${verdict?.error?.code}; ${crashes} worker crashes; DLQ ${JSON.stringify(dlq)}; statuses ${JSON.stringify(load!.results.statuses())}`);
+    expect(verdict?.error?.message).toMatch(/hung or its worker died 2 times/);
+    expect(crashes).toBe(2);
+    expect(dlq).toEqual({ DEVICE_HANG: 1 });
+    for (const r of good) expect(load!.results.first(r.id)?.status).toBe('ok');
+    expect(await fleet!.stop()).toBe(0);
+  }, 300_000);
+
   it('a poison request that hangs every device it reaches is still quarantined after worker.maxHangsPerRequest hangs', async () => {
     const { transport, good, poison, events: hangs } = await poisonDrill('kafka', {
       fault: 'hang@value=1337:60s',
@@ -222,16 +240,14 @@ describe('fleet reliability on kafka with exactlyOnce', () => {
       exactlyOnce: true,
     });
     if (fleet === undefined || load === undefined) throw new Error('no fleet');
-    // Read committed, as a consumer would: the watermarks also count the transactions' markers.
-    const letters = openDeadLetters(transport);
-    const dlq = await letters.list({ model: 'mlp-classifier' }).finally(() => letters.close());
+    const dlq = await committedDeadLetters(transport);
     const verdict = load.results.first(poison.id);
-    console.log(`[e2e kafka exactlyOnce] poison drill: poison ${verdict?.status} ${verdict?.error?.code}; ${hangs} device hangs; DLQ ${JSON.stringify(dlq.byReason)}; statuses ${JSON.stringify(load.results.statuses())}`);
+    console.log(`[e2e kafka exactlyOnce] poison drill: poison ${verdict?.status} ${verdict?.error?.code}; ${hangs} device hangs; DLQ ${JSON.stringify(dlq)}; statuses ${JSON.stringify(load.results.statuses())}`);
     expect(verdict?.status).toBe('failed');
     expect(verdict?.error?.code).toBe('DEVICE_HANG');
     expect(verdict?.error?.message).toMatch(/hung or its worker died 2 times/);
     expect(hangs).toBe(2);
-    expect(dlq.byReason).toEqual({ DEVICE_HANG: 1 });
+    expect(dlq).toEqual({ DEVICE_HANG: 1 });
     for (const r of good) expect(load.results.first(r.id)?.status).toBe('ok');
     expect(fleet.output()).toMatch(/kept in the in-flight journal/);
     expect(await fleet.stop()).toBe(0);
