@@ -465,8 +465,11 @@ export class DeviceWorker {
     for (const o of outcomes) {
       const status = o.result.status === 'ok' && o.result.late ? 'late' : o.result.status;
       const createdAt = o.result.completedAt !== undefined ? o.result.completedAt - o.result.timings.totalMs : settledAt;
-      this.o.metrics.observeResult(o.result.model || o.delivery.model, status, Math.max(0, settledAt - createdAt) / 1000, o.delivery.priority);
-      if (o.dlq) this.o.metrics.deadLettered(o.result.model || o.delivery.model, o.dlq.reason);
+      // A message can name any model (unknown, or undecodable with a 256-character name): as a
+      // label that would be a new series per name. The topic/queue it came from is one we subscribe to.
+      const model = this.lanes.serves(o.result.model) ? o.result.model : o.delivery.model;
+      this.o.metrics.observeResult(model, status, Math.max(0, settledAt - createdAt) / 1000, o.delivery.priority);
+      if (o.dlq) this.o.metrics.deadLettered(model, o.dlq.reason);
     }
   }
 

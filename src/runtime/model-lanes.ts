@@ -221,6 +221,11 @@ export class ModelLanes<P = unknown> {
     return false;
   }
 
+  /** Whether this worker has `model` loaded (in any version). */
+  serves(model: string): boolean {
+    return this.models.has(model);
+  }
+
   laneFor(model: string, version: string | undefined): { ok: true; lane: Lane<P> } | { ok: false; error: FleetError } {
     const entry = this.models.get(model);
     if (!entry || entry.versions.get(entry.defaultVersion)?.retiring) {

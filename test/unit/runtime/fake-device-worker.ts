@@ -99,10 +99,11 @@ export async function startWorker(snapshot: RepositorySnapshot, worker: Record<s
   const lines: Array<Record<string, unknown>> = [];
   const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
   const config = parseFleetConfig({ devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0, ...worker } });
-  const w = new DeviceWorker({ config, deviceId: 0, device: dev.device, transport, metrics: new FleetMetrics({ processMetrics: false }), log, snapshot });
+  const metrics = new FleetMetrics({ processMetrics: false });
+  const w = new DeviceWorker({ config, deviceId: 0, device: dev.device, transport, metrics, log, snapshot });
   await w.start();
   const producer = new MemoryProducer({ broker });
   const results = new Map<string, ResultEnvelope[]>();
   await producer.subscribeReplies('test.replies', (r) => results.set(r.id, [...(results.get(r.id) ?? []), r]));
-  return { ...dev, worker: w, transport, producer, results, lines, broker };
+  return { ...dev, worker: w, transport, producer, results, lines, broker, metrics };
 }
