@@ -487,13 +487,17 @@ export class DeviceWorker {
   async drain(timeoutMs = this.o.config.worker.drainTimeoutMs): Promise<{ released: number }> {
     if (this.state === 'stopped') return { released: 0 };
     this.state = 'draining';
-    await this.o.transport.stopIntake();
+    let timedOut = false;
+    // One deadline for the whole drain: a broker that does not answer stopIntake must not hold the
+    // drain past it (deliveries arriving meanwhile are released, as the state is no longer running).
+    const deadline = new Promise<void>((r) => setTimeout(() => ((timedOut = true), r()), timeoutMs).unref());
+    const stopped = this.o.transport.stopIntake().catch((err: unknown) => this.o.log.warn({ err }, 'stopping intake failed; draining anyway'));
+    await Promise.race([stopped, deadline]);
     const idle = new Promise<void>((resolve) => {
       this.idleWaiters.push(resolve);
       this.pump();
     });
-    let timedOut = false;
-    await Promise.race([idle, new Promise<void>((r) => setTimeout(() => ((timedOut = true), r()), timeoutMs).unref())]);
+    await Promise.race([idle, deadline]);
     let released = 0;
     if (timedOut) {
       const leftovers = this.lanes.drainQueued();

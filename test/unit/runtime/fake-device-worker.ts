@@ -92,10 +92,14 @@ export function request(id: string, priority: number, extra: Partial<RequestEnve
 }
 
 /** A started DeviceWorker on a memory broker and a controlled device, with its replies collected. */
-export async function startWorker(snapshot: RepositorySnapshot, worker: Record<string, unknown> = {}) {
+export async function startWorker(
+  snapshot: RepositorySnapshot,
+  worker: Record<string, unknown> = {},
+  makeTransport: (broker: MemoryBroker) => MemoryTransport = (broker) => new MemoryTransport({ broker }),
+) {
   const dev = controlledDevice();
   const broker = new MemoryBroker();
-  const transport = new MemoryTransport({ broker });
+  const transport = makeTransport(broker);
   const lines: Array<Record<string, unknown>> = [];
   const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
   const config = parseFleetConfig({ devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0, ...worker } });
