@@ -312,8 +312,7 @@ export class KafkaTransport implements Transport {
         this.ledger.finish(item.deliveryId);
         touched.add(entry.part);
       }
-      // Still assigned to this worker (not revoked since): its pause bound may lift now.
-      for (const part of touched) if (this.partitions.get(tpKey(part.topic, part.partition)) === part) this.pauses.bound(part);
+      this.liftBounds(touched);
     }
     // Also when everything was skipped: a retry after a failed commit commits now.
     if (claimed.length > 0 || this.offsets.hasPending) await this.offsets.commit();
@@ -343,10 +342,18 @@ export class KafkaTransport implements Transport {
         }),
     );
     this.committer?.kick();
+    // Settled counts as done for the in-flight bound (the transaction follows), as in at-least-once
+    // mode: a paused partition fetches nothing, so no later batch would lift it.
+    this.liftBounds(new Set(claimed.map((c) => c.entry.part)));
     const results = await Promise.allSettled(waits);
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed !== undefined) throw FleetError.from(failed.reason, 'TRANSPORT_ERROR');
     if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  private liftBounds(parts: ReadonlySet<Partition>): void {
+    // Still assigned to this worker (not revoked since): its pause bound may lift now.
+    for (const part of parts) if (this.partitions.get(tpKey(part.topic, part.partition)) === part) this.pauses.bound(part);
   }
 
   async release(deliveries: readonly Delivery[]): Promise<void> {
