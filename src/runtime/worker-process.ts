@@ -38,6 +38,8 @@ const REPO_POLL_MS = 1000;
 const SETTLE_MS = 500;
 /** How long a hung worker waits for its suspects to reach the broker before closing anyway. */
 const SUSPECTS_WAIT_MS = 1_500;
+/** How long stopping a hung worker waits for its broker session to close. */
+const ABANDON_CLOSE_MS = 3_000;
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
 
 /**
@@ -148,10 +150,15 @@ export async function runWorker(
       const hung = worker.status === 'hung';
       if (hung) await Promise.race([worker.hangRecorded, sleep(SUSPECTS_WAIT_MS)]);
       try {
-        if (!hung) {
-          const { released } = await worker.drain();
-          log.info({ released }, 'drained');
+        if (hung) {
+          // Unloading a model or closing the device waits for the hung batch, maybe forever: leave
+          // both to process exit; only the broker session ends, so what we held is redelivered.
+          await Promise.race([transport.close().catch((err: unknown) => log.warn({ err }, 'transport close after hang failed')), sleep(ABANDON_CLOSE_MS)]);
+          log.warn('stopped after a device hang; the device is left to process exit');
+          return EXIT_HANG;
         }
+        const { released } = await worker.drain();
+        log.info({ released }, 'drained');
         await worker.close();
         log.info('transport closed');
         await device.close();
@@ -163,9 +170,9 @@ export async function runWorker(
         journal?.close();
         await server.close();
       }
-      return hung ? EXIT_HANG : transportFailed ? EXIT_FATAL : EXIT_OK;
+      return transportFailed ? EXIT_FATAL : EXIT_OK;
     })());
-  const abandon = async (timeoutMs = 3000): Promise<void> => {
+  const abandon = async (timeoutMs = ABANDON_CLOSE_MS): Promise<void> => {
     clearInterval(poll);
     // The hung batch's suspects reach the broker first (BullMQ writes them on the connection close()
     // ends), but a broker that does not answer must not keep the close from starting.

@@ -30,15 +30,20 @@ interface Execution {
  * A device whose batches finish only when the test releases them, recording which version each
  * batch ran on and which versions are loaded, so reload and drain orderings can be forced.
  */
-export function controlledDevice() {
+export function controlledDevice(opts: { unloadWaitsForExecutions?: boolean } = {}) {
   const executions: Execution[] = [];
+  const running = new Map<string, number>();
+  // As the native binding does: unload and close wait for the executions still on the device.
+  let idleWaiters: Array<() => void> = [];
+  const runningTotal = (): number => [...running.values()].reduce((a, b) => a + b, 0);
+  const whenIdle = (): Promise<void> =>
+    opts.unloadWaitsForExecutions !== true || runningTotal() === 0 ? Promise.resolve() : new Promise((r) => idleWaiters.push(r));
   const loaded = new Set<string>();
   const unloadedWhileRunning: string[] = [];
-  const running = new Map<string, number>();
   const device: DeviceLike = {
     id: 0,
     memInfo: () => Promise.resolve({ freeBytes: 1, totalBytes: 2 }),
-    close: () => Promise.resolve(),
+    close: () => whenIdle(),
     loadModel(path: string): Promise<ExecutableModel> {
       const version = path.split('/').at(-2) as string;
       loaded.add(version);
@@ -55,6 +60,11 @@ export function controlledDevice() {
               gear,
               release: () => {
                 running.set(version, (running.get(version) ?? 1) - 1);
+                if (runningTotal() === 0) {
+                  const waiters = idleWaiters;
+                  idleWaiters = [];
+                  for (const w of waiters) w();
+                }
                 resolve({ outputs: [{ data: new Uint8Array(gear * 10 * 4), dims: [gear, 10] }], timings: { copyInMs: 0.1, executeMs: 1, copyOutMs: 0.1 } });
               },
             });
@@ -63,7 +73,7 @@ export function controlledDevice() {
         unload() {
           if ((running.get(version) ?? 0) > 0) unloadedWhileRunning.push(version);
           loaded.delete(version);
-          return Promise.resolve();
+          return whenIdle();
         },
       });
     },
