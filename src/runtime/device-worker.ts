@@ -47,6 +47,9 @@ const PIPELINE_LEAD_MS = 1;
  */
 const URGENT_WINDOW_MS = 1000;
 
+/** Just past the moment a queued request of `lane` becomes unreachable (the check is strict). */
+const expiryWakeAt = (lane: Lane<Payload>): number => lane.scheduler.nextUnreachableAt() + 1;
+
 export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped' | 'hung' | 'failed';
 
 /**
@@ -289,6 +292,7 @@ export class DeviceWorker {
         // completion pumps again); top-priority work goes at once.
         this.expire(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
         if (!holdForUrgent) nextWake = Math.min(nextWake, freeAt - leadMs);
+        nextWake = Math.min(nextWake, expiryWakeAt(lane));
       } else if (this.inflight < maxInflight) {
         // Urgent work going to a busy device, or while urgent traffic flows, travels without
         // low-priority filler: a batch filled up to the largest gear would cost it twice the
@@ -301,6 +305,8 @@ export class DeviceWorker {
         } else if (d.kind === 'wait') nextWake = Math.min(nextWake, d.untilAt);
       } else {
         this.expire(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
+        // Both slots are taken and a batch may overrun: answer deadlines as they pass, not at its end.
+        nextWake = Math.min(nextWake, expiryWakeAt(lane));
       }
       this.maybeResume(lane);
     }

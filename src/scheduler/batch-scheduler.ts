@@ -190,6 +190,22 @@ export class BatchScheduler<P = unknown> {
     return expired;
   }
 
+  /**
+   * The earliest start time past which some queued request can no longer meet its deadline
+   * (Infinity: none can miss one). A runtime that is not forming batches (device busy) wakes then
+   * to answer it `expired`, instead of when the device next frees up.
+   */
+  nextUnreachableAt(): number {
+    let at = Infinity;
+    for (const lane of this.lanes) {
+      const head = lane.edf.peek();
+      if (head !== undefined && head.deadline !== Infinity) {
+        at = Math.min(at, head.deadline - this.estimator.estimateMs(this.gearOf[head.items] as number));
+      }
+    }
+    return at;
+  }
+
   /** Feeds a completed batch: device time per gear (EWMA) and the adaptive limit. */
   recordCompletion(gear: number, deviceMs: number, nowMs: number): void {
     this.estimator.record(gear, deviceMs);
