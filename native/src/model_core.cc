@@ -150,7 +150,10 @@ void ModelCore::Load(const LoadOptions &opts) {
     // Real shapes of such inputs are passed per execution through aclmdlSetDatasetTensorDesc.
     if (dynamicBeyondBatch || info.dynamic == DynamicKind::Range) setsTensorDesc_ = true;
     if (dynamicBeyondBatch || info.dynamic == DynamicKind::Range || t.bufferBytes == 0) {
-      t.bufferBytes = ElementCount(t.maxDims) * t.elemBytes;
+      if (!TensorBytes(t.maxDims, t.elemBytes, &t.bufferBytes)) {
+        ThrowKind("invalid", "input " + t.name + " max dims " + DimsText(t.maxDims) +
+                                 " overflow a byte size (size_t)");
+      }
     }
   }
   for (auto &t : info.outputs) {
@@ -174,7 +177,12 @@ void ModelCore::Load(const LoadOptions &opts) {
                                " to size its buffers");
     }
     if (t.bufferBytes == 0 || dynamicBeyondBatch) {
-      t.bufferBytes = std::max(t.bufferBytes, ElementCount(t.maxDims) * t.elemBytes);
+      size_t bytes = 0;
+      if (!TensorBytes(t.maxDims, t.elemBytes, &bytes)) {
+        ThrowKind("invalid", "output " + t.name + " max dims " + DimsText(t.maxDims) +
+                                 " overflow a byte size (size_t)");
+      }
+      t.bufferBytes = std::max(t.bufferBytes, bytes);
     }
   }
   info.slots = opts.slots;

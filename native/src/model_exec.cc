@@ -132,7 +132,7 @@ void ModelCore::Start(int slotIndex, ExecJob *job) {
     }
     for (size_t o = 0; o < info.outputs.size(); ++o) {
       s.outDims[o] = ReadOutputDims(s, o, false);
-      s.outCopyBytes[o] = std::min(ElementCount(s.outDims[o]) * info.outputs[o].elemBytes,
+      s.outCopyBytes[o] = std::min(TensorBytesOrMax(s.outDims[o], info.outputs[o].elemBytes),
                                    info.outputs[o].bufferBytes);
     }
     ACL_CHECK(api_, aclmdlExecuteAsync, info.modelId, s.inDs, s.outDs, s.stream);
@@ -236,7 +236,7 @@ ExecJob *ModelCore::Finish(int slotIndex, Clock::time_point prevDoneAt) {
       ExecOutput out;
       out.dims = info.dynamic == DynamicKind::Range || setsTensorDesc_ ? ReadOutputDims(s, o, true)
                                                                        : s.outDims[o];
-      out.bytes = ElementCount(out.dims) * t.elemBytes;
+      out.bytes = TensorBytesOrMax(out.dims, t.elemBytes);  // SIZE_MAX fails the check below
       if (out.bytes > t.bufferBytes) {
         Failure f;
         f.kind = "internal";

@@ -21,10 +21,22 @@ inline bool IsWaitTimeout(aclError rc) {
          rc == 107019 /* ACL_ERROR_RT_WAIT_TIMEOUT */ || rc == 207020 /* ACL_ERROR_RT_TIMEOUT */;
 }
 
-inline size_t ElementCount(const std::vector<int64_t> &dims) {
-  size_t n = 1;
-  for (int64_t d : dims) n *= static_cast<size_t>(d < 0 ? 0 : d);
-  return n;
+// dims × elemBytes in bytes (negative dims count as 0). False when the product does not fit in
+// size_t: the dims come from JS (maxInputDims / maxOutputDims / gears) or from the library, and a
+// wrapped product would size a buffer far smaller than the shape it is used for.
+inline bool TensorBytes(const std::vector<int64_t> &dims, size_t elemBytes, size_t *bytes) {
+  size_t n = elemBytes;
+  for (int64_t d : dims) {
+    if (__builtin_mul_overflow(n, static_cast<size_t>(d < 0 ? 0 : d), &n)) return false;
+  }
+  *bytes = n;
+  return true;
+}
+
+// TensorBytes, saturated at SIZE_MAX: for comparisons against a buffer size ("larger than").
+inline size_t TensorBytesOrMax(const std::vector<int64_t> &dims, size_t elemBytes) {
+  size_t n = 0;
+  return TensorBytes(dims, elemBytes, &n) ? n : SIZE_MAX;
 }
 
 inline std::string DimsText(const std::vector<int64_t> &dims) {

@@ -28,6 +28,11 @@ export function validateLoadOptions(
       if (!Array.isArray(dims) || dims.length === 0 || dims.length > MAX_RANK || !dims.every(isPositiveInt)) {
         throw invalid(`loadModel: ${option}.${name} must be a non-empty array of positive integers, got ${JSON.stringify(dims)}`, { name });
       }
+      // The buffers are sized from these bounds: an element count past 2^53 cannot be a real
+      // buffer, and in C++ (size_t) it would wrap around to a small one.
+      if (!Number.isSafeInteger(dims.reduce((n, d) => n * d, 1))) {
+        throw invalid(`loadModel: ${option}.${name} ${JSON.stringify(dims)} has more elements than any device buffer can hold`, { name });
+      }
       out[name] = [...dims];
     }
     return out;
