@@ -1,5 +1,5 @@
 import type { Producer } from 'kafkajs';
-import type { FleetError } from '../../errors/fleet-error.ts';
+import { FleetError } from '../../errors/fleet-error.ts';
 import { kafkaError } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 import type { PartitionTracker } from './partition-tracker.ts';
@@ -39,6 +39,7 @@ interface PrefixOf {
 export class TransactionalCommitter {
   private running: Promise<void> | undefined;
   private again = false;
+  private closing = false;
 
   constructor(
     private readonly groupId: string,
@@ -70,6 +71,16 @@ export class TransactionalCommitter {
     while (this.running !== undefined) await this.running;
   }
 
+  /**
+   * Closing: what can go out still goes; a settled payload stuck behind a delivery nobody settled
+   * would otherwise wait forever (and close() with it), so it is rejected and left for redelivery.
+   */
+  async close(): Promise<void> {
+    this.closing = true;
+    this.kick();
+    await this.idle();
+  }
+
   private async loop(): Promise<void> {
     for (;;) {
       const batch: PrefixOf[] = [];
@@ -77,7 +88,10 @@ export class TransactionalCommitter {
         const prefix = tp.tracker.prefix();
         if (prefix !== undefined) batch.push({ tp, ...prefix });
       }
-      if (batch.length === 0) return;
+      if (batch.length === 0) {
+        if (this.closing) this.rejectStuck();
+        return;
+      }
       const payloads = batch.flatMap((b) => b.payloads);
       const topics = [...new Set(payloads.flatMap((p) => p.messages.map((m) => m.topic)))];
       try {
@@ -94,6 +108,11 @@ export class TransactionalCommitter {
       for (const b of batch) b.tp.tracker.advance(b.count);
       for (const p of payloads) p.resolve();
     }
+  }
+
+  private rejectStuck(): void {
+    const error = new FleetError('CLOSED', 'closed before an earlier delivery of the partition settled; it will be redelivered');
+    for (const tp of this.partitions()) for (const p of tp.tracker.stuckPayloads()) p.reject(error);
   }
 
   private async transaction(producer: Producer, batch: readonly PrefixOf[], payloads: readonly EosPayload[]): Promise<void> {

@@ -388,18 +388,15 @@ export class KafkaTransport implements Transport {
   async close(): Promise<void> {
     if (this.closed) return;
     await this.stopIntake();
+    // Before waiting for the settles in flight: an exactly-once settle stuck behind a delivery that
+    // nobody settles would never finish.
+    await this.committer?.close();
     await this.ledger.quiesce();
     await this.offsets.commit().catch((err: unknown) => this.options.logger?.warn({ err }, 'final commit failed'));
-    await this.committer?.idle();
     // Whatever is still open is left uncommitted: the group hands it to another worker.
     for (const [id, entry] of this.ledger.entries()) {
       entry.tracker.release(entry.source.offset);
       this.ledger.forget(id);
-    }
-    for (const part of this.partitions.values()) {
-      for (const p of part.tracker.stuckPayloads()) {
-        p.reject(new FleetError('CLOSED', 'closed before an earlier delivery of the partition settled; it will be redelivered'));
-      }
     }
     this.closed = true;
     await this.disconnect();

@@ -1,10 +1,13 @@
-// Exactly-once (transactional) mode of the Kafka transport.
+// Exactly-once (transactional) mode of the Kafka transport: the in-flight bound and close() with
+// settles that cannot complete.
 import { afterEach, describe, expect, it } from 'vitest';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
+import type { Delivery } from '../../../src/transport/transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
-import { idOf, Inbox, makeRequest, outcomeFor, startWith } from './conformance-kit.ts';
-import { kafkaSettings } from './kafka-harness.ts';
+import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
+import { committed, kafkaSettings } from './kafka-harness.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -13,6 +16,13 @@ afterEach(async () => {
 function track<T extends { close(): Promise<void> }>(c: T): T {
   open.push(c);
   return c;
+}
+
+/** Resolves to 'timeout' when `p` has not settled within `ms`. */
+function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 describe('kafka transport, exactly-once', () => {
@@ -31,5 +41,32 @@ describe('kafka transport, exactly-once', () => {
     await t.settle(first.map(outcomeFor));
     const all = await inbox.waitFor(8, 15_000);
     expect(all.slice(4).map(idOf)).toEqual(['b0', 'b1', 'b2', 'b3']);
+  });
+
+  it('close() does not hang on a settle stuck behind an unsettled delivery; the rest is redelivered', async () => {
+    const settings = kafkaSettings({ exactlyOnce: true });
+    const model = uniqueName('eosclose').replace(/-/g, '');
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    await producer.publish([makeRequest(model, 'c0', 0), makeRequest(model, 'c1', 0)]);
+    const a = new KafkaTransport(settings, { partitions: 1 });
+    const inbox = new Inbox();
+    await startWith(a, model, inbox);
+    const [c0, c1] = await inbox.waitFor(2, 30_000);
+    // c1 cannot commit before c0, which the "runtime" never settles (a device that hung on it).
+    const stuck = a.settle([outcomeFor(c1 as Delivery)]).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await sleep(500);
+    expect(await within(a.close(), 15_000)).not.toBe('timeout');
+    const err = await within(stuck, 1_000);
+    expect(err).toBeInstanceOf(FleetError);
+    expect((err as FleetError).code).toBe('CLOSED');
+    expect(await committed(settings.groupId, `${model}.requests.p0`)).toBe(-1);
+
+    const b = track(new KafkaTransport(settings, { partitions: 1 }));
+    const inboxB = new Inbox();
+    await startWith(b, model, inboxB);
+    expect((await inboxB.waitFor(2, 30_000)).map(idOf)).toEqual([idOf(c0 as Delivery), idOf(c1 as Delivery)]);
   });
 });
