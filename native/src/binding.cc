@@ -126,8 +126,9 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
 
  private:
   // execute(inputs: Array<{data: ArrayBufferView, dims: number[]}>, gear: number, timeoutMs: number)
-  // The input bytes are read on the device thread: the views are pinned (napi_ref) until the
-  // promise settles and must not be modified or transferred meanwhile.
+  // [JS] The input bytes are read on the device thread: the views are pinned (napi_ref) until the
+  // promise settles and must not be modified or transferred meanwhile. The views stay owned by JS;
+  // the device thread copies them into the slot's pinned staging (ModelCore::Start).
   Napi::Value Execute(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     if (info.Length() < 3 || !info[0].IsArray() || !info[1].IsNumber() || !info[2].IsNumber()) {
@@ -146,7 +147,19 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
     job->model = model_;
     job->gear = static_cast<uint64_t>(gear);
     job->timeoutMs = info[2].As<Napi::Number>().DoubleValue();
+    // Any throw below (a later input malformed) must release the refs already taken: a leaked
+    // napi_ref pins its view, and the memory behind it, for the life of the env.
+    struct RefGuard {
+      napi_env env;
+      ExecJob *job;
+      ~RefGuard() {
+        if (job == nullptr) return;
+        for (napi_ref r : job->keepAlive) napi_delete_reference(env, r);
+        job->keepAlive.clear();
+      }
+    } guard{env, job.get()};
     for (uint32_t i = 0; i < arr.Length(); ++i) {
+      const TensorInfo &t = mi.inputs[i];
       Napi::Value item = arr.Get(i);
       if (!item.IsObject()) throw Napi::TypeError::New(env, "each input is {data, dims}");
       Napi::Value data = item.As<Napi::Object>().Get("data");
@@ -165,21 +178,20 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
         in.data = static_cast<const uint8_t *>(dv.ArrayBuffer().Data()) + dv.ByteOffset();
         in.bytes = dv.ByteLength();
       }
-      if (in.bytes > mi.inputs[i].bufferBytes) {
-        for (napi_ref r : job->keepAlive) napi_delete_reference(env, r);
-        throw Napi::RangeError::New(env, "input " + mi.inputs[i].name + " has " +
-                                             std::to_string(in.bytes) + " bytes, its buffer holds " +
-                                             std::to_string(mi.inputs[i].bufferBytes));
+      if (in.bytes > t.bufferBytes) {
+        throw Napi::RangeError::New(env, "input " + t.name + " has " + std::to_string(in.bytes) +
+                                             " bytes, its buffer holds " +
+                                             std::to_string(t.bufferBytes));
       }
       if (in.bytes > 0 && in.data == nullptr) {
-        for (napi_ref r : job->keepAlive) napi_delete_reference(env, r);
-        throw Napi::TypeError::New(env, "input " + mi.inputs[i].name + " is detached");
+        throw Napi::TypeError::New(env, "input " + t.name + " is detached");
       }
       napi_ref ref = nullptr;
       napi_create_reference(env, data, 1, &ref);
       job->keepAlive.push_back(ref);
       job->inputs.push_back(std::move(in));
     }
+    guard.job = nullptr;  // from here the refs belong to the job: released in Settle or onRefused
     job->submittedAt = Clock::now();
     return SubmitWork(env, *device_, std::move(job), false,
                       [env](Work &w) { ReleaseRefs(env, static_cast<ExecJob &>(w)); });
