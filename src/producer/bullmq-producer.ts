@@ -158,7 +158,14 @@ export class BullmqProducer implements Producer {
   }
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
-    this.inboxReady ??= this.listen(this.inbox, (r) => this.router.deliver(r), undefined).then(() => undefined);
+    // A failed start is not kept: once Redis answers again the next request() opens the inbox.
+    this.inboxReady ??= this.listen(this.inbox, (r) => this.router.deliver(r), undefined).then(
+      () => undefined,
+      (err: unknown) => {
+        this.inboxReady = undefined;
+        throw err;
+      },
+    );
     await this.inboxReady;
     return this.router.roundTrip(request.id, options.timeoutMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
   }
