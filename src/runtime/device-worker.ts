@@ -512,6 +512,10 @@ export class DeviceWorker {
     }
     await this.publisher.close();
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    // A hang during the drain took over: the state stays 'hung' (the caller must not unload what
+    // the hung batch uses) and the journal stays as hang() left it (emptied once the broker holds
+    // the counts: rewriting it would count the hang twice).
+    if (this.status === 'hung') return { released };
     this.state = 'stopped';
     this.crash.record();
     return { released };

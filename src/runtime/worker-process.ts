@@ -147,18 +147,21 @@ export async function runWorker(
     (stopping ??= (async () => {
       clearInterval(poll);
       metrics.setWorkerReady(false);
-      const hung = worker.status === 'hung';
-      if (hung) await Promise.race([worker.hangRecorded, sleep(SUSPECTS_WAIT_MS)]);
+      const afterHang = async (): Promise<number> => {
+        await Promise.race([worker.hangRecorded, sleep(SUSPECTS_WAIT_MS)]);
+        // Unloading a model or closing the device waits for the hung batch, maybe forever: leave
+        // both to process exit; only the broker session ends, so what we held is redelivered.
+        await Promise.race([transport.close().catch((err: unknown) => log.warn({ err }, 'transport close after hang failed')), sleep(ABANDON_CLOSE_MS)]);
+        log.warn('stopped after a device hang; the device is left to process exit');
+        return EXIT_HANG;
+      };
       try {
-        if (hung) {
-          // Unloading a model or closing the device waits for the hung batch, maybe forever: leave
-          // both to process exit; only the broker session ends, so what we held is redelivered.
-          await Promise.race([transport.close().catch((err: unknown) => log.warn({ err }, 'transport close after hang failed')), sleep(ABANDON_CLOSE_MS)]);
-          log.warn('stopped after a device hang; the device is left to process exit');
-          return EXIT_HANG;
-        }
+        const hung = (): boolean => worker.status === 'hung';
+        if (hung()) return await afterHang();
         const { released } = await worker.drain();
         log.info({ released }, 'drained');
+        // The device hung while draining (the drain timed out behind the hung batch).
+        if (hung()) return await afterHang();
         await worker.close();
         log.info('transport closed');
         await device.close();
