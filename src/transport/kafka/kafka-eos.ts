@@ -39,6 +39,8 @@ interface PrefixOf {
 export class TransactionalCommitter {
   private running: Promise<void> | undefined;
   private again = false;
+  /** Revoked partitions whose settled payloads still wait: they are let go between transactions. */
+  private revoked: TrackedPartition[] = [];
   private closing = false;
 
   constructor(
@@ -72,6 +74,17 @@ export class TransactionalCommitter {
   }
 
   /**
+   * The partitions were revoked: their offsets are the new owner's to commit, and it answers their
+   * uncommitted requests again, so this worker's results for them must not be written (that would
+   * answer them twice). Their settled payloads resolve unwritten; a transaction in flight finishes.
+   */
+  revoke(parts: readonly TrackedPartition[]): void {
+    if (parts.length === 0) return;
+    this.revoked.push(...parts);
+    this.kick();
+  }
+
+  /**
    * Closing: what can go out still goes; a settled payload stuck behind a delivery nobody settled
    * would otherwise wait forever (and close() with it), so it is rejected and left for redelivery.
    */
@@ -83,6 +96,7 @@ export class TransactionalCommitter {
 
   private async loop(): Promise<void> {
     for (;;) {
+      for (const tp of this.revoked.splice(0)) for (const p of tp.tracker.stuckPayloads()) p.resolve();
       const batch: PrefixOf[] = [];
       for (const tp of this.partitions()) {
         const prefix = tp.tracker.prefix();

@@ -173,14 +173,17 @@ export class KafkaTransport implements Transport {
   private onAssignment(assignment: Record<string, number[]>): void {
     const assigned = new Set<string>();
     for (const [topic, parts] of Object.entries(assignment)) for (const p of parts) assigned.add(tpKey(topic, p));
-    // Revoked partitions: their deliveries still get results, but the new owner commits (and
-    // may answer them again: at-least-once across a rebalance).
-    for (const key of [...this.partitions.keys()]) {
+    // Revoked partitions: the new owner commits them. At-least-once, their deliveries still get
+    // results (and may be answered again); exactly-once, only the new owner answers them.
+    const revoked: Partition[] = [];
+    for (const [key, part] of [...this.partitions]) {
       if (!assigned.has(key)) {
         this.partitions.delete(key);
         this.offsets.forget(key);
+        revoked.push(part);
       }
     }
+    this.committer?.revoke(revoked);
     this.pauses.reassigned(assigned, this.sources.keys());
     this.hintsLoaded = this.loadHints(assigned);
   }
@@ -320,7 +323,14 @@ export class KafkaTransport implements Transport {
   }
 
   private async settleExactlyOnce(outcomes: readonly Outcome[]): Promise<void> {
-    const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
+    const claims = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
+    const { rejected } = claims;
+    // Revoked since delivered: the new owner answers it (see TransactionalCommitter.revoke).
+    const claimed = claims.claimed.filter(({ item, entry }) => {
+      if (this.partitions.get(tpKey(entry.source.topic, entry.source.partition)) === entry.part) return true;
+      this.ledger.finish(item.deliveryId);
+      return false;
+    });
     // The committer's transaction creates topics met for the first time (ResultSender.withProducer).
     const prepared = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names) }));
     const waits = prepared.map(

@@ -1,13 +1,14 @@
-// Exactly-once (transactional) mode of the Kafka transport: the in-flight bound and close() with
-// settles that cannot complete.
+// Exactly-once (transactional) mode of the Kafka transport: the in-flight bound, revoked
+// partitions and close() with settles that cannot complete.
 import { afterEach, describe, expect, it } from 'vitest';
+import { decodeResult } from '../../../src/codec/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
 import type { Delivery } from '../../../src/transport/transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
-import { committed, kafkaSettings } from './kafka-harness.ts';
+import { committed, kafkaSettings, readTopic } from './kafka-harness.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -24,6 +25,8 @@ function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
   const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)));
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
+
+const partitionOf = (d: Delivery): number => Number(d.deliveryId.split('/')[1]);
 
 describe('kafka transport, exactly-once', () => {
   it('a partition paused by the in-flight bound resumes once its deliveries are settled', async () => {
@@ -68,5 +71,33 @@ describe('kafka transport, exactly-once', () => {
     const inboxB = new Inbox();
     await startWith(b, model, inboxB);
     expect((await inboxB.waitFor(2, 30_000)).map(idOf)).toEqual([idOf(c0 as Delivery), idOf(c1 as Delivery)]);
+  });
+
+  it('a delivery of a partition revoked by a rebalance settles without hanging; the new owner answers it, once', async () => {
+    const settings = kafkaSettings({ exactlyOnce: true });
+    const model = uniqueName('eosrevoke').replace(/-/g, '');
+    const producer = track(new KafkaProducer(settings, { partitions: 2 }));
+    const ids = Array.from({ length: 12 }, (_, i) => `r${i}`);
+    await producer.publish(ids.map((id) => makeRequest(model, id, 0)));
+    const a = track(new KafkaTransport(settings, { partitions: 2, instanceId: 'a' }));
+    const inboxA = new Inbox();
+    await startWith(a, model, inboxA);
+    const heldByA = await inboxA.waitFor(ids.length, 30_000);
+    expect(new Set(heldByA.map(partitionOf)).size).toBe(2);
+
+    // A second worker joins: one of A's partitions moves to it, with A's deliveries unsettled.
+    const b = track(new KafkaTransport(settings, { partitions: 2, instanceId: 'b' }));
+    const inboxB = new Inbox();
+    await startWith(b, model, inboxB);
+    const first = await inboxB.waitFor(1, 30_000);
+    const moved = partitionOf(first[0] as Delivery);
+    const movedCount = heldByA.filter((d) => partitionOf(d) === moved).length;
+    const gotByB = await inboxB.waitFor(movedCount, 15_000);
+    expect(new Set(gotByB.map(partitionOf))).toEqual(new Set([moved]));
+
+    expect(await within(a.settle(heldByA.map(outcomeFor)), 15_000)).not.toBe('timeout');
+    await b.settle(gotByB.map(outcomeFor));
+    const replies = await readTopic(`${model}.replies`, ids.length + 1, 5_000);
+    expect(replies.map((m) => decodeResult(m.value).id).sort()).toEqual([...ids].sort());
   });
 });
