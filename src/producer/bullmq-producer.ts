@@ -19,6 +19,7 @@ import {
 import { ErrorThrottle, isRedisRefusal } from '../transport/bullmq/error-throttle.ts';
 import type { TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { renderName } from '../transport/names.ts';
+import { withTimeout } from '../transport/with-timeout.ts';
 import type {
   Producer,
   ProducerOptions,
@@ -58,6 +59,8 @@ export class BullmqProducer implements Producer {
   private connection: Redis | undefined;
   private reachable: Promise<void> | undefined;
   private inboxReady: Promise<void> | undefined;
+  /** The inbox queue exists on Redis (its worker started): close() removes it. */
+  private inboxOpened = false;
   private readonly defaultPriority: number;
   private readonly limits: CodecLimits;
   private closed = false;
@@ -160,7 +163,7 @@ export class BullmqProducer implements Producer {
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
     // A failed start is not kept: once Redis answers again the next request() opens the inbox.
     this.inboxReady ??= this.listen(this.inbox, (r) => this.router.deliver(r), undefined).then(
-      () => undefined,
+      () => void (this.inboxOpened = true),
       (err: unknown) => {
         this.inboxReady = undefined;
         throw err;
@@ -257,7 +260,12 @@ export class BullmqProducer implements Producer {
     if (this.closed) return;
     this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
     await Promise.allSettled([...this.workers.keys()].map((w) => this.closeWorker(w)));
-    if (this.inboxReady !== undefined) await this.queue(this.inbox).obliterate({ force: true }).catch(() => undefined);
+    if (this.inboxOpened) {
+      // Bounded: with Redis away the command would wait for it forever (and close with it).
+      await withTimeout(this.queue(this.inbox).obliterate({ force: true }), this.settings.connectTimeoutMs, 'removing the inbox queue').catch((err: unknown) =>
+        this.options.logger?.warn({ err, queue: this.inbox }, 'could not remove the inbox queue; remove it with Queue.obliterate'),
+      );
+    }
     this.closed = true;
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
     this.queues.clear();

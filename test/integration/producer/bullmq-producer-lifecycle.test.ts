@@ -47,6 +47,16 @@ async function lateRedis(redisUrl: string): Promise<{ url: string; up(): Promise
 const failure = (p: Promise<unknown>): Promise<unknown> => p.then(() => undefined, (e: unknown) => e);
 
 describe('bullmq producer lifecycle', () => {
+  it('close() returns promptly after a request() that failed because Redis did not answer', async () => {
+    const producer = new BullmqProducer(bullmqSettings({ redisUrl: 'redis://127.0.0.1:1', connectTimeoutMs: 500 }));
+    const err = await failure(producer.request(makeRequest('m', 'r-1', 0), { timeoutMs: 1_000 }));
+    expect((err as FleetError).code).toBe('TRANSPORT_ERROR');
+    const startedAt = Date.now();
+    const closed = await Promise.race([producer.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('hung'), 5_000))]);
+    expect(closed).toBe('closed');
+    expect(Date.now() - startedAt).toBeLessThan(5_000);
+  });
+
   it('request() works once Redis answers, after a first request() found it away', async () => {
     const base = bullmqSettings();
     const late = await lateRedis(base.redisUrl);
