@@ -64,6 +64,8 @@ export class BullmqProducer implements Producer {
   private readonly defaultPriority: number;
   private readonly limits: CodecLimits;
   private closed = false;
+  /** close() has begun: no new reply worker may start (it would outlive close). */
+  private closing: Promise<void> | undefined;
 
   constructor(
     private readonly settings: BullmqSettings,
@@ -189,6 +191,7 @@ export class BullmqProducer implements Producer {
   /** A worker on a reply queue; jobs already waiting there are read too (a queue keeps them). */
   private async listen(queue: string, onResult: (r: ResultEnvelope) => void, onError: ((e: Error) => void) | undefined): Promise<Worker> {
     await this.reach();
+    if (this.closing !== undefined) throw new FleetError('CLOSED', 'bullmq producer is closed');
     // Named, so an operator (and a test) can tell a client's reply connections in CLIENT LIST.
     const connection = redisConnection(this.settings.redisUrl, { connectionName: `npu-fleet-replies:${this.settings.prefix}:${queue}`.replace(/[^\w:.-]/g, '_') });
     // Reconnect attempts while Redis is away; without a listener ioredis prints each one.
@@ -256,8 +259,12 @@ export class BullmqProducer implements Producer {
     }
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    this.closing ??= this.closeNow();
+    return this.closing;
+  }
+
+  private async closeNow(): Promise<void> {
     this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
     await Promise.allSettled([...this.workers.keys()].map((w) => this.closeWorker(w)));
     if (this.inboxOpened) {

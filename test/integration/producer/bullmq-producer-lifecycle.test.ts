@@ -1,6 +1,7 @@
 // BullMQ producer lifecycle against a real Redis: request() after Redis was away at the first
 // call, close() while Redis is away, close() racing a request() that is still opening its inbox.
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
@@ -74,6 +75,29 @@ describe('bullmq producer lifecycle', () => {
       // Redis (the proxy) last: closing clients talk to it.
       await Promise.allSettled([producer.close(), t.close()]);
       await late.close();
+    }
+  });
+
+  it('close() called while a request() opens its inbox leaves no reply connection behind', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('race');
+    const admin = new Redis(settings.redisUrl);
+    const replyConnections = async (): Promise<number> =>
+      String(await admin.client('LIST'))
+        .split('\n')
+        .filter((l) => l.includes(`name=npu-fleet-replies:${settings.prefix}:`)).length;
+    try {
+      const producer = new BullmqProducer(settings);
+      open.push(producer);
+      await producer.publish(makeRequest(model, 'warm-up', 0)); // Redis reached: the next listen does not wait for it
+      const pending = failure(producer.request(makeRequest(model, 'raced', 0), { timeoutMs: 5_000 }));
+      await producer.close();
+      expect(((await pending) as FleetError).code).toBe('CLOSED');
+      const deadline = Date.now() + 3_000;
+      while ((await replyConnections()) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(await replyConnections()).toBe(0);
+    } finally {
+      admin.disconnect();
     }
   });
 });
