@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <napi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "acl_loader.h"
 #include "device_core.h"
 #include "model_core.h"
+#include "model_util.h"
 #include "napi_util.h"
 #include "requests.h"
 
@@ -182,6 +184,20 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
         throw Napi::RangeError::New(env, "input " + t.name + " has " + std::to_string(in.bytes) +
                                              " bytes, its buffer holds " +
                                              std::to_string(t.bufferBytes));
+      }
+      // The dims must describe exactly these bytes: for range-dynamic models they reach ACL as
+      // the input's real shape (aclmdlSetDatasetTensorDesc), and real ACL reads dims × dtype
+      // bytes from the device buffer without checking them against what was copied in (only
+      // the simulator checks). Memory safety on the device, so checked here, not only in TS.
+      size_t described = 0;
+      const bool negative =
+          std::any_of(in.dims.begin(), in.dims.end(), [](int64_t d) { return d < 0; });
+      if (in.dims.size() != t.dims.size() || negative ||
+          !TensorBytes(in.dims, t.elemBytes, &described) || described != in.bytes) {
+        throw Napi::RangeError::New(env, "input " + t.name + " dims " + DimsText(in.dims) +
+                                             " do not describe its " + std::to_string(in.bytes) +
+                                             " bytes (model dims " + DimsText(t.dims) + ", " +
+                                             std::to_string(t.elemBytes) + " bytes/element)");
       }
       if (in.bytes > 0 && in.data == nullptr) {
         throw Napi::TypeError::New(env, "input " + t.name + " is detached");
