@@ -252,9 +252,19 @@ export class BullmqProducer implements Producer {
   private async closeWorker(worker: Worker): Promise<void> {
     const connection = this.workers.get(worker);
     this.workers.delete(worker);
+    const closing = worker.close();
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), this.settings.connectTimeoutMs)));
     try {
-      await worker.close();
+      // With Redis away, a graceful close waits for it forever (BullMQ waits for the blocking
+      // connection to end, which a reconnecting ioredis client never does): past the bound the
+      // connections are dropped and close goes on without waiting for them.
+      if ((await Promise.race([closing, bound])) === 'late') {
+        closing.catch(() => undefined);
+        void worker.disconnect().catch(() => undefined);
+      }
     } finally {
+      clearTimeout(timer);
       connection?.disconnect();
     }
   }

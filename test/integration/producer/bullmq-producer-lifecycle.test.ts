@@ -78,6 +78,24 @@ describe('bullmq producer lifecycle', () => {
     }
   });
 
+  it('close() returns promptly when Redis went away after request() opened the inbox', async () => {
+    const base = bullmqSettings();
+    const late = await lateRedis(base.redisUrl);
+    open.push(late);
+    await late.up();
+    const model = uniqueName('gone');
+    const producer = new BullmqProducer({ ...base, redisUrl: late.url, connectTimeoutMs: 500 });
+    const t = new BullmqTransport(base);
+    open.push(t);
+    await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) });
+    expect((await producer.request(makeRequest(model, 'before', 0), { timeoutMs: 10_000 })).id).toBe('before');
+    await late.close();
+    const startedAt = Date.now();
+    const closed = await Promise.race([producer.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('hung'), 10_000))]);
+    expect(closed).toBe('closed');
+    expect(Date.now() - startedAt).toBeLessThan(10_000);
+  });
+
   it('close() called while a request() opens its inbox leaves no reply connection behind', async () => {
     const settings = bullmqSettings();
     const model = uniqueName('race');
