@@ -73,10 +73,11 @@ export async function startEmbeddedFleet(
     async stop() {
       if (demoTimer) clearInterval(demoTimer);
       if (reportTimer) clearInterval(reportTimer);
-      let code = 0;
-      for (const w of workers) code = Math.max(code, await w.stop());
+      // All at once, like the supervisor's SIGTERM: one after another would take up to N drain
+      // timeouts, and the workers not yet stopping would keep taking work meanwhile.
+      const codes = await Promise.all(workers.map((w) => w.stop()));
       await producer.close();
-      return code;
+      return Math.max(0, ...codes);
     },
   };
 }
