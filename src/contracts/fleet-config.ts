@@ -217,6 +217,10 @@ export const FleetConfigSchema = z
         restartBackoffMinMs: z.number().int().positive().default(FLEET_DEFAULTS.restartBackoffMinMs),
         restartBackoffMaxMs: z.number().int().positive().default(FLEET_DEFAULTS.restartBackoffMaxMs),
       })
+      .refine((s) => s.restartBackoffMinMs <= s.restartBackoffMaxMs, {
+        message: 'restartBackoffMinMs must not exceed restartBackoffMaxMs: raise supervisor.restartBackoffMaxMs or lower supervisor.restartBackoffMinMs',
+        path: ['restartBackoffMinMs'],
+      })
       .default({ restartBackoffMinMs: FLEET_DEFAULTS.restartBackoffMinMs, restartBackoffMaxMs: FLEET_DEFAULTS.restartBackoffMaxMs }),
     limits: CodecLimitsSchema.default(CodecLimitsSchema.parse({})),
     log: z

@@ -67,6 +67,12 @@ describe('fleet config loader', () => {
     expect(fe.message).toContain(file);
   });
 
+  it('refuses a restart backoff whose minimum exceeds its maximum, naming both fields', () => {
+    const file = tmpFile('backoff.yaml', 'supervisor:\n  restartBackoffMinMs: 60000\n');
+    expect(() => loadFleetConfig({ file, env: {} })).toThrow(/supervisor\.restartBackoffMinMs.*raise supervisor\.restartBackoffMaxMs/);
+    expect(loadFleetConfig({ file: tmpFile('ok.yaml', 'supervisor:\n  restartBackoffMinMs: 30000\n'), env: {} }).supervisor.restartBackoffMinMs).toBe(30_000);
+  });
+
   it('refuses an unknown (misspelt) key, naming it, instead of silently using the default', () => {
     const file = tmpFile('typo.yaml', 'worker:\n  metricPort: 9100\n');
     expect(() => loadFleetConfig({ file, env: {} })).toThrow(/worker: Unrecognized key: "metricPort" \(remove it or fix its spelling\)/);
