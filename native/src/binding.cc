@@ -231,6 +231,14 @@ class NativeModel : public Napi::ObjectWrap<NativeModel> {
 
 std::atomic<int> g_exitCode{0};
 
+// Stops every device (closing its models and context, resetting it) and then finalizes ACL.
+// Called twice at most, and idempotent: first from the process 'exit' event on the main JS thread
+// (shutdownForExit, below), so all of it runs before C exit(); then, as a fallback for exits that
+// bypass that event, from std::atexit. From atexit alone it would run after the static destructors
+// of every ACL singleton constructed after the handler was registered (exit() destroys in reverse
+// order of registration, and libascendcl.so creates its singletons lazily, after aclInit): device
+// threads and aclFinalize would then call into a half-destroyed library (acl-api.md §2, §10:
+// aclFinalize not from destructors, the singleton destruction order at exit is unknown).
 void ShutdownAtExit() {
   if (!DeviceCore::ShutdownAll(DeviceCore::ExitGraceMs())) {
     // A device is still busy (hung work): its thread and the ACL library's own threads may still
@@ -240,6 +248,19 @@ void ShutdownAtExit() {
     std::_Exit(g_exitCode.load());
   }
   if (DeviceCore::LiveDevices() == 0) FinalizeBackend();
+}
+
+// shutdownForExit(): [JS, main thread] src/device calls it from process.on('exit'), after
+// setExitCode. Blocks the (exiting) JS thread up to NPU_FLEET_EXIT_GRACE_MS per device; when a
+// device is hung past that it ends the process at once with _Exit and the exit code.
+Napi::Value ShutdownForExitJs(const Napi::CallbackInfo &info) {
+  ShutdownAtExit();
+  return info.Env().Undefined();
+}
+
+// liveDevices(): device threads not yet finished, process-wide (tests and diagnostics).
+Napi::Value LiveDevicesJs(const Napi::CallbackInfo &info) {
+  return Napi::Number::New(info.Env(), DeviceCore::LiveDevices());
 }
 
 // setExitCode(code): src/device calls it from process.on('exit') so a forced exit keeps the code.
@@ -339,6 +360,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("aclErrorName", Napi::Function::New(env, ErrorName));
   exports.Set("leakCheck", Napi::Function::New(env, LeakCheck));
   exports.Set("setExitCode", Napi::Function::New(env, SetExitCode));
+  exports.Set("liveDevices", Napi::Function::New(env, LiveDevicesJs));
+  exports.Set("shutdownForExit", Napi::Function::New(env, ShutdownForExitJs));
   exports.Set("addonDir", data->addonDir);
   return exports;
 }

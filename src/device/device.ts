@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { isMainThread } from 'node:worker_threads';
 
 import type { Dtype } from '../contracts/tensor.ts';
 import { FleetError } from '../errors/fleet-error.ts';
@@ -57,12 +58,20 @@ let exitHookInstalled = false;
 /**
  * At process exit the addon stops open devices, waiting NPU_FLEET_EXIT_GRACE_MS (default 2000)
  * for work in flight; if a device is still busy (hung) it ends the process with _exit so the ACL
- * library is not torn down under running threads. This passes it the code the process exits with.
+ * library is not torn down under running threads. This passes it the code the process exits with,
+ * and (main thread) runs that teardown from the 'exit' event, before C exit() starts destroying
+ * the ACL library's static singletons; the addon's atexit handler is then a no-op fallback.
+ * Worker threads are torn down by the addon's env cleanup hooks instead: shutdownForExit stops
+ * every device in the process. Runs on the JS thread; blocks only the exiting process.
  */
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
-  process.once('exit', (code) => loadAddon().setExitCode(typeof code === 'number' ? code : 0));
+  process.once('exit', (code) => {
+    const addon = loadAddon();
+    addon.setExitCode(typeof code === 'number' ? code : 0);
+    if (isMainThread) addon.shutdownForExit();
+  });
 }
 
 /** Which ACL library the binding drives (opens and initialises it on first call). */

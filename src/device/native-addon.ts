@@ -60,6 +60,13 @@ export interface RawAddon {
   leakCheck(): number | null;
   /** Exit code for a forced exit when a device is still busy at process exit. */
   setExitCode(code: number): void;
+  /**
+   * Main thread, process 'exit' only: stops every open device and finalizes ACL before C exit()
+   * runs static destructors; ends the process with _exit (and the code) if a device is hung.
+   */
+  shutdownForExit(): void;
+  /** Device threads still running, process-wide. */
+  liveDevices(): number;
   addonDir: string;
 }
 
