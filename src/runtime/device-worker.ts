@@ -82,7 +82,8 @@ export class DeviceWorker {
   private idleWaiters: Array<() => void> = [];
   private readonly seen = new Map<string, number>();
   /** Per lane: when its last top-priority request was admitted. */
-  private readonly lastUrgentAt = new Map<string, number>();
+  /** The last top-priority admission on this device, any lane: the device is what urgent work waits for. */
+  private lastUrgentAt = -Infinity;
   private suspectsRecorded: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: DeviceWorkerOptions) {
@@ -224,7 +225,7 @@ export class DeviceWorker {
       return;
     }
     this.queued.set(request.id, entry.payload);
-    if (entry.priority === 0) this.lastUrgentAt.set(lane.key, nowMs);
+    if (entry.priority === 0) this.lastUrgentAt = nowMs;
     if (this.seen.has(request.id)) this.o.metrics.duplicateSeen(request.model);
     if (verdict.kind === 'backpressure') this.applyBackpressure(lane);
   }
@@ -283,7 +284,7 @@ export class DeviceWorker {
       if (this.state === 'hung') break;
       const leadMs = Math.max(PIPELINE_LEAD_MS, this.copyInEwmaMs);
       const deviceBusy = this.inflight > 0 && freeAt - nowMs > leadMs;
-      const urgentActive = nowMs - (this.lastUrgentAt.get(lane.key) ?? -Infinity) < URGENT_WINDOW_MS;
+      const urgentActive = nowMs - this.lastUrgentAt < URGENT_WINDOW_MS;
       const holdForUrgent = this.inflight > 0 && urgentActive;
       if (this.inflight < maxInflight && (deviceBusy || holdForUrgent) && lane.scheduler.queuedAtLevel(0) === 0) {
         // The device is busy: a batch sent now would only wait on the device, and would hold the
