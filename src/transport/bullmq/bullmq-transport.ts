@@ -10,6 +10,7 @@ import { ErrorThrottle, isRedisRefusal } from './error-throttle.ts';
 import { reclaimLostJobs, RECLAIM_DELAY_MS } from './lost-job-reclaimer.ts';
 import { QueueCache } from './queue-cache.ts';
 import { SettlingWorker } from './settling-worker.ts';
+import { settlesWithin } from './settles-within.ts';
 import { SuspectStore } from './suspect-store.ts';
 import { QueueSweeper } from './queue-sweeper.ts';
 import { answerJobs, stalledOutAnswer, type OutJob } from './answer-jobs.ts';
@@ -59,6 +60,8 @@ interface ModelWorker {
 
 /** After Redis refuses a fetch (out of memory, a read-only replica), how long fetching rests. */
 const FETCH_BACKOFF_MS = 1_000;
+/** How long dropping the connections waits for a sweep in flight (it may wait for Redis forever). */
+const STOP_WAIT_MS = 1_000;
 
 /**
  * BullMQ transport: one queue per model with native priority. Each fetched job's processor
@@ -443,6 +446,22 @@ export class BullmqTransport implements Transport {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    // With Redis away each step below waits for it forever: commands queue on connections that
+    // retry forever, and BullMQ's graceful worker close waits for its blocking connection to
+    // end, which a reconnecting ioredis client never does. Past the bound, close as a crash
+    // does: the jobs still held come back to the queue once their locks lapse.
+    const graceful = this.closeGracefully();
+    if (!(await settlesWithin(graceful, this.settings.connectTimeoutMs))) {
+      graceful.catch(() => undefined);
+      this.options.logger?.warn(
+        { timeoutMs: this.settings.connectTimeoutMs },
+        'closing the bullmq transport took over transport.bullmq.connectTimeoutMs (Redis away?); connections dropped, the jobs still held come back when their locks lapse',
+      );
+      await this.abort();
+    }
+  }
+
+  private async closeGracefully(): Promise<void> {
     await this.reaper?.stop();
     await this.stopIntake();
     await this.ledger.quiesce();
@@ -459,7 +478,8 @@ export class BullmqTransport implements Transport {
   /** Simulates a crash: connections dropped, locks left to expire; other workers re-run the jobs. */
   async abort(): Promise<void> {
     this.closed = true;
-    await this.reaper?.stop();
+    // A sweep in flight may wait for an absent Redis forever; a crash does not wait for it.
+    await settlesWithin(this.reaper?.stop(), STOP_WAIT_MS);
     for (const [id] of this.ledger.entries()) this.ledger.forget(id);
     for (const mw of this.workers.values()) {
       clearTimeout(mw.restTimer);
@@ -470,7 +490,7 @@ export class BullmqTransport implements Transport {
   }
 
   private async disconnect(): Promise<void> {
-    await this.sweeper?.stop();
+    await settlesWithin(this.sweeper?.stop(), STOP_WAIT_MS);
     await Promise.allSettled([...this.workers.values()].map((mw) => mw.counter.close()));
     for (const mw of this.workers.values()) mw.connection.disconnect();
     await this.outQueues.closeAll();

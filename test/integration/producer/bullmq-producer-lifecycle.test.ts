@@ -1,49 +1,18 @@
 // BullMQ producer lifecycle against a real Redis: request() after Redis was away at the first
 // call, close() while Redis is away, close() racing a request() that is still opening its inbox.
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
-import { bullmqSettings } from '../transport/bullmq-harness.ts';
+import { bullmqSettings, lateRedis } from '../transport/bullmq-harness.ts';
 import { makeRequest, outcomeFor } from '../transport/conformance-kit.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
   await Promise.allSettled(open.splice(0).map((c) => c.close()));
 });
-
-/** A port with nothing listening yet; `up()` then forwards it to the real Redis. */
-async function lateRedis(redisUrl: string): Promise<{ url: string; up(): Promise<void>; close(): Promise<void> }> {
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-  const port = (probe.address() as { port: number }).port;
-  await new Promise<void>((r) => probe.close(() => r()));
-  const target = new URL(redisUrl);
-  const sockets = new Set<Socket>();
-  let server: Server | undefined;
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    up: async () => {
-      server = createServer((client) => {
-        const upstream = connect(Number(target.port || 6379), target.hostname);
-        for (const s of [client, upstream]) {
-          sockets.add(s);
-          s.on('error', () => undefined);
-          s.on('close', () => sockets.delete(s));
-        }
-        client.pipe(upstream).pipe(client);
-      });
-      await new Promise<void>((r) => server!.listen(port, '127.0.0.1', r));
-    },
-    close: async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => (server === undefined ? r() : server.close(() => r())));
-    },
-  };
-}
 
 const failure = (p: Promise<unknown>): Promise<unknown> => p.then(() => undefined, (e: unknown) => e);
 

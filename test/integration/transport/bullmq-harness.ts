@@ -1,4 +1,5 @@
 // Broker-side helpers for the BullMQ transport tests (real redis-server from the test services).
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -21,6 +22,36 @@ export async function queueJobs(settings: BullmqSettings, queue: string, states:
   } finally {
     await q.close();
   }
+}
+
+/** A port with nothing listening yet; `up()` then forwards it to the real Redis. */
+export async function lateRedis(redisUrl: string): Promise<{ url: string; up(): Promise<void>; close(): Promise<void> }> {
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise<void>((r) => probe.close(() => r()));
+  const target = new URL(redisUrl);
+  const sockets = new Set<Socket>();
+  let server: Server | undefined;
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    up: async () => {
+      server = createServer((client) => {
+        const upstream = connect(Number(target.port || 6379), target.hostname);
+        for (const s of [client, upstream]) {
+          sockets.add(s);
+          s.on('error', () => undefined);
+          s.on('close', () => sockets.delete(s));
+        }
+        client.pipe(upstream).pipe(client);
+      });
+      await new Promise<void>((r) => server!.listen(port, '127.0.0.1', r));
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => (server === undefined ? r() : server.close(() => r())));
+    },
+  };
 }
 
 export async function bullmqHarness(transportOptions: BullmqTransportOptions = {}): Promise<ConformanceHarness> {

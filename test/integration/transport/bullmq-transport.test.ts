@@ -11,7 +11,7 @@ import { jobIdFor } from '../../../src/transport/bullmq/bullmq-names.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, ResultSink, startWith } from './conformance-kit.ts';
 import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
-import { bullmqSettings, queueJobs } from './bullmq-harness.ts';
+import { bullmqSettings, lateRedis, queueJobs } from './bullmq-harness.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -241,5 +241,41 @@ describe('bullmq transport', () => {
     await (inboxB.all.length > 0 ? b : c2).settle([outcomeFor(again!)]);
     const results = await sink.waitFor(2, 10_000);
     expect(results.map((r) => r.status)).toEqual(['failed', 'ok']);
+  });
+
+  it('close() returns within about connectTimeoutMs when Redis went away while it held jobs; they come back once Redis does', async () => {
+    const base = bullmqSettings({ lockDurationMs: 1_000 });
+    const late = await lateRedis(base.redisUrl);
+    track(late);
+    await late.up();
+    const model = uniqueName('outage-close');
+    const producer = track(new BullmqProducer(base));
+    await producer.publish([makeRequest(model, 'held-1', 0), makeRequest(model, 'held-2', 0)]);
+    const t = new BullmqTransport({ ...base, redisUrl: late.url, connectTimeoutMs: 1_000 }, { stalledIntervalMs: 500, reaperIntervalMs: 200 });
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    await inbox.waitFor(2, 10_000);
+    await late.close();
+    const startedAt = Date.now();
+    const closed = await Promise.race([t.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('hung'), 10_000))]);
+    expect(closed).toBe('closed');
+    expect(Date.now() - startedAt).toBeLessThan(10_000);
+    // Not lost: another worker runs them once their locks lapse.
+    const other = track(new BullmqTransport(base, { stalledIntervalMs: 500 }));
+    const again = new Inbox();
+    await startWith(other, model, again);
+    expect((await again.waitFor(2, 15_000)).map(idOf).sort()).toEqual(['held-1', 'held-2']);
+  }, 40_000);
+
+  it('close() returns within about connectTimeoutMs when Redis went away while it held nothing', async () => {
+    const base = bullmqSettings();
+    const late = await lateRedis(base.redisUrl);
+    track(late);
+    await late.up();
+    const t = new BullmqTransport({ ...base, redisUrl: late.url, connectTimeoutMs: 1_000 });
+    await startWith(t, uniqueName('outage-idle'), new Inbox());
+    await late.close();
+    const closed = await Promise.race([t.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('hung'), 10_000))]);
+    expect(closed).toBe('closed');
   });
 });
