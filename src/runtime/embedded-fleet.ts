@@ -28,12 +28,20 @@ export async function startEmbeddedFleet(
   const broker = new MemoryBroker();
   const workers: RunningWorker[] = [];
   for (let deviceId = 0; deviceId < config.devices.count; deviceId++) {
-    workers.push(
-      await runWorker(config, deviceId, { ...deps, createTransport: () => new MemoryTransport({ broker }) }, {
-        log,
-        metricsPort: config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId,
-      }),
-    );
+    // No supervisor in one process to restart a worker whose device hung: its broker session ends
+    // (what it held goes to the other devices' workers; the hung batch's requests as suspects),
+    // and the device stays out of service until the fleet restarts.
+    let running: RunningWorker | undefined;
+    const onHang = (): void => {
+      log.error({ device: deviceId }, 'device hung: its worker stops taking work and hands back what it held; restart npu-fleet to use the device again');
+      void running?.abandon();
+    };
+    running = await runWorker(config, deviceId, { ...deps, createTransport: () => new MemoryTransport({ broker }) }, {
+      log,
+      metricsPort: config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId,
+      onHang,
+    });
+    workers.push(running);
   }
   print(`npu-fleet: ${workers.length} worker(s) on the memory broker; metrics at ${workers.map((w) => `http://127.0.0.1:${w.metricsPort}/metrics`).join(' ')}`);
 
