@@ -31,16 +31,17 @@ export async function startEmbeddedFleet(
     // No supervisor in one process to restart a worker whose device hung: its broker session ends
     // (what it held goes to the other devices' workers; the hung batch's requests as suspects),
     // and the device stays out of service until the fleet restarts.
-    let running: RunningWorker | undefined;
+    const late: { running?: RunningWorker } = {};
     const onHang = (): void => {
       log.error({ device: deviceId }, 'device hung: its worker stops taking work and hands back what it held; restart npu-fleet to use the device again');
-      void running?.abandon();
+      void late.running?.abandon();
     };
-    running = await runWorker(config, deviceId, { ...deps, createTransport: () => new MemoryTransport({ broker }) }, {
+    const running = await runWorker(config, deviceId, { ...deps, createTransport: () => new MemoryTransport({ broker }) }, {
       log,
       metricsPort: config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId,
       onHang,
     });
+    late.running = running;
     workers.push(running);
   }
   print(`npu-fleet: ${workers.length} worker(s) on the memory broker; metrics at ${workers.map((w) => `http://127.0.0.1:${w.metricsPort}/metrics`).join(' ')}`);
