@@ -19,8 +19,14 @@ export interface Answer {
   readonly json: unknown;
   readonly replyTo?: string | undefined;
   readonly dlq?: DlqRecord | undefined;
-  /** The request job answered. */
-  readonly source: { readonly queue: string; readonly jobId: string | undefined; readonly data: unknown; readonly priority: number | undefined };
+  /** The request job answered; `createdAt` is its BullMQ timestamp (one per job, kept across redeliveries). */
+  readonly source: {
+    readonly queue: string;
+    readonly jobId: string | undefined;
+    readonly data: unknown;
+    readonly priority: number | undefined;
+    readonly createdAt?: number | undefined;
+  };
 }
 
 /**
@@ -39,9 +45,7 @@ export function answerJobs(settings: Pick<BullmqSettings, 'repliesTemplate' | 'd
       job: {
         name: 'result',
         data: a.json,
-        // jobId = request id: a second answer to the same request (after a redelivery) is
-        // dropped by BullMQ while the first is retained.
-        opts: { ...(a.result.id === '' ? {} : { jobId: jobIdFor(a.result.id) }), removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
+        opts: { ...(a.result.id === '' ? {} : { jobId: replyJobId(a.result.id, a.source.createdAt) }), removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
       },
     });
   } else {
@@ -60,6 +64,17 @@ export function answerJobs(settings: Pick<BullmqSettings, 'repliesTemplate' | 'd
   return out;
 }
 
+/**
+ * The reply's job id: a second answer to the same request job (after a redelivery) is dropped by
+ * BullMQ while the first is retained. It names the request job, not only the request id: a
+ * reply queue keeps an answer longer than the request queue keeps its job (a quieter queue, the
+ * 24 h reply TTL), and a later request of that id, accepted once its job is gone, would otherwise
+ * be completed with its reply silently dropped. The timestamp has no '@', so ids stay distinct.
+ */
+export function replyJobId(requestId: string, requestCreatedAt: number | undefined): string {
+  return requestCreatedAt === undefined ? jobIdFor(requestId) : `${jobIdFor(requestId)}@${requestCreatedAt}`;
+}
+
 const field = (data: unknown, key: 'id' | 'replyTo'): string | undefined => {
   const v = typeof data === 'object' && data !== null ? (data as Record<string, unknown>)[key] : undefined;
   return typeof v === 'string' ? v : undefined;
@@ -72,7 +87,7 @@ const field = (data: unknown, key: 'id' | 'replyTo'): string | undefined => {
  */
 export function stalledOutAnswer(
   model: string,
-  job: { readonly data: unknown; readonly stalledCounter: number; readonly queueName: string; readonly id?: string | undefined; readonly priority: number },
+  job: { readonly data: unknown; readonly stalledCounter: number; readonly queueName: string; readonly id?: string | undefined; readonly priority: number; readonly timestamp?: number },
 ): Answer {
   const error = new FleetError(
     'WORKER_CRASHED',
@@ -97,6 +112,6 @@ export function stalledOutAnswer(
     json: resultToJson(result),
     replyTo: field(job.data, 'replyTo'),
     dlq: { reason: error.code, message: error.message },
-    source: { queue: job.queueName, jobId: job.id, data: job.data, priority: fromBullmqPriority(job.priority) },
+    source: { queue: job.queueName, jobId: job.id, data: job.data, priority: fromBullmqPriority(job.priority), createdAt: job.timestamp },
   };
 }

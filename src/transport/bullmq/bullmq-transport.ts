@@ -353,7 +353,7 @@ export class BullmqTransport implements Transport {
         const { outcome } = item;
         const json = resultToJson(outcome.result);
         returnValues.set(item.deliveryId, json);
-        const source = { queue: entry.job.queueName, jobId: entry.job.id, data: entry.job.data, priority: outcome.delivery.priority };
+        const source = { queue: entry.job.queueName, jobId: entry.job.id, data: entry.job.data, priority: outcome.delivery.priority, createdAt: entry.job.timestamp };
         for (const { queue, job } of answerJobs(this.settings, { model: entry.model, result: outcome.result, json, replyTo: outcome.replyTo, dlq: outcome.dlq, source })) {
           const list = byQueue.get(queue) ?? [];
           list.push(job);

@@ -1,6 +1,6 @@
 // BullMQ-only behaviour beyond the conformance suite: job layout (jobId = id, native priority,
 // JSON data, return value = result), lock renewal while a job waits locally, awkward ids.
-import { Worker } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { requestToJson, resultToJson } from '../../../src/codec/index.ts';
@@ -39,7 +39,7 @@ describe('bullmq transport', () => {
     expect(e.message).not.toContain('secret');
   });
 
-  it('a request is a job with jobId = id, priority p + 1 and the JSON envelope; its result is the return value and a reply job', async () => {
+  it('a request is a job with jobId = id, priority p + 1 and the JSON envelope; its result is the return value and a reply job named by the request job', async () => {
     const settings = bullmqSettings();
     const model = uniqueName('layout');
     const producer = track(new BullmqProducer(settings));
@@ -62,7 +62,8 @@ describe('bullmq transport', () => {
     expect(done?.id).toBe('job-1');
     expect(done?.returnvalue).toEqual(expected);
     const [reply] = await queueJobs(settings, `${model}.out`, ['wait']);
-    expect(reply?.id).toBe('job-1');
+    // Named by the request job (id and timestamp): see replyJobId.
+    expect(reply?.id).toBe(`job-1@${done?.timestamp}`);
     expect(reply?.data).toEqual(expected);
   });
 
@@ -165,6 +166,32 @@ describe('bullmq transport', () => {
     await inbox.waitFor(1, 10_000);
     expect(await inbox.quietFor(1_000)).toEqual([]);
     expect(inbox.all.map(idOf)).toEqual(['same']);
+  });
+
+  it('an id published again once its earlier job is gone is answered again, although the earlier reply is still retained', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('reused-id');
+    const replyTo = `${model}.out`;
+    const producer = track(new BullmqProducer(settings));
+    const sink = new ResultSink();
+    await producer.subscribeReplies(replyTo, sink.onResult);
+    const t = track(new BullmqTransport(settings));
+    await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) });
+    await producer.publish(makeRequest(model, 'again', 0, { replyTo }));
+    await sink.waitFor(1, 10_000);
+    // The request job leaves its queue's retention (KEEP_COMPLETED: 10,000 later jobs or an hour)
+    // while its reply, on a quieter queue, is still retained.
+    const requests = new Queue(`${model}.requests`, { connection: { url: settings.redisUrl } as never, prefix: settings.prefix });
+    try {
+      const deadline = Date.now() + 5_000;
+      while ((await requests.getJobState('again')) !== 'completed' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await requests.remove('again');
+    } finally {
+      await requests.close();
+    }
+    await producer.publish(makeRequest(model, 'again', 0, { replyTo }));
+    const results = await sink.waitFor(2, 10_000);
+    expect(results.map((r) => r.id)).toEqual(['again', 'again']);
   });
 
   it('results nobody took from the default reply queue are removed after replyTtlMs; DLQ records stay with dlqTtlMs 0', async () => {
