@@ -49,6 +49,8 @@ export class TransactionalCommitter {
     private readonly producers: {
       /** Runs a transaction writing to `topics` (which then exist) with the producer for it. */
       withProducer<T>(topics: readonly string[], work: (producer: Producer) => Promise<T>): Promise<T>;
+      /** The next transaction gets a fresh producer. */
+      renewProducer(): void;
     },
   ) {}
 
@@ -114,6 +116,8 @@ export class TransactionalCommitter {
         // Nothing of this transaction is visible: re-open the entries so they can be settled
         // again (or released), and tell their callers.
         const error = kafkaError(err, 'exactly-once transaction (results + offsets) failed');
+        // Its sequence numbers may be out of step with the broker now (RotatingProducer.renew).
+        this.producers.renewProducer();
         for (const b of batch) {
           for (const p of b.payloads) p.reject(error);
         }

@@ -69,6 +69,11 @@ export class ResultSender {
     });
   }
 
+  /** A transaction failed: the next one gets a fresh producer (see RotatingProducer.renew). */
+  renewProducer(): void {
+    this.producer.renew();
+  }
+
   /**
    * Sends are serialized and coalesced: settles that arrive while a send is in flight leave
    * together in the next one. Concurrent kafkajs sendBatch calls on one connection were measured

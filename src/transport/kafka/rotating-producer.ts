@@ -29,6 +29,7 @@ export class RotatingProducer {
   private slot: Slot | undefined;
   private chain: Promise<unknown> = Promise.resolve();
   private readonly topics: ProducerTopics;
+  private renewing = false;
 
   constructor(private readonly options: RotatingProducerOptions) {
     this.topics = new ProducerTopics(options.listTopics);
@@ -38,6 +39,16 @@ export class RotatingProducer {
     const producer = this.options.create();
     await producer.connect();
     this.slot = { producer, users: 0 };
+  }
+
+  /**
+   * The next use gets a fresh producer. An idempotent kafkajs producer whose produce request failed
+   * rolls back the sequence numbers of every partition in it, also those the broker accepted
+   * (kafkajs sendMessages), so each later send to them fails with OUT_OF_ORDER_SEQUENCE_NUMBER; a
+   * fresh one starts new sequences (and, transactional, fences this one).
+   */
+  renew(): void {
+    this.renewing = true;
   }
 
   async disconnect(): Promise<void> {
@@ -70,14 +81,13 @@ export class RotatingProducer {
       const { fresh, gone } = await this.topics.beforeSend(topics, Date.now());
       if (gone.length > 0) this.options.onGone(gone);
       let slot = current;
-      if (fresh) {
+      if (fresh || this.renewing) {
         const producer = this.options.create();
         await producer.connect();
         slot = this.slot = { producer, users: 0 };
-        this.options.logger?.info(
-          { owner: this.options.owner, gone: gone.slice(0, 5), goneCount: gone.length, topics: this.topics.size },
-          gone.length > 0 ? 'kafka producer replaced: topics it had written to were deleted' : 'kafka producer replaced: it had written to many topics',
-        );
+        this.renewing = false;
+        const why = !fresh ? 'a send failed' : gone.length > 0 ? 'topics it had written to were deleted' : 'it had written to many topics';
+        this.options.logger?.info({ owner: this.options.owner, gone: gone.slice(0, 5), goneCount: gone.length, topics: this.topics.size }, `kafka producer replaced: ${why}`);
         this.topics.reset();
         if (current.users === 0) void current.producer.disconnect().catch(() => undefined);
       }

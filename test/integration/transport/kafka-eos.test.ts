@@ -1,5 +1,5 @@
 // Exactly-once (transactional) mode of the Kafka transport: the in-flight bound, revoked
-// partitions and close() with settles that cannot complete.
+// partitions, close() with settles that cannot complete, and a result the broker refuses.
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeResult } from '../../../src/codec/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
@@ -8,7 +8,7 @@ import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts'
 import type { Delivery } from '../../../src/transport/transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
-import { committed, kafkaSettings, readTopic } from './kafka-harness.ts';
+import { adminKafka, committed, kafkaSettings, readTopic } from './kafka-harness.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -25,6 +25,23 @@ function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
   const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)));
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
+
+/**
+ * A topic whose size limit a result padded by `pad` does not fit: the broker refuses it
+ * (MESSAGE_TOO_LARGE). Not a tiny limit: a transaction's abort marker must still fit.
+ */
+async function smallTopic(): Promise<string> {
+  const topic = uniqueName('eos-unpublishable');
+  const admin = adminKafka().admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({ topics: [{ topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '1000' }] }], waitForLeaders: true });
+  } finally {
+    await admin.disconnect();
+  }
+  return topic;
+}
+const pad = { meta: { pad: 'x'.repeat(2_000) } };
 
 const partitionOf = (d: Delivery): number => Number(d.deliveryId.split('/')[1]);
 
@@ -99,5 +116,26 @@ describe('kafka transport, exactly-once', () => {
     await b.settle(gotByB.map(outcomeFor));
     const replies = await readTopic(`${model}.replies`, ids.length + 1, 5_000);
     expect(replies.map((m) => decodeResult(m.value).id).sort()).toEqual([...ids].sort());
+  });
+
+  it('after a transaction the broker refused, the next ones still go out (no stale producer sequence numbers)', async () => {
+    const settings = kafkaSettings({ exactlyOnce: true });
+    const model = uniqueName('eosseq').replace(/-/g, '');
+    const unpublishable = await smallTopic();
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    await producer.publish(['q0', 'q1'].map((id) => makeRequest(model, id, 0, pad)));
+    const t = track(new KafkaTransport(settings, { partitions: 1 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const [d0, d1] = (await inbox.waitFor(2, 30_000)) as [Delivery, Delivery];
+    // One produce request: the replies partition accepts q1, the small topic refuses q0.
+    const refused = await t.settle([{ ...outcomeFor(d0), replyTo: unpublishable }, outcomeFor(d1)]).then(
+      () => undefined,
+      (e: unknown) => e as FleetError,
+    );
+    expect(refused?.details['limit']).toBe('message-size');
+    await t.settle([outcomeFor(d0), outcomeFor(d1)]);
+    const replies = await readTopic(`${model}.replies`, 3, 5_000);
+    expect(replies.map((m) => decodeResult(m.value).id)).toEqual(['q0', 'q1']);
   });
 });
