@@ -18,7 +18,12 @@ export class ReplyRouter {
    * arrive unclaimed), publish with the reply address, fail the wait if the publish fails.
    */
   async roundTrip(id: string, timeoutMs: number, publish: () => Promise<void>): Promise<ResultEnvelope> {
+    // Refused before anything is sent: its reply could not be told from the waiting one's.
+    if (this.pending.has(id)) return this.expect(id, timeoutMs);
     const reply = this.expect(id, timeoutMs);
+    // Handled now, not after the publish: the timeout can fire while the publish is still under
+    // way (Redis or Kafka slow to answer), and a rejection nobody handles ends the process.
+    reply.catch(() => undefined);
     try {
       await publish();
     } catch (err) {

@@ -1,40 +1,48 @@
-import { describe, expect, it } from 'vitest';
-import { ZERO_TIMINGS, type ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
-import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { ReplyRouter } from '../../../src/producer/reply-router.ts';
 
-const result = (id: string): ResultEnvelope => ({
-  id,
-  model: 'm',
-  version: '1',
-  status: 'ok',
-  timings: ZERO_TIMINGS,
-  batchSize: 1,
-  gear: 1,
-  device: 0,
-  worker: 'w',
-});
+const slowPublish = (ms: number) => (): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-describe('ReplyRouter', () => {
-  it('resolves the waiter of the matching id and counts unmatched replies', async () => {
-    const r = new ReplyRouter();
-    const p = r.expect('a', 1_000);
-    r.deliver(result('b'));
-    r.deliver(result('a'));
-    r.deliver(result('a'));
-    expect((await p).id).toBe('a');
-    expect(r.unmatched).toBe(2);
-    expect(r.waiting).toBe(0);
+describe('ReplyRouter.roundTrip', () => {
+  // Node ends the process on an unhandled rejection (the default --unhandled-rejections=throw).
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+  beforeEach(() => {
+    unhandled.length = 0;
+    process.on('unhandledRejection', onUnhandled);
+  });
+  afterEach(() => {
+    process.off('unhandledRejection', onUnhandled);
   });
 
-  it('times out with TIMEOUT, refuses duplicate ids, fails all on close', async () => {
-    const r = new ReplyRouter();
-    const t = await r.expect('slow', 10).catch((e: unknown) => e);
-    expect(FleetError.is(t, 'TIMEOUT')).toBe(true);
-    const first = r.expect('x', 1_000);
-    const dup = await r.expect('x', 1_000).catch((e: unknown) => e);
-    expect(FleetError.is(dup, 'INVALID_ARGUMENT')).toBe(true);
-    r.failAll(new FleetError('CLOSED', 'bye'));
-    expect(FleetError.is(await first.catch((e: unknown) => e), 'CLOSED')).toBe(true);
+  it('a timeout that fires while the publish is still under way rejects the call, not the process', async () => {
+    const router = new ReplyRouter();
+    const err = await router.roundTrip('slow', 10, slowPublish(100)).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect((err as FleetError).code).toBe('TIMEOUT');
+    expect(unhandled).toEqual([]);
+  });
+
+  it('an id already awaiting its reply is refused without an unhandled rejection (and without publishing)', async () => {
+    const router = new ReplyRouter();
+    const first = router.roundTrip('dup', 1_000, slowPublish(10));
+    let published = 0;
+    const err = await router
+      .roundTrip('dup', 1_000, async () => {
+        published++;
+        await slowPublish(50)();
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect((err as FleetError).code).toBe('INVALID_ARGUMENT');
+    expect(published).toBe(0);
+    expect(unhandled).toEqual([]);
+    router.deliver({ id: 'dup' } as never);
+    await first;
   });
 });
