@@ -9,7 +9,10 @@
 namespace sim {
 
 struct Fault {
-  enum Kind { FAIL, HANG, SLOW, CRASH };
+  // NOSYNCWAIT is not about executions: aclrtSynchronizeEventWithTimeout on the device returns
+  // ACL_ERROR_RT_FEATURE_NOT_SUPPORT (207000), as on a SoC/driver that exports the symbol but does
+  // not support the call. findFault (executions) skips it.
+  enum Kind { FAIL, HANG, SLOW, CRASH, NOSYNCWAIT };
   int device = -1;     // -1: every device (each counts its own executions)
   Kind kind = FAIL;
   uint64_t from = 0;   // 1-based execution numbers, inclusive

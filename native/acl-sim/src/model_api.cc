@@ -421,6 +421,7 @@ bool firstInputHolds(const ExecPlan &p, const ModelInfo &info, float v) {
 
 const Fault *findFault(int dev, uint64_t k, const ExecPlan &p, const ModelInfo &info) {
   for (const Fault &f : rtConfig().faults) {
+    if (f.kind == Fault::NOSYNCWAIT) continue;  // not an execution fault (see runtime.cc syncEvent)
     if ((f.device < 0 || f.device == dev) && k >= f.from && k <= f.to && (!f.byValue || firstInputHolds(p, info, f.value))) return &f;
   }
   return nullptr;

@@ -988,10 +988,28 @@ ACLSIM_API aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedSt
   API_END
 }
 
-static aclError syncEvent(aclrtEvent event, int32_t timeout) {
+// The NPU_FLEET_SIM_FAULTS item `[devN:]nosyncwait` that covers device `dev`, if any. Caller holds g_mu.
+static const Fault *noSyncWaitFaultLocked(int dev) {
+  for (const Fault &f : g_cfg.faults) {
+    if (f.kind == Fault::NOSYNCWAIT && (f.device < 0 || f.device == dev)) return &f;
+  }
+  return nullptr;
+}
+
+static aclError syncEvent(aclrtEvent event, int32_t timeout, bool timed) {
   API_BEGIN
   if (timeout < -1) return setError(ACL_ERROR_RT_PARAM_INVALID, "timeout must be -1 or >= 0 ms");
-  const std::shared_ptr<Event> e = lookupEvent(event);
+  std::shared_ptr<Event> e;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    e = lookupEventLocked(event);
+    // Injected: the symbol exists but this SoC/driver does not support the timed wait.
+    if (const Fault *f = timed ? noSyncWaitFaultLocked(e->dev) : nullptr) {
+      return setError(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                      "injected fault '" + f->text + "': aclrtSynchronizeEventWithTimeout is not supported on device " +
+                          std::to_string(e->dev));
+    }
+  }
   std::unique_lock<std::mutex> lk(e->mu);
   const uint64_t target = e->recSeq;
   auto done = [&] { return e->doneSeq >= target; };
@@ -1003,8 +1021,10 @@ static aclError syncEvent(aclrtEvent event, int32_t timeout) {
   return ACL_SUCCESS;
   API_END
 }
-ACLSIM_API aclError aclrtSynchronizeEvent(aclrtEvent event) { return syncEvent(event, -1); }
-ACLSIM_API aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout) { return syncEvent(event, timeout); }
+ACLSIM_API aclError aclrtSynchronizeEvent(aclrtEvent event) { return syncEvent(event, -1, false); }
+ACLSIM_API aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout) {
+  return syncEvent(event, timeout, true);
+}
 
 ACLSIM_API aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
   API_BEGIN

@@ -135,9 +135,21 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
       f.device = int(d);
       rest = rest.substr(colon + 1);
     }
+    if (trim(rest).compare(0, 10, "nosyncwait") == 0) {
+      // A property of the device, not of an execution: no @WHEN, no argument.
+      if (trim(rest) != "nosyncwait") {
+        err = where + "nosyncwait takes no @WHEN or argument (write nosyncwait or devN:nosyncwait)";
+        return false;
+      }
+      f.kind = Fault::NOSYNCWAIT;
+      f.from = 1;
+      f.to = UINT64_MAX;
+      out.push_back(f);
+      continue;
+    }
     const size_t at = rest.find('@');
     if (at == std::string::npos) {
-      err = where + "expected kind@k (e.g. fail@3, hang@5:2000ms, slow@2:x10, hang@value=1337:60s, crash@value=1337)";
+      err = where + "expected kind@k (e.g. fail@3, hang@5:2000ms, slow@2:x10, hang@value=1337:60s, crash@value=1337) or nosyncwait";
       return false;
     }
     const std::string kind = trim(rest.substr(0, at));
@@ -213,7 +225,7 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
         return false;
       }
     } else {
-      err = where + "unknown fault kind '" + kind + "' (known: fail, hang, slow, crash)";
+      err = where + "unknown fault kind '" + kind + "' (known: fail, hang, slow, crash, nosyncwait)";
       return false;
     }
     out.push_back(f);

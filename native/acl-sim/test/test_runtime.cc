@@ -50,7 +50,10 @@ void testInitFinalize() {
                           {"NPU_FLEET_SIM_FAULTS", "dev7:fail@1"},
                           {"NPU_FLEET_SIM_FAULTS", "hang@1:forever"},
                           {"NPU_FLEET_SIM_FAULTS", "hang@value=abc:1s"},
-                          {"NPU_FLEET_SIM_FAULTS", "crash@value=5:1s"}};
+                          {"NPU_FLEET_SIM_FAULTS", "crash@value=5:1s"},
+                          {"NPU_FLEET_SIM_FAULTS", "nosyncwait@3"},
+                          {"NPU_FLEET_SIM_FAULTS", "nosyncwait:1s"},
+                          {"NPU_FLEET_SIM_FAULTS", "dev7:nosyncwait"}};
   for (auto &kv : bad) {
     resetEnv();
     setEnv(kv[0], kv[1]);
@@ -59,7 +62,8 @@ void testInitFinalize() {
     CHECK(m && std::strstr(m, kv[0]));
   }
   resetEnv();
-  setEnv("NPU_FLEET_SIM_FAULTS", "fail@3; dev1:hang@5:2000ms, slow@2:x10,slow@4-6:500ms,fail@9+,crash@value=5");
+  setEnv("NPU_FLEET_SIM_FAULTS",
+         "fail@3; dev1:hang@5:2000ms, slow@2:x10,slow@4-6:500ms,fail@9+,crash@value=5, dev0:nosyncwait");
   setEnv("NPU_FLEET_SIM_PROFILE", "base=2ms,perItem=250us");
   setEnv("NPU_FLEET_SIM_DEVICE_MEMORY_BYTES", "512MiB");
   ACL_OK(aclInit(nullptr));
@@ -286,6 +290,42 @@ void testEvents() {
   ACL_OK(aclFinalize());  // c is released here
 }
 
+// `[devN:]nosyncwait`: aclrtSynchronizeEventWithTimeout reports ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+// on that device (a SoC/driver that exports the symbol without supporting it); every other event
+// call, and the other device, work as usual.
+void testNoSyncWait() {
+  resetEnv();
+  setEnv("NPU_FLEET_SIM_FAULTS", "dev1:nosyncwait");
+  ACL_OK(aclInit(nullptr));
+  aclrtEvent ev[2] = {nullptr, nullptr};
+  aclrtStream st[2] = {nullptr, nullptr};
+  for (int d = 0; d < 2; ++d) {
+    ACL_OK(aclrtSetDevice(d));
+    ACL_OK(aclrtCreateStream(&st[d]));
+    ACL_OK(aclrtCreateEvent(&ev[d]));
+    ACL_OK(aclrtLaunchHostFunc(st[d], sleepFn, reinterpret_cast<void *>(intptr_t(30))));
+    ACL_OK(aclrtRecordEvent(ev[d], st[d]));
+  }
+  // The current context is device 1's; an event of device 0 still answers per its own device.
+  CHECK_CODE(aclrtSynchronizeEventWithTimeout(ev[1], 1000), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+  const char *m = aclGetRecentErrMsg();
+  CHECK(m && std::strstr(m, "dev1:nosyncwait") && std::strstr(m, "device 1"));
+  CHECK_CODE(aclrtSynchronizeEventWithTimeout(ev[1], -1), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+  ACL_OK(aclrtSynchronizeEventWithTimeout(ev[0], 1000));
+  ACL_OK(aclrtSynchronizeEvent(ev[1]));
+  aclrtEventRecordedStatus rs = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  ACL_OK(aclrtQueryEventStatus(ev[1], &rs));
+  CHECK(rs == ACL_EVENT_RECORDED_STATUS_COMPLETE);
+  CHECK_CODE(aclrtSynchronizeEventWithTimeout(ev[1], 0), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+  for (int d = 0; d < 2; ++d) {
+    ACL_OK(aclrtSetDevice(d));
+    ACL_OK(aclrtDestroyEvent(ev[d]));
+    ACL_OK(aclrtDestroyStream(st[d]));
+  }
+  ACL_OK(aclFinalize());
+  resetEnv();
+}
+
 std::atomic<uint64_t> g_cbThread{0};
 std::atomic<int> g_cbCount{0};
 void callbackFn(void *ud) {
@@ -341,7 +381,8 @@ void runtimeTests(const char *filter) {
     const char *name;
     void (*fn)();
   } tests[] = {{"init", testInitFinalize}, {"devices", testDevicesAndContexts}, {"memory", testMemory},
-               {"streams", testStreams},   {"events", testEvents},               {"callbacks", testCallbacks}};
+               {"streams", testStreams},   {"events", testEvents},               {"callbacks", testCallbacks},
+               {"nosyncwait", testNoSyncWait}};
   for (auto &t : tests) {
     if (filter && !std::strstr(t.name, filter)) continue;
     std::printf("runtime/%s\n", t.name);
