@@ -40,7 +40,9 @@ bool DeviceCore::ShutdownAll(int waitMs) {
 }
 
 DeviceCore::DeviceCore(int32_t deviceId, const AclBackend &backend)
-    : id(deviceId), backend_(backend) {}
+    : id(deviceId),
+      backend_(backend),
+      timedWait_(backend.api.aclrtSynchronizeEventWithTimeout != nullptr) {}
 
 int DeviceCore::LiveDevices() { return g_runningDevices.load(); }
 
@@ -217,8 +219,8 @@ void DeviceCore::Loop() {
       std::unique_lock<std::mutex> lock(mu_);
       if (queue_.empty() && inflight_.empty()) {
         cv_.wait(lock, [&] { return !queue_.empty(); });
-      } else if (queue_.empty() && api().aclrtSynchronizeEventWithTimeout == nullptr) {
-        // No timed event wait in this ACL: poll the events, waking early for new work.
+      } else if (queue_.empty() && !timedWait_) {
+        // No (usable) timed event wait in this ACL: poll the events, waking early for new work.
         cv_.wait_for(lock, kPollSlice, [&] { return !queue_.empty(); });
       }
       batch.swap(queue_);
@@ -258,9 +260,14 @@ void DeviceCore::Dispatch(ModelCore &model) {
 }
 
 void DeviceCore::PollInflight(bool block) {
-  if (block) {
+  if (block && timedWait_) {
     auto &[model, slot] = inflight_.front();
-    model->Wait(slot, kWaitSliceMs);
+    // False: the library exports aclrtSynchronizeEventWithTimeout but this SoC/driver does not
+    // support it. Poll from now on, as without the symbol; the batch is not failed (the Poll
+    // below and later ones retire it). No note reaches JS: nothing carries one from the device
+    // thread (only Work results cross to JS, and N-API is never touched here), and the fallback
+    // changes no outcome, only how completion is observed.
+    if (!model->Wait(slot, kWaitSliceMs)) timedWait_ = false;
   }
   // Retire every finished batch (models are independent, so a hung batch of one model must not
   // hold back another's results); each freed slot may start a pending execute.

@@ -93,6 +93,10 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   std::vector<std::shared_ptr<ModelCore>> models_;
   std::deque<std::pair<std::shared_ptr<ModelCore>, int>> inflight_;  // submission order
   Clock::time_point lastDoneAt_{};  // when the previously retired batch finished
+  // Block on the oldest batch with aclrtSynchronizeEventWithTimeout (else poll the events). Set
+  // when the library has the symbol; cleared for good the first time the call reports "not
+  // supported" on this device (ModelCore::Wait returns false).
+  bool timedWait_ = false;
   bool closing_ = false;
   Work *closeWork_ = nullptr;
   bool exit_ = false;

@@ -94,8 +94,10 @@ class ModelCore {
   // Queries the slot's evOut without blocking; true once the batch (copy-out included) is done.
   bool Poll(int slot);
   const Slot &SlotAt(int slot) const { return slots_[static_cast<size_t>(slot)]; }
-  // Blocks up to timeoutMs (or until done) on the slot's evOut.
-  void Wait(int slot, int32_t timeoutMs);
+  // Blocks up to timeoutMs (or until done) on the slot's evOut. Returns false, changing nothing,
+  // when the library has no usable timed wait: aclrtSynchronizeEventWithTimeout is absent, or
+  // reports that this SoC/driver does not support it (IsNotSupported). The caller then polls.
+  bool Wait(int slot, int32_t timeoutMs);
   // Checks the stream for an asynchronous failure, copies outputs out of staging into the job,
   // fills timings, frees the slot; returns the job. `prevDoneAt`: when the batch before it
   // finished (timing fallback when the library has no aclrtEventElapsedTime).

@@ -188,17 +188,24 @@ bool ModelCore::Poll(int slotIndex) {
   return s.done;
 }
 
-void ModelCore::Wait(int slotIndex, int32_t timeoutMs) {
+bool ModelCore::Wait(int slotIndex, int32_t timeoutMs) {
   Slot &s = slots_[static_cast<size_t>(slotIndex)];
-  if (s.done || api_.aclrtSynchronizeEventWithTimeout == nullptr) return;
+  if (api_.aclrtSynchronizeEventWithTimeout == nullptr) return false;
+  if (s.done) return true;
   const aclError rc = api_.aclrtSynchronizeEventWithTimeout(s.evOut, timeoutMs);
   if (rc == ACL_SUCCESS) {
     MarkDone(s, ACL_SUCCESS, "");
   } else if (IsWaitTimeout(rc)) {
     TakeRecentErrMsg(api_);  // a wait that timed out is not an error; clear the thread's text
+  } else if (IsNotSupported(rc)) {
+    // The symbol exists but this SoC/driver does not support the call: says nothing about the
+    // batch, which the caller polls like the others.
+    TakeRecentErrMsg(api_);
+    return false;
   } else {
     MarkDone(s, rc, "aclrtSynchronizeEventWithTimeout");
   }
+  return true;
 }
 
 void ModelCore::FillTimings(Slot &s, ExecJob *job, Clock::time_point prevDoneAt,

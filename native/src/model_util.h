@@ -21,6 +21,15 @@ inline bool IsWaitTimeout(aclError rc) {
          rc == 107019 /* ACL_ERROR_RT_WAIT_TIMEOUT */ || rc == 207020 /* ACL_ERROR_RT_TIMEOUT */;
 }
 
+// The call exists in the library but this SoC/driver does not support it. acl-api.md §1 names
+// three such codes: ACL_ERROR_RT_FEATURE_NOT_SUPPORT (207000), ACL_ERROR_API_NOT_SUPPORT (200001),
+// ACL_ERROR_FEATURE_UNSUPPORTED (200006).
+inline bool IsNotSupported(aclError rc) {
+  return rc == 207000 /* ACL_ERROR_RT_FEATURE_NOT_SUPPORT */ ||
+         rc == 200001 /* ACL_ERROR_API_NOT_SUPPORT */ ||
+         rc == 200006 /* ACL_ERROR_FEATURE_UNSUPPORTED */;
+}
+
 // dims × elemBytes in bytes (negative dims count as 0). False when the product does not fit in
 // size_t: the dims come from JS (maxInputDims / maxOutputDims / gears) or from the library, and a
 // wrapped product would size a buffer far smaller than the shape it is used for.
