@@ -27,9 +27,10 @@ const level = (v: unknown): number | undefined => (typeof v === 'number' && Numb
  * ids waiting when it began (records dead-lettered meanwhile, the replay's own included, wait for
  * the next run; records the TTL sweeper removed meanwhile are passed over). A replayed record's
  * job leaves the DLQ once its request is re-added. `jobId = id` means BullMQ would ignore the
- * re-add while the earlier job of that id is retained, and the new reply while the earlier reply
- * is: replay removes both first (an earlier request still waiting or running is left alone, and
- * its record skipped). JS thread only.
+ * re-add while the earlier job of that id is retained: replay removes it first (an earlier request
+ * still waiting or running is left alone, and its record skipped). Replies carry the request job's
+ * timestamp in their id (answer-jobs.ts), so the new reply cannot collide with the earlier one;
+ * an earlier reply with the bare id (written before that) is removed too. JS thread only.
  */
 export class BullmqDeadLetters implements DeadLetters {
   private readonly connection: Redis;
