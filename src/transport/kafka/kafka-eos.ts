@@ -97,13 +97,13 @@ export class TransactionalCommitter {
   }
 
   private async loop(): Promise<void> {
+    // After a transaction the broker refused for good (a result over its size limit): that many
+    // transactions of one delivery each, until the one it refuses is found and rejected alone.
+    // Otherwise everyone in it would get the refusal, and the runtime replaces refused results.
+    let soloLeft = 0;
     for (;;) {
       for (const tp of this.revoked.splice(0)) for (const p of tp.tracker.stuckPayloads()) p.resolve();
-      const batch: PrefixOf[] = [];
-      for (const tp of this.partitions()) {
-        const prefix = tp.tracker.prefix();
-        if (prefix !== undefined) batch.push({ tp, ...prefix });
-      }
+      const batch = this.nextBatch(soloLeft > 0);
       if (batch.length === 0) {
         if (this.closing) this.rejectStuck();
         return;
@@ -113,19 +113,41 @@ export class TransactionalCommitter {
       try {
         await this.producers.withProducer(topics, (producer) => this.transaction(producer, batch, payloads));
       } catch (err) {
-        // Nothing of this transaction is visible: re-open the entries so they can be settled
-        // again (or released), and tell their callers.
         const error = kafkaError(err, 'exactly-once transaction (results + offsets) failed');
         // Its sequence numbers may be out of step with the broker now (RotatingProducer.renew).
         this.producers.renewProducer();
-        for (const b of batch) {
-          for (const p of b.payloads) p.reject(error);
+        if (!error.retriable && payloads.length > 1 && soloLeft === 0) {
+          soloLeft = payloads.length;
+          continue;
         }
-        throw error;
+        // Nothing of this transaction is visible: re-open the entries so they can be settled
+        // again (or released), and tell their callers.
+        for (const p of payloads) p.reject(error);
+        if (soloLeft === 0) throw error;
+        // Found it: the others go on as usual, but those behind it in its partition would wait for
+        // it to be settled again, maybe by the very settle call waiting for them: they fail too,
+        // retriable, and go again with it.
+        soloLeft = 0;
+        const behind = new FleetError('TRANSPORT_ERROR', `not published: an earlier request of the partition was refused (${error.message}); settle again`, { retriable: true });
+        for (const b of batch) for (const p of b.tp.tracker.stuckPayloads()) p.reject(behind);
+        continue;
       }
+      if (soloLeft > 0) soloLeft--;
       for (const b of batch) b.tp.tracker.advance(b.count);
       for (const p of payloads) p.resolve();
     }
+  }
+
+  /** Every partition's settled prefix; `solo`: only the first delivery of the first one. */
+  private nextBatch(solo: boolean): PrefixOf[] {
+    const batch: PrefixOf[] = [];
+    for (const tp of this.partitions()) {
+      const prefix = tp.tracker.prefix(solo ? 1 : Infinity);
+      if (prefix === undefined) continue;
+      batch.push({ tp, ...prefix });
+      if (solo) break;
+    }
+    return batch;
   }
 
   private rejectStuck(): void {

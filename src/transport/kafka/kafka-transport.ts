@@ -356,8 +356,10 @@ export class KafkaTransport implements Transport {
     // mode: a paused partition fetches nothing, so no later batch would lift it.
     this.liftBounds(new Set(claimed.map((c) => c.entry.part)));
     const results = await Promise.allSettled(waits);
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed !== undefined) throw FleetError.from(failed.reason, 'TRANSPORT_ERROR');
+    const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => FleetError.from(r.reason, 'TRANSPORT_ERROR'));
+    // A refusal for good first: the runtime then settles these apart, and the refused one alone is replaced.
+    const failed = failures.find((e) => !e.retriable) ?? failures[0];
+    if (failed !== undefined) throw failed;
     if (rejected.length > 0) throw notOpenError(rejected);
   }
 

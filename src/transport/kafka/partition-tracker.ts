@@ -85,12 +85,12 @@ export class PartitionTracker<T = undefined> {
     return true;
   }
 
-  /** The settled prefix, without consuming it; undefined when it is empty. */
-  prefix(): Prefix<T> | undefined {
+  /** The settled prefix (at most `maxCount` entries), without consuming it; undefined when it is empty. */
+  prefix(maxCount = Infinity): Prefix<T> | undefined {
     const payloads: T[] = [];
     let last: Entry<T> | undefined;
     let count = 0;
-    for (let i = this.head; i < this.entries.length; i++) {
+    for (let i = this.head; i < this.entries.length && count < maxCount; i++) {
       const e = this.entries[i];
       if (e === undefined || e.state !== 'settled') break;
       last = e;

@@ -118,6 +118,40 @@ describe('kafka transport, exactly-once', () => {
     expect(replies.map((m) => decodeResult(m.value).id).sort()).toEqual([...ids].sort());
   });
 
+  it('a result the broker refuses for good fails only its own settle, not the settles in the same transaction', async () => {
+    const settings = kafkaSettings({ exactlyOnce: true });
+    const model = uniqueName('eospoison').replace(/-/g, '');
+    const unpublishable = await smallTopic();
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    await producer.publish(['p0', 'p1', 'p2'].map((id) => makeRequest(model, id, 0, pad)));
+    const t = track(new KafkaTransport(settings, { partitions: 1 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const [d0, d1, d2] = (await inbox.waitFor(3, 30_000)) as [Delivery, Delivery, Delivery];
+    // The first settle's transaction starts at once; the other two ride together in the next one.
+    const s0 = t.settle([outcomeFor(d0)]);
+    const s1 = t.settle([{ ...outcomeFor(d1), replyTo: unpublishable }]).then(
+      () => undefined,
+      (e: unknown) => e as FleetError,
+    );
+    const s2 = t.settle([outcomeFor(d2)]).then(
+      () => undefined,
+      (e: unknown) => e as FleetError,
+    );
+    await s0;
+    const refused = await s1;
+    expect(refused?.details['limit']).toBe('message-size');
+    // p2 waits behind p1 in the partition: not refused for good, but to be settled again.
+    const second = await within(s2, 15_000);
+    expect(second).toBeInstanceOf(FleetError);
+    expect((second as FleetError).retriable).toBe(true);
+    // What the runtime does with a result refused for good: a small one to the default replies.
+    await t.settle([outcomeFor(d1)]);
+    await t.settle([outcomeFor(d2)]);
+    const replies = await readTopic(`${model}.replies`, 4, 5_000);
+    expect(replies.map((m) => decodeResult(m.value).id)).toEqual(['p0', 'p1', 'p2']);
+  });
+
   it('after a transaction the broker refused, the next ones still go out (no stale producer sequence numbers)', async () => {
     const settings = kafkaSettings({ exactlyOnce: true });
     const model = uniqueName('eosseq').replace(/-/g, '');

@@ -95,4 +95,14 @@ describe('PartitionTracker', () => {
     }
     expect(t.inflight).toBe(0);
   });
+
+  it('prefix(maxCount) stops after that many entries', () => {
+    const t = new PartitionTracker<string>();
+    for (const o of [3, 5, 9]) {
+      t.deliver(o);
+      t.settle(o, `p${o}`);
+    }
+    expect(t.prefix(1)).toEqual({ commitNext: 4, count: 1, payloads: ['p3'] });
+    expect(t.prefix()).toEqual({ commitNext: 10, count: 3, payloads: ['p3', 'p5', 'p9'] });
+  });
 });
