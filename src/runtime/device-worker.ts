@@ -5,7 +5,7 @@ import { FleetError } from '../errors/fleet-error.ts';
 import type { FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Batch, SchedulerRequest } from '../scheduler/scheduler-types.ts';
-import type { Delivery, Outcome, Transport } from '../transport/transport.ts';
+import type { Delivery, Outcome, PredecessorNote, Transport } from '../transport/transport.ts';
 import { ModelLanes, type LoadedVersion, type Lane, type DeviceLike } from './model-lanes.ts';
 import { OutcomePublisher } from './outcome-publisher.ts';
 import { admitDelivery, type Payload } from './request-admission.ts';
@@ -33,6 +33,8 @@ export interface DeviceWorkerOptions {
   readonly journal?: InflightJournal | undefined;
   /** Requests on the device when the previous worker of this device died, with their suspect counts then (journal). */
   readonly crashHints?: ReadonlyMap<string, number> | undefined;
+  /** Handed to the transport (TransportStartOptions.predecessor). */
+  readonly predecessor?: PredecessorNote | undefined;
 }
 
 /** Deliveries admitted per event-loop turn (see admitSlice). */
@@ -118,6 +120,7 @@ export class DeviceWorker {
         this.o.metrics.observeResult(model, 'failed');
         this.o.metrics.deadLettered(model, dlqReason);
       },
+      ...(this.o.predecessor === undefined ? {} : { predecessor: this.o.predecessor }),
     });
     if (this.state === 'starting') this.state = 'running';
     this.o.log.info({ models: this.lanes.subscriptions().map((s) => s.model) }, 'worker running');

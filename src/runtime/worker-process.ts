@@ -8,6 +8,7 @@ import { DeviceWorker } from './device-worker.ts';
 import type { DeviceLike } from './model-lanes.ts';
 import { diffServed, scanRepository, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
 import { InflightJournal, inflightJournalPath } from './inflight-journal.ts';
+import { openPredecessorNote, predecessorNotePath } from './predecessor-note.ts';
 
 /** Exit codes the supervisor understands. */
 export const EXIT_OK = 0;
@@ -75,6 +76,7 @@ export async function runWorker(
   const journalPath = inflightJournalPath(config, deviceId);
   const journal = journalPath === undefined ? undefined : new InflightJournal(journalPath, (err) => log.warn({ err, path: journalPath }, 'cannot write the in-flight journal (worker.journalDir); a crash on a poison input will not be counted'));
   const crashHints = journal?.takeCrashHints() ?? new Map<string, number>();
+  const predecessor = journalPath === undefined ? undefined : openPredecessorNote(predecessorNotePath(journalPath), log);
   if (crashHints.size > 0) {
     log.warn({ requests: crashHints.size, journal: journalPath }, "the previous worker of this device died with a batch on the device: those requests count as suspects when they come back");
   }
@@ -89,6 +91,7 @@ export async function runWorker(
     snapshot,
     journal,
     crashHints,
+    predecessor,
     onHang: () => {
       metrics.setWorkerReady(false);
       options.onHang?.();

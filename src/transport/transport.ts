@@ -67,6 +67,19 @@ export interface TransportStartOptions {
    * worker's metrics count it like its own dead letters. Called on the event loop.
    */
   readonly onAnswered?: (model: string, dlqReason: string) => void;
+  /**
+   * The note the previous worker process of this device left, handed over only if it is dead, and
+   * where to leave this one's. A BullMQ transport notes its workers' ids, so the next worker puts
+   * back at once the jobs a dead one held instead of leaving them until their locks lapse
+   * (`lockDurationMs`: minutes). Absent: nothing is kept (the memory broker, tests).
+   */
+  readonly predecessor?: PredecessorNote;
+}
+
+export interface PredecessorNote {
+  readonly previous: string | undefined;
+  /** Small, best effort; replaces the previous note. */
+  save(note: string): void;
 }
 
 export interface Transport {

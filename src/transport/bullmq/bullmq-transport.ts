@@ -7,7 +7,7 @@ import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts
 import type { TransportLogger } from '../kafka/kafka-client.ts';
 import { renderName } from '../names.ts';
 import { ErrorThrottle, isRedisRefusal } from './error-throttle.ts';
-import { reclaimLostJobs, RECLAIM_DELAY_MS } from './lost-job-reclaimer.ts';
+import { predecessorNote, predecessorWorkers, reclaimLostJobs, RECLAIM_DELAY_MS } from './lost-job-reclaimer.ts';
 import { QueueCache } from './queue-cache.ts';
 import { SettlingWorker } from './settling-worker.ts';
 import { settlesWithin } from './settles-within.ts';
@@ -111,6 +111,7 @@ export class BullmqTransport implements Transport {
     this.onFatal = options.onFatal;
     this.onAnswered = options.onAnswered;
     await this.reachRedis();
+    const predecessors = predecessorWorkers(options.predecessor?.previous);
     try {
       for (const { model, priorityLevels } of options.subscriptions) {
         if (this.workers.has(model)) continue;
@@ -143,6 +144,8 @@ export class BullmqTransport implements Transport {
           }, RECLAIM_DELAY_MS);
         });
         await worker.waitUntilReady();
+        const before = predecessors.get(queue);
+        if (before !== undefined) await this.reclaimFromDead(mw, before);
         void worker.run().catch((err: unknown) => {
           if (this.closed) return;
           // BullMQ retries Redis trouble inside its loop; a loop that ends means no more jobs.
@@ -150,6 +153,7 @@ export class BullmqTransport implements Transport {
           this.onFatal?.(bullmqError(err, `the bullmq worker of queue ${queue} stopped`));
         });
       }
+      options.predecessor?.save(predecessorNote([...this.workers.values()].map((w) => [w.queue, w.worker.id])));
       await this.sweeper?.stop();
       this.sweeper = new QueueSweeper(
         [...this.workers.keys()].flatMap((model) => [
@@ -262,6 +266,28 @@ export class BullmqTransport implements Transport {
         this.options.logger?.error({ err }, 'onDeliveries threw; its deliveries stay unacked until settled or released');
       }
     });
+  }
+
+  /**
+   * The jobs the dead previous worker process of this device held (active, locked with its
+   * worker's token) go back to their queue now, not when their locks lapse: minutes of
+   * lockDurationMs, since a lock must outlast the longest local wait.
+   */
+  private async reclaimFromDead(mw: ModelWorker, deadWorkerId: string): Promise<void> {
+    try {
+      await reclaimLostJobs({
+        queue: mw.counter,
+        redis: this.shared,
+        prefix: this.settings.prefix,
+        queueName: mw.queue,
+        workerId: deadWorkerId,
+        holds: (jobId) => this.ledger.has(`${mw.queue}/${jobId}`),
+        logger: this.options.logger,
+        what: 'the jobs the dead previous worker of this device held',
+      });
+    } catch (err) {
+      this.options.logger?.warn({ err, queue: mw.queue }, "could not put back the dead previous worker's jobs; they come back when their locks lapse");
+    }
   }
 
   private async reclaim(mw: ModelWorker): Promise<void> {

@@ -17,6 +17,8 @@ export interface ReclaimTarget {
   /** Whether this worker holds the job (the transport's ledger). */
   readonly holds: (jobId: string) => boolean;
   readonly logger?: TransportLogger | undefined;
+  /** What the log line says of the jobs put back (default: cut off by a lost connection). */
+  readonly what?: string;
 }
 
 /**
@@ -47,7 +49,26 @@ export async function reclaimLostJobs(t: ReclaimTarget): Promise<number> {
     }
   }
   if (reclaimed > 0) {
-    t.logger?.warn({ queue: t.queueName, reclaimed }, 'put back jobs whose fetch the lost connection cut off (they would have waited for their lock to lapse)');
+    t.logger?.warn({ queue: t.queueName, reclaimed }, `put back ${t.what ?? 'jobs whose fetch the lost connection cut off'} (they would have waited for their lock to lapse)`);
   }
   return reclaimed;
+}
+
+/** Queue → BullMQ worker id, from the note a previous worker process left (see BullmqTransport.start). */
+export function predecessorWorkers(note: string | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  if (note === undefined) return out;
+  try {
+    const { workers } = JSON.parse(note) as { workers?: unknown };
+    if (typeof workers !== 'object' || workers === null) return out;
+    for (const [queue, id] of Object.entries(workers)) if (typeof id === 'string' && id !== '') out.set(queue, id);
+  } catch {
+    // Not a note this transport wrote: nothing to put back.
+  }
+  return out;
+}
+
+/** The note for the next worker process of this device: each queue's BullMQ worker id. */
+export function predecessorNote(workers: ReadonlyArray<readonly [queue: string, workerId: string]>): string {
+  return JSON.stringify({ workers: Object.fromEntries(workers) });
 }

@@ -39,6 +39,43 @@ describe('bullmq transport', () => {
     expect(e.message).not.toContain('secret');
   });
 
+  it("the next worker process of a device puts back at once the jobs its dead predecessor held (from the predecessor's note), not when their locks lapse", async () => {
+    const settings = bullmqSettings({ lockDurationMs: 60_000 });
+    const model = uniqueName('predecessor');
+    const producer = track(new BullmqProducer(settings));
+    await producer.publish(Array.from({ length: 5 }, (_, i) => makeRequest(model, `p${i}`, 1)));
+    const start = (t: BullmqTransport, inbox: Inbox, previous: string | undefined, save: (note: string) => void) =>
+      t.start({ subscriptions: [{ model, priorityLevels: 3 }], onDeliveries: inbox.onDeliveries, predecessor: { previous, save } });
+
+    let note: string | undefined;
+    const dead = new BullmqTransport(settings, { stalledIntervalMs: 500 });
+    const deadInbox = new Inbox();
+    await start(dead, deadInbox, undefined, (n) => (note = n));
+    await deadInbox.waitFor(5, 10_000);
+    expect(note).toBeDefined();
+    await dead.abort(); // a crash: its five jobs stay active under its locks (60 s)
+
+    // Without the note, nothing comes back while the locks hold.
+    const blind = track(new BullmqTransport(settings, { stalledIntervalMs: 500 }));
+    const blindInbox = new Inbox();
+    await start(blind, blindInbox, undefined, () => {});
+    await blindInbox.quietFor(2_000);
+    expect(blindInbox.all).toHaveLength(0);
+    await blind.close();
+
+    const next = track(new BullmqTransport(settings, { stalledIntervalMs: 500 }));
+    const inbox = new Inbox();
+    let nextNote: string | undefined;
+    const startedAt = Date.now();
+    await start(next, inbox, note, (n) => (nextNote = n));
+    const got = await inbox.waitFor(5, 10_000);
+    expect(Date.now() - startedAt).toBeLessThan(10_000);
+    expect(got.map(idOf).sort()).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
+    expect(nextNote).toBeDefined();
+    expect(nextNote).not.toBe(note);
+    await next.settle(got.map(outcomeFor));
+  });
+
   it('a request is a job with jobId = id, priority p + 1 and the JSON envelope; its result is the return value and a reply job named by the request job', async () => {
     const settings = bullmqSettings();
     const model = uniqueName('layout');
