@@ -73,6 +73,7 @@ export class OutcomePublisher {
           await this.settleApart(batch, failure);
           return;
         }
+        if (this.settledOtherwise(batch, failure)) return;
         if (this.closed && attempt > 3) {
           this.log.error({ err, outcomes: batch.length }, 'settle failed during shutdown; deliveries stay unacked and will be redelivered');
           this.pendingCount -= batch.length;
@@ -83,6 +84,31 @@ export class OutcomePublisher {
         await new Promise((r) => setTimeout(r, backoffMs));
       }
     }
+  }
+
+  /**
+   * Failures no retry can change, where nothing is lost by giving up: the transport is closed (its
+   * session ended, so the broker redelivers what it held), or some deliveries are not open any
+   * more (settled or released already; on Kafka, of a partition revoked meanwhile) while the
+   * transport settled the rest of the batch. Retried, either would hold its slot and the drain
+   * until the drain timeout.
+   */
+  private settledOtherwise(batch: readonly Outcome[], failure: FleetError): boolean {
+    if (failure.code === 'CLOSED') {
+      this.pendingCount -= batch.length;
+      this.log.warn({ outcomes: batch.length }, 'transport closed before these results were published; the broker redelivers their requests');
+      return true;
+    }
+    const notOpen: unknown = failure.code === 'INVALID_ARGUMENT' ? failure.details['deliveryIds'] : undefined;
+    if (!Array.isArray(notOpen)) return false;
+    this.pendingCount -= batch.length;
+    const skipped = new Set<unknown>(notOpen);
+    this.log.warn({ err: failure, outcomes: batch.length }, 'some deliveries were no longer open; the rest of the batch was settled');
+    this.onSettled(
+      batch.filter((o) => !skipped.has(o.delivery.deliveryId)),
+      Date.now(),
+    );
+    return true;
   }
 
   /**
