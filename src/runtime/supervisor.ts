@@ -52,28 +52,49 @@ export class Supervisor {
 
   private spawn(slot: Slot): void {
     const args = this.o.workerArgs(slot.deviceId, slot.restarts);
-    const child = spawn(process.execPath, args, {
-      stdio: ['ignore', 'inherit', 'inherit'],
-      // The restart count rides in the env so npu_fleet_worker_restarts_total survives restarts.
-      env: { ...process.env, ...this.o.env, NPU_FLEET_RESTARTS: String(slot.restarts), NPU_FLEET_SUPERVISED: '1' },
-    });
-    slot.child = child;
     slot.startedAt = Date.now();
+    let child: ChildProcess;
+    try {
+      child = spawn(process.execPath, args, {
+        stdio: ['ignore', 'inherit', 'inherit'],
+        // The restart count rides in the env so npu_fleet_worker_restarts_total survives restarts.
+        env: { ...process.env, ...this.o.env, NPU_FLEET_RESTARTS: String(slot.restarts), NPU_FLEET_SUPERVISED: '1' },
+      });
+    } catch (err) {
+      // Thrown from a restart timer it would end the supervisor and orphan the other workers.
+      this.o.log.error({ device: slot.deviceId, err }, 'cannot start worker');
+      this.restartLater(slot, null, null);
+      return;
+    }
+    slot.child = child;
+    // A spawn that fails (node binary gone: ENOENT, process limit: EAGAIN) emits only 'error',
+    // never 'exit': unhandled it ends the supervisor; it is a failed start, retried with backoff.
+    child.on('error', (err) => {
+      if (child.pid !== undefined || slot.child !== child) return;
+      slot.child = undefined;
+      this.o.log.error({ device: slot.deviceId, err }, 'cannot start worker');
+      this.restartLater(slot, null, null);
+    });
+    if (child.pid === undefined) return;
     this.o.log.info({ device: slot.deviceId, workerPid: child.pid, restarts: slot.restarts }, 'worker started');
     child.on('exit', (code, signal) => {
       slot.child = undefined;
       this.o.onWorkerExit?.(slot.deviceId, code, signal);
-      if (this.stopping) return;
-      const ranMs = Date.now() - slot.startedAt;
-      slot.consecutiveFailures = ranMs > (this.o.stableAfterMs ?? 30_000) ? 1 : slot.consecutiveFailures + 1;
-      const backoffMs = Math.min(this.o.restartBackoffMaxMs, this.o.restartBackoffMinMs * 2 ** (slot.consecutiveFailures - 1));
-      this.o.log.warn({ device: slot.deviceId, code, signal, backoffMs }, 'worker exited; restarting');
-      slot.restarts++;
-      slot.timer = setTimeout(() => {
-        slot.timer = undefined;
-        if (!this.stopping) this.spawn(slot);
-      }, backoffMs);
+      this.restartLater(slot, code, signal);
     });
+  }
+
+  private restartLater(slot: Slot, code: number | null, signal: NodeJS.Signals | null): void {
+    if (this.stopping) return;
+    const ranMs = Date.now() - slot.startedAt;
+    slot.consecutiveFailures = ranMs > (this.o.stableAfterMs ?? 30_000) ? 1 : slot.consecutiveFailures + 1;
+    const backoffMs = Math.min(this.o.restartBackoffMaxMs, this.o.restartBackoffMinMs * 2 ** (slot.consecutiveFailures - 1));
+    this.o.log.warn({ device: slot.deviceId, code, signal, backoffMs }, 'worker exited; restarting');
+    slot.restarts++;
+    slot.timer = setTimeout(() => {
+      slot.timer = undefined;
+      if (!this.stopping) this.spawn(slot);
+    }, backoffMs);
   }
 
   /** Forwards SIGTERM, waits for every worker to drain; SIGKILL after the drain timeout. */

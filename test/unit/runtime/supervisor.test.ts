@@ -1,0 +1,49 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { Supervisor, type SupervisorOptions } from '../../../src/runtime/supervisor.ts';
+
+/** A worker stand-in: runs until SIGTERM, then exits 0 as a drained worker does. */
+const DRAINING_WORKER = ['-e', "process.on('SIGTERM', () => process.exit(0)); setInterval(() => undefined, 1000);"];
+
+const realExecPath = process.execPath;
+afterEach(() => {
+  process.execPath = realExecPath;
+});
+
+function supervisor(over: Partial<SupervisorOptions> = {}): { sup: Supervisor; exits: Array<{ device: number; code: number | null }> } {
+  const exits: Array<{ device: number; code: number | null }> = [];
+  const sup = new Supervisor({
+    deviceIds: [0],
+    workerArgs: () => DRAINING_WORKER,
+    restartBackoffMinMs: 50,
+    restartBackoffMaxMs: 200,
+    drainTimeoutMs: 2_000,
+    log: createLogger({ level: 'silent' }),
+    onWorkerExit: (device, code) => exits.push({ device, code }),
+    ...over,
+  });
+  return { sup, exits };
+}
+
+async function until(cond: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('Supervisor', () => {
+  it('a worker that cannot be spawned (node binary gone: ENOENT) is retried with backoff instead of crashing the supervisor', async () => {
+    const { sup } = supervisor();
+    process.execPath = '/nonexistent/node';
+    sup.start();
+    await new Promise((r) => setTimeout(r, 150));
+    process.execPath = realExecPath;
+    await until(() => sup.pids()[0] !== undefined);
+    expect(sup.restarts[0]).toBeGreaterThanOrEqual(1);
+    // Past node's start-up, so the stand-in's SIGTERM handler is installed.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await sup.stop()).toBe(0);
+  });
+});
