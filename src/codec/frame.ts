@@ -61,7 +61,18 @@ export function checkedTensorBytes(
 
 export function checkMetaSize(meta: unknown, limits: CodecLimits): void {
   if (meta === undefined) return;
-  const bytes = Buffer.byteLength(JSON.stringify(meta) ?? '', 'utf8');
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(meta);
+  } catch (cause) {
+    // JSON.parse builds any depth, but JSON.stringify recurses: a meta nested a few thousand levels
+    // deep overflows the stack here. Nothing that deep fits in maxMetaBytes anyway.
+    throw tooBig(
+      `meta cannot be measured as JSON (${(cause as Error).message}): it is nested too deeply to fit ${limits.maxMetaBytes} bytes (limits.maxMetaBytes); flatten it`,
+      'meta',
+    );
+  }
+  const bytes = Buffer.byteLength(json ?? '', 'utf8');
   if (bytes > limits.maxMetaBytes) {
     throw tooBig(`meta is ${bytes} bytes as JSON, over ${limits.maxMetaBytes} (limits.maxMetaBytes); trim it`, 'meta');
   }
