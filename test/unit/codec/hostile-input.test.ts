@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { decodeRequest } from '../../../src/codec/index.ts';
+import { decodeRequest, decodeResult, encodeResult } from '../../../src/codec/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { buildResult } from '../../../src/runtime/result-builder.ts';
 
 // Inputs that once escaped the decode path as something other than a FleetError naming the field,
 // or produced an `invalid` answer our own result decoder refused.
@@ -44,5 +45,20 @@ describe('hostile requests', () => {
     expect(err.code).toMatch(/INVALID_MESSAGE|LIMIT_EXCEEDED/);
     expect(err.details).toMatchObject({ field: 'meta', id: 'r1', model: 'm' });
     expect(err.message).toMatch(/meta/);
+  });
+
+  // The invalid answer carries the identity the decoder salvaged; it must be one a result may
+  // carry, or the producer waiting for it cannot even decode it (id <= 128, model <= 64).
+  it.each([
+    ['an overlong id', { id: 'i'.repeat(200), model: 'm', createdAt: 1, inputs: [] }],
+    ['an overlong model', { id: 'r1', model: 'm'.repeat(100), createdAt: 1, inputs: [] }],
+  ])('the invalid result for %s decodes with our own result decoder', (_what, header) => {
+    const err = decodeError(Buffer.from(JSON.stringify(header)));
+    const id = typeof err.details.id === 'string' ? err.details.id : '';
+    const model = typeof err.details.model === 'string' ? err.details.model : 'topic-model';
+    const result = buildResult({ id, model }, { worker: 'w0', device: 0 }, { status: 'invalid', error: err, device: -1, nowMs: 5 });
+    for (const encoding of ['binary', 'json'] as const) {
+      expect(decodeResult(encodeResult(result, encoding))).toMatchObject({ status: 'invalid', error: { code: err.code } });
+    }
   });
 });
