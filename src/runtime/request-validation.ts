@@ -32,12 +32,20 @@ export function validateForModel(request: RequestEnvelope, config: ModelConfig):
   }
   let items: number | undefined;
   let length: number | undefined;
+  const named = new Set<string>();
   request.inputs.forEach((tensor, i) => {
     const field = `inputs[${i}]`;
     const spec = config.inputs.find((s) => s.name === tensor.name);
     if (!spec) {
       throw invalid(`${field}.name`, `"${tensor.name}" is not an input of ${config.name} (inputs: ${config.inputs.map((s) => s.name).join(', ')})`);
     }
+    // The count matches, so a repeated name means another input is missing; batching looks inputs
+    // up by name and would fail the whole batch on it.
+    if (named.has(spec.name)) {
+      const missing = config.inputs.filter((s) => !request.inputs.some((t) => t.name === s.name)).map((s) => `"${s.name}"`);
+      throw invalid(`${field}.name`, `input "${spec.name}" is given twice; ${config.name} also needs ${missing.join(', ')}`);
+    }
+    named.add(spec.name);
     if (tensor.dtype !== spec.dtype) throw invalid(`${field}.dtype`, `input "${spec.name}" is ${spec.dtype}, got ${tensor.dtype}`);
     if (tensor.shape.length !== spec.dims.length) {
       throw invalid(`${field}.shape`, `input "${spec.name}" has rank ${spec.dims.length} (dims [${spec.dims.join(',')}]), got [${tensor.shape.join(',')}]`);

@@ -49,6 +49,26 @@ describe('validateForModel', () => {
     }
   });
 
+  // Batch gathering looks each config input up by name: a request naming one input twice and
+  // another not at all passed validation, then failed its whole batch (batch-mates included).
+  it('rejects an input named twice, naming the duplicate and the missing input', () => {
+    const pair = parseModelConfig({
+      name: 'pair',
+      inputs: [
+        { name: 'a', dtype: 'float32', dims: [-1, 4] },
+        { name: 'b', dtype: 'float32', dims: [-1, 4] },
+      ],
+      outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 1] }],
+    });
+    try {
+      validateForModel(req([f32([1, 4], 'a'), f32([1, 4], 'a')], { model: 'pair' }), pair);
+      expect.unreachable();
+    } catch (err) {
+      expect((err as { details: { field: string } }).details.field).toBe('inputs[1].name');
+      expect((err as Error).message).toMatch(/"a".*twice.*"b"/);
+    }
+  });
+
   it('rejects a bucketed length beyond the largest bucket', () => {
     const tokens: Tensor = { name: 'tokens', dtype: 'int64', shape: [1, 17], data: new Uint8Array(17 * 8) };
     expect(() => validateForModel(req([tokens], { model: 'text' }), text)).toThrow(/outside 1..16/);
