@@ -1,4 +1,4 @@
-import type { ModelConfig } from '../contracts/model-config.ts';
+import { effectiveGears, type ModelConfig } from '../contracts/model-config.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 
@@ -75,6 +75,12 @@ export function validateForModel(request: RequestEnvelope, config: ModelConfig):
   if (items === undefined) throw invalid('inputs', 'needs at least one tensor');
   if (items > config.maxBatchSize) {
     throw invalid('inputs[0].shape[0]', `${items} samples exceed maxBatchSize ${config.maxBatchSize} of ${config.name}; split the request`);
+  }
+  // A request is never split and no batch exceeds the largest gear, which may sit below maxBatchSize.
+  const gears = effectiveGears(config);
+  const largestGear = gears[gears.length - 1] ?? config.maxBatchSize;
+  if (items > largestGear) {
+    throw invalid('inputs[0].shape[0]', `${items} samples exceed the largest batch gear ${largestGear} of ${config.name} (batchGears [${gears.join(',')}]); split the request`);
   }
   return { items, length, priority };
 }

@@ -69,6 +69,14 @@ describe('validateForModel', () => {
     }
   });
 
+  // The scheduler never splits a request and its largest batch is the largest gear: above it the
+  // request was refused later as `rejected` with no DLQ record, though it can never be served.
+  it('rejects more samples than the largest batch gear as invalid', () => {
+    const geared = parseModelConfig({ ...mlp, batchGears: [1, 2, 4], maxBatchSize: 8 });
+    expect(() => validateForModel(req([f32([6, 4])]), geared)).toThrow(/6 samples exceed the largest batch gear 4/);
+    expect(validateForModel(req([f32([4, 4])]), geared)).toMatchObject({ items: 4 });
+  });
+
   it('rejects a bucketed length beyond the largest bucket', () => {
     const tokens: Tensor = { name: 'tokens', dtype: 'int64', shape: [1, 17], data: new Uint8Array(17 * 8) };
     expect(() => validateForModel(req([tokens], { model: 'text' }), text)).toThrow(/outside 1..16/);
