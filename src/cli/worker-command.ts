@@ -26,6 +26,21 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   };
   process.on('SIGTERM', duringStartUp);
   process.on('SIGINT', duringStartUp);
+  if (process.env.NPU_FLEET_SUPERVISED === '1') {
+    // Under `npu-fleet start`: if the supervisor dies (even by SIGKILL), drain and exit instead of
+    // living on as an orphan that nobody will stop. Watched from the start: a supervisor gone while
+    // we load models or wait for the broker would otherwise be missed (ppid read after start-up is
+    // already the reaper's), and its SIGTERM during start-up exits at once (nothing to drain).
+    const parent = Number(process.env.NPU_FLEET_SUPERVISOR_PID) || process.ppid;
+    const watch = setInterval(() => {
+      if (process.ppid !== parent) {
+        clearInterval(watch);
+        log.warn({ parent }, 'supervisor is gone; draining and exiting');
+        process.kill(process.pid, 'SIGTERM');
+      }
+    }, 1000);
+    watch.unref();
+  }
   // Filled in once runWorker returns; a hang before that has nothing to abandon yet.
   const late: { abandon?: () => Promise<void>; stop?: () => Promise<number> } = {};
   let finish: (code: number) => void = () => undefined;
@@ -54,19 +69,6 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   late.abandon = () => running.abandon();
   late.stop = () => running.stop();
   log.info({ metricsPort: running.metricsPort }, 'worker ready');
-  if (process.env.NPU_FLEET_SUPERVISED === '1') {
-    // Under `npu-fleet start`: if the supervisor dies (even by SIGKILL), drain and exit instead of
-    // living on as an orphan that nobody will stop.
-    const parent = process.ppid;
-    const watch = setInterval(() => {
-      if (process.ppid !== parent) {
-        clearInterval(watch);
-        log.warn({ parent }, 'supervisor is gone; draining and exiting');
-        process.kill(process.pid, 'SIGTERM');
-      }
-    }, 1000);
-    watch.unref();
-  }
   const onSignal = (signal: NodeJS.Signals): void => {
     log.info({ signal }, 'draining');
     process.off('SIGTERM', onSignal);

@@ -57,8 +57,9 @@ export class Supervisor {
     try {
       child = spawn(process.execPath, args, {
         stdio: ['ignore', 'inherit', 'inherit'],
-        // The restart count rides in the env so npu_fleet_worker_restarts_total survives restarts.
-        env: { ...process.env, ...this.o.env, NPU_FLEET_RESTARTS: String(slot.restarts), NPU_FLEET_SUPERVISED: '1' },
+        // The restart count rides in the env so npu_fleet_worker_restarts_total survives restarts;
+        // our pid, so a worker whose supervisor died before it started still sees it is orphaned.
+        env: { ...process.env, ...this.o.env, NPU_FLEET_RESTARTS: String(slot.restarts), NPU_FLEET_SUPERVISED: '1', NPU_FLEET_SUPERVISOR_PID: String(process.pid) },
       });
     } catch (err) {
       // Thrown from a restart timer it would end the supervisor and orphan the other workers.

@@ -1,0 +1,73 @@
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { getServices, uniqueName } from '../../helpers/services.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+
+/** `npu-fleet start` on BullMQ (one worker process per device), in its own process group as a shell runs it. */
+function spawnFleet(devices: number) {
+  const dir = tempDir('npu-fleet-supervised-');
+  const configFile = join(dir, 'fleet.yaml');
+  const prefix = uniqueName('supervised');
+  writeFileSync(
+    configFile,
+    stringify({
+      transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } },
+      devices: { count: devices, backend: 'sim' },
+      models: ['mlp-classifier'],
+      worker: { metricsPort: 0 },
+      log: { level: 'info' },
+    }),
+  );
+  const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile], {
+    env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let out = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const lines = (msg: string): Array<Record<string, unknown>> =>
+    out
+      .split('\n')
+      .filter((l) => l.startsWith('{') && l.includes(`"msg":"${msg}"`))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  return { child, exited, output: () => out, lines };
+}
+
+async function until(cond: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  return cond();
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('npu-fleet start (one worker process per device)', () => {
+  it('a worker still starting when its supervisor is SIGKILLed exits instead of living on as an orphan', async () => {
+    const fleet = spawnFleet(1);
+    let workerPid: number | undefined;
+    try {
+      expect(await until(() => fleet.lines('worker started').length === 1, 20_000), fleet.output()).toBe(true);
+      workerPid = fleet.lines('worker started')[0]?.workerPid as number;
+      expect(fleet.lines('worker ready'), 'the worker is still starting').toHaveLength(0);
+      fleet.child.kill('SIGKILL');
+      await fleet.exited;
+      const pid = workerPid;
+      expect(await until(() => !alive(pid), 40_000), `worker ${pid} still running without its supervisor\n${fleet.output()}`).toBe(true);
+      expect(fleet.output()).toContain('supervisor is gone');
+    } finally {
+      if (workerPid !== undefined && alive(workerPid)) process.kill(workerPid, 'SIGKILL');
+    }
+  }, 90_000);
+});
