@@ -449,9 +449,11 @@ export class BatchScheduler<P = unknown> {
     const est = (g: number) => this.estimator.estimateMs(g);
     if (est(smaller) / kept >= est(gear) / items) return items;
     const delays = this.options.maxQueueDelayMs;
+    // A returned member starts no earlier than the end of the trimmed batch, not at its start.
+    const nextStartAt = startAt + est(smaller);
     for (let i = keep; i < members.length; i++) {
       const e = members[i] as Entry<P>;
-      const canWait = e.arrivedAt + (delays[e.level] as number) > nowMs && e.agedAt > nowMs && this.releaseAt(e, limit) > startAt;
+      const canWait = e.arrivedAt + (delays[e.level] as number) > nowMs && e.agedAt > nowMs && this.releaseAt(e, limit) > nextStartAt;
       if (!canWait) return items;
     }
     for (const e of members.splice(keep)) this.requeue(e);
