@@ -81,7 +81,9 @@ type TypedArrayFor<D extends Dtype> = D extends 'float32'
  */
 export function tensorView<D extends Dtype>(dtype: D, data: Uint8Array): TypedArrayFor<D> {
   const size = DTYPE_BYTES[dtype];
-  const src = data.byteOffset % size === 0 ? data : data.slice();
+  // new Uint8Array(data), not data.slice(): on a Buffer (what Kafka delivers) slice() is a view at
+  // the same unaligned offset, and the typed array constructor below throws a RangeError.
+  const src = data.byteOffset % size === 0 ? data : new Uint8Array(data);
   const length = src.byteLength / size;
   const ctor: new (buffer: ArrayBufferLike, byteOffset: number, length: number) => ArrayBufferView = {
     float32: Float32Array,
