@@ -107,15 +107,17 @@ export class Supervisor {
         if (slot.timer) clearTimeout(slot.timer);
         const child = slot.child;
         if (!child || child.exitCode !== null) return;
-        const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+        const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
         child.kill('SIGTERM');
         const killTimer = setTimeout(() => {
           this.o.log.error({ device: slot.deviceId }, 'worker did not drain in time; killing it');
           child.kill('SIGKILL');
         }, this.o.drainTimeoutMs + 5000);
-        const code = await exited;
+        const { code, signal } = await exited;
         clearTimeout(killTimer);
-        if (code !== 0) exitCode = 1;
+        // A worker handles SIGTERM from its first line of the CLI on; dying of our one SIGTERM means
+        // it was still loading node and the CLI, with nothing to drain: as clean as a drain.
+        if (code !== 0 && signal !== 'SIGTERM') exitCode = 1;
       }),
     );
     return exitCode;

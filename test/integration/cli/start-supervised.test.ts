@@ -70,4 +70,20 @@ describe('npu-fleet start (one worker process per device)', () => {
       if (workerPid !== undefined && alive(workerPid)) process.kill(workerPid, 'SIGKILL');
     }
   }, 90_000);
+
+  it('SIGTERM a moment after start (workers still loading, nothing to drain) exits 0', async () => {
+    const fleet = spawnFleet(2);
+    try {
+      expect(await until(() => fleet.lines('worker started').length === 2, 20_000), fleet.output()).toBe(true);
+      fleet.child.kill('SIGTERM');
+      const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 30_000))]);
+      expect(result, fleet.output()).toEqual({ code: 0, signal: null });
+    } finally {
+      try {
+        process.kill(-(fleet.child.pid as number), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }, 90_000);
 });

@@ -46,4 +46,14 @@ describe('Supervisor', () => {
     await new Promise((r) => setTimeout(r, 500));
     expect(await sup.stop()).toBe(0);
   });
+
+  it('SIGTERM reaching a worker before it installed its handlers (node still loading) is a clean stop: exit 0, not 1', async () => {
+    // The stand-in installs its handler after 1 s, as a real worker does once tsx and the CLI loaded.
+    const lateHandler = ['-e', "setTimeout(() => process.on('SIGTERM', () => process.exit(0)), 1000); setInterval(() => undefined, 1000);"];
+    const { sup, exits } = supervisor({ workerArgs: () => lateHandler });
+    sup.start();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await sup.stop()).toBe(0);
+    expect(exits).toEqual([{ device: 0, code: null }]);
+  });
 });
