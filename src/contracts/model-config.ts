@@ -164,8 +164,28 @@ export const ModelConfigSchema = z
     if (c.queue.softLimitBytes > c.queue.hardLimitBytes) {
       ctx.addIssue({ code: 'custom', path: ['queue', 'softLimitBytes'], message: 'must not exceed queue.hardLimitBytes' });
     }
-    if (c.buckets && !c.inputs.some((i) => i.name === c.buckets?.input)) {
+    const bucketed = c.buckets && c.inputs.find((i) => i.name === c.buckets?.input);
+    if (c.buckets && !bucketed) {
       ctx.addIssue({ code: 'custom', path: ['buckets', 'input'], message: `names no input of the model (inputs: ${c.inputs.map((i) => i.name).join(', ')})` });
+    }
+    // Requests are checked and padded along this axis: past the rank no request could fit, and a
+    // fixed axis would be padded to a bound the model cannot take.
+    if (c.buckets && bucketed) {
+      const { axis } = c.buckets;
+      const dim = bucketed.dims[axis];
+      if (dim === undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['buckets', 'axis'],
+          message: `is ${axis} but input ${bucketed.name} has rank ${bucketed.dims.length} (dims [${bucketed.dims.join(', ')}]); use a dynamic axis 1..${bucketed.dims.length - 1}`,
+        });
+      } else if (dim !== -1) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['buckets', 'axis'],
+          message: `axis ${axis} of input ${bucketed.name} is fixed at ${dim}; bucket a dynamic (-1) axis or drop buckets`,
+        });
+      }
     }
   });
 export type ModelConfig = z.infer<typeof ModelConfigSchema>;

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import { parseModelConfig } from '../../../src/contracts/config-loader.ts';
+
+const bucketed = (dims: number[], axis: number): unknown => ({
+  name: 'text',
+  inputs: [{ name: 'tokens', dtype: 'int64', dims }],
+  outputs: [{ name: 'probs', dtype: 'float32', dims: [-1, 4] }],
+  buckets: { input: 'tokens', axis, bounds: [8, 16] },
+});
+
+describe('model config buckets', () => {
+  it('accepts a bucket on a dynamic axis', () => {
+    expect(parseModelConfig(bucketed([-1, -1], 1)).buckets?.axis).toBe(1);
+  });
+
+  // Past the input's rank, every request was refused with "configure buckets for it"; on a fixed
+  // axis, requests of any length up to the largest bound were accepted and padded to a bound the
+  // model cannot take, failing each batch on the device.
+  it.each([
+    ['past the rank', [-1, -1], 2, /buckets\.axis: .*rank 2/],
+    ['on a fixed dimension', [-1, 8], 1, /buckets\.axis: .*fixed at 8/],
+  ])('refuses a bucket axis %s, naming buckets.axis', (_what, dims, axis, message) => {
+    expect(() => parseModelConfig(bucketed(dims, axis))).toThrow(message);
+  });
+});
