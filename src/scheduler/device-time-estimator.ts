@@ -3,6 +3,9 @@
  * Before a gear has data its estimate is the prior (base + perItem × gear), rescaled by the
  * nearest observed gear so one observation already corrects the whole curve's level.
  */
+/** Most a single sample may exceed the current estimate by (see record). */
+const OUTLIER_FACTOR = 4;
+
 export class DeviceTimeEstimator {
   private readonly ewmaMs = new Map<number, number>();
   private readonly samples = new Map<number, number>();
@@ -18,8 +21,14 @@ export class DeviceTimeEstimator {
 
   record(gear: number, deviceMs: number): void {
     if (!(deviceMs >= 0) || !Number.isFinite(deviceMs)) return;
+    // Requests a gear's estimate says cannot make their deadline are expired, so that gear stops
+    // running and its estimate is never corrected: one stalled batch would lock it out for good.
+    // Once there is data, a sample counts for at most OUTLIER_FACTOR × the estimate (never below
+    // the prior, so 0 ms samples cannot pin it at 0); a real slowdown still gets through in a few
+    // batches. The very first sample replaces the prior as before.
+    const sample = this.observed.length === 0 ? deviceMs : Math.min(deviceMs, OUTLIER_FACTOR * Math.max(this.estimateMs(gear), this.prior(gear)));
     const prev = this.ewmaMs.get(gear);
-    this.ewmaMs.set(gear, prev === undefined ? deviceMs : prev + this.alpha * (deviceMs - prev));
+    this.ewmaMs.set(gear, prev === undefined ? sample : prev + this.alpha * (sample - prev));
     this.samples.set(gear, (this.samples.get(gear) ?? 0) + 1);
     if (prev === undefined) this.observed = [...this.ewmaMs.keys()].sort((a, b) => a - b);
     this.cache.clear();
