@@ -4,7 +4,8 @@
  * - above target × (1 + hysteresis): limit ← limit × (target / p90)^0.5, snapped DOWN to a gear
  *   (at least one gear lower, so a small overshoot still makes progress);
  * - below target × (1 − hysteresis), and no change for `growIntervalMs`: up one gear, but only if
- *   the learnt estimate for that gear fits the target (grows back slowly, no ping-pong).
+ *   the learnt estimate for that gear, or the current gear's scaled up proportionally, fits the
+ *   target (grows back slowly, no ping-pong).
  * The window restarts after every change so that samples from the old size do not vote again.
  */
 export interface AdaptiveLimitOptions {
@@ -59,7 +60,13 @@ export class AdaptiveLimit {
       if (next === this.index && next > 0) next--;
       this.change(next, nowMs);
     } else if (p90 < target * (1 - h) && this.index < this.gears.length - 1 && nowMs - this.lastChangeAt >= this.options.growIntervalMs) {
-      if (estimateMs(this.gears[this.index + 1] as number) <= target) this.change(this.index + 1, nowMs);
+      // The next gear does not run while the limit is below it, so its own estimate may date from
+      // the slow spell that shrank the limit and would veto growth for good. Device time is affine
+      // in the batch with a base >= 0, so the current gear's fresh estimate scaled up
+      // proportionally bounds it from above.
+      const next = this.gears[this.index + 1] as number;
+      const bound = Math.min(estimateMs(next), (estimateMs(this.current) * next) / this.current);
+      if (bound <= target) this.change(this.index + 1, nowMs);
     }
   }
 
