@@ -1,6 +1,6 @@
 import { FleetError } from '../errors/fleet-error.ts';
 import { type CodecLimits } from '../contracts/limits.ts';
-import { MODEL_NAME_PATTERN } from '../contracts/request-envelope.ts';
+import { LONE_SURROGATE, MODEL_NAME_PATTERN } from '../contracts/request-envelope.ts';
 import { DTYPE_BYTES, elementCount, type Dtype } from '../contracts/tensor.ts';
 
 /**
@@ -88,13 +88,13 @@ export function checkTensorCount(count: number, limits: CodecLimits, field: stri
 /**
  * Best-effort identity from a parsed-but-invalid header so the invalid result can be routed. Only
  * values the envelopes allow are kept: the invalid result carries id and model, and one our own
- * result decoder refuses (an id over 128 characters) never reaches the producer awaiting it.
+ * result decoder refuses (an id over 128 characters or with a lone surrogate) never reaches the producer awaiting it.
  */
 export function identityOf(value: unknown): Record<string, string> {
   if (typeof value !== 'object' || value === null) return {};
   const v = value as Record<string, unknown>;
   const out: Record<string, string> = {};
-  if (typeof v.id === 'string' && v.id.length > 0 && v.id.length <= 128) out.id = v.id;
+  if (typeof v.id === 'string' && v.id.length > 0 && v.id.length <= 128 && !LONE_SURROGATE.test(v.id)) out.id = v.id;
   if (typeof v.model === 'string' && MODEL_NAME_PATTERN.test(v.model)) out.model = v.model;
   if (typeof v.replyTo === 'string' && v.replyTo.length > 0 && v.replyTo.length <= 249) out.replyTo = v.replyTo;
   return out;

@@ -4,10 +4,17 @@ import { TensorMetaSchema, TensorSchema } from './tensor.ts';
 export const MODEL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 export const MAX_PRIORITY_LEVELS = 16;
 
+/**
+ * An unpaired UTF-16 surrogate. Ids travel as UTF-8 (Kafka keys, BullMQ job ids in Redis, headers),
+ * where each one becomes U+FFFD: two distinct ids would become the same key.
+ */
+export const LONE_SURROGATE = /\p{Cs}/u;
+
 export const RequestIdSchema = z
   .string()
   .min(1, 'id must not be empty')
   .max(128, 'id must be at most 128 characters')
+  .refine((s) => !LONE_SURROGATE.test(s), 'id holds a lone UTF-16 surrogate, which UTF-8 (Kafka keys, job ids) cannot carry; use well-formed Unicode')
   .describe('Unique request id: correlation and idempotency key');
 
 export const ModelNameSchema = z

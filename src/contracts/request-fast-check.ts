@@ -1,4 +1,4 @@
-import { MAX_PRIORITY_LEVELS, MODEL_NAME_PATTERN } from './request-envelope.ts';
+import { LONE_SURROGATE, MAX_PRIORITY_LEVELS, MODEL_NAME_PATTERN } from './request-envelope.ts';
 import { DTYPES, MAX_TENSOR_RANK } from './tensor.ts';
 
 /**
@@ -74,7 +74,7 @@ export function isPlainRequest(raw: unknown, form: TensorForm): boolean {
         return false;
     }
   }
-  if (!isText(raw.id, 128) || typeof raw.model !== 'string' || !MODEL_NAME_PATTERN.test(raw.model) || !isEpochMs(raw.createdAt)) return false;
+  if (!isText(raw.id, 128) || LONE_SURROGATE.test(raw.id as string) || typeof raw.model !== 'string' || !MODEL_NAME_PATTERN.test(raw.model) || !isEpochMs(raw.createdAt)) return false;
   const inputs = raw.inputs;
   if (!Array.isArray(inputs) || inputs.length < 1) return false;
   for (const t of inputs) if (!isTensor(t, form)) return false;

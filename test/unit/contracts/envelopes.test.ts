@@ -46,3 +46,21 @@ describe('request envelope validation', () => {
     expect(err.details).toMatchObject({ id: 'r1', model: 'mlp', replyTo: 'my.replies', field: 'priority' });
   });
 });
+
+describe('request ids travel as UTF-8', () => {
+  // Kafka keys, BullMQ job ids (Redis) and headers carry the id as UTF-8, where every lone
+  // surrogate becomes U+FFFD: two distinct ids would become one job id, and BullMQ drops the second
+  // request as a duplicate.
+  it('refuses an id with a lone surrogate, naming id and the fix', () => {
+    expect(Buffer.from('r\ud800').equals(Buffer.from('r\udbff'))).toBe(true);
+    for (const id of ['r\ud800', '\udc00r', 'r\ude00\ud83d']) {
+      const err = errorOf({ ...good, id });
+      expect(err.details.field).toBe('id');
+      expect(err.message).toMatch(/id: .*surrogate/);
+    }
+  });
+
+  it('accepts ids with characters outside the BMP', () => {
+    expect(decodeRequest(Buffer.from(JSON.stringify({ ...good, id: 'r\ud83d\ude00' }))).id).toBe('r😀');
+  });
+});

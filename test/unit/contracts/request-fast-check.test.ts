@@ -27,7 +27,7 @@ function inForm(form: TensorForm) {
 /** Values near every check's edge, and of every wrong type. */
 const edgy = fc.constantFrom<unknown>(
   undefined, null, '', 'x', 'a'.repeat(64), 'a'.repeat(65), 'a'.repeat(128), 'a'.repeat(129), 'a'.repeat(249), 'a'.repeat(250),
-  'a'.repeat(257), '-bad', 'ok.model_1', 'white space', 0, -0, 1, 15, 16, -1, 1.5, 2 ** 53, 2 ** 53 - 1, 8.64e15, 8.64e15 + 2,
+  'a'.repeat(257), '-bad', 'ok.model_1', 'white space', 'r\ud800', '\udc00', 0, -0, 1, 15, 16, -1, 1.5, 2 ** 53, 2 ** 53 - 1, 8.64e15, 8.64e15 + 2,
   Number.NaN, Number.POSITIVE_INFINITY, true, [], [1], {}, { a: 1 }, 'float32', 'float64', new Uint8Array(4), [0], [1, 2], [-1],
   [1.5], Array.from({ length: 9 }, () => 1), Array.from({ length: 8 }, () => 1),
 );
