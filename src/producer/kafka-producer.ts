@@ -69,6 +69,8 @@ export class KafkaProducer implements Producer {
    */
   private readonly producer: RotatingProducer;
   private inboxReady: Promise<void> | undefined;
+  /** The inbox topic may exist: deleted on close, even if opening the inbox failed after creating it. */
+  private inboxCreated = false;
   private closed = false;
 
   constructor(
@@ -196,13 +198,39 @@ export class KafkaProducer implements Producer {
   }
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
-    this.inboxReady ??= this.openInbox();
-    await this.inboxReady;
-    return this.router.roundTrip(request.id, options.timeoutMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
+    const startedAt = Date.now();
+    // A failed opening is forgotten, so a later request tries again (a broker down for a moment
+    // would otherwise fail every request of this producer for good).
+    const inboxReady = (this.inboxReady ??= this.openInbox().catch((err: unknown) => {
+      this.inboxReady = undefined;
+      throw err;
+    }));
+    // Handled here: the wait below may give up first, and the opening goes on for later requests.
+    inboxReady.catch(() => undefined);
+    // timeoutMs bounds the whole request: opening the inbox against an unreachable broker retries
+    // for many seconds.
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        inboxReady,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new FleetError('TIMEOUT', `no reply for request "${request.id}" within ${options.timeoutMs} ms (the reply inbox was not open yet)`, { details: { id: request.id, timeoutMs: options.timeoutMs } })),
+            options.timeoutMs,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+    const leftMs = Math.max(1, options.timeoutMs - (Date.now() - startedAt));
+    return this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
   }
 
   private async openInbox(): Promise<void> {
     const { admin } = await this.connect();
+    // Before the call: a creation that went through but answered with an error still gets deleted.
+    this.inboxCreated = true;
     await ensureTopics(admin, [this.inbox], 1);
     this.knownTopics.add(this.inbox);
     // A fresh topic read from its beginning: no reply can slip past before the group is joined.
@@ -297,7 +325,7 @@ export class KafkaProducer implements Producer {
     this.closed = true;
     if (connected === undefined) return;
     const { admin } = await connected.catch(() => ({ admin: undefined }));
-    if (admin !== undefined && this.inboxReady !== undefined) await admin.deleteTopics({ topics: [this.inbox] }).catch(() => undefined);
+    if (admin !== undefined && this.inboxCreated) await admin.deleteTopics({ topics: [this.inbox] }).catch(() => undefined);
     await Promise.allSettled([this.producer.disconnect(), admin?.disconnect()]);
   }
 }

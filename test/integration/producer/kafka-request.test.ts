@@ -1,0 +1,69 @@
+// KafkaProducer.request() when its private inbox cannot be opened at first (broker not reachable).
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
+import { createTransport } from '../../../src/transport/index.ts';
+import type { Transport } from '../../../src/transport/transport.ts';
+import { getServices, uniqueName } from '../../helpers/services.ts';
+import { makeRequest, outcomeFor } from '../transport/conformance-kit.ts';
+import { kafkaSettings } from '../transport/kafka-harness.ts';
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+/** A TCP forwarder to the test broker on `port`: the producer bootstraps through it (metadata then names the real broker). */
+async function forwarder(port: number): Promise<{ close(): Promise<void> }> {
+  const [host, brokerPort] = (getServices().kafkaBrokers[0] as string).split(':') as [string, string];
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = connect(Number(brokerPort), host);
+    sockets.add(client).add(upstream);
+    client.pipe(upstream).pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+  });
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  return {
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+const open: Array<{ close(): Promise<void> }> = [];
+afterEach(async () => {
+  await Promise.allSettled(open.splice(0).map((c) => c.close()));
+});
+
+describe('kafka producer request() while the broker is not reachable yet', () => {
+  it('fails within its timeoutMs, and a later request() once the broker answers opens the inbox and gets its reply', async () => {
+    const model = uniqueName('inbox');
+    const port = await freePort();
+    const producer = new KafkaProducer(kafkaSettings({ brokers: [`127.0.0.1:${port}`] }), { partitions: 2 });
+    open.push(producer);
+
+    const startedAt = Date.now();
+    const first = await producer.request(makeRequest(model, 'r1', 0), { timeoutMs: 1_000 }).catch((e: unknown) => e);
+    const tookMs = Date.now() - startedAt;
+    expect(first).toBeInstanceOf(FleetError);
+    expect(tookMs, 'the timeout bounds the whole request, opening the inbox included').toBeLessThan(3_000);
+
+    open.push(await forwarder(port));
+    const worker: Transport = createTransport({ kind: 'kafka', kafka: kafkaSettings() }, { kafka: { partitions: 2 } });
+    open.push(worker);
+    await worker.start({
+      subscriptions: [{ model, priorityLevels: 1 }],
+      onDeliveries: (ds) => void worker.settle(ds.map(outcomeFor)),
+    });
+    const second = await producer.request(makeRequest(model, 'r2', 0), { timeoutMs: 30_000 });
+    expect(second.id).toBe('r2');
+  }, 90_000);
+});
