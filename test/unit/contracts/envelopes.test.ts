@@ -32,10 +32,12 @@ describe('request envelope validation', () => {
     expect(err.message).toMatch(message);
   });
 
-  it('rejects bad base64 characters in long tensors too', () => {
+  // Node's decoder also takes the base64url characters '-' and '_' (they decode to full length), so
+  // long tensors in base64url were accepted while short ones were refused.
+  it.each(['!', '-', '_'])('rejects the bad base64 character %j in long tensors too', (char) => {
     const n = 8192;
     const data = Buffer.alloc(n * 4).toString('base64');
-    const bad = data.slice(0, 100) + '!' + data.slice(101);
+    const bad = data.slice(0, 100) + char + data.slice(101);
     const err = errorOf({ ...good, inputs: [{ name: 'input', dtype: 'float32', shape: [1, n], data: bad }] });
     expect(err.details.field).toBe('inputs[0].data');
     expect(err.message).toMatch(/base64/);
