@@ -229,12 +229,19 @@ export class KafkaProducer implements Producer {
 
   private async openInbox(): Promise<void> {
     const { admin } = await this.connect();
+    this.refuseIfClosed();
     // Before the call: a creation that went through but answered with an error still gets deleted.
     this.inboxCreated = true;
     await ensureTopics(admin, [this.inbox], 1);
+    this.refuseIfClosed();
     this.knownTopics.add(this.inbox);
     // A fresh topic read from its beginning: no reply can slip past before the group is joined.
     await this.consume(this.inbox, `${this.inbox}.group`, true, true, (r) => this.router.deliver(r), undefined);
+  }
+
+  /** close() waits for an inbox being opened: each step of the opening ends it once closed. */
+  private refuseIfClosed(): void {
+    if (this.closed) throw new FleetError('CLOSED', 'kafka producer is closed');
   }
 
   async subscribeReplies(
@@ -275,6 +282,7 @@ export class KafkaProducer implements Producer {
     });
     try {
       await consumer.connect();
+      this.refuseIfClosed();
       // A topic created a moment ago may not be in the broker's metadata yet (retriable
       // UNKNOWN_TOPIC_OR_PARTITION on a busy KRaft controller): retry with backoff.
       for (let attempt = 1; ; attempt++) {
@@ -284,6 +292,7 @@ export class KafkaProducer implements Producer {
         } catch (err) {
           if (attempt >= 8 || (err as { retriable?: boolean }).retriable !== true) throw err;
           await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** Math.min(attempt, 5)));
+          this.refuseIfClosed();
         }
       }
       await consumer.run({
@@ -303,6 +312,9 @@ export class KafkaProducer implements Producer {
       if (!fromBeginning) await fetched;
     } catch (err) {
       await this.stopConsumer(handle);
+      // close() may have stopped the handle while it was still connecting; a consumer that
+      // connected after that must not stay connected.
+      await consumer.disconnect().catch(() => undefined);
       throw kafkaError(err, `subscribing to replies on ${topic} failed`);
     }
     return handle;
@@ -319,10 +331,13 @@ export class KafkaProducer implements Producer {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    this.closed = true;
     this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
+    // An inbox still being opened would create its topic or start its consumer after the teardown
+    // below, and both would outlive the producer: let it finish (it stops at its next step) first.
+    await this.inboxReady?.catch(() => undefined);
     for (const handle of [...this.consumers]) await this.stopConsumer(handle);
     const connected = this.connecting;
-    this.closed = true;
     if (connected === undefined) return;
     const { admin } = await connected.catch(() => ({ admin: undefined }));
     if (admin !== undefined && this.inboxCreated) await admin.deleteTopics({ topics: [this.inbox] }).catch(() => undefined);

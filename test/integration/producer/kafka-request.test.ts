@@ -7,7 +7,7 @@ import { createTransport } from '../../../src/transport/index.ts';
 import type { Transport } from '../../../src/transport/transport.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { makeRequest, outcomeFor } from '../transport/conformance-kit.ts';
-import { kafkaSettings } from '../transport/kafka-harness.ts';
+import { adminKafka, kafkaSettings } from '../transport/kafka-harness.ts';
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -66,4 +66,27 @@ describe('kafka producer request() while the broker is not reachable yet', () =>
     const second = await producer.request(makeRequest(model, 'r2', 0), { timeoutMs: 30_000 });
     expect(second.id).toBe('r2');
   }, 90_000);
+});
+
+describe('kafka producer close() while request() is still opening the inbox', () => {
+  it('leaves neither the inbox topic nor a consumer of it behind', async () => {
+    const model = uniqueName('closing');
+    const producer = new KafkaProducer(kafkaSettings(), { partitions: 2 });
+    const pending = producer.request(makeRequest(model, 'c1', 0), { timeoutMs: 30_000 }).catch((e: unknown) => e);
+    // Let the opening get under way (connecting, creating the topic), then close.
+    await new Promise((r) => setTimeout(r, 50));
+    await producer.close();
+    expect(await pending).toBeInstanceOf(FleetError);
+    // Whatever the opening was doing when close() ran has finished by now.
+    await new Promise((r) => setTimeout(r, 8_000));
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      expect(await admin.listTopics()).not.toContain(producer.inbox);
+      const { groups } = await admin.describeGroups([`${producer.inbox}.group`]);
+      expect(groups[0]?.members ?? [], 'a consumer of the inbox still runs after close()').toHaveLength(0);
+    } finally {
+      await admin.disconnect();
+    }
+  }, 60_000);
 });
