@@ -40,6 +40,10 @@ export class BatchScheduler<P = unknown> {
   private paused = false;
   private counters = { batches: 0, requests: 0, items: 0, paddedItems: 0, slots: 0, realSlots: 0, expired: 0, rejected: 0 };
   private recentPaddingRatio = 0;
+  /** During a decide that may send a batch against a stale estimate: its clock (see fits). */
+  private probeAt: number | undefined;
+  private probed = false;
+  private lastProbeAt = -Infinity;
 
   constructor(options: SchedulerOptionsInput = {}) {
     const o = resolveSchedulerOptions(options);
@@ -166,6 +170,19 @@ export class BatchScheduler<P = unknown> {
    * urgent work sent to a busy device stays short. Batches led by lower levels are not capped.
    */
   decide(nowMs: number, deviceFreeAt: number = nowMs, maxLevel = Infinity): Decision<P> {
+    // Probes only on an idle device, where a batch late for its deadline delays nothing else.
+    this.probeAt = deviceFreeAt <= nowMs && nowMs - this.lastProbeAt >= this.options.probeIntervalMs ? nowMs : undefined;
+    this.probed = false;
+    try {
+      const d = this.decideNow(nowMs, deviceFreeAt, maxLevel);
+      if (d.kind === 'dispatch' && this.probed) this.lastProbeAt = nowMs;
+      return d;
+    } finally {
+      this.probeAt = undefined;
+    }
+  }
+
+  private decideNow(nowMs: number, deviceFreeAt: number, maxLevel: number): Decision<P> {
     const startAt = Math.max(nowMs, deviceFreeAt);
     const expired: SchedulerRequest<P>[] = [];
     this.expireUnreachable(startAt, expired);
@@ -208,7 +225,7 @@ export class BatchScheduler<P = unknown> {
 
   /** Feeds a completed batch: device time per gear (EWMA) and the adaptive limit. */
   recordCompletion(gear: number, deviceMs: number, nowMs: number): void {
-    this.estimator.record(gear, deviceMs);
+    this.estimator.record(gear, deviceMs, nowMs);
     this.adaptive.record(deviceMs, nowMs, (g) => this.estimator.estimateMs(g));
   }
 
@@ -319,7 +336,23 @@ export class BatchScheduler<P = unknown> {
 
   /** True when the request cannot finish by its deadline even in the smallest batch holding it. */
   private unreachable(entry: Entry<P>, startAt: number): boolean {
-    return startAt + this.estimator.estimateMs(this.gearOf[entry.items] as number) > entry.deadline;
+    return !this.fits(startAt, this.gearOf[entry.items] as number, entry.deadline);
+  }
+
+  /**
+   * Whether a batch of `gear` started at `startAt` meets `deadline`: by the estimate, or, during a
+   * decide that may probe (see estimateTrustMs), because the deadline is still ahead and the
+   * gear's estimate is stale. An estimate that rules its gear out is never corrected otherwise:
+   * the traffic it rules out is expired without device time, so that gear never runs again.
+   */
+  private fits(startAt: number, gear: number, deadline: number): boolean {
+    if (startAt + this.estimator.estimateMs(gear) <= deadline) return true;
+    // Before any batch completed the prior rules: a probe corrects learnt estimates, not guesses.
+    if (this.probeAt === undefined || deadline <= startAt || !this.estimator.hasData) return false;
+    const sampledAt = this.estimator.lastSampleAt(gear);
+    if (sampledAt !== undefined && this.probeAt - sampledAt < this.options.estimateTrustMs) return false;
+    this.probed = true;
+    return true;
   }
 
   /**
@@ -418,7 +451,7 @@ export class BatchScheduler<P = unknown> {
         if (total > limit) break;
         if (outside !== undefined && passesOver(next, outside, nowMs)) break;
         const deadline = Math.min(minDeadline, next.deadline);
-        if (startAt + this.estimator.estimateMs(this.gearOf[total] as number) > deadline) break;
+        if (!this.fits(startAt, this.gearOf[total] as number, deadline)) break;
       } else if (outside !== undefined && ranksBefore(outside, next, nowMs)) {
         // The first member must be the overall top (it was, unless that one just expired).
         break;
@@ -504,6 +537,7 @@ export class BatchScheduler<P = unknown> {
       paddedLengthSlots,
       startAt,
       estimatedDeviceMs: this.estimator.estimateMs(gear),
+      probe: this.probed,
       reason,
       limit,
     };

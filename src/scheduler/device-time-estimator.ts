@@ -9,6 +9,8 @@ const OUTLIER_FACTOR = 4;
 export class DeviceTimeEstimator {
   private readonly ewmaMs = new Map<number, number>();
   private readonly samples = new Map<number, number>();
+  /** When each gear's own estimate last took a sample (the caller's clock). */
+  private readonly sampledAt = new Map<number, number>();
   /** Observed gears, ascending, for nearest-neighbour rescaling. */
   private observed: number[] = [];
   private readonly cache = new Map<number, number>();
@@ -19,8 +21,9 @@ export class DeviceTimeEstimator {
     private readonly priorPerItemMs: number,
   ) {}
 
-  record(gear: number, deviceMs: number): void {
+  record(gear: number, deviceMs: number, atMs?: number): void {
     if (!(deviceMs >= 0) || !Number.isFinite(deviceMs)) return;
+    if (atMs !== undefined) this.sampledAt.set(gear, atMs);
     // Requests a gear's estimate says cannot make their deadline are expired, so that gear stops
     // running and its estimate is never corrected: one stalled batch would lock it out for good.
     // Once there is data, a sample counts for at most OUTLIER_FACTOR × the estimate (never below
@@ -41,6 +44,16 @@ export class DeviceTimeEstimator {
     const value = this.compute(gear);
     this.cache.set(gear, value);
     return value;
+  }
+
+  /** Whether any batch was recorded (else every estimate is the prior). */
+  get hasData(): boolean {
+    return this.observed.length > 0;
+  }
+
+  /** When `gear` last had a batch of its own recorded (undefined: never; its estimate is derived). */
+  lastSampleAt(gear: number): number | undefined {
+    return this.sampledAt.get(gear);
   }
 
   /** Per-gear EWMA and sample counts, for export. */

@@ -27,6 +27,8 @@ export const SCHEDULER_DEFAULTS = {
   priorDevicePerItemMs: 0.5,
   deadlineMarginMs: 1,
   trimPadding: true,
+  estimateTrustMs: 5000,
+  probeIntervalMs: 1000,
 } as const;
 
 const positiveInt = z.number().int().min(1);
@@ -92,6 +94,15 @@ export const schedulerOptionsSchema = z
     deadlineMarginMs: durationMs.default(SCHEDULER_DEFAULTS.deadlineMarginMs),
     /** Return a batch's tail to the queue when that drops it to a smaller gear with less padding. @defaultValue true */
     trimPadding: z.boolean().default(SCHEDULER_DEFAULTS.trimPadding),
+    /**
+     * A gear's estimate not refreshed by a batch of that gear for this long is stale: a request it
+     * alone rules out (its deadline still ahead) may go to an idle device anyway, at most once per
+     * probeIntervalMs, so an estimate inflated by one slow spell (a warm-up run, a stall) is
+     * measured again instead of expiring that traffic for good. @defaultValue 5000
+     */
+    estimateTrustMs: durationMs.default(SCHEDULER_DEFAULTS.estimateTrustMs),
+    /** @defaultValue 1000 */
+    probeIntervalMs: durationMs.default(SCHEDULER_DEFAULTS.probeIntervalMs),
   })
   .strict()
   .superRefine((o, ctx) => {
@@ -145,6 +156,8 @@ export interface SchedulerOptions {
   readonly priorDevicePerItemMs: number;
   readonly deadlineMarginMs: number;
   readonly trimPadding: boolean;
+  readonly estimateTrustMs: number;
+  readonly probeIntervalMs: number;
 }
 
 /** Validates and resolves options; throws FleetError INVALID_CONFIG naming the path and the fix. */
@@ -184,6 +197,8 @@ export function resolveSchedulerOptions(input: SchedulerOptionsInput = {}): Sche
     priorDevicePerItemMs: o.priorDevicePerItemMs,
     deadlineMarginMs: o.deadlineMarginMs,
     trimPadding: o.trimPadding,
+    estimateTrustMs: o.estimateTrustMs,
+    probeIntervalMs: o.probeIntervalMs,
   };
 }
 

@@ -55,8 +55,13 @@ export interface Batch<P = unknown> {
   readonly paddedLengthSlots: number;
   /** When the batch is expected to start on the device: max(now, deviceFreeAt). */
   readonly startAt: number;
-  /** Learnt device time of `gear` at dispatch. Every member's deadline >= startAt + this. */
+  /**
+   * Learnt device time of `gear` at dispatch. Every member's deadline >= startAt + this, unless
+   * `probe`: then only > startAt (the estimate was stale, see SchedulerOptions.estimateTrustMs).
+   */
   readonly estimatedDeviceMs: number;
+  /** Sent against a stale estimate to measure it again; its members may be late. */
+  readonly probe: boolean;
   readonly reason: DispatchReason;
   /** The adaptive limit when it was formed (a single request larger than it may still go alone). */
   readonly limit: number;

@@ -31,7 +31,7 @@ function batchOf(deadlines: Array<number | undefined>, items = 1): Batch<Payload
     },
   }));
   const total = members.length * items;
-  return { members, items: total, gear: 8, paddedItems: 8 - total, bucket: null, boundLength: null, paddedLengthSlots: 0, startAt: 1020, estimatedDeviceMs: 4, reason: 'full', limit: 8 } as Batch<Payload>;
+  return { members, items: total, gear: 8, paddedItems: 8 - total, bucket: null, boundLength: null, paddedLengthSlots: 0, startAt: 1020, estimatedDeviceMs: 4, probe: false, reason: 'full', limit: 8 } as Batch<Payload>;
 }
 
 const out = (v: number): Tensor[] => [{ name: 'y', dtype: 'float32', shape: [1, 1], data: new Uint8Array(new Float32Array([v]).buffer) }];

@@ -64,7 +64,8 @@ export function runRuntimeLike(options: SchedulerOptionsInput, steps: readonly S
     for (const m of b.members) {
       end(m.id, 'batch');
       const deadline = m.deadlineAt ?? Infinity;
-      if (deadline < b.startAt + b.estimatedDeviceMs) breaches.push(`${m.id} deadline ${deadline} < ${b.startAt} + ${b.estimatedDeviceMs}`);
+      if (!b.probe && deadline < b.startAt + b.estimatedDeviceMs) breaches.push(`${m.id} deadline ${deadline} < ${b.startAt} + ${b.estimatedDeviceMs}`);
+      if (deadline <= b.startAt) breaches.push(`${m.id} deadline ${deadline} <= start ${b.startAt}`);
     }
   };
   for (let guard = 0; guard < 200_000; guard++) {

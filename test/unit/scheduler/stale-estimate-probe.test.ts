@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { BatchScheduler } from '../../../src/scheduler/index.ts';
+import { ManualClock, req } from './scheduler-fixtures.ts';
+
+const options = { priorityLevels: 3, maxQueueDelayMs: [0, 5, 20], agingMs: null, gears: [1, 2, 4, 8], maxBatchSize: 8 };
+/** The real device: 1 ms + 0.5 ms per slot. */
+const trueMs = (gear: number) => 1 + 0.5 * gear;
+
+/**
+ * One request every 2 ms, each due 100 ms after it arrives, on a device driven the way the worker
+ * drives it (decide when idle, record each batch's device time when it ends); returns how many
+ * requests were dispatched and expired per second of the run.
+ */
+function run(s: BatchScheduler<string>, seconds: number): Array<{ dispatched: number; expired: number }> {
+  const clock = new ManualClock(0);
+  const perSecond = Array.from({ length: seconds }, () => ({ dispatched: 0, expired: 0 }));
+  let freeAt = 0;
+  let running: { gear: number; doneAt: number } | undefined;
+  for (let i = 0; clock.nowMs < seconds * 1000; i++, clock.advance(1)) {
+    const bin = perSecond[Math.floor(clock.nowMs / 1000)] as { dispatched: number; expired: number };
+    if (running !== undefined && clock.nowMs >= running.doneAt) {
+      s.recordCompletion(running.gear, trueMs(running.gear), clock.nowMs);
+      running = undefined;
+    }
+    if (i % 2 === 0) s.enqueue(req({ id: `r${i}`, items: 1, at: clock.nowMs, deadlineAt: clock.nowMs + 100 }));
+    const d = running === undefined ? s.decide(clock.nowMs) : { kind: 'busy' as const, expired: s.collectExpired(clock.nowMs, freeAt) };
+    bin.expired += d.expired.length;
+    if (d.kind === 'dispatch') {
+      bin.dispatched += d.batch.members.length;
+      freeAt = clock.nowMs + trueMs(d.batch.gear);
+      running = { gear: d.batch.gear, doneAt: freeAt };
+    }
+  }
+  return perSecond;
+}
+
+describe('a stale device-time estimate is measured again instead of expiring its traffic for good', () => {
+  it('after one 800 ms warm-up batch, 100 ms-deadline traffic is served again within seconds (it was expired for ever)', () => {
+    const s = new BatchScheduler<string>(options);
+    s.recordCompletion(8, 800, 0); // a slow first execution (warm-up) sets every gear's level
+    const bins = run(s, 20);
+    const last = bins.slice(-5);
+    const dispatched = last.reduce((n, b) => n + b.dispatched, 0);
+    const expired = last.reduce((n, b) => n + b.expired, 0);
+    expect(dispatched).toBeGreaterThan(0.99 * (dispatched + expired));
+    expect(dispatched).toBeGreaterThan(2000);
+  });
+
+  it('a fresh estimate still expires what it rules out: no probe while that gear keeps running', () => {
+    const s = new BatchScheduler<string>({ ...options, gears: [1], maxBatchSize: 1 });
+    // The device really takes 150 ms a request: every 100 ms deadline is out of reach.
+    const clock = new ManualClock(0);
+    for (let i = 0; i < 10; i++) s.recordCompletion(1, 150, clock.advance(100));
+    s.enqueue(req({ id: 'late', items: 1, at: clock.nowMs, deadlineAt: clock.nowMs + 100 }));
+    const d = s.decide(clock.nowMs);
+    expect(d.kind).toBe('idle');
+    expect(d.expired.map((r) => r.id)).toEqual(['late']);
+  });
+
+  it('a stale estimate lets one batch through per probeIntervalMs, only on an idle device', () => {
+    const s = new BatchScheduler<string>({ ...options, gears: [1], maxBatchSize: 1, probeIntervalMs: 1000, estimateTrustMs: 5000 });
+    const clock = new ManualClock(0);
+    s.recordCompletion(1, 150, clock.nowMs);
+    clock.advance(6000); // stale now
+    const at = (id: string) => req({ id, items: 1, at: clock.nowMs, deadlineAt: clock.nowMs + 100 });
+    s.enqueue(at('busy'));
+    expect(s.decide(clock.nowMs, clock.nowMs + 10).expired.map((r) => r.id)).toEqual(['busy']);
+    s.enqueue(at('probe'));
+    const probe = s.decide(clock.nowMs);
+    expect(probe.kind === 'dispatch' && probe.batch.members.map((r) => r.id)).toEqual(['probe']);
+    clock.advance(500);
+    s.enqueue(at('next'));
+    expect(s.decide(clock.nowMs).expired.map((r) => r.id)).toEqual(['next']);
+    clock.advance(600);
+    s.enqueue(at('again'));
+    const again = s.decide(clock.nowMs);
+    expect(again.kind === 'dispatch' && again.batch.members.map((r) => r.id)).toEqual(['again']);
+  });
+});
