@@ -26,6 +26,8 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   };
   process.on('SIGTERM', duringStartUp);
   process.on('SIGINT', duringStartUp);
+  // Set once the worker is ready: starts its drain (at most once).
+  const ready: { drain?: (why: NodeJS.Signals | 'supervisor gone') => void } = {};
   if (process.env.NPU_FLEET_SUPERVISED === '1') {
     // Under `npu-fleet start`: if the supervisor dies (even by SIGKILL), drain and exit instead of
     // living on as an orphan that nobody will stop. Watched from the start: a supervisor gone while
@@ -36,7 +38,10 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
       if (process.ppid !== parent) {
         clearInterval(watch);
         log.warn({ parent }, 'supervisor is gone; draining and exiting');
-        process.kill(process.pid, 'SIGTERM');
+        // Not a SIGTERM to ourselves: one arriving while a drain runs would kill it (the first
+        // signal's handler is gone by then, so a second Ctrl-C still forces an exit).
+        if (ready.drain !== undefined) ready.drain('supervisor gone');
+        else duringStartUp('SIGTERM');
       }
     }, 1000);
     watch.unref();
@@ -69,12 +74,16 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   late.abandon = () => running.abandon();
   late.stop = () => running.stop();
   log.info({ metricsPort: running.metricsPort }, 'worker ready');
-  const onSignal = (signal: NodeJS.Signals): void => {
-    log.info({ signal }, 'draining');
+  let draining = false;
+  const onSignal = (signal: NodeJS.Signals | 'supervisor gone'): void => {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
+    if (draining) return;
+    draining = true;
+    log.info({ signal }, 'draining');
     void running.stop().then(finish);
   };
+  ready.drain = onSignal;
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   if (running.worker.status === 'failed') void running.stop().then(finish);

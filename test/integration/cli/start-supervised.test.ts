@@ -5,9 +5,12 @@ import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
+import { makeRequest } from '../transport/conformance-kit.ts';
+import { bullmqSettings } from '../transport/bullmq-harness.ts';
 
 /** `npu-fleet start` on BullMQ (one worker process per device), in its own process group as a shell runs it. */
-function spawnFleet(devices: number) {
+function spawnFleet(devices: number, env: Record<string, string> = {}) {
   const dir = tempDir('npu-fleet-supervised-');
   const configFile = join(dir, 'fleet.yaml');
   const prefix = uniqueName('supervised');
@@ -22,7 +25,7 @@ function spawnFleet(devices: number) {
     }),
   );
   const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile], {
-    env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
+    env: { ...process.env, NPU_FLEET_DEVICE: 'sim', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
@@ -35,7 +38,7 @@ function spawnFleet(devices: number) {
       .split('\n')
       .filter((l) => l.startsWith('{') && l.includes(`"msg":"${msg}"`))
       .map((l) => JSON.parse(l) as Record<string, unknown>);
-  return { child, exited, output: () => out, lines };
+  return { child, exited, output: () => out, lines, prefix };
 }
 
 async function until(cond: () => boolean, timeoutMs: number): Promise<boolean> {
@@ -84,6 +87,36 @@ describe('npu-fleet start (one worker process per device)', () => {
       } catch {
         // already gone
       }
+    }
+  }, 90_000);
+
+  it('a worker draining when its supervisor dies finishes the drain (it used to SIGTERM itself, which killed the drain)', async () => {
+    // Batches of 3 s: the drain is still running when the worker notices its supervisor is gone.
+    const fleet = spawnFleet(1, { NPU_FLEET_SIM_PROFILE: 'base=3000ms' });
+    const producer = new BullmqProducer(bullmqSettings({ prefix: fleet.prefix }));
+    const replyTo = uniqueName('supervised-replies');
+    const results = new Map<string, string>();
+    let workerPid: number | undefined;
+    try {
+      expect(await until(() => fleet.lines('worker ready').length === 1, 30_000), fleet.output()).toBe(true);
+      workerPid = fleet.lines('worker started')[0]?.workerPid as number;
+      await producer.subscribeReplies(replyTo, (r) => results.set(r.id, r.status));
+      const input = { name: 'input', dtype: 'float32' as const, shape: [1, 64], data: new Uint8Array(64 * 4) };
+      await producer.publish(Array.from({ length: 4 }, (_, i) => makeRequest('mlp-classifier', `d${i}`, 0, { replyTo, inputs: [input] })));
+      await new Promise((r) => setTimeout(r, 1000)); // the batch is on the device
+      expect(results.size, 'answered before the drain: the batch was not slow').toBe(0);
+      fleet.child.kill('SIGTERM'); // the supervisor forwards it: the worker drains
+      expect(await until(() => fleet.lines('draining').length > 0, 5_000), fleet.output()).toBe(true);
+      fleet.child.kill('SIGKILL'); // and dies before the drain is done
+      const pid = workerPid;
+      expect(await until(() => !alive(pid), 30_000), `worker ${pid} still running\n${fleet.output()}`).toBe(true);
+      expect(fleet.output()).toContain('supervisor is gone');
+      expect(fleet.lines('drained'), fleet.output()).toHaveLength(1);
+      expect(await until(() => results.size === 4, 10_000), fleet.output()).toBe(true);
+      expect([...results.values()]).toEqual(['ok', 'ok', 'ok', 'ok']);
+    } finally {
+      if (workerPid !== undefined && alive(workerPid)) process.kill(workerPid, 'SIGKILL');
+      await producer.close();
     }
   }, 90_000);
 });
