@@ -145,7 +145,7 @@ export class BullmqTransport implements Transport {
         });
         await worker.waitUntilReady();
         const before = predecessors.get(queue);
-        if (before !== undefined) await this.reclaimFromDead(mw, before);
+        if (before !== undefined) await this.reclaim(mw, before);
         void worker.run().catch((err: unknown) => {
           if (this.closed) return;
           // BullMQ retries Redis trouble inside its loop; a loop that ends means no more jobs.
@@ -269,41 +269,28 @@ export class BullmqTransport implements Transport {
   }
 
   /**
-   * The jobs the dead previous worker process of this device held (active, locked with its
-   * worker's token) go back to their queue now, not when their locks lapse: minutes of
-   * lockDurationMs, since a lock must outlast the longest local wait.
+   * Puts back the active jobs locked with `workerId`'s tokens that this worker does not hold: its
+   * own after a reconnect (a fetch the lost connection cut off), or, at start, those of the dead
+   * previous worker process of this device. Either would otherwise wait until its lock lapses:
+   * minutes of lockDurationMs, since a lock must outlast the longest local wait.
    */
-  private async reclaimFromDead(mw: ModelWorker, deadWorkerId: string): Promise<void> {
-    try {
-      await reclaimLostJobs({
-        queue: mw.counter,
-        redis: this.shared,
-        prefix: this.settings.prefix,
-        queueName: mw.queue,
-        workerId: deadWorkerId,
-        holds: (jobId) => this.ledger.has(`${mw.queue}/${jobId}`),
-        logger: this.options.logger,
-        what: 'the jobs the dead previous worker of this device held',
-      });
-    } catch (err) {
-      this.options.logger?.warn({ err, queue: mw.queue }, "could not put back the dead previous worker's jobs; they come back when their locks lapse");
-    }
-  }
-
-  private async reclaim(mw: ModelWorker): Promise<void> {
+  private async reclaim(mw: ModelWorker, workerId = mw.worker.id): Promise<void> {
     if (this.closed || this.stopped) return;
+    const predecessor = workerId !== mw.worker.id;
     try {
       await reclaimLostJobs({
         queue: mw.counter,
         redis: this.shared,
         prefix: this.settings.prefix,
         queueName: mw.queue,
-        workerId: mw.worker.id,
+        workerId,
         holds: (jobId) => this.ledger.has(`${mw.queue}/${jobId}`),
         logger: this.options.logger,
+        ...(predecessor ? { what: 'the jobs the dead previous worker of this device held' } : {}),
       });
     } catch (err) {
-      this.options.logger?.warn({ err, queue: mw.queue }, 'could not look for jobs cut off by the reconnect; they come back when their lock lapses');
+      const what = predecessor ? "the dead previous worker's jobs" : 'jobs cut off by the reconnect';
+      this.options.logger?.warn({ err, queue: mw.queue }, `could not put back ${what}; they come back when their locks lapse`);
     }
   }
 

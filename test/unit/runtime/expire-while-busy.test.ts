@@ -1,12 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { request, snapshotOf, startWorker, until } from './fake-device-worker.ts';
+import { request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
-type Harness = Awaited<ReturnType<typeof startWorker>>;
-let h: Harness | undefined;
+let h: WorkerHarness | undefined;
 afterEach(async () => {
-  for (const e of h?.executions ?? []) e.release();
-  await h?.worker.close();
-  await h?.producer.close();
+  await stopWorker(h);
   h = undefined;
 });
 

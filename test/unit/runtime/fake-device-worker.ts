@@ -121,3 +121,12 @@ export async function startWorker(
   await producer.subscribeReplies('test.replies', (r) => results.set(r.id, [...(results.get(r.id) ?? []), r]));
   return { ...dev, worker: w, transport, producer, results, lines, broker, metrics };
 }
+
+export type WorkerHarness = Awaited<ReturnType<typeof startWorker>>;
+
+/** For afterEach: lets the device's batches finish, then stops the worker and its producer. */
+export async function stopWorker(h: WorkerHarness | undefined): Promise<void> {
+  for (const e of h?.executions ?? []) e.release();
+  await h?.worker.close();
+  await h?.producer.close();
+}
