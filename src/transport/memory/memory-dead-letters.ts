@@ -20,22 +20,29 @@ export class MemoryDeadLetters implements DeadLetters {
     checkQuery(options);
     const tally = new ReplayTally(options);
     const replayed: string[] = [];
-    for (const { letter, message } of this.read(options.model)) {
-      if (!tally.read(letter)) continue;
-      if (tally.full) break;
-      tally.matched++;
-      const target = replayTarget(letter, { template: MEMORY_NAMES.requests, model: options.model, nowMs: Date.now(), priorityRequired: true, priority: options.priority });
-      if ('why' in target) {
-        tally.skipped.push({ ref: letter.ref, why: target.why });
-        continue;
+    try {
+      for (const { letter, message } of this.read(options.model)) {
+        if (!tally.read(letter)) continue;
+        if (tally.full) break;
+        tally.matched++;
+        const target = replayTarget(letter, { template: MEMORY_NAMES.requests, model: options.model, nowMs: Date.now(), priorityRequired: true, priority: options.priority });
+        if ('why' in target) {
+          tally.skipped.push({ ref: letter.ref, why: target.why });
+          continue;
+        }
+        if (options.dryRun !== true) {
+          this.broker.send(target.source, [{ body: message.body, key: message.key, priority: target.priority, headers: replayHeaders(message.headers, letter.ref) }]);
+          replayed.push(message.id);
+        }
+        tally.replayed++;
+        tally.progress();
       }
-      tally.replayed++;
-      tally.progress();
-      if (options.dryRun === true) continue;
-      this.broker.send(target.source, [{ body: message.body, key: message.key, priority: target.priority, headers: replayHeaders(message.headers, letter.ref) }]);
-      replayed.push(message.id);
+    } catch (err) {
+      throw tally.failed(err, `replaying the DLQ of ${options.model} failed`);
+    } finally {
+      // Also after a failed send: what was re-sent must leave the DLQ, or the next run sends it twice.
+      this.broker.remove(renderName(MEMORY_NAMES.dlq, options.model), replayed);
     }
-    this.broker.remove(renderName(MEMORY_NAMES.dlq, options.model), replayed);
     tally.progress(true);
     return tally.report();
   }
