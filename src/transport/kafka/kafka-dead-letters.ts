@@ -60,7 +60,8 @@ export class KafkaDeadLetters implements DeadLetters {
         let stop = false;
         for (const { letter, message } of batch) {
           if (!tally.read(letter)) continue;
-          if (tally.full) {
+          // Counts this batch's records too: tally.replayed grows only once the batch is sent.
+          if (options.limit !== undefined && tally.replayed + sending >= options.limit) {
             stop = true;
             break;
           }
