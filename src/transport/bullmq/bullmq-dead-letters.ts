@@ -60,6 +60,9 @@ export class BullmqDeadLetters implements DeadLetters {
         tally.progress();
         if (!tally.read(letter)) return true;
         if (tally.full) return false;
+        // Its page was loaded a while ago: a record removed since (TTL sweep, another replay, an
+        // operator) is passed over rather than re-sent (BullMQ's remove of a job gone succeeds silently).
+        if ((await job.getState()) === 'unknown') return true;
         tally.matched++;
         const why = await this.replayOne(options, letter, data, job);
         if (why !== undefined) tally.skipped.push({ ref: letter.ref, why });

@@ -1,0 +1,44 @@
+import { Job, Queue } from 'bullmq';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
+import { uniqueName } from '../../helpers/services.ts';
+import { bullmqSettings, queueJobs } from './bullmq-harness.ts';
+
+const open: Array<{ close(): Promise<void> }> = [];
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await Promise.allSettled(open.splice(0).map((x) => x.close()));
+});
+
+/** A DLQ record as answer-jobs.ts writes it. */
+const record = (model: string, id: string): Record<string, unknown> => ({
+  reason: 'UNKNOWN_MODEL',
+  message: 'not served',
+  source: { queue: `${model}.requests`, jobId: id },
+  priority: 1,
+  original: { id, model, createdAt: 1, inputs: [] },
+});
+
+describe('BullmqDeadLetters', () => {
+  it('a record removed while the replay runs (TTL sweep, another replay) is passed over; the replay goes on with the rest', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('bdl').replace(/[^A-Za-z0-9-]/g, '');
+    const dlq = new Queue(`${model}.dlq`, { connection: { url: settings.redisUrl } as never, prefix: settings.prefix });
+    open.push(dlq);
+    const jobs = [];
+    for (const id of ['r1', 'r2', 'r3']) jobs.push(await dlq.add('dead-letter', record(model, id)));
+    const dl = new BullmqDeadLetters(settings);
+    open.push(dl);
+    // While the replay re-sends r1 (its page of records loaded), r2's record goes (what the DLQ TTL sweeper does).
+    const fromId = Job.fromId.bind(Job);
+    vi.spyOn(Job, 'fromId').mockImplementation(async (queue, jobId) => {
+      if (queue.name === `${model}.requests` && jobId === 'r1') await jobs[1]!.remove();
+      return fromId(queue, jobId);
+    });
+    const report = await dl.replay({ model });
+    expect(report).toMatchObject({ scanned: 3, matched: 2, replayed: 2, skipped: [] });
+    const sent = await queueJobs(settings, `${model}.requests`, ['wait', 'prioritized']);
+    expect(sent.map((j) => j.id).sort()).toEqual(['r1', 'r3']);
+    expect((await dl.list({ model })).scanned).toBe(0);
+  });
+});
