@@ -25,7 +25,7 @@ describe('BullmqDeadLetters', () => {
     const model = uniqueName('bdl').replace(/[^A-Za-z0-9-]/g, '');
     const dlq = new Queue(`${model}.dlq`, { connection: { url: settings.redisUrl } as never, prefix: settings.prefix });
     open.push(dlq);
-    const jobs = [];
+    const jobs: Job[] = [];
     for (const id of ['r1', 'r2', 'r3']) jobs.push(await dlq.add('dead-letter', record(model, id)));
     const dl = new BullmqDeadLetters(settings);
     open.push(dl);
