@@ -86,8 +86,16 @@ function maxInputDims(config: ModelConfig): Record<string, number[]> | undefined
  * the file's tensors against config.yaml; a mismatch unloads it again and fails like a bad file.
  */
 export async function loadChecked(device: DeviceLike, path: string, config: ModelConfig, what: string): Promise<ExecutableModel> {
-  const executable = await device.loadModel(path, { gears: effectiveGears(config), maxInputDims: maxInputDims(config) });
+  const gears = effectiveGears(config);
+  const executable = await device.loadModel(path, { gears, maxInputDims: maxInputDims(config) });
   const problems = modelConfigMismatches(config, executable);
+  // The scheduler pads batches to the config's gears, but a real .om accepts only the gears it was
+  // compiled with (the loadModel option reaches the simulator alone): every batch padded to a gear
+  // it lacks would fail on the device.
+  const missing = gears.filter((g) => !executable.gears.includes(g));
+  if (missing.length > 0) {
+    problems.push(`batchGears [${gears.join(', ')}] include ${missing.join(', ')}, which the model does not accept (its gears: [${executable.gears.join(', ')}])`);
+  }
   if (problems.length > 0) {
     await executable.unload().catch(() => undefined);
     throw new FleetError('MODEL_LOAD_FAILED', `${what}: config.yaml does not match ${path}: ${problems.join('; ')}`, {
