@@ -54,6 +54,9 @@ export class KafkaDeadLetters implements DeadLetters {
       await producer?.connect().catch((err: unknown) => {
         throw kafkaError(err, 'connecting the replay producer failed; check transport.kafka.brokers');
       });
+      // A send to a topic that does not exist fails the whole batch, and with it the replay: such
+      // records (a priority the model no longer has, a deleted topic) are skipped instead.
+      const topics = await this.topicNames();
       await this.scan(options, async (batch) => {
         const out = new Map<string, Message[]>();
         let sending = 0;
@@ -70,6 +73,10 @@ export class KafkaDeadLetters implements DeadLetters {
           const target = replayTarget(letter, { template: this.settings.topicTemplate, model: options.model, nowMs: Date.now(), priorityRequired: false });
           if ('why' in target) {
             tally.skipped.push({ ref: letter.ref, why: target.why });
+            continue;
+          }
+          if (!topics.has(target.source)) {
+            tally.skipped.push({ ref: letter.ref, why: `its source topic ${target.source} does not exist; create it (start a worker of ${options.model} serving that priority) and replay again` });
             continue;
           }
           const list = out.get(target.source) ?? [];
@@ -94,6 +101,20 @@ export class KafkaDeadLetters implements DeadLetters {
   }
 
   async close(): Promise<void> {}
+
+  private async topicNames(): Promise<Set<string>> {
+    const admin = this.kafka.admin();
+    await admin.connect().catch((err: unknown) => {
+      throw kafkaError(err, 'listing topics failed: no broker answered; check transport.kafka.brokers');
+    });
+    try {
+      return new Set(await admin.listTopics());
+    } catch (err) {
+      throw kafkaError(err, 'listing topics failed');
+    } finally {
+      await admin.disconnect();
+    }
+  }
 
   /**
    * Feeds `visit` the DLQ records in fetch batches (per partition, in offset order) until every

@@ -79,3 +79,82 @@ describe('KafkaDeadLetters', () => {
     expect(sent.map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-2']);
   }, 90_000);
 });
+
+describe('KafkaDeadLetters: what replay and list promise', () => {
+  it('replay re-sends key, value and headers byte for byte (binary values, repeated keys, no key)', async () => {
+    const { model, dlq, source, dl } = await setup();
+    const bin = Buffer.from([0xff, 0x00, 0xfe]);
+    await writeDlq(dlq, [
+      { ...record(source(1), 1, { bin, dup: ['x', 'y'], 'content-type': 'application/vnd.npu-fleet.request+frame' }), key: Buffer.from([0xc3, 0x28]) as unknown as string },
+      { ...record(source(0), 2), key: null as unknown as string },
+    ]);
+    expect(await dl.replay({ model })).toMatchObject({ replayed: 2, skipped: [] });
+    const [one] = await readAll(source(1));
+    expect(one?.key).toEqual(Buffer.from([0xc3, 0x28]));
+    expect(one?.headers['bin']).toEqual(bin);
+    expect((one?.headers['dup'] as Buffer[]).map(String)).toEqual(['x', 'y']);
+    expect(String(one?.headers['content-type'])).toBe('application/vnd.npu-fleet.request+frame');
+    expect(Object.keys(one?.headers ?? {}).filter((k) => k.startsWith('npu-fleet-dlq-'))).toEqual([]);
+    const [two] = await readAll(source(0));
+    expect(two?.key).toBeNull();
+    expect(two?.value?.toString()).toBe('garbage-2');
+  }, 90_000);
+
+  it('a DLQ written in transactions (committed, then aborted at the end) lists and replays without stalling; no group is left', async () => {
+    const { model, dlq, source, dl } = await setup(2);
+    const kafka = adminKafka();
+    const producer = kafka.producer({ transactionalId: uniqueName('kdl-tx'), idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    try {
+      for (const [n, commit] of [[1, true], [2, true], [3, false]] as const) {
+        const tx = await producer.transaction();
+        await tx.send({ topic: dlq, messages: [{ ...record(source(1), n), partition: 0 }, { ...record(source(1), n + 10), partition: 1 }] });
+        if (commit) await tx.commit();
+        else await tx.abort();
+      }
+    } finally {
+      await producer.disconnect();
+    }
+    const admin = kafka.admin();
+    await admin.connect();
+    const groupsBefore = (await admin.listGroups()).groups.filter((g) => g.groupId.startsWith('npu-fleet-dlq-')).length;
+    const started = Date.now();
+    const listing = await dl.list({ model });
+    expect(listing.scanned).toBe(4);
+    expect(await dl.replay({ model })).toMatchObject({ scanned: 4, replayed: 4 });
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect((await admin.listGroups()).groups.filter((g) => g.groupId.startsWith('npu-fleet-dlq-')).length).toBe(groupsBefore);
+    await admin.disconnect();
+  }, 90_000);
+
+  it('a DLQ topic with a transaction still open at its end lists what is committed without stalling', async () => {
+    const { model, dlq, source, dl } = await setup();
+    await writeDlq(dlq, [record(source(1), 1)]);
+    const producer = adminKafka().producer({ transactionalId: uniqueName('kdl-open'), idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    const tx = await producer.transaction();
+    try {
+      await tx.send({ topic: dlq, messages: [record(source(1), 2)] });
+      const started = Date.now();
+      expect((await dl.list({ model })).scanned).toBe(1);
+      expect(Date.now() - started).toBeLessThan(20_000);
+    } finally {
+      await tx.abort();
+      await producer.disconnect();
+    }
+  }, 90_000);
+
+  it('a record whose source topic does not exist is skipped and listed; the others are re-sent', async () => {
+    const { model, tag, dlq, source, dl } = await setup();
+    await writeDlq(dlq, [record(source(1), 1), record(`${tag}.m.requests.p5`, 2), record(source(1), 3)]);
+    const report = await dl.replay({ model });
+    expect(report).toMatchObject({ matched: 3, replayed: 2, skipped: [{ ref: `${dlq}/0/1`, why: expect.stringMatching(/p5/) }] });
+    expect((await readAll(source(1))).map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-3']);
+  }, 120_000);
+
+  it('list and replay of a model whose DLQ topic does not exist answer at once with nothing', async () => {
+    const { dl } = await setup();
+    expect(await dl.list({ model: 'nosuch' })).toMatchObject({ scanned: 0, matched: 0 });
+    expect(await dl.replay({ model: 'nosuch' })).toMatchObject({ scanned: 0, replayed: 0 });
+  }, 60_000);
+});
