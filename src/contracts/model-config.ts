@@ -186,6 +186,18 @@ export const ModelConfigSchema = z
           message: `axis ${axis} of input ${bucketed.name} is fixed at ${dim}; bucket a dynamic (-1) axis or drop buckets`,
         });
       }
+      // A dynamic output axis past the batch would follow the padded length: results would carry
+      // the model's output at the pad positions (and the binding needs a bound for it).
+      for (const [i, out] of c.outputs.entries()) {
+        const k = out.dims.findIndex((d, j) => j > 0 && d === -1);
+        if (k > 0) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['outputs', i, 'dims'],
+            message: `output ${out.name} [${out.dims.join(', ')}] has a dynamic axis ${k}; a bucketed model's outputs need fixed dims past the batch (e.g. pool over the length), or drop buckets`,
+          });
+        }
+      }
     }
   });
 export type ModelConfig = z.infer<typeof ModelConfigSchema>;

@@ -22,4 +22,9 @@ describe('model config buckets', () => {
   ])('refuses a bucket axis %s, naming buckets.axis', (_what, dims, axis, message) => {
     expect(() => parseModelConfig(bucketed(dims, axis))).toThrow(message);
   });
+
+  it('refuses a bucketed model whose output has a dynamic axis past the batch (results would carry the padding), naming the output', () => {
+    const config = { ...(bucketed([-1, -1], 1) as object), outputs: [{ name: 'y', dtype: 'float32', dims: [-1, -1] }] };
+    expect(() => parseModelConfig(config)).toThrow(/outputs\[0\]\.dims: output y \[-1, -1\] has a dynamic axis 1; a bucketed model's outputs need fixed dims past the batch/);
+  });
 });
