@@ -1,5 +1,5 @@
 import { loadFleetConfig } from '../contracts/config-loader.ts';
-import { MAX_PRIORITY_LEVELS } from '../contracts/request-envelope.ts';
+import { MAX_PRIORITY_LEVELS, MODEL_NAME_PATTERN } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { createLogger } from '../observability/logger.ts';
 import { openDeadLetters, type DeadLetter, type DeadLetterQuery, type DeadLetters } from '../transport/index.ts';
@@ -67,6 +67,9 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     throw new FleetError('INVALID_ARGUMENT', 'usage: npu-fleet dlq list|replay --model NAME [options] (run npu-fleet dlq --help)');
   }
   if (!values.model) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (each model has its own DLQ)', { details: { field: 'model' } });
+  if (!MODEL_NAME_PATTERN.test(values.model)) {
+    throw new FleetError('INVALID_ARGUMENT', `--model must be a model name (${MODEL_NAME_PATTERN.source}), got "${values.model.slice(0, 80)}"`, { details: { field: 'model' } });
+  }
   if (sub === 'list' && (values['dry-run'] || values.priority !== undefined)) {
     throw new FleetError('INVALID_ARGUMENT', '--dry-run and --priority belong to `dlq replay`; `dlq list` changes nothing');
   }

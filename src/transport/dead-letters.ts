@@ -1,5 +1,5 @@
 import { decodeRequest } from '../codec/index.ts';
-import { MAX_PRIORITY_LEVELS } from '../contracts/request-envelope.ts';
+import { MAX_PRIORITY_LEVELS, MODEL_NAME_PATTERN } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { HEADERS, renderName } from './names.ts';
 
@@ -162,6 +162,10 @@ export function replayHeaders<V>(headers: Readonly<Record<string, V | undefined>
 /** Checks a query before anything connects; the error names the field. */
 export function checkQuery(query: DeadLetterQuery): void {
   if (query.model.trim() === '') throw new FleetError('INVALID_ARGUMENT', 'model is required (the DLQ is per model)', { details: { field: 'model' } });
+  // No model has such a name: on Kafka it read as an empty DLQ, on BullMQ (':') it crashed in the client.
+  if (!MODEL_NAME_PATTERN.test(query.model)) {
+    throw new FleetError('INVALID_ARGUMENT', `model must match ${MODEL_NAME_PATTERN.source} (a model name, as in the model repository), got "${query.model.slice(0, 80)}"`, { details: { field: 'model' } });
+  }
   if (query.limit !== undefined && (!Number.isInteger(query.limit) || query.limit < 1)) {
     throw new FleetError('INVALID_ARGUMENT', `limit must be an integer >= 1, got ${query.limit}`, { details: { field: 'limit' } });
   }

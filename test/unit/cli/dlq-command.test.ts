@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { dlqCommand, parseReasons, parseSince } from '../../../src/cli/dlq-command.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 describe('npu-fleet dlq arguments', () => {
@@ -36,6 +37,17 @@ describe('npu-fleet dlq arguments', () => {
     await expect(dlqCommand(['replay', '--model', 'm', '--limit', '0'])).rejects.toThrow(/--limit must be an integer >= 1/);
     await expect(dlqCommand(['replay', '--model', 'm', '--priority', '16'])).rejects.toThrow(/--priority must be an integer from 0 to 15/);
     await expect(dlqCommand(['list', '--model', 'm', '--config', config])).rejects.toThrow(/dlq needs a Kafka or BullMQ transport/);
+  });
+
+  it.each(['kafka', 'bullmq'] as const)('a --model no model can have is refused naming the option, before connecting (%s)', async (kind) => {
+    const config = join(tempDir('npu-fleet-dlq-'), 'fleet.yaml');
+    // Nothing listens there: the check must come first.
+    writeFileSync(config, kind === 'kafka' ? 'transport: { kind: kafka, kafka: { brokers: ["127.0.0.1:1"] } }\n' : 'transport: { kind: bullmq, bullmq: { redisUrl: "redis://127.0.0.1:1" } }\n');
+    for (const model of ['foo:bar', 'a b', '-x']) {
+      const err: unknown = await dlqCommand(['list', '--model', model, '--config', config], () => undefined).catch((e: unknown) => e);
+      expect(FleetError.is(err, 'INVALID_ARGUMENT'), String(err)).toBe(true);
+      expect((err as Error).message).toMatch(/--model/);
+    }
   });
 
   it('--help prints the usage', async () => {

@@ -66,5 +66,6 @@ describe('dead letters (pure parts)', () => {
   it('checks the query before anything connects', () => {
     expect(() => checkQuery({ model: ' ' })).toThrow(/model is required/);
     expect(() => checkQuery({ model: 'm', limit: 0 })).toThrow(/limit must be an integer >= 1/);
+    expect(() => checkQuery({ model: 'a:b' })).toThrow(/model must match/);
   });
 });
