@@ -186,15 +186,16 @@ export const ModelConfigSchema = z
           message: `axis ${axis} of input ${bucketed.name} is fixed at ${dim}; bucket a dynamic (-1) axis or drop buckets`,
         });
       }
-      // A dynamic output axis past the batch would follow the padded length: results would carry
-      // the model's output at the pad positions (and the binding needs a bound for it).
+      // An output's one dynamic axis past the batch follows the length (per-position outputs):
+      // the worker sizes it to the largest bound and cuts each request's result back to its own
+      // length. A second one could not be told apart.
       for (const [i, out] of c.outputs.entries()) {
-        const k = out.dims.findIndex((d, j) => j > 0 && d === -1);
-        if (k > 0) {
+        const dynamic = out.dims.flatMap((d, j) => (j > 0 && d === -1 ? [j] : []));
+        if (dynamic.length > 1) {
           ctx.addIssue({
             code: 'custom',
             path: ['outputs', i, 'dims'],
-            message: `output ${out.name} [${out.dims.join(', ')}] has a dynamic axis ${k}; a bucketed model's outputs need fixed dims past the batch (e.g. pool over the length), or drop buckets`,
+            message: `output ${out.name} [${out.dims.join(', ')}] has dynamic axes ${dynamic.join(' and ')}; a bucketed model's output may vary along one axis past the batch (the length), so fix the others`,
           });
         }
       }

@@ -2,7 +2,7 @@ import type { ModelConfig } from '../contracts/model-config.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import type { Tensor } from '../contracts/tensor.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { gatherBatch, scatterBatch } from '../scheduler/gather.ts';
+import { cutAxis, gatherBatch, scatterBatch } from '../scheduler/gather.ts';
 import type { Batch } from '../scheduler/scheduler-types.ts';
 
 /** One contiguous, padded buffer per model input, in the model's input order (one copy each). */
@@ -26,7 +26,11 @@ export function gatherInputs(
   });
 }
 
-/** Splits each output back per member by sample count; the tensors are views, not copies. */
+/**
+ * Splits each output back per member by sample count; the tensors are views, not copies, except a
+ * bucketed model's per-position outputs (a dynamic axis past the batch), cut back to each member's
+ * own length.
+ */
 export function scatterOutputs(
   outputs: ReadonlyArray<{ data: Uint8Array; dims: number[] }>,
   config: ModelConfig,
@@ -37,8 +41,13 @@ export function scatterOutputs(
   outputs.forEach((out, j) => {
     const spec = config.outputs[j];
     if (!spec) throw new FleetError('INTERNAL', `model returned output #${j} that config.yaml does not declare`);
+    const lengthAxis = !config.buckets ? -1 : spec.dims.findIndex((d, axis) => axis > 0 && d === -1);
     const views = scatterBatch({ dtype: spec.dtype, shape: out.dims, data: out.data }, counts);
-    views.forEach((v, i) => perRequest[i]?.push({ name: spec.name, dtype: spec.dtype, shape: [...v.shape], data: v.data }));
+    views.forEach((v, i) => {
+      const length = batch.members[i]?.length;
+      const own = lengthAxis > 0 && length !== undefined ? cutAxis(v, lengthAxis, length) : v;
+      perRequest[i]?.push({ name: spec.name, dtype: spec.dtype, shape: [...own.shape], data: own.data });
+    });
   });
   return perRequest;
 }

@@ -24,7 +24,7 @@ export interface ExecutableModel {
 
 export interface DeviceLike {
   readonly id: number;
-  loadModel(path: string, opts?: { gears?: number[]; maxInputDims?: Record<string, number[]> }): Promise<ExecutableModel>;
+  loadModel(path: string, opts?: { gears?: number[]; maxInputDims?: Record<string, number[]>; maxOutputDims?: Record<string, number[]> }): Promise<ExecutableModel>;
   /** Device memory as the device reports it; exported as npu_fleet_device_memory_used_bytes. */
   memInfo(): Promise<{ freeBytes: number; totalBytes: number }>;
   close(): Promise<void>;
@@ -82,12 +82,29 @@ function maxInputDims(config: ModelConfig): Record<string, number[]> | undefined
 }
 
 /**
+ * A bucketed model's per-position outputs (one dynamic axis past the batch, the length; see
+ * model-config) get buffers for the largest gear and bound; undefined when there are none.
+ */
+function maxOutputDims(config: ModelConfig): Record<string, number[]> | undefined {
+  if (!config.buckets) return undefined;
+  const gears = effectiveGears(config);
+  const bound = config.buckets.bounds[config.buckets.bounds.length - 1] ?? 0;
+  const out: Record<string, number[]> = {};
+  for (const output of config.outputs) {
+    if (!output.dims.some((d, axis) => axis > 0 && d === -1)) continue;
+    out[output.name] = output.dims.map((d, axis) => (axis === 0 ? (gears[gears.length - 1] ?? config.maxBatchSize) : d === -1 ? bound : d));
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
+/**
  * Loads a model version as a worker serves it (gears and buffer sizes from its config) and checks
  * the file's tensors against config.yaml; a mismatch unloads it again and fails like a bad file.
  */
 export async function loadChecked(device: DeviceLike, path: string, config: ModelConfig, what: string): Promise<ExecutableModel> {
   const gears = effectiveGears(config);
-  const executable = await device.loadModel(path, { gears, maxInputDims: maxInputDims(config) });
+  const outputs = maxOutputDims(config);
+  const executable = await device.loadModel(path, { gears, maxInputDims: maxInputDims(config), ...(outputs === undefined ? {} : { maxOutputDims: outputs }) });
   const problems = modelConfigMismatches(config, executable);
   // The scheduler pads batches to the config's gears, but a real .om accepts only the gears it was
   // compiled with (the loadModel option reaches the simulator alone): every batch padded to a gear

@@ -135,6 +135,22 @@ export function scatterBatch(output: Tensor, counts: readonly number[]): Tensor[
   return views;
 }
 
+/**
+ * `output` with its `axis` cut from its padded size down to `length` (a per-position output of a
+ * bucketed batch, back to one request's own length). A copy: the kept spans are not contiguous.
+ */
+export function cutAxis(output: Tensor, axis: number, length: number): Tensor {
+  const padded = output.shape[axis];
+  if (padded === undefined || length > padded) throw invalid(`cannot cut axis ${axis} of [${output.shape.join(', ')}] to ${length}`, { axis, length });
+  if (length === padded) return output;
+  const innerBytes = elementCount(output.shape, axis + 1) * DTYPE_BYTES[output.dtype];
+  const outer = elementCount(output.shape.slice(0, axis));
+  const keep = length * innerBytes;
+  const data = new Uint8Array(outer * keep);
+  for (let o = 0; o < outer; o++) data.set(output.data.subarray(o * padded * innerBytes, o * padded * innerBytes + keep), o * keep);
+  return { dtype: output.dtype, shape: output.shape.map((d, i) => (i === axis ? length : d)), data };
+}
+
 /** Little-endian bytes of one element of `dtype` holding `value`. */
 export function encodeScalar(dtype: DType, value: number): Uint8Array {
   const bytes = new Uint8Array(DTYPE_BYTES[dtype]);

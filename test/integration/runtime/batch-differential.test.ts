@@ -59,6 +59,31 @@ const ROWSUM_PATH = (): string =>
     initializers: [i64('axes', [1], [1])],
   });
 
+/** Per position: y = 2x + 1 over [batch, len] (a token-labelling shape: the output follows the length). */
+const PER_POSITION_PATH = (): string =>
+  writeModel('per-position', {
+    name: 'per-position',
+    nodes: [
+      { opType: 'Mul', inputs: ['x', 'two'], outputs: ['x2'] },
+      { opType: 'Add', inputs: ['x2', 'one'], outputs: ['y'] },
+    ],
+    inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 'len'] }],
+    outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', 'len'] }],
+    initializers: [f32('two', [1], [2]), f32('one', [1], [1])],
+  });
+
+const perPositionConfig = ModelConfigSchema.parse({
+  name: 'per-position',
+  inputs: [{ name: 'x', dtype: 'float32', dims: [-1, -1] }],
+  outputs: [{ name: 'y', dtype: 'float32', dims: [-1, -1] }],
+  maxBatchSize: 16,
+  batchGears: [1, 2, 4, 8, 16],
+  priorityLevels: 2,
+  defaultPriority: 1,
+  maxQueueDelayMs: [0, 0],
+  buckets: { input: 'x', axis: 1, bounds: [4, 8, 16], padValue: 0 },
+});
+
 const mixedConfig = ModelConfigSchema.parse({
   name: 'mixed',
   inputs: [
@@ -219,6 +244,32 @@ describe('batched outputs equal the binding called per request', () => {
         const got = await batched(model, rowSumConfig, reqs, r);
         for (const req of reqs) {
           const want = await alone(oracle, rowSumConfig, req);
+          const have = got.get(req.id);
+          expect(have?.map((t) => ({ ...t, data: [...t.data] })), req.id).toEqual(want.map((t) => ({ ...t, data: [...t.data] })));
+        }
+      }
+    } finally {
+      await model.unload();
+      await oracle.unload();
+    }
+  });
+
+  it('bucketed per-position outputs come back at each request\'s own length, never the bucket\'s', async () => {
+    const path = PER_POSITION_PATH();
+    const model = await loadChecked(device, path, perPositionConfig, 'per-position');
+    const oracle = await device.loadModel(path, { gears: allGears, maxInputDims: { x: [16, 16] }, maxOutputDims: { y: [16, 16] } });
+    try {
+      for (const seed of [8, 9, 10]) {
+        const r = rng(seed);
+        const reqs = Array.from({ length: 60 }, (_, i) => {
+          const n = int(r, 1, 6);
+          const len = int(r, 1, 16);
+          return request(`p${seed}-r${i}`, [f32Tensor('x', [n, len], r)]);
+        });
+        const got = await batched(model, perPositionConfig, reqs, r);
+        for (const req of reqs) {
+          const want = await alone(oracle, perPositionConfig, req);
+          expect(want[0]?.shape).toEqual(req.inputs[0]?.shape);
           const have = got.get(req.id);
           expect(have?.map((t) => ({ ...t, data: [...t.data] })), req.id).toEqual(want.map((t) => ({ ...t, data: [...t.data] })));
         }

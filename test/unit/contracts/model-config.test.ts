@@ -23,8 +23,9 @@ describe('model config buckets', () => {
     expect(() => parseModelConfig(bucketed(dims, axis))).toThrow(message);
   });
 
-  it('refuses a bucketed model whose output has a dynamic axis past the batch (results would carry the padding), naming the output', () => {
-    const config = { ...(bucketed([-1, -1], 1) as object), outputs: [{ name: 'y', dtype: 'float32', dims: [-1, -1] }] };
-    expect(() => parseModelConfig(config)).toThrow(/outputs\[0\]\.dims: output y \[-1, -1\] has a dynamic axis 1; a bucketed model's outputs need fixed dims past the batch/);
+  it("accepts a bucketed model's per-position output (one dynamic axis past the batch: the length) and refuses a second dynamic axis, naming the output", () => {
+    const withOutput = (dims: number[]) => ({ ...(bucketed([-1, -1], 1) as object), outputs: [{ name: 'y', dtype: 'float32', dims }] });
+    expect(parseModelConfig(withOutput([-1, -1, 5])).outputs[0]?.dims).toEqual([-1, -1, 5]);
+    expect(() => parseModelConfig(withOutput([-1, -1, -1]))).toThrow(/outputs\[0\]\.dims: output y \[-1, -1, -1\] has dynamic axes 1 and 2; a bucketed model's output may vary along one axis past the batch/);
   });
 });
