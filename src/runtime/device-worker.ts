@@ -214,6 +214,14 @@ export class DeviceWorker {
     }
     const { lane, entry } = a;
     const { request } = entry.payload;
+    const held = this.queued.get(request.id);
+    if (held !== undefined && held.request.model === request.model && held.request.version === request.version) {
+      // Queued or on the device here already (a redelivery after a rebalance, a producer's retry):
+      // it takes that one's result instead of a second run on the device.
+      this.o.metrics.duplicateSeen(request.model);
+      held.duplicates.push(delivery);
+      return;
+    }
     const verdict = lane.scheduler.enqueue(entry);
     if (verdict.kind === 'rejected') {
       if (verdict.reason === 'duplicate') {

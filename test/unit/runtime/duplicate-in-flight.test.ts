@@ -1,0 +1,36 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+
+let h: WorkerHarness | undefined;
+afterEach(async () => {
+  await stopWorker(h);
+  h = undefined;
+});
+
+describe('a request delivered again while its first delivery is on the device', () => {
+  it('takes the result of the run under way: one device run, both deliveries answered', async () => {
+    h = await startWorker(snapshotOf('1'));
+    const { producer, executions, results } = h;
+    await producer.publish(request('twice', 0));
+    await until(() => executions.length === 1, 2000, 'the first delivery on the device');
+    await producer.publish(request('twice', 0)); // a redelivery, e.g. after a rebalance
+    await new Promise((r) => setTimeout(r, 200));
+    expect(executions).toHaveLength(1);
+    executions[0]?.release();
+    await until(() => (results.get('twice')?.length ?? 0) === 2, 2000, 'both deliveries answered');
+    expect(results.get('twice')?.map((r) => r.status)).toEqual(['ok', 'ok']);
+    expect(executions).toHaveLength(1);
+  });
+
+  it('a delivery pinned to another version is not taken for a duplicate', async () => {
+    h = await startWorker(snapshotOf('1', '2'));
+    const { producer, executions, results } = h;
+    await producer.publish(request('pin', 0, { version: '1' }));
+    await until(() => executions.length === 1, 2000, 'the first delivery on the device');
+    await producer.publish(request('pin', 0, { version: '2' }));
+    await until(() => executions.length === 2, 2000, 'the other version run too');
+    for (const e of executions) e.release();
+    await until(() => (results.get('pin')?.length ?? 0) === 2, 2000, 'both answered');
+    expect(results.get('pin')?.map((r) => r.version).sort()).toEqual(['1', '2']);
+  });
+});
