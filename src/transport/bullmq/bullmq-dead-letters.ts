@@ -158,7 +158,9 @@ export class BullmqDeadLetters implements DeadLetters {
   private queue(name: string): Queue {
     let q = this.queues.get(name);
     if (q === undefined) {
-      q = new Queue(name, { connection: this.connection, prefix: this.settings.prefix });
+      // BullMQ writes a queue's meta hash when a Queue is made: list and dry runs must write nothing
+      // (nor make a misspelt model's queue appear); the workers write it for the queues they use.
+      q = new Queue(name, { connection: this.connection, prefix: this.settings.prefix, skipMetasUpdate: true });
       this.queues.set(name, q);
     }
     return q;

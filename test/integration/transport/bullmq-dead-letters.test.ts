@@ -1,4 +1,5 @@
 import { Job, Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
 import { uniqueName } from '../../helpers/services.ts';
@@ -40,5 +41,25 @@ describe('BullmqDeadLetters', () => {
     const sent = await queueJobs(settings, `${model}.requests`, ['wait', 'prioritized']);
     expect(sent.map((j) => j.id).sort()).toEqual(['r1', 'r3']);
     expect((await dl.list({ model })).scanned).toBe(0);
+  });
+
+  it('list and a dry run write nothing to Redis, also for a model whose DLQ does not exist', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('bdl').replace(/[^A-Za-z0-9-]/g, '');
+    const dl = new BullmqDeadLetters(settings);
+    open.push(dl);
+    const redis = new Redis(settings.redisUrl);
+    open.push({ close: async () => void redis.disconnect() });
+    expect(await dl.list({ model: 'nosuch' })).toMatchObject({ scanned: 0, matched: 0 });
+    expect(await redis.keys(`${settings.prefix}:*`)).toEqual([]);
+
+    // A record whose request was answered before: a dry run looks at the request and reply queues too.
+    const dlq = new Queue(`${model}.dlq`, { connection: { url: settings.redisUrl } as never, prefix: settings.prefix });
+    open.push(dlq);
+    await dlq.add('dead-letter', record(model, 'r1'));
+    const before = (await redis.keys(`${settings.prefix}:*`)).sort();
+    expect(await dl.replay({ model, dryRun: true })).toMatchObject({ matched: 1, replayed: 1 });
+    expect(await dl.list({ model })).toMatchObject({ scanned: 1 });
+    expect((await redis.keys(`${settings.prefix}:*`)).sort()).toEqual(before);
   });
 });
