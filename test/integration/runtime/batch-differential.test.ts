@@ -203,80 +203,57 @@ afterAll(async () => {
 
 const allGears = Array.from({ length: 16 }, (_, i) => i + 1);
 
+/**
+ * Loads `path` as a worker does and as a per-request oracle (`oracleDims`: its buffer bounds), then
+ * for each seed runs 60 random requests both ways and compares every output byte for byte.
+ */
+async function compareWithAlone(
+  path: string,
+  config: ModelConfig,
+  oracleDims: { maxInputDims?: Record<string, number[]>; maxOutputDims?: Record<string, number[]> },
+  seeds: number[],
+  make: (r: () => number, id: string) => RequestEnvelope,
+  check: (req: RequestEnvelope, want: Tensor[]) => void = () => {},
+): Promise<void> {
+  const model = await loadChecked(device, path, config, config.name);
+  const oracle = await device.loadModel(path, { gears: allGears, ...oracleDims });
+  try {
+    for (const seed of seeds) {
+      const r = rng(seed);
+      const reqs = Array.from({ length: 60 }, (_, i) => make(r, `s${seed}-r${i}`));
+      const got = await batched(model, config, reqs, r);
+      for (const req of reqs) {
+        const want = await alone(oracle, config, req);
+        check(req, want);
+        const have = got.get(req.id);
+        expect(have?.map((t) => ({ ...t, data: [...t.data] })), req.id).toEqual(want.map((t) => ({ ...t, data: [...t.data] })));
+      }
+    }
+  } finally {
+    await model.unload();
+    await oracle.unload();
+  }
+}
+
+/** One float32 input [n, len] with random samples and lengths up to the largest bound (16). */
+const lengthRequest = (r: () => number, id: string): RequestEnvelope => request(id, [f32Tensor('x', [int(r, 1, 6), int(r, 1, 16)], r)]);
+
 describe('batched outputs equal the binding called per request', () => {
   it('two inputs (float32, int64), three outputs, mixed sample counts, inputs in any order', async () => {
-    const path = MIXED_PATH();
-    const model = await loadChecked(device, path, mixedConfig, 'mixed');
-    const oracle = await device.loadModel(path, { gears: allGears });
-    try {
-      for (const seed of [1, 2, 3, 4]) {
-        const r = rng(seed);
-        const reqs = Array.from({ length: 60 }, (_, i) => {
-          const n = int(r, 1, r() < 0.2 ? 16 : 5);
-          const inputs = [f32Tensor('x', [n, 3], r), i64Tensor('ids', [n, 2], r)];
-          return request(`s${seed}-r${i}`, r() < 0.5 ? inputs : inputs.reverse());
-        });
-        const got = await batched(model, mixedConfig, reqs, r);
-        for (const req of reqs) {
-          const want = await alone(oracle, mixedConfig, req);
-          const have = got.get(req.id);
-          expect(have?.map((t) => ({ ...t, data: [...t.data] })), req.id).toEqual(want.map((t) => ({ ...t, data: [...t.data] })));
-        }
-      }
-    } finally {
-      await model.unload();
-      await oracle.unload();
-    }
+    await compareWithAlone(MIXED_PATH(), mixedConfig, {}, [1, 2, 3, 4], (r, id) => {
+      const n = int(r, 1, r() < 0.2 ? 16 : 5);
+      const inputs = [f32Tensor('x', [n, 3], r), i64Tensor('ids', [n, 2], r)];
+      return request(id, r() < 0.5 ? inputs : inputs.reverse());
+    });
   });
 
   it('bucketed lengths: padded positions and padding rows never reach a result', async () => {
-    const path = ROWSUM_PATH();
-    const model = await loadChecked(device, path, rowSumConfig, 'row-sum');
-    const oracle = await device.loadModel(path, { gears: allGears, maxInputDims: { x: [16, 16] } });
-    try {
-      for (const seed of [5, 6, 7]) {
-        const r = rng(seed);
-        const reqs = Array.from({ length: 60 }, (_, i) => {
-          const n = int(r, 1, 6);
-          const len = int(r, 1, 16);
-          return request(`b${seed}-r${i}`, [f32Tensor('x', [n, len], r)]);
-        });
-        const got = await batched(model, rowSumConfig, reqs, r);
-        for (const req of reqs) {
-          const want = await alone(oracle, rowSumConfig, req);
-          const have = got.get(req.id);
-          expect(have?.map((t) => ({ ...t, data: [...t.data] })), req.id).toEqual(want.map((t) => ({ ...t, data: [...t.data] })));
-        }
-      }
-    } finally {
-      await model.unload();
-      await oracle.unload();
-    }
+    await compareWithAlone(ROWSUM_PATH(), rowSumConfig, { maxInputDims: { x: [16, 16] } }, [5, 6, 7], lengthRequest);
   });
 
-  it('bucketed per-position outputs come back at each request\'s own length, never the bucket\'s', async () => {
-    const path = PER_POSITION_PATH();
-    const model = await loadChecked(device, path, perPositionConfig, 'per-position');
-    const oracle = await device.loadModel(path, { gears: allGears, maxInputDims: { x: [16, 16] }, maxOutputDims: { y: [16, 16] } });
-    try {
-      for (const seed of [8, 9, 10]) {
-        const r = rng(seed);
-        const reqs = Array.from({ length: 60 }, (_, i) => {
-          const n = int(r, 1, 6);
-          const len = int(r, 1, 16);
-          return request(`p${seed}-r${i}`, [f32Tensor('x', [n, len], r)]);
-        });
-        const got = await batched(model, perPositionConfig, reqs, r);
-        for (const req of reqs) {
-          const want = await alone(oracle, perPositionConfig, req);
-          expect(want[0]?.shape).toEqual(req.inputs[0]?.shape);
-          const have = got.get(req.id);
-          expect(have?.map((t) => ({ ...t, data: [...t.data] })), req.id).toEqual(want.map((t) => ({ ...t, data: [...t.data] })));
-        }
-      }
-    } finally {
-      await model.unload();
-      await oracle.unload();
-    }
+  it("bucketed per-position outputs come back at each request's own length, never the bucket's", async () => {
+    await compareWithAlone(PER_POSITION_PATH(), perPositionConfig, { maxInputDims: { x: [16, 16] }, maxOutputDims: { y: [16, 16] } }, [8, 9, 10], lengthRequest, (req, want) =>
+      expect(want[0]?.shape).toEqual(req.inputs[0]?.shape),
+    );
   });
 });
