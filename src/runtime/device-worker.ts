@@ -83,7 +83,6 @@ export class DeviceWorker {
   private readonly paused = new Map<string, number[]>();
   private idleWaiters: Array<() => void> = [];
   private readonly seen = new Map<string, number>();
-  /** Per lane: when its last top-priority request was admitted. */
   /** The last top-priority admission on this device, any lane: the device is what urgent work waits for. */
   private lastUrgentAt = -Infinity;
   private suspectsRecorded: Promise<void> = Promise.resolve();
