@@ -280,5 +280,11 @@ ATC (batch gears = \`batchGears\`). Every batch dimension is dynamic (\`dim_para
 
 text-classifier: both dims are dynamic; the scheduler buckets \`seq\` to 16/32/64/128 and pads with
 token 0. The mean runs over pad tokens too, so padding shifts the result slightly (fine for a demo).
+
+A bucketed model may also have per-position outputs, e.g. token labels \`[batch, seq, C]\` declared
+\`dims: [-1, -1, C]\`: the one dynamic axis past the batch follows the length. The worker sizes those
+output buffers for the largest gear and bound and cuts each request's result back to its own
+length, so no pad position reaches a result. An output with a second dynamic axis past the batch
+is refused by \`models validate\`.
 `;
 }
