@@ -18,6 +18,8 @@ import { loadChecked, schedulerOptionsFor, type ExecutableModel } from '../../..
 import { validateForModel, type ValidatedRequest } from '../../../src/runtime/request-validation.ts';
 import { BatchScheduler } from '../../../src/scheduler/batch-scheduler.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+// Per position, y = 2x + 1 over [batch, len]: a token-labelling shape, the output follows the length.
+import { affineRangeModel } from '../../native/support/tiny-models.ts';
 
 const dir = tempDir('npu-fleet-batch-diff-');
 
@@ -57,19 +59,6 @@ const ROWSUM_PATH = (): string =>
     inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 'len'] }],
     outputs: [{ name: 's', dtype: 'float32', dims: ['batch'] }],
     initializers: [i64('axes', [1], [1])],
-  });
-
-/** Per position: y = 2x + 1 over [batch, len] (a token-labelling shape: the output follows the length). */
-const PER_POSITION_PATH = (): string =>
-  writeModel('per-position', {
-    name: 'per-position',
-    nodes: [
-      { opType: 'Mul', inputs: ['x', 'two'], outputs: ['x2'] },
-      { opType: 'Add', inputs: ['x2', 'one'], outputs: ['y'] },
-    ],
-    inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 'len'] }],
-    outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', 'len'] }],
-    initializers: [f32('two', [1], [2]), f32('one', [1], [1])],
   });
 
 const perPositionConfig = ModelConfigSchema.parse({
@@ -252,7 +241,7 @@ describe('batched outputs equal the binding called per request', () => {
   });
 
   it("bucketed per-position outputs come back at each request's own length, never the bucket's", async () => {
-    await compareWithAlone(PER_POSITION_PATH(), perPositionConfig, { maxInputDims: { x: [16, 16] }, maxOutputDims: { y: [16, 16] } }, [8, 9, 10], lengthRequest, (req, want) =>
+    await compareWithAlone(affineRangeModel(), perPositionConfig, { maxInputDims: { x: [16, 16] }, maxOutputDims: { y: [16, 16] } }, [8, 9, 10], lengthRequest, (req, want) =>
       expect(want[0]?.shape).toEqual(req.inputs[0]?.shape),
     );
   });

@@ -2,7 +2,8 @@
 // JSON data, return value = result), lock renewal while a job waits locally, awkward ids.
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { requestToJson, resultToJson } from '../../../src/codec/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
@@ -13,14 +14,7 @@ import { idOf, Inbox, makeRequest, outcomeFor, ResultSink, startWith } from './c
 import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
 import { bullmqSettings, lateRedis, queueJobs } from './bullmq-harness.ts';
 
-const open: Array<{ close(): Promise<void> }> = [];
-afterEach(async () => {
-  await Promise.allSettled(open.splice(0).map((c) => c.close()));
-});
-function track<T extends { close(): Promise<void> }>(c: T): T {
-  open.push(c);
-  return c;
-}
+const track = closeAfterEach();
 
 describe('bullmq transport', () => {
   it('start fails within transport.bullmq.connectTimeoutMs with an error naming transport.bullmq.redisUrl when Redis does not answer', async () => {

@@ -1,6 +1,7 @@
 // Exactly-once (transactional) mode of the Kafka transport: the in-flight bound, revoked
 // partitions, close() with settles that cannot complete, and a result the broker refuses.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { decodeResult } from '../../../src/codec/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
@@ -10,14 +11,7 @@ import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
 import { adminKafka, committed, kafkaSettings, readTopic } from './kafka-harness.ts';
 
-const open: Array<{ close(): Promise<void> }> = [];
-afterEach(async () => {
-  await Promise.allSettled(open.splice(0).map((c) => c.close()));
-});
-function track<T extends { close(): Promise<void> }>(c: T): T {
-  open.push(c);
-  return c;
-}
+const track = closeAfterEach();
 
 /** Resolves to 'timeout' when `p` has not settled within `ms`. */
 function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {

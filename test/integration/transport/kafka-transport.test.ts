@@ -1,6 +1,7 @@
 // Kafka-only behaviour beyond the conformance suite: exactly-once settle, heartbeats while work
 // is held for longer than the session timeout, and priority 0 under a deep low-priority backlog.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { decodeResult } from '../../../src/codec/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
@@ -10,14 +11,7 @@ import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, PRIORITY_LEVELS, sleep, startWith } from './conformance-kit.ts';
 import { adminKafka, committed, kafkaSettings, readTopic } from './kafka-harness.ts';
 
-const open: Array<{ close(): Promise<void> }> = [];
-afterEach(async () => {
-  await Promise.allSettled(open.splice(0).map((c) => c.close()));
-});
-function track<T extends { close(): Promise<void> }>(c: T): T {
-  open.push(c);
-  return c;
-}
+const track = closeAfterEach();
 
 
 function percentile(values: number[], p: number): number {
