@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
@@ -9,6 +10,26 @@ import { STALLED_OUT } from './stall-reaper.ts';
 
 /** Jobs loaded per Redis round trip: each carries its original request, tensors included. */
 const PAGE = 50;
+
+/**
+ * How long a record's replay claim lasts unless released: far longer than the few round trips
+ * one record's replay takes, short enough that a record whose replay died is replayable again soon.
+ */
+export const REPLAY_CLAIM_TTL_MS = 120_000;
+/** Deletes / extends a claim only while it is still this replay's (it may have lapsed and been taken). */
+const RELEASE_CLAIM = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+const RENEW_CLAIM = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0";
+
+/** A replay's claim on one DLQ record. */
+interface Claim {
+  /** False: another replay holds it. */
+  readonly held: boolean;
+  /** Extends the claim; false when it lapsed (and may be another replay's now). */
+  renew(): Promise<boolean>;
+  /** Do not release it: let it lapse. */
+  keep(): void;
+  release(): Promise<void>;
+}
 
 interface DlqJobData {
   readonly reason?: unknown;
@@ -30,7 +51,17 @@ const level = (v: unknown): number | undefined => (typeof v === 'number' && Numb
  * re-add while the earlier job of that id is retained: replay removes it first (an earlier request
  * still waiting or running is left alone, and its record skipped). Replies carry the request job's
  * timestamp in their id (answer-jobs.ts), so the new reply cannot collide with the earlier one;
- * an earlier reply with the bare id (written before that) is removed too. JS thread only.
+ * an earlier reply with the bare id (written before that) is removed too.
+ *
+ * Replays may race (two operators, a retried CI job): each record is claimed first, with
+ * `SET <dlq job key>:replay-claim <token> NX PX` (REPLAY_CLAIM_TTL_MS), and only the claim's holder
+ * re-sends it; the others skip it and say so. The claim is a key of its own and the record is
+ * removed from the DLQ only after its request was re-added, then the claim released: so a replay
+ * that fails or dies between claim and re-send leaves the record in the DLQ, and once the claim
+ * lapses the next replay takes it (nothing lost). One that dies after the re-add but before the
+ * removal leaves the record too: a later replay sends it again (a duplicate, never a loss). The
+ * claim is renewed just before the re-add and the record passed over if it had lapsed meanwhile,
+ * so a replay slower than the TTL cannot send what another has since claimed. JS thread only.
  */
 export class BullmqDeadLetters implements DeadLetters {
   private readonly connection: Redis;
@@ -60,13 +91,23 @@ export class BullmqDeadLetters implements DeadLetters {
         tally.progress();
         if (!tally.read(letter)) return true;
         if (tally.full) return false;
-        // Its page was loaded a while ago: a record removed since (TTL sweep, another replay, an
-        // operator) is passed over rather than re-sent (BullMQ's remove of a job gone succeeds silently).
-        if ((await job.getState()) === 'unknown') return true;
-        tally.matched++;
-        const why = await this.replayOne(options, letter, data, job);
-        if (why !== undefined) tally.skipped.push({ ref: letter.ref, why });
-        else tally.replayed++;
+        // A dry run writes nothing, so it claims nothing either.
+        const claim = options.dryRun === true ? undefined : await this.claim(job);
+        try {
+          // Its page was loaded a while ago: a record removed since (TTL sweep, another replay, an
+          // operator) is passed over rather than re-sent (BullMQ's remove of a job gone succeeds silently).
+          if ((await job.getState()) === 'unknown') return true;
+          tally.matched++;
+          if (claim?.held === false) {
+            tally.skipped.push({ ref: letter.ref, why: `another replay is re-sending it right now; if that one did not finish, replay again in ${REPLAY_CLAIM_TTL_MS / 1000} s` });
+            return true;
+          }
+          const why = await this.replayOne(options, letter, data, job, claim);
+          if (why !== undefined) tally.skipped.push({ ref: letter.ref, why });
+          else tally.replayed++;
+        } finally {
+          await claim?.release();
+        }
         return true;
       });
     } catch (err) {
@@ -83,7 +124,7 @@ export class BullmqDeadLetters implements DeadLetters {
   }
 
   /** Re-adds one record's request (unless a dry run); returns why it cannot be, or undefined. */
-  private async replayOne(options: ReplayOptions, letter: DeadLetter, data: DlqJobData, dlqJob: Job): Promise<string | undefined> {
+  private async replayOne(options: ReplayOptions, letter: DeadLetter, data: DlqJobData, dlqJob: Job, claim: Claim | undefined): Promise<string | undefined> {
     const { model } = options;
     const target = replayTarget(letter, { template: this.settings.queueTemplate, model, nowMs: Date.now(), priorityRequired: true, priority: options.priority });
     if ('why' in target) return target.why;
@@ -111,7 +152,10 @@ export class BullmqDeadLetters implements DeadLetters {
       }
       await earlier?.remove();
     }
-    if (options.dryRun === true) return undefined;
+    if (options.dryRun === true || claim === undefined) return undefined;
+    if (!(await claim.renew())) {
+      return `its replay claim lapsed (this replay took over ${REPLAY_CLAIM_TTL_MS / 1000} s on it) and it may be another replay's now; replay again if it is still in the DLQ`;
+    }
     await source.add('request', data.original, {
       ...(jobId === undefined ? {} : { jobId }),
       priority: toBullmqPriority(priority),
@@ -121,9 +165,33 @@ export class BullmqDeadLetters implements DeadLetters {
     try {
       await dlqJob.remove();
     } catch (err) {
+      // The claim is kept until it lapses: a replay racing this one must not re-send it meanwhile.
+      claim.keep();
       throw new FleetError('TRANSPORT_ERROR', `${letter.ref} was re-sent but its DLQ record could not be removed (${(err as Error).message}); remove it before replaying again`, { cause: err });
     }
     return undefined;
+  }
+
+  /** Claims a DLQ record for this replay (see the class comment); `held` false: another replay has it. */
+  private async claim(job: Job): Promise<Claim> {
+    const key = `${this.queue(job.queueName).toKey(job.id ?? '')}:replay-claim`;
+    const token = randomUUID();
+    let kept = false;
+    let held: boolean;
+    try {
+      held = (await this.connection.set(key, token, 'PX', REPLAY_CLAIM_TTL_MS, 'NX')) === 'OK';
+    } catch (err) {
+      throw bullmqError(err, `claiming DLQ record ${job.queueName}/${job.id ?? ''} for replay failed`);
+    }
+    return {
+      held,
+      renew: async () => (await this.connection.eval(RENEW_CLAIM, 1, key, token, String(REPLAY_CLAIM_TTL_MS))) === 1,
+      keep: () => void (kept = true),
+      // A release that fails leaves the claim to lapse: the record waits REPLAY_CLAIM_TTL_MS at most.
+      release: async () => {
+        if (held && !kept) await this.connection.eval(RELEASE_CLAIM, 1, key, token).catch(() => undefined);
+      },
+    };
   }
 
   /**

@@ -43,6 +43,33 @@ describe('BullmqDeadLetters', () => {
     expect((await dl.list({ model })).scanned).toBe(0);
   });
 
+  it('two replays racing over the same DLQ re-send each record once (with and without a request id), and leave it empty', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('bdl').replace(/[^A-Za-z0-9-]/g, '');
+    const dlq = new Queue(`${model}.dlq`, { connection: { url: settings.redisUrl } as never, prefix: settings.prefix });
+    open.push(dlq);
+    const n = 40;
+    // Half carry a request id (jobId = id), half do not (an invalid message that named none).
+    await dlq.addBulk(
+      Array.from({ length: n }, (_, i) => {
+        const data = record(model, `r${i}`);
+        if (i % 2 === 1) data['original'] = { model, createdAt: 1, inputs: 'not a list' };
+        return { name: 'dead-letter', data };
+      }),
+    );
+    const [a, b] = [new BullmqDeadLetters(settings), new BullmqDeadLetters(settings)];
+    open.push(a, b);
+    const reports = await Promise.all([a.replay({ model }), b.replay({ model })]);
+    expect(reports[0].replayed + reports[1].replayed).toBe(n);
+    // Every job BullMQ really added to the request queue (an add of a retained jobId is not one).
+    const redis = new Redis(settings.redisUrl);
+    open.push({ close: async () => void redis.disconnect() });
+    const events = await redis.xrange(`${settings.prefix}:${model}.requests:events`, '-', '+');
+    expect(events.filter(([, fields]) => fields[0] === 'event' && fields[1] === 'added')).toHaveLength(n);
+    expect(await queueJobs(settings, `${model}.requests`, ['wait', 'prioritized'])).toHaveLength(n);
+    expect((await a.list({ model })).scanned).toBe(0);
+  });
+
   it('list and a dry run write nothing to Redis, also for a model whose DLQ does not exist', async () => {
     const settings = bullmqSettings();
     const model = uniqueName('bdl').replace(/[^A-Za-z0-9-]/g, '');
