@@ -134,7 +134,10 @@ export class BullmqDeadLetters implements DeadLetters {
     if (jobId !== undefined) {
       const earlier = await Job.fromId(source, jobId);
       const state = earlier === undefined ? undefined : await earlier.getState();
-      if (earlier !== undefined && state !== 'completed' && state !== 'failed') {
+      // 'unknown': a job hash in no state list, left by an add whose script failed part way (Redis
+      // does not roll a script back: OOM at maxmemory, a damaged key). Nobody holds it, and BullMQ
+      // would take the re-add for a duplicate and drop it, so it is removed like an answered one.
+      if (earlier !== undefined && state !== 'completed' && state !== 'failed' && state !== 'unknown') {
         return `request ${letter.requestId} is still in ${letter.source} (${state}); replay it once that one is answered`;
       }
       if (earlier?.failedReason === STALLED_OUT) {

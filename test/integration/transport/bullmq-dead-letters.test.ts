@@ -70,6 +70,27 @@ describe('BullmqDeadLetters', () => {
     expect((await a.list({ model })).scanned).toBe(0);
   });
 
+  it('a re-send that fails leaves the record in the DLQ, unclaimed: the next replay sends it', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('bdl').replace(/[^A-Za-z0-9-]/g, '');
+    const dlq = new Queue(`${model}.dlq`, { connection: { url: settings.redisUrl } as never, prefix: settings.prefix });
+    open.push(dlq);
+    await dlq.add('dead-letter', record(model, 'r1'));
+    const redis = new Redis(settings.redisUrl);
+    open.push({ close: async () => void redis.disconnect() });
+    // The request queue's event stream key holds a string: every add to it fails (WRONGTYPE).
+    const events = `${settings.prefix}:${model}.requests:events`;
+    await redis.set(events, 'not a stream');
+    const dl = new BullmqDeadLetters(settings);
+    open.push(dl);
+    await expect(dl.replay({ model })).rejects.toThrow(/0 record\(s\) were re-sent before it/);
+    expect((await dl.list({ model })).scanned).toBe(1);
+    expect(await redis.keys(`${settings.prefix}:*replay-claim*`)).toEqual([]);
+    await redis.del(events);
+    expect(await dl.replay({ model })).toMatchObject({ replayed: 1, skipped: [] });
+    expect((await queueJobs(settings, `${model}.requests`, ['wait', 'prioritized'])).map((j) => j.id)).toEqual(['r1']);
+  });
+
   it('list and a dry run write nothing to Redis, also for a model whose DLQ does not exist', async () => {
     const settings = bullmqSettings();
     const model = uniqueName('bdl').replace(/[^A-Za-z0-9-]/g, '');
