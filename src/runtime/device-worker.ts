@@ -6,16 +6,17 @@ import type { FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Batch, SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import type { Delivery, Outcome, PredecessorNote, Transport } from '../transport/transport.ts';
-import { ModelLanes, type LoadedVersion, type Lane, type DeviceLike } from './model-lanes.ts';
+import { ModelLanes, type Lane, type DeviceLike } from './model-lanes.ts';
 import { OutcomePublisher } from './outcome-publisher.ts';
-import { admitDelivery, type Payload } from './request-admission.ts';
+import type { Payload } from './request-admission.ts';
+import { RequestIntake } from './request-intake.ts';
+import { BatchRunner } from './batch-runner.ts';
 import { exportWorkerGauges } from './worker-gauges.ts';
-import { failedBatchResults, finishedBatchResults, type MemberResult } from './batch-results.ts';
-import { CrashSuspects, type JournaledBatch } from './crash-suspects.ts';
+import type { MemberResult } from './batch-results.ts';
+import { CrashSuspects } from './crash-suspects.ts';
 import type { InflightJournal } from './inflight-journal.ts';
 import { buildResult, identityOfRequest, type ResultContext, type ResultIdentity } from './result-builder.ts';
 import type { RepositorySnapshot } from './model-repository.ts';
-import { gatherInputs, scatterOutputs } from './batch-io.ts';
 
 export interface DeviceWorkerOptions {
   readonly config: FleetConfig;
@@ -37,12 +38,6 @@ export interface DeviceWorkerOptions {
   readonly predecessor?: PredecessorNote | undefined;
 }
 
-/** Deliveries admitted per event-loop turn (see admitSlice). */
-const ADMIT_SLICE = 256;
-
-/** How long before the device frees up the next batch is formed, so its copy-in overlaps. */
-const PIPELINE_LEAD_MS = 1;
-
 /**
  * After a top-priority request, for this long a lower-priority batch goes to the device only when
  * it is idle: the second slot stays free, so urgent work waits behind at most one bulk batch.
@@ -56,35 +51,25 @@ export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped' | 'hun
 
 /**
  * One device's worker loop (DESIGN §3-§5): deliveries → decode/validate → scheduler → gather →
- * device (two batches in flight) → scatter → results → settle. Only this module arms timers
- * around the scheduler; the scheduler itself is pure.
+ * device (two batches in flight) → scatter → results → settle. Intake and admission are
+ * RequestIntake's, the device side BatchRunner's; this class runs the scheduling loop between
+ * them, answers and publishes, and owns the lifecycle. Only src/runtime arms timers around the
+ * scheduler; the scheduler itself is pure. JS thread only.
  */
 export class DeviceWorker {
   readonly workerId: string;
   private state: WorkerState = 'starting';
   private readonly lanes: ModelLanes<Payload>;
-  /** Queued requests by id, so a redelivery that arrives meanwhile rides along with the original. */
-  private readonly queued = new Map<string, Payload>();
+  private readonly intake: RequestIntake;
+  private readonly runner: BatchRunner;
   private readonly publisher: OutcomePublisher;
   private readonly ctx: ResultContext;
-  private inflight = 0;
-  private deviceFreeAt = 0;
-  /** Estimated device ms of batches in flight, in dispatch order (the device runs them in turn). */
-  private readonly inflightEstimates: number[] = [];
   private readonly crash: CrashSuspects;
-  /** Recent host→device copy time: how early the next batch must be formed to overlap it. */
-  private copyInEwmaMs = 0;
-  /** When the device last finished a batch: a batch's service time starts no earlier. */
-  private lastCompletionAt = 0;
   private wakeTimer: NodeJS.Timeout | undefined;
   private wakeAt = Infinity;
   private pumping = false;
   private pumpAgain = false;
-  private readonly paused = new Map<string, number[]>();
   private idleWaiters: Array<() => void> = [];
-  private readonly seen = new Map<string, number>();
-  /** The last top-priority admission on this device, any lane: the device is what urgent work waits for. */
-  private lastUrgentAt = -Infinity;
   private suspectsRecorded: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: DeviceWorkerOptions) {
@@ -92,6 +77,30 @@ export class DeviceWorker {
     this.workerId = `${hostname()}/dev${o.deviceId}/${process.pid}`;
     this.ctx = { worker: this.workerId, device: o.deviceId };
     this.lanes = new ModelLanes<Payload>(o.device, o.log, o.config);
+    const { config, transport, metrics, log } = o;
+    this.intake = new RequestIntake({
+      config,
+      lanes: this.lanes,
+      crash: this.crash,
+      transport,
+      metrics,
+      log,
+      running: () => this.state === 'running',
+      answer: (delivery, identity, replyTo, b, dlq) => this.finish(delivery, identity, replyTo, b, dlq),
+      pump: () => this.pump(),
+    });
+    this.runner = new BatchRunner({
+      config,
+      deviceId: o.deviceId,
+      lanes: this.lanes,
+      crash: this.crash,
+      metrics,
+      log,
+      results: (cfg, results) => this.finishMembers(cfg, results),
+      hang: (model, batch, elapsedMs) => this.hang(model, batch, elapsedMs),
+      hung: () => this.state === 'hung',
+      left: () => this.pump(),
+    });
     this.publisher = new OutcomePublisher(o.transport, o.log, o.config.worker.publishLingerMs, 500, (outcomes, settledAt) =>
       this.onSettled(outcomes, settledAt),
     );
@@ -106,14 +115,14 @@ export class DeviceWorker {
   }
 
   get inflightBatches(): number {
-    return this.inflight;
+    return this.runner.inflight;
   }
 
   async start(): Promise<void> {
     await this.lanes.apply(this.o.snapshot);
     await this.o.transport.start({
       subscriptions: this.lanes.subscriptions(),
-      onDeliveries: (deliveries) => this.onDeliveries(deliveries),
+      onDeliveries: (deliveries) => this.intake.push(deliveries),
       onFatal: (err) => this.transportFailed(err),
       onAnswered: (model, dlqReason) => {
         this.o.metrics.observeResult(model, 'failed');
@@ -148,116 +157,6 @@ export class DeviceWorker {
     return this.lanes.hasRetryableFailures(snapshot);
   }
 
-  // ---- intake -------------------------------------------------------------------------------
-
-  /**
-   * Deliveries wait here, by source priority, until admitted. Admission (decode + validate) runs
-   * in slices with a yield between them: a fetch of thousands of low-priority messages must not
-   * hold the event loop while an urgent one is waiting behind it.
-   */
-  private readonly intake: Delivery[][] = [];
-  private intakeScheduled = false;
-
-  private onDeliveries(deliveries: Delivery[]): void {
-    for (const d of deliveries) {
-      const level = Math.max(0, Math.min(15, d.priority ?? 0));
-      (this.intake[level] ??= []).push(d);
-    }
-    this.admitSlice();
-  }
-
-  private admitSlice(): void {
-    this.intakeScheduled = false;
-    const nowMs = Date.now();
-    let budget = ADMIT_SLICE;
-    for (const queue of this.intake) {
-      if (!queue) continue;
-      while (budget > 0 && queue.length > 0) {
-        this.admit(queue.shift() as Delivery, nowMs);
-        budget--;
-      }
-      if (budget === 0) break;
-    }
-    this.pump();
-    if (!this.intakeScheduled && this.intake.some((q) => q && q.length > 0)) {
-      this.intakeScheduled = true;
-      setImmediate(() => this.admitSlice());
-    }
-  }
-
-  private admit(delivery: Delivery, nowMs: number): void {
-    const suspect = this.crash.take(delivery);
-    if (suspect === undefined) return this.admitNow(delivery, nowMs);
-    void suspect.then((d) => {
-      this.admitNow(d, Date.now());
-      this.pump();
-    });
-  }
-
-  private admitNow(delivery: Delivery, nowMs: number): void {
-    const a = admitDelivery(delivery, nowMs, {
-      limits: this.o.config.limits,
-      running: this.state === 'running',
-      lanes: this.lanes,
-      maxHangsPerRequest: this.o.config.worker.maxHangsPerRequest,
-    });
-    if (a.kind === 'release') {
-      // Not ours to answer any more: give it back so another worker takes it.
-      void this.o.transport.release([delivery]);
-      return;
-    }
-    if (a.kind === 'answer') {
-      if (a.expired === true) this.o.metrics.deadlineMiss(a.identity.model, 'queue');
-      this.finish(delivery, a.identity, a.replyTo, { ...a.result, nowMs }, a.dlq);
-      return;
-    }
-    const { lane, entry } = a;
-    const { request } = entry.payload;
-    const held = this.queued.get(request.id);
-    if (held !== undefined && held.request.model === request.model && held.request.version === request.version) {
-      // Queued or on the device here already (a redelivery after a rebalance, a producer's retry):
-      // it takes that one's result instead of a second run on the device.
-      this.o.metrics.duplicateSeen(request.model);
-      held.duplicates.push(delivery);
-      return;
-    }
-    const verdict = lane.scheduler.enqueue(entry);
-    if (verdict.kind === 'rejected') {
-      if (verdict.reason === 'duplicate') {
-        this.o.metrics.duplicateSeen(request.model);
-        const queued = this.queued.get(request.id);
-        if (queued) {
-          queued.duplicates.push(delivery);
-          return;
-        }
-      }
-      this.finish(delivery, identityOfRequest(request), request.replyTo, { status: 'rejected', error: verdict.error, nowMs, device: -1 });
-      return;
-    }
-    this.queued.set(request.id, entry.payload);
-    if (entry.priority === 0) this.lastUrgentAt = nowMs;
-    if (this.seen.has(request.id)) this.o.metrics.duplicateSeen(request.model);
-    if (verdict.kind === 'backpressure') this.applyBackpressure(lane);
-  }
-
-  private applyBackpressure(lane: Lane<Payload>): void {
-    if (this.paused.has(lane.key)) return;
-    // Lowest priorities first: keep the top level flowing so urgent work is never stuck behind bulk.
-    const levels = lane.config.priorityLevels;
-    const pause = Array.from({ length: Math.max(1, levels - 1) }, (_, i) => levels - 1 - i).filter((p) => p > 0 || levels === 1);
-    this.paused.set(lane.key, pause);
-    this.o.transport.pause(lane.config.name, pause);
-    this.o.log.info({ model: lane.config.name, priorities: pause }, 'backpressure: intake paused');
-  }
-
-  private maybeResume(lane: Lane<Payload>): void {
-    const pausedLevels = this.paused.get(lane.key);
-    if (!pausedLevels || lane.scheduler.intakePaused) return;
-    this.paused.delete(lane.key);
-    this.o.transport.resume(lane.config.name, pausedLevels);
-    this.o.log.info({ model: lane.config.name }, 'backpressure released: intake resumed');
-  }
-
   // ---- scheduling loop ----------------------------------------------------------------------
 
   private pump(): void {
@@ -277,7 +176,7 @@ export class DeviceWorker {
     if (this.lanes.retiring) {
       void this.lanes.retireIdle().catch((err: unknown) => this.o.log.error({ err }, 'unloading a drained model version failed'));
     }
-    if (this.inflight === 0 && this.crash.pending === 0 && this.lanes.queuedRequests() === 0 && !this.intake.some((q) => q && q.length > 0)) {
+    if (this.runner.inflight === 0 && this.crash.pending === 0 && this.lanes.queuedRequests() === 0 && !this.intake.waiting) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
       for (const w of waiters) w();
@@ -286,17 +185,18 @@ export class DeviceWorker {
 
   private pumpOnce(): void {
     const nowMs = Date.now();
-    const freeAt = this.inflight === 0 ? nowMs : Math.max(nowMs, this.deviceFreeAt);
+    const freeAt = this.runner.freeAt(nowMs);
     let nextWake = Infinity;
     // A suspect has the device to itself: if it takes the worker down again, it alone is blamed.
     const maxInflight = this.crash.suspectOnDevice ? 0 : this.o.config.worker.inflightPerDevice;
     for (const lane of this.lanes.orderedLanes(nowMs)) {
       if (this.state === 'hung') break;
-      const leadMs = Math.max(PIPELINE_LEAD_MS, this.copyInEwmaMs);
-      const deviceBusy = this.inflight > 0 && freeAt - nowMs > leadMs;
-      const urgentActive = nowMs - this.lastUrgentAt < URGENT_WINDOW_MS;
-      const holdForUrgent = this.inflight > 0 && urgentActive;
-      if (this.inflight < maxInflight && (deviceBusy || holdForUrgent) && lane.scheduler.queuedAtLevel(0) === 0) {
+      const inflight = this.runner.inflight;
+      const leadMs = this.runner.leadMs;
+      const deviceBusy = inflight > 0 && freeAt - nowMs > leadMs;
+      const urgentActive = nowMs - this.intake.lastUrgentAt < URGENT_WINDOW_MS;
+      const holdForUrgent = inflight > 0 && urgentActive;
+      if (inflight < maxInflight && (deviceBusy || holdForUrgent) && lane.scheduler.queuedAtLevel(0) === 0) {
         // The device is busy: a batch sent now would only wait on the device, and would hold the
         // second slot that urgent work needs. Keep collecting until just before the device frees
         // up (the lead covers copy-in) or, while urgent traffic flows, until it is idle (a
@@ -304,14 +204,14 @@ export class DeviceWorker {
         this.expire(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
         if (!holdForUrgent) nextWake = Math.min(nextWake, freeAt - leadMs);
         nextWake = Math.min(nextWake, expiryWakeAt(lane));
-      } else if (this.inflight < maxInflight) {
+      } else if (inflight < maxInflight) {
         // Urgent work going to a busy device, or while urgent traffic flows, travels without
         // low-priority filler: a batch filled up to the largest gear would cost it twice the
         // device time of its own short batch.
         const d = lane.scheduler.decide(nowMs, freeAt, deviceBusy || urgentActive ? 0 : Infinity);
         this.expire(d.expired, nowMs);
         if (d.kind === 'dispatch') {
-          this.dispatch(lane, d.batch, nowMs);
+          this.runner.dispatch(lane, d.batch, nowMs);
           this.pumpAgain = true;
         } else if (d.kind === 'wait') nextWake = Math.min(nextWake, d.untilAt);
       } else {
@@ -319,7 +219,7 @@ export class DeviceWorker {
         // Both slots are taken and a batch may overrun: answer deadlines as they pass, not at its end.
         nextWake = Math.min(nextWake, expiryWakeAt(lane));
       }
-      this.maybeResume(lane);
+      this.intake.maybeResume(lane);
     }
     this.armWake(nextWake, nowMs);
   }
@@ -348,67 +248,6 @@ export class DeviceWorker {
         timings: { queuedMs: r.arrivedAt - request.createdAt, batchWaitMs: nowMs - r.arrivedAt },
         device: -1,
       }, undefined, r.payload.duplicates);
-    }
-  }
-
-  private dispatch(lane: Lane<Payload>, batch: Batch<Payload>, nowMs: number): void {
-    const version = lane.current();
-    this.inflight++;
-    version.inflight++;
-    this.deviceFreeAt = Math.max(nowMs, this.deviceFreeAt) + batch.estimatedDeviceMs;
-    this.inflightEstimates.push(batch.estimatedDeviceMs);
-    const journaled = this.crash.started(batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]));
-    this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflight);
-    void this.runBatch(lane, version, batch, nowMs, journaled);
-  }
-
-  private async runBatch(lane: Lane<Payload>, version: LoadedVersion, batch: Batch<Payload>, dispatchedAt: number, journaled: JournaledBatch): Promise<void> {
-    const cfg = lane.config;
-    let overran = false;
-    const execTimer = setTimeout(() => {
-      overran = true;
-      this.o.log.warn({ model: cfg.name, gear: batch.gear, execTimeoutMs: cfg.execTimeoutMs }, 'batch overran execTimeoutMs; letting it finish');
-    }, cfg.execTimeoutMs);
-    const hangTimer = setTimeout(() => this.hang(cfg.name, batch, Date.now() - dispatchedAt), this.o.config.worker.hangLimitMs);
-    const members = batch.members.map((m) => m.payload.request);
-    try {
-      const inputs = gatherInputs(members, cfg, batch);
-      const { outputs, timings } = await version.executable.execute(inputs, batch.gear);
-      const doneAt = Date.now();
-      const deviceMs = timings.copyInMs + timings.executeMs + timings.copyOutMs;
-      this.copyInEwmaMs = this.copyInEwmaMs * 0.8 + timings.copyInMs * 0.2;
-      const perRequest = scatterOutputs(outputs, cfg, batch);
-      this.o.metrics.observeBatch({
-        model: cfg.name,
-        device: this.o.deviceId,
-        gear: batch.gear,
-        items: batch.items,
-        padded: batch.paddedItems,
-        executeSeconds: timings.executeMs / 1000,
-      });
-      // Service time, not latency: the second batch in flight waits for the first on the device,
-      // and that wait must not inflate the learnt per-gear estimate.
-      const serviceMs = Math.max(0.01, doneAt - Math.max(dispatchedAt, this.lastCompletionAt));
-      this.lastCompletionAt = doneAt;
-      lane.scheduler.recordCompletion(batch.gear, Math.min(serviceMs, deviceMs), doneAt);
-      this.finishMembers(cfg, finishedBatchResults(batch, cfg, { perRequest, version: version.version, dispatchedAt, doneAt, deviceMs, overran }));
-    } catch (err) {
-      const fe = FleetError.from(err, 'DEVICE_ERROR');
-      this.o.log.error({ err: fe, model: cfg.name, gear: batch.gear }, 'batch failed');
-      this.finishMembers(cfg, failedBatchResults(batch, version.version, fe, Date.now(), dispatchedAt));
-    } finally {
-      clearTimeout(execTimer);
-      clearTimeout(hangTimer);
-      this.inflight--;
-      version.inflight--;
-      this.inflightEstimates.shift();
-      this.crash.finished(journaled, this.state !== 'hung');
-      // Re-anchor on what is really left: the next batch in flight starts on the device now.
-      const now = Date.now();
-      this.deviceFreeAt = now + this.inflightEstimates.reduce((a, b) => a + b, 0);
-      this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflight);
-      await this.lanes.retireIfIdle(version);
-      this.pump();
     }
   }
 
@@ -469,11 +308,7 @@ export class DeviceWorker {
     if (b.status === 'ok' && b.timings?.batchWaitMs !== undefined) {
       this.o.metrics.observeQueueWait(identity.model, priority ?? 0, b.timings.batchWaitMs / 1000);
     }
-    if (identity.id) {
-      this.seen.set(identity.id, b.nowMs);
-      if (this.queued.get(identity.id)?.delivery === delivery) this.queued.delete(identity.id);
-    }
-    if (this.seen.size > 100_000) this.seen.delete(this.seen.keys().next().value as string);
+    if (identity.id) this.intake.answered(identity.id, delivery, b.nowMs);
     this.publisher.push({ delivery, result, replyTo, dlq });
     for (const dup of duplicates) this.publisher.push({ delivery: dup, result, replyTo });
   }

@@ -1,0 +1,126 @@
+import type { FleetConfig } from '../contracts/fleet-config.ts';
+import type { ModelConfig } from '../contracts/model-config.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import type { FleetMetrics } from '../observability/metrics.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Batch } from '../scheduler/scheduler-types.ts';
+import { gatherInputs, scatterOutputs } from './batch-io.ts';
+import { failedBatchResults, finishedBatchResults, type MemberResult } from './batch-results.ts';
+import type { CrashSuspects, JournaledBatch } from './crash-suspects.ts';
+import type { Lane, LoadedVersion, ModelLanes } from './model-lanes.ts';
+import type { Payload } from './request-admission.ts';
+
+/** How long before the device frees up the next batch is formed, so its copy-in overlaps. */
+const PIPELINE_LEAD_MS = 1;
+
+export interface BatchRunnerOptions {
+  readonly config: FleetConfig;
+  readonly deviceId: number;
+  readonly lanes: ModelLanes<Payload>;
+  readonly crash: CrashSuspects;
+  readonly metrics: FleetMetrics;
+  readonly log: Logger;
+  /** A batch's results, member by member (DeviceWorker.finishMembers). */
+  readonly results: (cfg: ModelConfig, results: readonly MemberResult[]) => void;
+  /** A batch is past worker.hangLimitMs on the device (DeviceWorker.hang). */
+  readonly hang: (model: string, batch: Batch<Payload>, elapsedMs: number) => void;
+  /** Whether a hang took over: the journal then stays as the hang left it. */
+  readonly hung: () => boolean;
+  /** A batch left the device: the scheduling loop runs again. */
+  readonly left: () => void;
+}
+
+/**
+ * The device side of a worker (DESIGN §5): a dispatched batch is gathered, executed (two in
+ * flight), watched for overrun and hang, scattered and its results handed back. Keeps the device
+ * timeline the scheduling loop paces dispatch by: batches in flight, when the device frees up, how
+ * early the next batch must be formed. Runs on the JS thread; the device executes on its own
+ * native thread, which owns the gathered input buffers until execute settles.
+ */
+export class BatchRunner {
+  private inflightBatches = 0;
+  private deviceFreeAt = 0;
+  /** Estimated device ms of batches in flight, in dispatch order (the device runs them in turn). */
+  private readonly inflightEstimates: number[] = [];
+  /** Recent host→device copy time: how early the next batch must be formed to overlap it. */
+  private copyInEwmaMs = 0;
+  /** When the device last finished a batch: a batch's service time starts no earlier. */
+  private lastCompletionAt = 0;
+
+  constructor(private readonly o: BatchRunnerOptions) {}
+
+  get inflight(): number {
+    return this.inflightBatches;
+  }
+
+  /** When the device is expected to be free: now when nothing is in flight. */
+  freeAt(nowMs: number): number {
+    return this.inflightBatches === 0 ? nowMs : Math.max(nowMs, this.deviceFreeAt);
+  }
+
+  /** How long before freeAt the next batch is formed (covers its copy-in). */
+  get leadMs(): number {
+    return Math.max(PIPELINE_LEAD_MS, this.copyInEwmaMs);
+  }
+
+  dispatch(lane: Lane<Payload>, batch: Batch<Payload>, nowMs: number): void {
+    const version = lane.current();
+    this.inflightBatches++;
+    version.inflight++;
+    this.deviceFreeAt = Math.max(nowMs, this.deviceFreeAt) + batch.estimatedDeviceMs;
+    this.inflightEstimates.push(batch.estimatedDeviceMs);
+    const journaled = this.o.crash.started(batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]));
+    this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflightBatches);
+    void this.run(lane, version, batch, nowMs, journaled);
+  }
+
+  private async run(lane: Lane<Payload>, version: LoadedVersion, batch: Batch<Payload>, dispatchedAt: number, journaled: JournaledBatch): Promise<void> {
+    const cfg = lane.config;
+    let overran = false;
+    const execTimer = setTimeout(() => {
+      overran = true;
+      this.o.log.warn({ model: cfg.name, gear: batch.gear, execTimeoutMs: cfg.execTimeoutMs }, 'batch overran execTimeoutMs; letting it finish');
+    }, cfg.execTimeoutMs);
+    const hangTimer = setTimeout(() => this.o.hang(cfg.name, batch, Date.now() - dispatchedAt), this.o.config.worker.hangLimitMs);
+    const members = batch.members.map((m) => m.payload.request);
+    try {
+      const inputs = gatherInputs(members, cfg, batch);
+      const { outputs, timings } = await version.executable.execute(inputs, batch.gear);
+      const doneAt = Date.now();
+      const deviceMs = timings.copyInMs + timings.executeMs + timings.copyOutMs;
+      this.copyInEwmaMs = this.copyInEwmaMs * 0.8 + timings.copyInMs * 0.2;
+      const perRequest = scatterOutputs(outputs, cfg, batch);
+      this.o.metrics.observeBatch({
+        model: cfg.name,
+        device: this.o.deviceId,
+        gear: batch.gear,
+        items: batch.items,
+        padded: batch.paddedItems,
+        executeSeconds: timings.executeMs / 1000,
+      });
+      // Service time, not latency: the second batch in flight waits for the first on the device,
+      // and that wait must not inflate the learnt per-gear estimate.
+      const serviceMs = Math.max(0.01, doneAt - Math.max(dispatchedAt, this.lastCompletionAt));
+      this.lastCompletionAt = doneAt;
+      lane.scheduler.recordCompletion(batch.gear, Math.min(serviceMs, deviceMs), doneAt);
+      this.o.results(cfg, finishedBatchResults(batch, cfg, { perRequest, version: version.version, dispatchedAt, doneAt, deviceMs, overran }));
+    } catch (err) {
+      const fe = FleetError.from(err, 'DEVICE_ERROR');
+      this.o.log.error({ err: fe, model: cfg.name, gear: batch.gear }, 'batch failed');
+      this.o.results(cfg, failedBatchResults(batch, version.version, fe, Date.now(), dispatchedAt));
+    } finally {
+      clearTimeout(execTimer);
+      clearTimeout(hangTimer);
+      this.inflightBatches--;
+      version.inflight--;
+      this.inflightEstimates.shift();
+      this.o.crash.finished(journaled, !this.o.hung());
+      // Re-anchor on what is really left: the next batch in flight starts on the device now.
+      const now = Date.now();
+      this.deviceFreeAt = now + this.inflightEstimates.reduce((a, b) => a + b, 0);
+      this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflightBatches);
+      await this.o.lanes.retireIfIdle(version);
+      this.o.left();
+    }
+  }
+}

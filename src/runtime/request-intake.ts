@@ -1,0 +1,177 @@
+import type { FleetConfig } from '../contracts/fleet-config.ts';
+import type { FleetMetrics } from '../observability/metrics.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { Delivery, Outcome, Transport } from '../transport/transport.ts';
+import type { CrashSuspects } from './crash-suspects.ts';
+import type { Lane, ModelLanes } from './model-lanes.ts';
+import { admitDelivery, type Payload } from './request-admission.ts';
+import { identityOfRequest, type buildResult, type ResultIdentity } from './result-builder.ts';
+
+/** Deliveries admitted per event-loop turn (see admitSlice). */
+const ADMIT_SLICE = 256;
+
+/** Answers a delivery that is not queued (DeviceWorker.finish). */
+export type AnswerDelivery = (
+  delivery: Delivery,
+  identity: ResultIdentity,
+  replyTo: string | undefined,
+  b: Parameters<typeof buildResult>[2],
+  dlq?: Outcome['dlq'],
+) => void;
+
+export interface RequestIntakeOptions {
+  readonly config: FleetConfig;
+  readonly lanes: ModelLanes<Payload>;
+  readonly crash: CrashSuspects;
+  readonly transport: Transport;
+  readonly metrics: FleetMetrics;
+  readonly log: Logger;
+  /** Whether the worker takes new work: a delivery admitted otherwise goes back to the broker. */
+  readonly running: () => boolean;
+  /** Invalid, expired and rejected deliveries are answered at once, never queued. */
+  readonly answer: AnswerDelivery;
+  /** The scheduling loop: runs after each admission slice. */
+  readonly pump: () => void;
+}
+
+/**
+ * A device worker's intake (DESIGN §3-§4): deliveries → decode/validate → their lane's scheduler.
+ * A redelivery of a request held here rides along with it; a lane past its soft limit pauses the
+ * broker's lower priorities until it drains. JS thread only: runs from the transport's callbacks
+ * and the worker's scheduling loop.
+ */
+export class RequestIntake {
+  /**
+   * Deliveries wait here, by source priority, until admitted. Admission (decode + validate) runs
+   * in slices with a yield between them: a fetch of thousands of low-priority messages must not
+   * hold the event loop while an urgent one is waiting behind it.
+   */
+  private readonly intake: Delivery[][] = [];
+  private intakeScheduled = false;
+  /** Queued requests by id, so a redelivery that arrives meanwhile rides along with the original. */
+  private readonly queued = new Map<string, Payload>();
+  private readonly seen = new Map<string, number>();
+  private readonly paused = new Map<string, number[]>();
+  /** The last top-priority admission on this device, any lane: the device is what urgent work waits for. */
+  private lastUrgent = -Infinity;
+
+  constructor(private readonly o: RequestIntakeOptions) {}
+
+  get lastUrgentAt(): number {
+    return this.lastUrgent;
+  }
+
+  /** Whether deliveries are still waiting for admission (the worker is not idle while some are). */
+  get waiting(): boolean {
+    return this.intake.some((q) => q && q.length > 0);
+  }
+
+  /** The transport's onDeliveries. */
+  push(deliveries: Delivery[]): void {
+    for (const d of deliveries) {
+      const level = Math.max(0, Math.min(15, d.priority ?? 0));
+      (this.intake[level] ??= []).push(d);
+    }
+    this.admitSlice();
+  }
+
+  private admitSlice(): void {
+    this.intakeScheduled = false;
+    const nowMs = Date.now();
+    let budget = ADMIT_SLICE;
+    for (const queue of this.intake) {
+      if (!queue) continue;
+      while (budget > 0 && queue.length > 0) {
+        this.admit(queue.shift() as Delivery, nowMs);
+        budget--;
+      }
+      if (budget === 0) break;
+    }
+    this.o.pump();
+    if (!this.intakeScheduled && this.waiting) {
+      this.intakeScheduled = true;
+      setImmediate(() => this.admitSlice());
+    }
+  }
+
+  private admit(delivery: Delivery, nowMs: number): void {
+    const suspect = this.o.crash.take(delivery);
+    if (suspect === undefined) return this.admitNow(delivery, nowMs);
+    void suspect.then((d) => {
+      this.admitNow(d, Date.now());
+      this.o.pump();
+    });
+  }
+
+  private admitNow(delivery: Delivery, nowMs: number): void {
+    const a = admitDelivery(delivery, nowMs, {
+      limits: this.o.config.limits,
+      running: this.o.running(),
+      lanes: this.o.lanes,
+      maxHangsPerRequest: this.o.config.worker.maxHangsPerRequest,
+    });
+    if (a.kind === 'release') {
+      // Not ours to answer any more: give it back so another worker takes it.
+      void this.o.transport.release([delivery]);
+      return;
+    }
+    if (a.kind === 'answer') {
+      if (a.expired === true) this.o.metrics.deadlineMiss(a.identity.model, 'queue');
+      this.o.answer(delivery, a.identity, a.replyTo, { ...a.result, nowMs }, a.dlq);
+      return;
+    }
+    const { lane, entry } = a;
+    const { request } = entry.payload;
+    const held = this.queued.get(request.id);
+    if (held !== undefined && held.request.model === request.model && held.request.version === request.version) {
+      // Queued or on the device here already (a redelivery after a rebalance, a producer's retry):
+      // it takes that one's result instead of a second run on the device.
+      this.o.metrics.duplicateSeen(request.model);
+      held.duplicates.push(delivery);
+      return;
+    }
+    const verdict = lane.scheduler.enqueue(entry);
+    if (verdict.kind === 'rejected') {
+      if (verdict.reason === 'duplicate') {
+        this.o.metrics.duplicateSeen(request.model);
+        const queued = this.queued.get(request.id);
+        if (queued) {
+          queued.duplicates.push(delivery);
+          return;
+        }
+      }
+      this.o.answer(delivery, identityOfRequest(request), request.replyTo, { status: 'rejected', error: verdict.error, nowMs, device: -1 });
+      return;
+    }
+    this.queued.set(request.id, entry.payload);
+    if (entry.priority === 0) this.lastUrgent = nowMs;
+    if (this.seen.has(request.id)) this.o.metrics.duplicateSeen(request.model);
+    if (verdict.kind === 'backpressure') this.applyBackpressure(lane);
+  }
+
+  /** Request `id` is answered (by `delivery`): a later delivery of it is a duplicate, not a rider. */
+  answered(id: string, delivery: Delivery, nowMs: number): void {
+    this.seen.set(id, nowMs);
+    if (this.queued.get(id)?.delivery === delivery) this.queued.delete(id);
+    if (this.seen.size > 100_000) this.seen.delete(this.seen.keys().next().value as string);
+  }
+
+  private applyBackpressure(lane: Lane<Payload>): void {
+    if (this.paused.has(lane.key)) return;
+    // Lowest priorities first: keep the top level flowing so urgent work is never stuck behind bulk.
+    const levels = lane.config.priorityLevels;
+    const pause = Array.from({ length: Math.max(1, levels - 1) }, (_, i) => levels - 1 - i).filter((p) => p > 0 || levels === 1);
+    this.paused.set(lane.key, pause);
+    this.o.transport.pause(lane.config.name, pause);
+    this.o.log.info({ model: lane.config.name, priorities: pause }, 'backpressure: intake paused');
+  }
+
+  /** Resumes the lane's paused priorities once its scheduler is below the limits again. */
+  maybeResume(lane: Lane<Payload>): void {
+    const pausedLevels = this.paused.get(lane.key);
+    if (!pausedLevels || lane.scheduler.intakePaused) return;
+    this.paused.delete(lane.key);
+    this.o.transport.resume(lane.config.name, pausedLevels);
+    this.o.log.info({ model: lane.config.name }, 'backpressure released: intake resumed');
+  }
+}
