@@ -50,7 +50,7 @@ export interface ReplayOptions extends DeadLetterQuery {
   readonly dryRun?: boolean | undefined;
   /** Priority for records that do not say which they had (otherwise they are skipped). */
   readonly priority?: number | undefined;
-  /** Called every `progressEvery` records read, and once at the end. */
+  /** Called every `progressEvery` records read or re-sent, and once at the end. */
   readonly onProgress?: ((progress: { scanned: number; replayed: number }) => void) | undefined;
   readonly progressEvery?: number | undefined;
 }
@@ -210,7 +210,7 @@ export class ReplayTally {
   matched = 0;
   replayed = 0;
   readonly skipped: Array<{ ref: string; why: string }> = [];
-  private reportedAt = 0;
+  private reported = { scanned: 0, replayed: 0 };
 
   constructor(private readonly options: ReplayOptions) {}
 
@@ -235,9 +235,11 @@ export class ReplayTally {
     return this.options.limit !== undefined && this.replayed >= this.options.limit;
   }
 
+  /** Reports when `progressEvery` more records were read or re-sent (Kafka reads a fetch batch, then re-sends it in chunks). */
   progress(final = false): void {
-    if (!final && this.scanned - this.reportedAt < (this.options.progressEvery ?? 1000)) return;
-    this.reportedAt = this.scanned;
+    const every = this.options.progressEvery ?? 1000;
+    if (!final && this.scanned - this.reported.scanned < every && this.replayed - this.reported.replayed < every) return;
+    this.reported = { scanned: this.scanned, replayed: this.replayed };
     this.options.onProgress?.({ scanned: this.scanned, replayed: this.replayed });
   }
 

@@ -1,13 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import type { Admin, IHeaders, Kafka, KafkaMessage, Message, Producer } from 'kafkajs';
+import type { Admin, IHeaders, Kafka, KafkaMessage, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { checkQuery, inWindow, ListingBuilder, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, renderName } from '../names.ts';
 import { createKafka, kafkaError, type TransportLogger } from './kafka-client.ts';
+import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 
 /** A read that makes no progress for this long (time spent re-sending not counted) has stalled. */
 const STALL_MS = 30_000;
+/**
+ * Most records per produce request. Bytes are bounded too (chunkByBytes: below the broker's default
+ * 1 MiB message.max.bytes): one fetch batch of a compressed DLQ can hold many times that once
+ * decompressed, and the broker refuses an oversized record batch as a whole.
+ */
+const SEND_RECORDS = 500;
 
 function headerText(v: IHeaders[string]): string | undefined {
   if (v === undefined) return undefined;
@@ -58,13 +65,12 @@ export class KafkaDeadLetters implements DeadLetters {
       // records (a priority the model no longer has, a deleted topic) are skipped instead.
       const topics = await this.topicNames();
       await this.scan(options, async (batch) => {
-        const out = new Map<string, Message[]>();
-        let sending = 0;
+        const out: OutgoingMessage[] = [];
         let stop = false;
         for (const { letter, message } of batch) {
           if (!tally.read(letter)) continue;
           // Counts this batch's records too: tally.replayed grows only once the batch is sent.
-          if (options.limit !== undefined && tally.replayed + sending >= options.limit) {
+          if (options.limit !== undefined && tally.replayed + out.length >= options.limit) {
             stop = true;
             break;
           }
@@ -79,15 +85,21 @@ export class KafkaDeadLetters implements DeadLetters {
             tally.skipped.push({ ref: letter.ref, why: `its source topic ${target.source} does not exist; create it (start a worker of ${options.model} serving that priority) and replay again` });
             continue;
           }
-          const list = out.get(target.source) ?? [];
-          list.push({ key: message.key, value: message.value, headers: replayHeaders(message.headers ?? {}, letter.ref) });
-          out.set(target.source, list);
-          sending++;
+          out.push({ topic: target.source, message: { key: message.key, value: message.value, headers: replayHeaders(message.headers ?? {}, letter.ref) } });
         }
-        if (producer !== undefined && sending > 0) {
-          await producer.sendBatch({ topicMessages: [...out].map(([topic, messages]) => ({ topic, messages })), acks: -1 });
+        if (producer === undefined) tally.replayed += out.length;
+        else {
+          // One chunk after another (in DLQ order), counted as each is acknowledged: a failure part
+          // way reports what went out before it.
+          for (const bytesChunk of chunkByBytes(out)) {
+            for (let i = 0; i < bytesChunk.length; i += SEND_RECORDS) {
+              const chunk = bytesChunk.slice(i, i + SEND_RECORDS);
+              await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+              tally.replayed += chunk.length;
+              tally.progress();
+            }
+          }
         }
-        tally.replayed += sending;
         tally.progress();
         return stop;
       });

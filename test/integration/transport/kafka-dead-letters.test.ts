@@ -1,4 +1,4 @@
-import type { IHeaders } from 'kafkajs';
+import { CompressionTypes, type IHeaders } from 'kafkajs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KafkaDeadLetters } from '../../../src/transport/kafka/kafka-dead-letters.ts';
 import { HEADERS } from '../../../src/transport/names.ts';
@@ -150,6 +150,27 @@ describe('KafkaDeadLetters: what replay and list promise', () => {
     const report = await dl.replay({ model });
     expect(report).toMatchObject({ matched: 3, replayed: 2, skipped: [{ ref: `${dlq}/0/1`, why: expect.stringMatching(/p5/) }] });
     expect((await readAll(source(1))).map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-3']);
+  }, 120_000);
+
+  it('a replay whose records add up to more than one produce request takes (the broker\'s 1 MiB message.max.bytes) re-sends each once', async () => {
+    const { model, dlq, source, dl } = await setup();
+    // Compressed in the DLQ, these 8 x 300 kB arrive in one fetch batch; re-sent as they are, one
+    // record batch of 2.4 MB would be refused by the broker as a whole.
+    const big = (n: number): ReturnType<typeof record> => ({ ...record(source(1), n), value: Buffer.concat([Buffer.from(`big-${n}:`), Buffer.alloc(300_000, n)]) });
+    const producer = adminKafka().producer();
+    await producer.connect();
+    try {
+      await producer.send({ topic: dlq, messages: [1, 2, 3, 4, 5, 6, 7, 8].map(big), compression: CompressionTypes.GZIP, acks: -1 });
+    } finally {
+      await producer.disconnect();
+    }
+    const progress: number[] = [];
+    expect(await dl.replay({ model, progressEvery: 1, onProgress: (p) => progress.push(p.replayed) })).toMatchObject({ scanned: 8, replayed: 8, skipped: [] });
+    const sent = await readAll(source(1));
+    expect(sent.map((m) => m.value?.subarray(0, 6).toString())).toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => `big-${n}:`));
+    expect(sent.every((m, i) => m.value?.length === 300_000 + `big-${i + 1}:`.length)).toBe(true);
+    // Progress is reported as the chunks go out, not only once the whole fetch batch is sent.
+    expect(progress.length).toBeGreaterThan(2);
   }, 120_000);
 
   it('list and replay of a model whose DLQ topic does not exist answer at once with nothing', async () => {

@@ -50,7 +50,7 @@ describe('dead letters (pure parts)', () => {
     expect(listing.letters.map((l) => l.ref)).toEqual(['c', 'e']);
   });
 
-  it('a replay tally filters, stops at the limit and reports progress every N records read', () => {
+  it('a replay tally filters, stops at the limit and reports progress every N records read or re-sent', () => {
     const seen: number[] = [];
     const t = new ReplayTally({ model: 'm', reasons: ['X'], limit: 2, progressEvery: 2, onProgress: (p) => seen.push(p.scanned) });
     expect(t.read(letter('a', 'Y', 1))).toBe(false);
@@ -60,6 +60,16 @@ describe('dead letters (pure parts)', () => {
     expect(t.full).toBe(true);
     t.progress(true);
     expect(seen).toEqual([2, 2]);
+    // Re-sending what was read (Kafka: a fetch batch, in chunks) reports too.
+    const sent: number[] = [];
+    const k = new ReplayTally({ model: 'm', progressEvery: 2, onProgress: (p) => sent.push(p.replayed) });
+    for (const ref of ['a', 'b', 'c', 'd', 'e']) k.read(letter(ref, 'X', 1));
+    k.progress();
+    for (let i = 0; i < 5; i++) {
+      k.replayed++;
+      k.progress();
+    }
+    expect(sent).toEqual([0, 2, 4]);
     expect(t.report()).toEqual({ scanned: 2, matched: 0, replayed: 2, skipped: [] });
   });
 
