@@ -7,7 +7,6 @@ import { HEADERS, renderName } from '../names.ts';
 import { createKafka, kafkaError, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 
-/** A read that makes no progress for this long (time spent re-sending not counted) has stalled. */
 const STALL_MS = 30_000;
 /**
  * Most records per produce request. Bytes are bounded too (chunkByBytes: below the broker's default
@@ -39,6 +38,8 @@ export class KafkaDeadLetters implements DeadLetters {
   constructor(
     private readonly settings: KafkaSettings,
     logger?: TransportLogger,
+    /** A read that makes no progress for this long (time spent re-sending not counted) has stalled. */
+    private readonly stallMs = STALL_MS,
   ) {
     this.kafka = createKafka({ ...settings, clientId: `${settings.clientId}-dlq` }, logger, 3);
   }
@@ -177,6 +178,9 @@ export class KafkaDeadLetters implements DeadLetters {
     // and what was visited before must not be visited (re-sent) again.
     const next = new Map([...ranges].map(([p, r]) => [p, r.from]));
     let lastProgressAt = Date.now();
+    // Re-sending may take a while (broker retries, slow acks): that is progress, not a stall, and
+    // the producer's own timeouts bound it.
+    let visiting = 0;
     let failure: unknown;
     let finish: () => void = () => undefined;
     const finished = new Promise<void>((resolve) => (finish = resolve));
@@ -185,8 +189,8 @@ export class KafkaDeadLetters implements DeadLetters {
       finish();
     };
     const stalled = setInterval(() => {
-      if (Date.now() - lastProgressAt < STALL_MS) return;
-      fail(new FleetError('TIMEOUT', `reading DLQ topic ${topic} made no progress for ${STALL_MS / 1000} s (${open.size} partition(s) unfinished); check transport.kafka.brokers`, { retriable: true }));
+      if (visiting > 0 || Date.now() - lastProgressAt < this.stallMs) return;
+      fail(new FleetError('TIMEOUT', `reading DLQ topic ${topic} made no progress for ${this.stallMs / 1000} s (${open.size} partition(s) unfinished); check transport.kafka.brokers`, { retriable: true }));
     }, 1_000);
     try {
       // Partitions close on this event, not in eachBatch: kafkajs skips eachBatch for a batch
@@ -218,6 +222,7 @@ export class KafkaDeadLetters implements DeadLetters {
             const letter = letterOf(topic, batch.partition, message, (source) => sourcePriority(this.settings.topicTemplate, query.model, source) ?? undefined);
             if (inWindow(letter, query)) items.push({ letter, message });
           }
+          visiting++;
           try {
             if (await visit(items)) {
               open.clear();
@@ -225,9 +230,10 @@ export class KafkaDeadLetters implements DeadLetters {
             }
           } catch (err) {
             fail(err);
+          } finally {
+            visiting--;
+            lastProgressAt = Date.now();
           }
-          // Re-sending may take a while (broker retries): that is progress, not a stall.
-          lastProgressAt = Date.now();
         },
       });
       for (const [partition, { from }] of ranges) consumer.seek({ topic, partition, offset: String(from) });

@@ -1,5 +1,5 @@
-import { CompressionTypes, type IHeaders } from 'kafkajs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { CompressionTypes, Kafka, type IHeaders, type Producer } from 'kafkajs';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { KafkaDeadLetters } from '../../../src/transport/kafka/kafka-dead-letters.ts';
 import { HEADERS } from '../../../src/transport/names.ts';
 import { uniqueName } from '../../helpers/services.ts';
@@ -7,11 +7,12 @@ import { adminKafka, kafkaSettings } from './kafka-harness.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
+  vi.restoreAllMocks();
   await Promise.allSettled(open.splice(0).map((x) => x.close()));
 });
 
 /** Fresh names, a DLQ topic and the model's request topics (one partition each unless told). */
-async function setup(partitions = 1): Promise<{ model: string; tag: string; dlq: string; source: (p: number) => string; dl: KafkaDeadLetters }> {
+async function setup(partitions = 1, stallMs?: number): Promise<{ model: string; tag: string; dlq: string; source: (p: number) => string; dl: KafkaDeadLetters }> {
   const tag = uniqueName('kdl').replace(/[^A-Za-z0-9-]/g, '');
   const model = 'm';
   const settings = kafkaSettings({ topicTemplate: `${tag}.{model}.requests.p{priority}`, repliesTemplate: `${tag}.{model}.replies`, dlqTemplate: `${tag}.{model}.dlq` });
@@ -25,7 +26,7 @@ async function setup(partitions = 1): Promise<{ model: string; tag: string; dlq:
   } finally {
     await admin.disconnect();
   }
-  const dl = new KafkaDeadLetters(settings);
+  const dl = new KafkaDeadLetters(settings, undefined, stallMs);
   open.push(dl);
   return { model, tag, dlq: `${tag}.m.dlq`, source: (p) => `${tag}.m.requests.p${p}`, dl };
 }
@@ -172,6 +173,24 @@ describe('KafkaDeadLetters: what replay and list promise', () => {
     // Progress is reported as the chunks go out, not only once the whole fetch batch is sent.
     expect(progress.length).toBeGreaterThan(2);
   }, 120_000);
+
+  it('a broker slow to acknowledge the re-sends is not taken for a stalled read: the replay finishes', async () => {
+    const { model, dlq, source, dl } = await setup(1, 1_500);
+    await writeDlq(dlq, [1, 2, 3].map((n) => record(source(1), n)));
+    // Each acknowledgement takes longer than the stall limit (acks=all on a busy cluster).
+    const producer = Kafka.prototype.producer;
+    vi.spyOn(Kafka.prototype, 'producer').mockImplementation(function (this: Kafka, ...args: Parameters<Kafka['producer']>): Producer {
+      const p = producer.apply(this, args);
+      const send = p.sendBatch.bind(p);
+      p.sendBatch = async (batch) => {
+        await new Promise((r) => setTimeout(r, 2_500));
+        return send(batch);
+      };
+      return p;
+    });
+    expect(await dl.replay({ model })).toMatchObject({ replayed: 3, skipped: [] });
+    expect((await readAll(source(1))).map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-2', 'garbage-3']);
+  }, 90_000);
 
   it('list and replay of a model whose DLQ topic does not exist answer at once with nothing', async () => {
     const { dl } = await setup();
