@@ -84,6 +84,12 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
   if (config.transport.kind === 'memory') {
     throw new FleetError('INVALID_ARGUMENT', 'dlq needs a Kafka or BullMQ transport in --config (the memory broker lives inside `npu-fleet start`)');
   }
+  // Else silently ignored: a Kafka record goes back to the topic it came from, which is its priority.
+  if (config.transport.kind === 'kafka' && priority !== undefined) {
+    throw new FleetError('INVALID_ARGUMENT', '--priority is for BullMQ records that recorded none; on Kafka a record is re-sent to its source topic, which is its priority (drop --priority)', {
+      details: { field: 'priority' },
+    });
+  }
   const where =
     config.transport.kind === 'kafka'
       ? `kafka topic ${renderName(config.transport.kafka.dlqTemplate, query.model)}`

@@ -50,6 +50,14 @@ describe('npu-fleet dlq arguments', () => {
     }
   });
 
+  it('--priority on Kafka (where a record\'s topic is its priority) is refused naming the flag, before connecting', async () => {
+    const config = join(tempDir('npu-fleet-dlq-'), 'fleet.yaml');
+    writeFileSync(config, 'transport: { kind: kafka, kafka: { brokers: ["127.0.0.1:1"] } }\n');
+    const err: unknown = await dlqCommand(['replay', '--model', 'm', '--priority', '0', '--config', config], () => undefined).catch((e: unknown) => e);
+    expect(FleetError.is(err, 'INVALID_ARGUMENT'), String(err)).toBe(true);
+    expect((err as Error).message).toMatch(/--priority is for BullMQ records .*drop --priority/);
+  });
+
   it('--help prints the usage', async () => {
     const lines: string[] = [];
     const write = process.stdout.write.bind(process.stdout);
