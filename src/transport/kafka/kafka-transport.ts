@@ -13,6 +13,7 @@ import { messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
 import { FetchPauses } from './fetch-pauses.ts';
 import { consumerLag, decodeCommitMetadata, OffsetCommitter, tpKey } from './offset-committer.ts';
 import { PartitionTracker } from './partition-tracker.ts';
+import { predecessorMembers, predecessorMembersNote, removePredecessorMembers } from './predecessor-members.ts';
 import { ResultSender } from './result-sender.ts';
 
 export interface KafkaTransportOptions {
@@ -108,6 +109,8 @@ export class KafkaTransport implements Transport {
     this.onFatal = options.onFatal;
     this.sources = requestSources(this.settings.topicTemplate, options.subscriptions);
     const models = options.subscriptions.map((s) => s.model);
+    // Alongside the set-up below; awaited before this consumer joins (see removePredecessorMembers).
+    const predecessorsRemoved = removePredecessorMembers(this.kafka, predecessorMembers(options.predecessor?.previous), this.options.logger);
     try {
       this.admin = this.kafka.admin();
       await this.admin.connect();
@@ -146,8 +149,12 @@ export class KafkaTransport implements Transport {
       consumer.on(consumer.events.GROUP_JOIN, (e) => {
         this.onAssignment(e.payload.memberAssignment);
         watch.onJoin();
+        // On every join: a member that lost its session rejoins under a new id. This one consumer
+        // is the transport's only group member.
+        options.predecessor?.save(predecessorMembersNote([{ groupId: e.payload.groupId, memberId: e.payload.memberId }]));
       });
       consumer.on(consumer.events.CRASH, (e) => watch.onCrash(e.payload.error, e.payload.restart));
+      await predecessorsRemoved;
       await consumer.connect();
       // A new group starts at the beginning: requests published before the first worker count.
       await consumer.subscribe({ topics: [...this.sources.keys()], fromBeginning: true });

@@ -3,7 +3,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { KafkaSettingsSchema, type KafkaSettings } from '../../../src/contracts/fleet-config.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
+import { createKafka } from '../../../src/transport/kafka/kafka-client.ts';
 import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
+import { predecessorMembers, removePredecessorMembers } from '../../../src/transport/kafka/predecessor-members.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { Inbox, makeRequest, outcomeFor, startWith } from './conformance-kit.ts';
 
@@ -34,6 +36,20 @@ async function serveOne(settings: KafkaSettings, id: string): Promise<void> {
   expect(result.id).toBe(id);
 }
 
+/**
+ * A worker transport notes its group member; another client on the same settings (as the next
+ * worker of the device would) removes that member with a LeaveGroup through the same TLS / SASL.
+ */
+async function removesNotedMember(settings: KafkaSettings): Promise<void> {
+  let note: string | undefined;
+  const t = new KafkaTransport(settings, { partitions: 1 });
+  open.push(t);
+  await t.start({ subscriptions: [{ model: uniqueName('noted').replace(/-/g, ''), priorityLevels: 1 }], onDeliveries: () => {}, predecessor: { previous: undefined, save: (n) => (note = n) } });
+  const members = predecessorMembers(note);
+  expect(members).toEqual([{ groupId: settings.groupId, memberId: expect.any(String) }]);
+  expect(await removePredecessorMembers(createKafka(settings), members, undefined)).toBe(1);
+}
+
 /** What starting a transport on `settings` fails with (one kafkajs retry). */
 async function startError(settings: KafkaSettings): Promise<FleetError> {
   const t = new KafkaTransport(settings, { partitions: 1, retries: 1 });
@@ -49,6 +65,10 @@ async function startError(settings: KafkaSettings): Promise<FleetError> {
 describe('kafka with SASL/PLAIN', () => {
   it('a worker transport and a producer client log in and serve a request end to end', async () => {
     await serveOne(saslSettings(), 'over-sasl');
+  });
+
+  it("the next worker removes a dead one's group member over the same SASL login", async () => {
+    await removesNotedMember(saslSettings());
   });
 
   it('a wrong password fails the start with an error naming transport.kafka.sasl, without the password', async () => {
@@ -68,6 +88,10 @@ describe('kafka over TLS', () => {
 
   it('with the CA of the brokers (transport.kafka.ssl.caFile) a worker and a producer serve a request', async () => {
     await serveOne(tlsSettings({ caFile: getServices().kafkaTls.caFile, rejectUnauthorized: true }), 'over-tls');
+  });
+
+  it("the next worker removes a dead one's group member over the same TLS", async () => {
+    await removesNotedMember(tlsSettings({ caFile: getServices().kafkaTls.caFile, rejectUnauthorized: true }));
   });
 
   it('a broker certificate the system CAs do not vouch for fails the start naming transport.kafka.ssl', async () => {
