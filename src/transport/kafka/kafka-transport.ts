@@ -5,39 +5,19 @@ import { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import { renderName, requestSources, type SourceName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
-import { withTimeout } from '../with-timeout.ts';
 import { ConsumerWatch } from './consumer-watch.ts';
-import { createKafka, ensureTopics, kafkaError, startFailure, type TransportLogger } from './kafka-client.ts';
+import { createKafka, ensureTopics, kafkaError, startFailure } from './kafka-client.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
 import { messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
 import { FetchPauses } from './fetch-pauses.ts';
-import { consumerLag, decodeCommitMetadata, OffsetCommitter, tpKey } from './offset-committer.ts';
+import { consumerLag, OffsetCommitter, tpKey } from './offset-committer.ts';
 import { PartitionTracker } from './partition-tracker.ts';
 import { predecessorMembers, predecessorMembersNote, removePredecessorMembers } from './predecessor-members.ts';
+import { RedeliveryHints } from './redelivery-hints.ts';
 import { ResultSender } from './result-sender.ts';
+import type { KafkaTransportOptions } from './kafka-transport-options.ts';
 
-export interface KafkaTransportOptions {
-  readonly logger?: TransportLogger;
-  /** Partitions of the topics this transport creates when missing (requests, replies, DLQ). */
-  readonly partitions?: number;
-  /** Fetch long-poll bound; also how quickly a resume or a new priority-0 message is seen. */
-  readonly maxWaitTimeMs?: number;
-  readonly maxBytesPerPartition?: number;
-  /**
-   * Unsettled deliveries per partition of a priority > 0 topic before that partition is paused
-   * (resumed at half). Keeps a deep low-priority backlog at the source, so priority-0 fetches are
-   * never queued behind it locally.
-   */
-  readonly lowPriorityInflightPerPartition?: number;
-  /** The same bound for priority 0 (a memory bound only). */
-  readonly inflightPerPartition?: number;
-  /** Unique per worker process: names the transactional id in exactlyOnce mode. */
-  readonly instanceId?: string;
-  /** kafkajs retries per request before a publish/commit fails (default 8, ~30 s of backoff). */
-  readonly retries?: number;
-  /** Content-type / request-id headers on results (default off: they slow kafkajs sends a lot). */
-  readonly resultHeaders?: boolean;
-}
+export type { KafkaTransportOptions } from './kafka-transport-options.ts';
 
 interface Entry {
   readonly source: KafkaSource;
@@ -51,8 +31,6 @@ interface Partition extends TrackedPartition {
 }
 
 const EMPTY = Buffer.alloc(0);
-const HINTS_TIMEOUT_MS = 5_000;
-
 
 /**
  * Kafka transport (kafkajs). Request topics per model and priority; the eachBatch callback only
@@ -74,9 +52,7 @@ export class KafkaTransport implements Transport {
   private committer: TransactionalCommitter | undefined;
   private onDeliveries: ((d: Delivery[]) => void) | undefined;
   private readonly offsets = new OffsetCommitter(this.partitions, () => this.consumer, () => this.committer === undefined);
-  /** Per partition: highest offset a previous owner had received (from commit metadata). */
-  private readonly redeliveryHints = new Map<string, number>();
-  private hintsLoaded: Promise<void> | undefined;
+  private readonly hints: RedeliveryHints;
   private closed = false;
   private onFatal: ((err: FleetError) => void) | undefined;
   private readonly pauses: FetchPauses;
@@ -98,6 +74,14 @@ export class KafkaTransport implements Transport {
       { lowPriorityInflight: options.lowPriorityInflightPerPartition ?? 256, topPriorityInflight: options.inflightPerPartition ?? 8192 },
       options.logger,
     );
+    this.hints = new RedeliveryHints({
+      admin: () => this.admin,
+      groupId: settings.groupId,
+      requestTopics: () => [...this.sources.keys()],
+      holds: (key) => this.partitions.has(key),
+      offsets: this.offsets,
+      logger: options.logger,
+    });
     // One id for every producer this transport starts: a replacement fences its predecessor.
     this.transactionalId = `${settings.clientId}.${settings.groupId}.${options.instanceId ?? randomUUID()}`;
   }
@@ -164,7 +148,7 @@ export class KafkaTransport implements Transport {
         partitionsConsumedConcurrently: 1,
         eachBatch: async (payload) => {
           // Once per rebalance: one admin round trip for the redelivery hints, then never waits.
-          if (this.hintsLoaded !== undefined) await this.hintsLoaded;
+          if (this.hints.loaded !== undefined) await this.hints.loaded;
           this.onBatch(payload);
         },
       });
@@ -192,37 +176,7 @@ export class KafkaTransport implements Transport {
     }
     this.committer?.revoke(revoked);
     this.pauses.reassigned(assigned, this.sources.keys());
-    this.hintsLoaded = this.loadHints(assigned);
-  }
-
-  /**
-   * Every commit carries metadata (encodeCommitMetadata): the highest offset delivered so far, so a
-   * worker that takes over a partition after a crash marks the messages the dead one had received
-   * as redelivered, and the offsets that were on a device when it hung, with their counts.
-   * Best effort: messages received after the dead worker's last commit look new.
-   */
-  private async loadHints(assigned: ReadonlySet<string>): Promise<void> {
-    if (this.admin === undefined) return;
-    try {
-      // Best effort, and every batch waits for it: bounded, so an admin connection left broken by
-      // a broker outage cannot hold the consumer (and its rejoin) behind a hung request.
-      const committed = await withTimeout(
-        this.admin.fetchOffsets({ groupId: this.settings.groupId, topics: [...this.sources.keys()] }),
-        HINTS_TIMEOUT_MS,
-        'reading commit metadata',
-      );
-      for (const t of committed) {
-        for (const p of t.partitions) {
-          const key = tpKey(t.topic, p.partition);
-          if (!assigned.has(key) || this.partitions.has(key)) continue;
-          const { highest, suspects } = decodeCommitMetadata(p.metadata);
-          if (highest !== undefined) this.redeliveryHints.set(key, highest);
-          this.offsets.adoptSuspects(key, suspects);
-        }
-      }
-    } catch (err) {
-      this.options.logger?.warn({ err }, 'could not read commit metadata; redelivered flags stay false');
-    }
+    this.hints.load(assigned);
   }
 
   private onBatch({ batch }: EachBatchPayload): void {
@@ -230,7 +184,7 @@ export class KafkaTransport implements Transport {
     if (source === undefined || this.pauses.stopped || this.closed) return;
     const part = this.partitionFor(batch.topic, batch.partition, source.priority);
     const key = tpKey(batch.topic, batch.partition);
-    const hint = this.redeliveryHints.get(key) ?? -1;
+    const hint = this.hints.highestDelivered(key);
     const now = Date.now();
     const deliveries: Delivery[] = [];
     for (const m of batch.messages) {
