@@ -1,6 +1,7 @@
 import { FleetError } from '../errors/fleet-error.ts';
 import { AdaptiveLimit } from './adaptive-limit.ts';
 import { DeviceTimeEstimator } from './device-time-estimator.ts';
+import { ExpiryIndex } from './expiry-index.ts';
 import { Lane, fifoLess, passesOver, ranksBefore } from './lane.ts';
 import type { Entry } from './lane.ts';
 import { resolveSchedulerOptions } from './scheduler-options.ts';
@@ -32,6 +33,7 @@ export class BatchScheduler<P = unknown> {
   /** gearOf[n]: smallest gear holding n items (n <= the largest gear). */
   private readonly gearOf: Int32Array;
   private readonly byId = new Map<string, Entry<P>>();
+  private readonly expiry = new ExpiryIndex<P>();
   private readonly estimator: DeviceTimeEstimator;
   private readonly adaptive: AdaptiveLimit;
   private seq = 0;
@@ -42,7 +44,6 @@ export class BatchScheduler<P = unknown> {
   private recentPaddingRatio = 0;
   /** During a decide that may send a batch against a stale estimate: its clock (see fits). */
   private probeAt: number | undefined;
-  private probed = false;
   private lastProbeAt = -Infinity;
 
   constructor(options: SchedulerOptionsInput = {}) {
@@ -138,6 +139,7 @@ export class BatchScheduler<P = unknown> {
       level,
       bucket,
       items: req.items,
+      gear: this.gearOf[req.items] as number,
       bytes,
       arrivedAt: req.arrivedAt,
       deadline: req.deadlineAt ?? Infinity,
@@ -145,10 +147,12 @@ export class BatchScheduler<P = unknown> {
       seq: this.seq++,
       edfPos: -1,
       fifoPos: -1,
+      expiryPos: -1,
     };
     const lane = this.lanes[level * this.bucketCount + bucket] as Lane<P>;
     lane.edf.push(entry);
     lane.fifo.push(entry);
+    this.expiry.add(entry);
     this.byId.set(req.id, entry);
     this.items += entry.items;
     this.bytes += bytes;
@@ -172,10 +176,9 @@ export class BatchScheduler<P = unknown> {
   decide(nowMs: number, deviceFreeAt: number = nowMs, maxLevel = Infinity): Decision<P> {
     // Probes only on an idle device, where a batch late for its deadline delays nothing else.
     this.probeAt = deviceFreeAt <= nowMs && nowMs - this.lastProbeAt >= this.options.probeIntervalMs ? nowMs : undefined;
-    this.probed = false;
     try {
       const d = this.decideNow(nowMs, deviceFreeAt, maxLevel);
-      if (d.kind === 'dispatch' && this.probed) this.lastProbeAt = nowMs;
+      if (d.kind === 'dispatch' && d.batch.probe) this.lastProbeAt = nowMs;
       return d;
     } finally {
       this.probeAt = undefined;
@@ -213,14 +216,7 @@ export class BatchScheduler<P = unknown> {
    * to answer it `expired`, instead of when the device next frees up.
    */
   nextUnreachableAt(): number {
-    let at = Infinity;
-    for (const lane of this.lanes) {
-      const head = lane.edf.peek();
-      if (head !== undefined && head.deadline !== Infinity) {
-        at = Math.min(at, head.deadline - this.estimator.estimateMs(this.gearOf[head.items] as number));
-      }
-    }
-    return at;
+    return this.expiry.earliestLatestStart((gear) => this.estimator.estimateMs(gear));
   }
 
   /** Feeds a completed batch: device time per gear (EWMA) and the adaptive limit. */
@@ -318,6 +314,7 @@ export class BatchScheduler<P = unknown> {
     const lane = this.lanes[entry.level * this.bucketCount + entry.bucket] as Lane<P>;
     lane.edf.removeAt(entry.edfPos);
     lane.fifo.removeAt(entry.fifoPos);
+    this.expiry.remove(entry);
     this.byId.delete(entry.req.id);
     this.items -= entry.items;
     this.bytes -= entry.bytes;
@@ -336,7 +333,7 @@ export class BatchScheduler<P = unknown> {
 
   /** True when the request cannot finish by its deadline even in the smallest batch holding it. */
   private unreachable(entry: Entry<P>, startAt: number): boolean {
-    return !this.fits(startAt, this.gearOf[entry.items] as number, entry.deadline);
+    return !this.fits(startAt, entry.gear, entry.deadline);
   }
 
   /**
@@ -344,27 +341,26 @@ export class BatchScheduler<P = unknown> {
    * decide that may probe (see estimateTrustMs), because the deadline is still ahead and the
    * gear's estimate is stale. An estimate that rules its gear out is never corrected otherwise:
    * the traffic it rules out is expired without device time, so that gear never runs again.
+   * No side effect: a batch is a probe when it is sent past its estimate (see finish), not when
+   * some request was merely spared by this check.
    */
   private fits(startAt: number, gear: number, deadline: number): boolean {
     if (startAt + this.estimator.estimateMs(gear) <= deadline) return true;
     // Before any batch completed the prior rules: a probe corrects learnt estimates, not guesses.
     if (this.probeAt === undefined || deadline <= startAt || !this.estimator.hasData) return false;
     const sampledAt = this.estimator.lastSampleAt(gear);
-    if (sampledAt !== undefined && this.probeAt - sampledAt < this.options.estimateTrustMs) return false;
-    this.probed = true;
-    return true;
+    return sampledAt === undefined || this.probeAt - sampledAt >= this.options.estimateTrustMs;
   }
 
   /**
-   * Expires from the deadline end of every lane. A later-deadline but larger request behind a
-   * reachable head is caught when composition reaches it.
+   * Expires every queued request that cannot make its deadline from `startAt`, wherever it sits in
+   * its lane (a larger request behind a viable head runs out of time first): see ExpiryIndex.
    */
   private expireUnreachable(startAt: number, out: SchedulerRequest<P>[]): void {
-    for (const lane of this.lanes) {
-      for (let head = lane.edf.peek(); head !== undefined && this.unreachable(head, startAt); head = lane.edf.peek()) {
-        this.expire(head, out);
-      }
-    }
+    this.expiry.sweep(
+      (e) => this.unreachable(e, startAt),
+      (e) => this.expire(e, out),
+    );
   }
 
   private topOverall(nowMs: number): Entry<P> | undefined {
@@ -497,6 +493,7 @@ export class BatchScheduler<P = unknown> {
     const lane = this.lanes[entry.level * this.bucketCount + entry.bucket] as Lane<P>;
     lane.edf.push(entry);
     lane.fifo.push(entry);
+    this.expiry.add(entry);
     this.byId.set(entry.req.id, entry);
     this.items += entry.items;
     // removeEntry took its bytes off: without this, queuedBytes drifts below what is held and the byte limits loosen.
@@ -508,6 +505,9 @@ export class BatchScheduler<P = unknown> {
 
   private finish(members: Entry<P>[], items: number, bucket: number, limit: number, reason: DispatchReason, startAt: number): Batch<P> {
     const gear = this.gearOf[items] as number;
+    const estimatedDeviceMs = this.estimator.estimateMs(gear);
+    let minDeadline = Infinity;
+    for (const e of members) if (e.deadline < minDeadline) minDeadline = e.deadline;
     const bound = this.options.buckets.length > 0 ? (this.options.buckets[bucket] as number) : null;
     let realSlots = items;
     let paddedLengthSlots = 0;
@@ -536,8 +536,9 @@ export class BatchScheduler<P = unknown> {
       boundLength: bound,
       paddedLengthSlots,
       startAt,
-      estimatedDeviceMs: this.estimator.estimateMs(gear),
-      probe: this.probed,
+      estimatedDeviceMs,
+      // Only fits' stale-estimate allowance lets a member in past the estimate.
+      probe: startAt + estimatedDeviceMs > minDeadline,
       reason,
       limit,
     };

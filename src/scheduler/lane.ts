@@ -1,12 +1,14 @@
 import { IndexedHeap } from './indexed-heap.ts';
 import type { SchedulerRequest } from './scheduler-types.ts';
 
-/** One queued request plus its positions in its lane's two heaps. */
+/** One queued request plus its positions in its lane's two heaps and the expiry index. */
 export interface Entry<P> {
   readonly req: SchedulerRequest<P>;
   readonly level: number;
   readonly bucket: number;
   readonly items: number;
+  /** The smallest gear holding `items`: the batch it would run in alone. */
+  readonly gear: number;
   readonly bytes: number;
   readonly arrivedAt: number;
   /** Infinity when the request has no deadline. */
@@ -16,6 +18,7 @@ export interface Entry<P> {
   readonly seq: number;
   edfPos: number;
   fifoPos: number;
+  expiryPos: number;
 }
 
 export const edfLess = <P>(a: Entry<P>, b: Entry<P>): boolean =>

@@ -54,8 +54,28 @@ export function runRuntimeLike(options: SchedulerOptionsInput, steps: readonly S
   let wakeAt = Infinity;
   let next = 0;
   let batchNo = 0;
+  // Never expires a request that could still make its deadline alone from startAt.
+  const checkExpired = (expired: readonly SchedulerRequest<number>[], startAt: number) => {
+    for (const e of expired) {
+      end(e.id, 'expired');
+      const doneAt = startAt + s.estimateDeviceMs(s.gearFor(e.items) as number);
+      if (doneAt <= (e.deadlineAt ?? Infinity)) breaches.push(`${e.id} expired at start ${startAt}, though it could end by ${doneAt} <= ${e.deadlineAt}`);
+    }
+  };
+  // ...and leaves none queued that cannot, wherever it sits in its lane (checked by scanning the
+  // queue here, not through nextUnreachableAt, which must agree).
+  const checkTimely = (startAt: number) => {
+    let latestStart = Infinity;
+    for (const r of reqs) {
+      if (r.deadlineAt === undefined || !s.has(r.id)) continue;
+      const doneAt = startAt + s.estimateDeviceMs(s.gearFor(r.items) as number);
+      if (doneAt > r.deadlineAt) breaches.push(`${r.id} is still queued after expiring at ${startAt}, though it cannot end before ${doneAt} > ${r.deadlineAt}`);
+      latestStart = Math.min(latestStart, r.deadlineAt - s.estimateDeviceMs(s.gearFor(r.items) as number));
+    }
+    if (s.nextUnreachableAt() !== latestStart) breaches.push(`nextUnreachableAt ${s.nextUnreachableAt()} != ${latestStart}`);
+  };
   const check = (d: Decision<number>, now: number, startAt: number) => {
-    for (const e of d.expired) end(e.id, 'expired');
+    checkExpired(d.expired, startAt);
     if (d.kind === 'wait' && !(Number.isFinite(d.untilAt) && d.untilAt > now)) breaches.push(`wait until ${d.untilAt} at ${now}`);
     if (d.kind !== 'dispatch') return;
     const b = d.batch;
@@ -107,7 +127,8 @@ export function runRuntimeLike(options: SchedulerOptionsInput, steps: readonly S
         wakeAt = now; // pump again at once, as the worker does
       } else if (d.kind === 'wait') wakeAt = d.untilAt;
     } else {
-      for (const e of s.collectExpired(now, freeAt)) end(e.id, 'expired');
+      checkExpired(s.collectExpired(now, freeAt), Math.max(now, freeAt));
+      checkTimely(Math.max(now, freeAt));
       const at = s.nextUnreachableAt() + 1;
       if (Number.isNaN(at)) breaches.push('nextUnreachableAt NaN');
       wakeAt = Math.max(at, now + 1e-6);
