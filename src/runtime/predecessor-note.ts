@@ -20,10 +20,11 @@ function processAlive(pid: number): boolean {
 
 /**
  * The note the previous worker process of this device left for the transport (its BullMQ worker
- * ids: see TransportStartOptions.predecessor), handed over only when that process is dead: a
- * worker still running (two started for one device by mistake, or a pid reused since) keeps what
- * it holds. A note from another host (a journal directory on a shared volume) is not ours to act
- * on either. Read once at start; the new note replaces it. JS thread only; best effort.
+ * ids or Kafka group member: see TransportStartOptions.predecessor), handed over only when that
+ * process is dead: a worker still running (two started for one device by mistake, or a pid reused
+ * since) keeps what it holds. A note from another host (a journal directory on a shared volume) is
+ * not ours to act on either. Read once at start; the new note replaces it. JS thread only; best
+ * effort.
  */
 export function openPredecessorNote(path: string, log: Logger): PredecessorNote {
   let previous: string | undefined;

@@ -71,7 +71,9 @@ export interface TransportStartOptions {
    * The note the previous worker process of this device left, handed over only if it is dead, and
    * where to leave this one's. A BullMQ transport notes its workers' ids, so the next worker puts
    * back at once the jobs a dead one held instead of leaving them until their locks lapse
-   * (`lockDurationMs`: minutes). Absent: nothing is kept (the memory broker, tests).
+   * (`lockDurationMs`: minutes); a Kafka transport notes its consumer-group member, so the next
+   * worker removes a dead one from the group instead of waiting out `sessionTimeoutMs`. Absent:
+   * nothing is kept (the memory broker, tests).
    */
   readonly predecessor?: PredecessorNote;
 }
