@@ -70,6 +70,25 @@ describe('BullmqDeadLetters', () => {
     expect((await a.list({ model })).scanned).toBe(0);
   });
 
+  it('a record claimed by a replay that died before re-sending it stays in the DLQ, and is re-sent once the claim lapses', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('bdl').replace(/[^A-Za-z0-9-]/g, '');
+    const dlq = new Queue(`${model}.dlq`, { connection: { url: settings.redisUrl } as never, prefix: settings.prefix });
+    open.push(dlq);
+    const job = await dlq.add('dead-letter', record(model, 'r1'));
+    const redis = new Redis(settings.redisUrl);
+    open.push({ close: async () => void redis.disconnect() });
+    // What a replay killed between its claim and the re-send leaves behind (its claim, shortened here).
+    await redis.set(`${settings.prefix}:${model}.dlq:${job.id ?? ''}:replay-claim`, 'dead-replay', 'PX', 1_000);
+    const dl = new BullmqDeadLetters(settings);
+    open.push(dl);
+    expect(await dl.replay({ model })).toMatchObject({ matched: 1, replayed: 0, skipped: [{ ref: `${model}.dlq/${job.id ?? ''}`, why: expect.stringMatching(/another replay is re-sending it/) }] });
+    expect((await dl.list({ model })).scanned).toBe(1);
+    await new Promise((r) => setTimeout(r, 1_100));
+    expect(await dl.replay({ model })).toMatchObject({ replayed: 1, skipped: [] });
+    expect((await dl.list({ model })).scanned).toBe(0);
+  });
+
   it('a re-send that fails leaves the record in the DLQ, unclaimed: the next replay sends it', async () => {
     const settings = bullmqSettings();
     const model = uniqueName('bdl').replace(/[^A-Za-z0-9-]/g, '');
