@@ -67,8 +67,11 @@ describe.each<TransportKind>(['kafka', 'bullmq'])('fleet reliability on %s', (ki
     await waitFor(answered(load, reqs), 240_000, 'every request answered after the kill', missing(load, reqs, fleet));
     console.log(`[e2e ${kind}] SIGKILL drill: ${reqs.length} requests, ${load.results.duplicates} duplicate result(s), statuses ${JSON.stringify(load.results.statuses())}`);
     expect(fleet.output()).toMatch(/worker exited; restarting/);
-    // BullMQ: the restarted worker puts back what the killed one held (else: when its 2-minute locks lapse).
+    // The restarted worker takes over at once what the killed one held: BullMQ puts back its jobs
+    // (else: when their 2-minute locks lapse); Kafka removes its group member (else: when its
+    // session times out).
     if (kind === 'bullmq') expect(fleet.output()).toMatch(/put back the jobs the dead previous worker of this device held/);
+    else expect(fleet.output()).toMatch(/removed the dead previous worker's member from its consumer group/);
     expect(load.results.statuses().failed ?? 0).toBe(0);
     for (const r of reqs) expect(load.results.first(r.id)?.status).toBe('ok');
     expect(await fleet.stop()).toBe(0);
