@@ -94,7 +94,8 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     config.transport.kind === 'kafka'
       ? `kafka topic ${renderName(config.transport.kafka.dlqTemplate, query.model)}`
       : `bullmq queue ${renderName(config.transport.bullmq.dlqTemplate, query.model)}`;
-  const dl: DeadLetters = openDeadLetters(config.transport, { log: createLogger({ level: 'error' }) });
+  // Client logs to stderr: stdout carries the answer (--json is read by scripts).
+  const dl: DeadLetters = openDeadLetters(config.transport, { log: createLogger({ level: 'error', destination: process.stderr }) });
   try {
     if (sub === 'list') {
       const listing = await dl.list(query);

@@ -27,6 +27,17 @@ function cli(args: string[]): { code: number | null; stdout: string; stderr: str
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+describe('npu-fleet dlq output', () => {
+  it('keeps stdout for its answer: client logs (a broker out of reach) go to stderr, so --json output stays parseable', () => {
+    const configFile = join(tempDir('npu-fleet-dlq-cli-'), 'fleet.yaml');
+    writeFileSync(configFile, stringify({ transport: { kind: 'kafka', kafka: { brokers: ['127.0.0.1:1'] } } }));
+    const r = cli(['dlq', 'list', '--config', configFile, '--model', 'm', '--json']);
+    expect(r.code).not.toBe(0);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/check transport\.kafka\.brokers/);
+  });
+});
+
 /**
  * `npu-fleet dlq` against the real brokers: dead letters written by the transport itself (a model
  * this fleet did not serve, and garbage) are listed by reason, and replaying one reason re-sends
