@@ -1,20 +1,14 @@
-import { FleetError } from '../errors/fleet-error.ts';
 import { AdaptiveLimit } from './adaptive-limit.ts';
 import { DeviceTimeEstimator } from './device-time-estimator.ts';
-import { ExpiryIndex } from './expiry-index.ts';
-import { Lane, fifoLess, passesOver, ranksBefore } from './lane.ts';
+import { passesOver, ranksBefore } from './lane.ts';
 import type { Entry } from './lane.ts';
+import { RequestQueue } from './request-queue.ts';
+import { SchedulerCounters } from './scheduler-counters.ts';
 import { resolveSchedulerOptions } from './scheduler-options.ts';
 import type { SchedulerOptions, SchedulerOptionsInput } from './scheduler-options.ts';
-import type {
-  Batch,
-  Decision,
-  DispatchReason,
-  EnqueueResult,
-  RejectReason,
-  SchedulerRequest,
-  SchedulerStats,
-} from './scheduler-types.ts';
+import type { Batch, Decision, DispatchReason, EnqueueResult, RejectReason, SchedulerRequest, SchedulerStats } from './scheduler-types.ts';
+import { StaleEstimateProbe } from './stale-estimate-probe.ts';
+import { rejection, validateRequest } from './validate-request.ts';
 
 /**
  * The pure batching core for one model: per-level queues, deadlines, gears, buckets and the
@@ -23,41 +17,20 @@ import type {
  */
 export class BatchScheduler<P = unknown> {
   readonly options: SchedulerOptions;
-  private readonly lanes: Lane<P>[] = [];
-  private readonly bucketCount: number;
-  private readonly bucketItems: number[];
-  private readonly levelRequests: number[];
-  private readonly levelItems: number[];
-  private readonly levelExpired: number[];
-  private readonly levelDispatched: number[];
+  private readonly queue: RequestQueue<P>;
+  private readonly counters: SchedulerCounters;
   /** gearOf[n]: smallest gear holding n items (n <= the largest gear). */
   private readonly gearOf: Int32Array;
-  private readonly byId = new Map<string, Entry<P>>();
-  private readonly expiry = new ExpiryIndex<P>();
   private readonly estimator: DeviceTimeEstimator;
   private readonly adaptive: AdaptiveLimit;
+  private readonly probe: StaleEstimateProbe;
   private seq = 0;
-  private items = 0;
-  private bytes = 0;
-  private paused = false;
-  private counters = { batches: 0, requests: 0, items: 0, paddedItems: 0, slots: 0, realSlots: 0, expired: 0, rejected: 0 };
-  private recentPaddingRatio = 0;
-  /** During a decide that may send a batch against a stale estimate: its clock (see fits). */
-  private probeAt: number | undefined;
-  private lastProbeAt = -Infinity;
 
   constructor(options: SchedulerOptionsInput = {}) {
     const o = resolveSchedulerOptions(options);
     this.options = o;
-    this.bucketCount = Math.max(1, o.buckets.length);
-    for (let level = 0; level < o.priorityLevels; level++) {
-      for (let bucket = 0; bucket < this.bucketCount; bucket++) this.lanes.push(new Lane<P>(level, bucket));
-    }
-    this.bucketItems = new Array<number>(this.bucketCount).fill(0);
-    this.levelRequests = new Array<number>(o.priorityLevels).fill(0);
-    this.levelItems = new Array<number>(o.priorityLevels).fill(0);
-    this.levelExpired = new Array<number>(o.priorityLevels).fill(0);
-    this.levelDispatched = new Array<number>(o.priorityLevels).fill(0);
+    this.queue = new RequestQueue<P>(o);
+    this.counters = new SchedulerCounters(o.priorityLevels, o.ewmaAlpha);
     this.gearOf = new Int32Array(o.maxBatchSize + 1);
     let g = 0;
     for (let n = 1; n <= o.maxBatchSize; n++) {
@@ -65,6 +38,7 @@ export class BatchScheduler<P = unknown> {
       this.gearOf[n] = o.gears[g] as number;
     }
     this.estimator = new DeviceTimeEstimator(o.ewmaAlpha, o.priorDeviceBaseMs, o.priorDevicePerItemMs);
+    this.probe = new StaleEstimateProbe(this.estimator, o);
     this.adaptive = new AdaptiveLimit(o.gears, {
       targetLatencyMs: o.targetLatencyMs,
       windowBatches: o.adaptiveWindowBatches,
@@ -74,26 +48,26 @@ export class BatchScheduler<P = unknown> {
   }
 
   get queuedRequests(): number {
-    return this.byId.size;
+    return this.queue.size;
   }
 
   /** Requests queued at one priority level (0 = most urgent); O(1). */
   queuedAtLevel(level: number): number {
-    return this.levelRequests[level] ?? 0;
+    return this.queue.requestsAtLevel(level);
   }
 
   get queuedItems(): number {
-    return this.items;
+    return this.queue.items;
   }
 
   /** Host memory held by queued requests (their `bytes`). */
   get queuedBytes(): number {
-    return this.bytes;
+    return this.queue.bytes;
   }
 
   /** True from a soft limit (items or bytes) until both are back at their low watermarks. */
   get intakePaused(): boolean {
-    return this.paused;
+    return this.queue.intakePaused;
   }
 
   /** Current adaptive limit on items per batch (a gear). */
@@ -111,22 +85,23 @@ export class BatchScheduler<P = unknown> {
   }
 
   has(id: string): boolean {
-    return this.byId.has(id);
+    return this.queue.has(id);
   }
 
   enqueue(req: SchedulerRequest<P>): EnqueueResult {
     const o = this.options;
-    const invalid = this.validate(req);
+    const q = this.queue;
+    const invalid = validateRequest(req, o);
     if (invalid !== null) return this.reject(invalid[0], invalid[1], req);
-    if (this.byId.has(req.id)) return this.reject('duplicate', `request ${req.id} is already queued`, req);
-    if (this.items + req.items > o.hardLimitItems) {
-      return this.reject('queue-full', `queue holds ${this.items} items; ${req.items} more would pass hardLimitItems ${o.hardLimitItems}`, req);
+    if (q.has(req.id)) return this.reject('duplicate', `request ${req.id} is already queued`, req);
+    if (q.items + req.items > o.hardLimitItems) {
+      return this.reject('queue-full', `queue holds ${q.items} items; ${req.items} more would pass hardLimitItems ${o.hardLimitItems}`, req);
     }
     const bytes = req.bytes ?? 0;
     // An empty queue takes any one request: the wire limits bound its size, and refusing it here
     // would refuse it forever.
-    if (this.byId.size > 0 && this.bytes + bytes > o.hardLimitBytes) {
-      return this.reject('queue-full', `queue holds ${this.bytes} bytes; ${bytes} more would pass hardLimitBytes ${o.hardLimitBytes}`, req);
+    if (q.size > 0 && q.bytes + bytes > o.hardLimitBytes) {
+      return this.reject('queue-full', `queue holds ${q.bytes} bytes; ${bytes} more would pass hardLimitBytes ${o.hardLimitBytes}`, req);
     }
     let bucket = 0;
     if (o.buckets.length > 0) {
@@ -134,7 +109,7 @@ export class BatchScheduler<P = unknown> {
       while ((o.buckets[bucket] as number) < length) bucket++;
     }
     const level = req.priority;
-    const entry: Entry<P> = {
+    q.add({
       req,
       level,
       bucket,
@@ -148,40 +123,27 @@ export class BatchScheduler<P = unknown> {
       edfPos: -1,
       fifoPos: -1,
       expiryPos: -1,
-    };
-    const lane = this.lanes[level * this.bucketCount + bucket] as Lane<P>;
-    lane.edf.push(entry);
-    lane.fifo.push(entry);
-    this.expiry.add(entry);
-    this.byId.set(req.id, entry);
-    this.items += entry.items;
-    this.bytes += bytes;
-    this.bucketItems[bucket] = (this.bucketItems[bucket] as number) + entry.items;
-    this.levelRequests[level] = (this.levelRequests[level] as number) + 1;
-    this.levelItems[level] = (this.levelItems[level] as number) + entry.items;
-    if (this.items >= o.softLimitItems || this.bytes >= o.softLimitBytes) this.paused = true;
-    return this.paused ? { kind: 'backpressure' } : { kind: 'accepted' };
+    });
+    return q.pauseAtSoftLimit() ? { kind: 'backpressure' } : { kind: 'accepted' };
   }
 
   /**
    * The one decision: dispatch a batch, wait until a time, or idle; plus the requests that expired.
    * `deviceFreeAt` (optional) is when the device can start this batch, if it is still busy; the
    * deadline checks then count from it.
-   */
-  /**
    * `maxLevel` caps the priority levels a batch led by work within the cap may take in: with 0, a
    * batch led by a top-level request holds only top-level requests (no lower-priority filler), so
    * urgent work sent to a busy device stays short. Batches led by lower levels are not capped.
    */
   decide(nowMs: number, deviceFreeAt: number = nowMs, maxLevel = Infinity): Decision<P> {
-    // Probes only on an idle device, where a batch late for its deadline delays nothing else.
-    this.probeAt = deviceFreeAt <= nowMs && nowMs - this.lastProbeAt >= this.options.probeIntervalMs ? nowMs : undefined;
+    this.probe.open(nowMs, deviceFreeAt);
+    let probed = false;
     try {
       const d = this.decideNow(nowMs, deviceFreeAt, maxLevel);
-      if (d.kind === 'dispatch' && d.batch.probe) this.lastProbeAt = nowMs;
+      probed = d.kind === 'dispatch' && d.batch.probe;
       return d;
     } finally {
-      this.probeAt = undefined;
+      this.probe.close(nowMs, probed);
     }
   }
 
@@ -190,7 +152,7 @@ export class BatchScheduler<P = unknown> {
     const expired: SchedulerRequest<P>[] = [];
     this.expireUnreachable(startAt, expired);
     for (;;) {
-      const top = this.topOverall(nowMs);
+      const top = this.queue.topOverall(nowMs);
       if (top === undefined) return { kind: 'idle', expired };
       const limit = this.adaptive.current;
       const trigger = this.trigger(top.bucket, limit, nowMs, startAt);
@@ -216,7 +178,7 @@ export class BatchScheduler<P = unknown> {
    * to answer it `expired`, instead of when the device next frees up.
    */
   nextUnreachableAt(): number {
-    return this.expiry.earliestLatestStart((gear) => this.estimator.estimateMs(gear));
+    return this.queue.earliestLatestStart((gear) => this.estimator.estimateMs(gear));
   }
 
   /** Feeds a completed batch: device time per gear (EWMA) and the adaptive limit. */
@@ -227,51 +189,39 @@ export class BatchScheduler<P = unknown> {
 
   /** Removes one queued request (cancellation); undefined if it is not queued. */
   remove(id: string): SchedulerRequest<P> | undefined {
-    const entry = this.byId.get(id);
+    const entry = this.queue.get(id);
     if (entry === undefined) return undefined;
-    this.removeEntry(entry);
+    this.queue.remove(entry);
     return entry.req;
   }
 
   /** Removes and returns everything queued, oldest first (shutdown: release / nack them). */
   drain(): SchedulerRequest<P>[] {
-    const all = [...this.byId.values()].sort((a, b) => (fifoLess(a, b) ? -1 : 1));
-    for (const entry of all) this.removeEntry(entry);
-    return all.map((e) => e.req);
+    return this.queue.drain().map((e) => e.req);
   }
 
   stats(nowMs: number): SchedulerStats {
     const c = this.counters;
     const adaptive = this.adaptive.stats;
-    const levels = this.levelRequests.map((requests, level) => {
-      let oldest = Infinity;
-      for (let b = 0; b < this.bucketCount; b++) {
-        const head = (this.lanes[level * this.bucketCount + b] as Lane<P>).fifo.peek();
-        if (head !== undefined && head.arrivedAt < oldest) oldest = head.arrivedAt;
-      }
+    const q = this.queue;
+    const levels = Array.from({ length: this.options.priorityLevels }, (_, level) => {
+      const oldest = q.oldestArrivedAt(level);
       return {
         level,
-        requests,
-        items: this.levelItems[level] as number,
+        requests: q.requestsAtLevel(level),
+        items: q.itemsAtLevel(level),
         oldestAgeMs: oldest === Infinity ? 0 : Math.max(0, nowMs - oldest),
-        expired: this.levelExpired[level] as number,
-        dispatched: this.levelDispatched[level] as number,
+        expired: c.expiredAtLevel(level),
+        dispatched: c.dispatchedAtLevel(level),
       };
     });
     return {
-      queuedRequests: this.byId.size,
-      queuedItems: this.items,
-      queuedBytes: this.bytes,
-      intakePaused: this.paused,
+      queuedRequests: q.size,
+      queuedItems: q.items,
+      queuedBytes: q.bytes,
+      intakePaused: q.intakePaused,
       levels,
-      dispatchedBatches: c.batches,
-      dispatchedRequests: c.requests,
-      dispatchedItems: c.items,
-      paddedItems: c.paddedItems,
-      paddingRatio: c.slots === 0 ? 0 : 1 - c.realSlots / c.slots,
-      recentPaddingRatio: this.recentPaddingRatio,
-      expiredRequests: c.expired,
-      rejectedRequests: c.rejected,
+      ...c.snapshot(),
       adaptiveLimit: adaptive.limit,
       adaptiveLastP90Ms: adaptive.lastP90Ms,
       adaptiveChanges: adaptive.changes,
@@ -281,75 +231,20 @@ export class BatchScheduler<P = unknown> {
 
   // ---- internals -------------------------------------------------------------------------------
 
-  private validate(req: SchedulerRequest<P>): [RejectReason, string] | null {
-    const o = this.options;
-    if (!Number.isInteger(req.priority) || req.priority < 0 || req.priority >= o.priorityLevels) {
-      return ['invalid', `priority ${req.priority} is outside 0..${o.priorityLevels - 1}`];
-    }
-    if (!Number.isInteger(req.items) || req.items < 1) return ['invalid', `items must be a positive integer, got ${req.items}`];
-    if (!Number.isFinite(req.arrivedAt)) return ['invalid', 'arrivedAt must be a finite epoch ms'];
-    if (req.deadlineAt !== undefined && Number.isNaN(req.deadlineAt)) return ['invalid', 'deadlineAt is NaN'];
-    if (req.bytes !== undefined && !(Number.isFinite(req.bytes) && req.bytes >= 0)) return ['invalid', `bytes must be a finite number >= 0, got ${req.bytes}`];
-    if (req.items > o.maxBatchSize) {
-      return ['too-large', `request has ${req.items} samples; the largest batch is ${o.maxBatchSize} and a request is never split`];
-    }
-    if (o.buckets.length > 0) {
-      const length = req.length;
-      if (length === undefined || !Number.isInteger(length) || length < 0) {
-        return ['invalid', 'length (of the variable axis) is required for a bucketed model'];
-      }
-      const biggest = o.buckets[o.buckets.length - 1] as number;
-      if (length > biggest) return ['too-long', `length ${length} exceeds the biggest bucket ${biggest}`];
-    }
-    return null;
-  }
-
   private reject(reason: RejectReason, message: string, req: SchedulerRequest<P>): EnqueueResult {
-    this.counters.rejected++;
-    const code = reason === 'queue-full' ? 'QUEUE_FULL' : reason === 'too-large' || reason === 'too-long' ? 'LIMIT_EXCEEDED' : 'INVALID_ARGUMENT';
-    return { kind: 'rejected', reason, error: new FleetError(code, message, { details: { requestId: req.id, reason } }) };
-  }
-
-  private removeEntry(entry: Entry<P>): void {
-    const lane = this.lanes[entry.level * this.bucketCount + entry.bucket] as Lane<P>;
-    lane.edf.removeAt(entry.edfPos);
-    lane.fifo.removeAt(entry.fifoPos);
-    this.expiry.remove(entry);
-    this.byId.delete(entry.req.id);
-    this.items -= entry.items;
-    this.bytes -= entry.bytes;
-    this.bucketItems[entry.bucket] = (this.bucketItems[entry.bucket] as number) - entry.items;
-    this.levelRequests[entry.level] = (this.levelRequests[entry.level] as number) - 1;
-    this.levelItems[entry.level] = (this.levelItems[entry.level] as number) - entry.items;
-    if (this.paused && this.items <= this.options.resumeBelowItems && this.bytes <= this.options.resumeBelowBytes) this.paused = false;
+    this.counters.countRejected();
+    return rejection(reason, message, req);
   }
 
   private expire(entry: Entry<P>, out: SchedulerRequest<P>[]): void {
-    this.removeEntry(entry);
-    this.counters.expired++;
-    this.levelExpired[entry.level] = (this.levelExpired[entry.level] as number) + 1;
+    this.queue.remove(entry);
+    this.counters.countExpired(entry.level);
     out.push(entry.req);
   }
 
   /** True when the request cannot finish by its deadline even in the smallest batch holding it. */
   private unreachable(entry: Entry<P>, startAt: number): boolean {
-    return !this.fits(startAt, entry.gear, entry.deadline);
-  }
-
-  /**
-   * Whether a batch of `gear` started at `startAt` meets `deadline`: by the estimate, or, during a
-   * decide that may probe (see estimateTrustMs), because the deadline is still ahead and the
-   * gear's estimate is stale. An estimate that rules its gear out is never corrected otherwise:
-   * the traffic it rules out is expired without device time, so that gear never runs again.
-   * No side effect: a batch is a probe when it is sent past its estimate (see finish), not when
-   * some request was merely spared by this check.
-   */
-  private fits(startAt: number, gear: number, deadline: number): boolean {
-    if (startAt + this.estimator.estimateMs(gear) <= deadline) return true;
-    // Before any batch completed the prior rules: a probe corrects learnt estimates, not guesses.
-    if (this.probeAt === undefined || deadline <= startAt || !this.estimator.hasData) return false;
-    const sampledAt = this.estimator.lastSampleAt(gear);
-    return sampledAt === undefined || this.probeAt - sampledAt >= this.options.estimateTrustMs;
+    return !this.probe.fits(startAt, entry.gear, entry.deadline);
   }
 
   /**
@@ -357,53 +252,24 @@ export class BatchScheduler<P = unknown> {
    * its lane (a larger request behind a viable head runs out of time first): see ExpiryIndex.
    */
   private expireUnreachable(startAt: number, out: SchedulerRequest<P>[]): void {
-    this.expiry.sweep(
+    this.queue.sweepExpiry(
       (e) => this.unreachable(e, startAt),
       (e) => this.expire(e, out),
     );
   }
 
-  private topOverall(nowMs: number): Entry<P> | undefined {
-    let best: Entry<P> | undefined;
-    for (const lane of this.lanes) {
-      const head = lane.head(nowMs);
-      if (head !== undefined && (best === undefined || ranksBefore(head, best, nowMs))) best = head;
-    }
-    return best;
-  }
-
-  private topOfBucket(bucket: number, nowMs: number): Entry<P> | undefined {
-    let best: Entry<P> | undefined;
-    for (let i = bucket; i < this.lanes.length; i += this.bucketCount) {
-      const head = (this.lanes[i] as Lane<P>).head(nowMs);
-      if (head !== undefined && (best === undefined || ranksBefore(head, best, nowMs))) best = head;
-    }
-    return best;
-  }
-
-  /** Best head outside `bucket`: a batch of `bucket` must not pass it (priority across buckets). */
-  private topOutside(bucket: number, nowMs: number): Entry<P> | undefined {
-    let best: Entry<P> | undefined;
-    for (const lane of this.lanes) {
-      if (lane.bucket === bucket) continue;
-      const head = lane.head(nowMs);
-      if (head !== undefined && (best === undefined || ranksBefore(head, best, nowMs))) best = head;
-    }
-    return best;
-  }
-
   /** Latest start that keeps `entry` within its deadline in the batch its bucket would form. */
   private releaseAt(entry: Entry<P>, limit: number): number {
-    const wouldHold = Math.min(this.options.maxBatchSize, Math.max(entry.items, Math.min(limit, this.bucketItems[entry.bucket] as number)));
+    const wouldHold = Math.min(this.options.maxBatchSize, Math.max(entry.items, Math.min(limit, this.queue.itemsInBucket(entry.bucket))));
     return entry.deadline - this.estimator.estimateMs(this.gearOf[wouldHold] as number) - this.options.deadlineMarginMs;
   }
 
   /** Why the top bucket should go now, or the time to look again (Infinity: nothing timed). */
   private trigger(bucket: number, limit: number, nowMs: number, startAt: number): DispatchReason | number {
-    if ((this.bucketItems[bucket] as number) >= limit) return 'full';
+    if (this.queue.itemsInBucket(bucket) >= limit) return 'full';
     const delays = this.options.maxQueueDelayMs;
     let wakeAt = Infinity;
-    for (const lane of this.lanes) {
+    for (const lane of this.queue.lanes) {
       const oldest = lane.fifo.peek();
       if (oldest === undefined) continue;
       const dueAt = oldest.arrivedAt + (delays[lane.level] as number);
@@ -428,11 +294,12 @@ export class BatchScheduler<P = unknown> {
     expired: SchedulerRequest<P>[],
     maxLevel = Infinity,
   ): Batch<P> | null {
-    const outside = this.bucketCount > 1 ? this.topOutside(bucket, nowMs) : undefined;
+    const q = this.queue;
+    const outside = q.bucketCount > 1 ? q.topOutside(bucket, nowMs) : undefined;
     const members: Entry<P>[] = [];
     let items = 0;
     let minDeadline = Infinity;
-    for (let next = this.topOfBucket(bucket, nowMs); next !== undefined; next = this.topOfBucket(bucket, nowMs)) {
+    for (let next = q.topOfBucket(bucket, nowMs); next !== undefined; next = q.topOfBucket(bucket, nowMs)) {
       if (this.unreachable(next, startAt)) {
         this.expire(next, expired);
         continue;
@@ -447,12 +314,12 @@ export class BatchScheduler<P = unknown> {
         if (total > limit) break;
         if (outside !== undefined && passesOver(next, outside, nowMs)) break;
         const deadline = Math.min(minDeadline, next.deadline);
-        if (!this.fits(startAt, this.gearOf[total] as number, deadline)) break;
+        if (!this.probe.fits(startAt, this.gearOf[total] as number, deadline)) break;
       } else if (outside !== undefined && ranksBefore(outside, next, nowMs)) {
         // The first member must be the overall top (it was, unless that one just expired).
         break;
       }
-      this.removeEntry(next);
+      q.remove(next);
       members.push(next);
       items += next.items;
       if (next.deadline < minDeadline) minDeadline = next.deadline;
@@ -485,22 +352,8 @@ export class BatchScheduler<P = unknown> {
       const canWait = e.arrivedAt + (delays[e.level] as number) > nowMs && e.agedAt > nowMs && this.releaseAt(e, limit) > nextStartAt;
       if (!canWait) return items;
     }
-    for (const e of members.splice(keep)) this.requeue(e);
+    for (const e of members.splice(keep)) this.queue.add(e);
     return kept;
-  }
-
-  private requeue(entry: Entry<P>): void {
-    const lane = this.lanes[entry.level * this.bucketCount + entry.bucket] as Lane<P>;
-    lane.edf.push(entry);
-    lane.fifo.push(entry);
-    this.expiry.add(entry);
-    this.byId.set(entry.req.id, entry);
-    this.items += entry.items;
-    // removeEntry took its bytes off: without this, queuedBytes drifts below what is held and the byte limits loosen.
-    this.bytes += entry.bytes;
-    this.bucketItems[entry.bucket] = (this.bucketItems[entry.bucket] as number) + entry.items;
-    this.levelRequests[entry.level] = (this.levelRequests[entry.level] as number) + 1;
-    this.levelItems[entry.level] = (this.levelItems[entry.level] as number) + entry.items;
   }
 
   private finish(members: Entry<P>[], items: number, bucket: number, limit: number, reason: DispatchReason, startAt: number): Batch<P> {
@@ -516,17 +369,7 @@ export class BatchScheduler<P = unknown> {
       for (const e of members) realSlots += e.items * (e.req.length as number);
       paddedLengthSlots = items * bound - realSlots;
     }
-    const slots = gear * (bound ?? 1);
-    const c = this.counters;
-    c.batches++;
-    c.requests += members.length;
-    c.items += items;
-    c.paddedItems += gear - items;
-    c.slots += slots;
-    c.realSlots += realSlots;
-    const ratio = slots === 0 ? 0 : 1 - realSlots / slots;
-    this.recentPaddingRatio = c.batches === 1 ? ratio : this.recentPaddingRatio + this.options.ewmaAlpha * (ratio - this.recentPaddingRatio);
-    for (const e of members) this.levelDispatched[e.level] = (this.levelDispatched[e.level] as number) + 1;
+    this.counters.countBatch(members, items, gear, gear * (bound ?? 1), realSlots);
     return {
       members: members.map((e) => e.req),
       items,
@@ -537,7 +380,7 @@ export class BatchScheduler<P = unknown> {
       paddedLengthSlots,
       startAt,
       estimatedDeviceMs,
-      // Only fits' stale-estimate allowance lets a member in past the estimate.
+      // Only the stale-estimate allowance lets a member in past the estimate.
       probe: startAt + estimatedDeviceMs > minDeadline,
       reason,
       limit,
