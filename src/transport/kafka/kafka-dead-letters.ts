@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Admin, IHeaders, Kafka, KafkaMessage, Producer } from 'kafkajs';
+import type { Admin, ConfigResourceTypes, IHeaders, Kafka, KafkaMessage, Message, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { checkQuery, inWindow, ListingBuilder, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
@@ -9,11 +9,27 @@ import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcom
 
 const STALL_MS = 30_000;
 /**
- * Most records per produce request. Bytes are bounded too (chunkByBytes: below the broker's default
- * 1 MiB message.max.bytes): one fetch batch of a compressed DLQ can hold many times that once
+ * Most records per produce request. Bytes are bounded too, below the request topics'
+ * max.message.bytes: one fetch batch of a compressed DLQ can hold many times that once
  * decompressed, and the broker refuses an oversized record batch as a whole.
  */
 const SEND_RECORDS = 500;
+/** Bytes per produce request where the topics take the broker default (chunkByBytes' own: 1 MiB less a margin). */
+const SEND_BYTES = 900 * 1024;
+/** The broker's default message.max.bytes: assumed for a topic whose setting cannot be read. */
+const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
+/** kafkajs' ConfigResourceTypes.TOPIC: its CommonJS exports name it in a way Node's ESM import cannot see. */
+const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
+/** A v2 record batch's own header: with key, value and headers, a lower bound of a lone record's size. */
+const BATCH_HEADER_BYTES = 61;
+
+/** At least what `message` takes as a record batch of its own (the varints are left out). */
+function leastBatchBytes(message: Message): number {
+  const len = (v: unknown): number => (v === null || v === undefined ? 0 : typeof v === 'string' ? Buffer.byteLength(v) : (v as Buffer).length);
+  let bytes = BATCH_HEADER_BYTES + len(message.key) + len(message.value);
+  for (const [k, v] of Object.entries(message.headers ?? {})) bytes += Buffer.byteLength(k) + (Array.isArray(v) ? v.reduce<number>((n, x) => n + len(x), 0) : len(v));
+  return bytes;
+}
 
 function headerText(v: IHeaders[string]): string | undefined {
   if (v === undefined) return undefined;
@@ -30,7 +46,8 @@ type Visit = (batch: Array<{ letter: DeadLetter; message: KafkaMessage }>) => Pr
  * on such groups) that commits nothing and is deleted afterwards, so it never moves anyone's
  * offsets. Replay re-sends the original key, value and headers (minus the DLQ's) to the topic in
  * the record's `npu-fleet-dlq-source`, with `npu-fleet-replay-of` added; the DLQ record stays (a
- * log is not edited). JS thread only.
+ * log is not edited). Sends fit each request topic's max.message.bytes (read with DescribeConfigs;
+ * the broker default where that is refused), and a record over it is skipped. JS thread only.
  */
 export class KafkaDeadLetters implements DeadLetters {
   private readonly kafka: Kafka;
@@ -62,9 +79,10 @@ export class KafkaDeadLetters implements DeadLetters {
       await producer?.connect().catch((err: unknown) => {
         throw kafkaError(err, 'connecting the replay producer failed; check transport.kafka.brokers');
       });
-      // A send to a topic that does not exist fails the whole batch, and with it the replay: such
-      // records (a priority the model no longer has, a deleted topic) are skipped instead.
-      const topics = await this.topicNames();
+      // A send to a topic that does not exist, or over what it takes, fails the whole batch, and
+      // with it the replay: such records (a priority the model no longer has, a deleted topic, a
+      // limit lowered since) are skipped instead.
+      const topics = await this.requestTopics(options.model);
       await this.scan(options, async (batch) => {
         const out: OutgoingMessage[] = [];
         let stop = false;
@@ -86,13 +104,22 @@ export class KafkaDeadLetters implements DeadLetters {
             tally.skipped.push({ ref: letter.ref, why: `its source topic ${target.source} does not exist; create it (start a worker of ${options.model} serving that priority) and replay again` });
             continue;
           }
-          out.push({ topic: target.source, message: { key: message.key, value: message.value, headers: replayHeaders(message.headers ?? {}, letter.ref) } });
+          const resend = { key: message.key, value: message.value, headers: replayHeaders(message.headers ?? {}, letter.ref) };
+          const maxBytes = topics.get(target.source) ?? DEFAULT_MAX_MESSAGE_BYTES;
+          const bytes = leastBatchBytes(resend);
+          if (bytes > maxBytes) {
+            tally.skipped.push({ ref: letter.ref, why: `it is ${bytes} bytes or more re-sent, over max.message.bytes (${maxBytes}) of ${target.source}; raise that topic's max.message.bytes and replay again` });
+            continue;
+          }
+          out.push({ topic: target.source, message: resend });
         }
         if (producer === undefined) tally.replayed += out.length;
         else {
           // One chunk after another (in DLQ order), counted as each is acknowledged: a failure part
-          // way reports what went out before it.
-          for (const bytesChunk of chunkByBytes(out)) {
+          // way reports what went out before it. Chunks fit the smallest limit of the batch's topics
+          // (mostly all the broker default) with the margin chunkByBytes keeps below 1 MiB.
+          const maxBytes = out.reduce((n, m) => Math.min(n, Math.floor((topics.get(m.topic) ?? DEFAULT_MAX_MESSAGE_BYTES) * 0.875)), SEND_BYTES);
+          for (const bytesChunk of chunkByBytes(out, maxBytes)) {
             for (let i = 0; i < bytesChunk.length; i += SEND_RECORDS) {
               const chunk = bytesChunk.slice(i, i + SEND_RECORDS);
               await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
@@ -115,13 +142,30 @@ export class KafkaDeadLetters implements DeadLetters {
 
   async close(): Promise<void> {}
 
-  private async topicNames(): Promise<Set<string>> {
+  /** The model's request topics that exist, each with the largest record batch it takes (max.message.bytes). */
+  private async requestTopics(model: string): Promise<Map<string, number>> {
     const admin = this.kafka.admin();
     await admin.connect().catch((err: unknown) => {
       throw kafkaError(err, 'listing topics failed: no broker answered; check transport.kafka.brokers');
     });
     try {
-      return new Set(await admin.listTopics());
+      const names = (await admin.listTopics()).filter((t) => sourcePriority(this.settings.topicTemplate, model, t) !== null);
+      const topics = new Map(names.map((t) => [t, DEFAULT_MAX_MESSAGE_BYTES]));
+      if (names.length === 0) return topics;
+      try {
+        const { resources } = await admin.describeConfigs({
+          includeSynonyms: false,
+          resources: names.map((name) => ({ type: TOPIC_RESOURCE, name, configNames: ['max.message.bytes'] })),
+        });
+        for (const r of resources) {
+          const maxBytes = Number(r.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
+          if (r.errorCode === 0 && Number.isInteger(maxBytes) && maxBytes > 0) topics.set(r.resourceName, maxBytes);
+        }
+      } catch {
+        // Not allowed to read topic configs (DescribeConfigs): the broker default is assumed, and a
+        // topic set lower refuses a send, which fails the replay with the broker's error.
+      }
+      return topics;
     } catch (err) {
       throw kafkaError(err, 'listing topics failed');
     } finally {

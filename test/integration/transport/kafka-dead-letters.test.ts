@@ -1,4 +1,4 @@
-import { CompressionTypes, Kafka, type IHeaders, type Producer } from 'kafkajs';
+import { CompressionTypes, ConfigResourceTypes, Kafka, type IHeaders, type Producer } from 'kafkajs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { KafkaDeadLetters } from '../../../src/transport/kafka/kafka-dead-letters.ts';
 import { HEADERS } from '../../../src/transport/names.ts';
@@ -173,6 +173,22 @@ describe('KafkaDeadLetters: what replay and list promise', () => {
     // Progress is reported as the chunks go out, not only once the whole fetch batch is sent.
     expect(progress.length).toBeGreaterThan(2);
   }, 120_000);
+
+  it('a request topic with a smaller max.message.bytes gets sends that fit it; a record over it is skipped naming the setting, the rest re-sent', async () => {
+    const { model, dlq, source, dl } = await setup();
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      await admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: source(1), configEntries: [{ name: 'max.message.bytes', value: '20000' }] }] });
+    } finally {
+      await admin.disconnect();
+    }
+    const sized = (n: number, bytes: number): ReturnType<typeof record> => ({ ...record(source(1), n), value: Buffer.concat([Buffer.from(`r${n}:`), Buffer.alloc(bytes, n)]) });
+    await writeDlq(dlq, [sized(1, 100), sized(2, 30_000), sized(3, 8_000), sized(4, 8_000), sized(5, 8_000), sized(6, 8_000)]);
+    const report = await dl.replay({ model });
+    expect(report).toMatchObject({ matched: 6, replayed: 5, skipped: [{ ref: `${dlq}/0/1`, why: expect.stringMatching(/max\.message\.bytes \(20000\) of \S+p1/) }] });
+    expect((await readAll(source(1))).map((m) => m.value?.subarray(0, 3).toString())).toEqual(['r1:', 'r3:', 'r4:', 'r5:', 'r6:']);
+  }, 90_000);
 
   it('a broker slow to acknowledge the re-sends is not taken for a stalled read: the replay finishes', async () => {
     const { model, dlq, source, dl } = await setup(1, 1_500);
