@@ -10,7 +10,8 @@ import { HEADERS, renderName } from './names.ts';
  * - Kafka: the DLQ is a log, so a replayed record stays in it; the re-sent message carries the
  *   header `npu-fleet-replay-of` naming the record, and a second replay of the same window sends
  *   it again (narrow the window with `sinceAt`).
- * - BullMQ and memory: a replayed record leaves the DLQ, so replaying twice cannot send it twice.
+ * - BullMQ and memory: a replayed record leaves the DLQ, so replaying twice cannot send it twice;
+ *   BullMQ replays running at the same time claim each record first, so they send it once.
  * A replayed request is new work: a request that hung devices runs unbatched only after it hangs
  * one again (its suspect count stays with the old message), so replay DEVICE_HANG records only once
  * the cause is fixed.
