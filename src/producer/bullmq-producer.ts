@@ -222,7 +222,7 @@ export class BullmqProducer implements Producer {
         maxStalledCount: 100,
       },
     );
-    // As on a fleet worker (BullmqTransport.onWorkerError): a fetch Redis refuses is retried at
+    // As on a fleet worker (ModelWorker.onError): a fetch Redis refuses is retried at
     // once by BullMQ, so fetching rests a second and the log is throttled.
     const errors = new ErrorThrottle();
     let resting = false;
