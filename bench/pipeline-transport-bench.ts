@@ -7,7 +7,9 @@
  * in one run. Target >= 0.7.
  * Both start from a pre-published backlog and stop at the last reply.
  * Run: npx tsx bench/pipeline-transport-bench.ts [--messages N] [--rounds R] [--devices D] [--processes]
- *      (BENCH_ONLY=kafka|bullmq runs one transport; BENCH_PRIORITY sets the request priority)
+ *      (BENCH_ONLY=kafka|bullmq runs one transport; BENCH_PRIORITY sets the request priority;
+ *      BENCH_PROFILE=cpu|heap|live writes a profile of each timed window, see window-profile.ts;
+ *      BENCH_PREFETCH sets transport.bullmq.prefetch; BENCH_REDIS_COMMANDS=1 prints Redis commands per message)
  */
 import { runWithWorkerFlags } from './worker-flags.ts';
 runWithWorkerFlags();
@@ -28,6 +30,8 @@ import { Queue } from 'bullmq';
 import { KEEP_COMPLETED, KEEP_FAILED } from '../src/transport/bullmq/bullmq-names.ts';
 import { Kafka, logLevel } from 'kafkajs';
 import { bullmqRawEcho, kafkaRawEcho, topicSize, until, withBenchServices } from './transport-echo.ts';
+import { CpuMeter, formatCpu, type CpuUse } from './cpu-use.ts';
+import { startProfile } from './window-profile.ts';
 
 process.env.NPU_FLEET_DEVICE = 'sim';
 const argIndex = process.argv.indexOf('--messages');
@@ -115,7 +119,7 @@ async function startWorkers(config: FleetConfig): Promise<WorkerHandle[]> {
   return handles;
 }
 
-async function pipeline(transport: TransportSettings, messages: number): Promise<{ msgsPerSec: number; seconds: number }> {
+async function pipeline(transport: TransportSettings, messages: number, meter: CpuMeter): Promise<{ msgsPerSec: number; seconds: number; cpu: CpuUse }> {
   const replyTo = `bench-replies-${randomUUID().slice(0, 8)}`;
   const producer = createProducer(transport, {});
   const counter = await replyCounter(transport, replyTo);
@@ -134,14 +138,19 @@ async function pipeline(transport: TransportSettings, messages: number): Promise
   await Promise.all(workers.map((w) => w.command('pause')));
   await new Promise((r) => setTimeout(r, 300));
   await publishAll(messages, 0);
+  const profile = await startProfile(`pipeline-${transport.kind}`);
+  const cpuStart = await meter.mark();
   const t0 = performance.now();
   await Promise.all(workers.map((w) => w.command('resume')));
   await until(async () => (await counter.count()) >= warmUp + messages, 300_000, 'pipeline');
   const seconds = (performance.now() - t0) / 1000;
+  // In --processes mode the workers' CPU is not this process's: only Redis's figure means much.
+  const cpu = await meter.since(cpuStart, messages);
+  await profile?.stop();
   await Promise.all(workers.map((w) => w.command('stop')));
   await counter.close();
   await producer.close();
-  return { msgsPerSec: messages / seconds, seconds };
+  return { msgsPerSec: messages / seconds, seconds, cpu };
 }
 
 function median(values: number[]): number {
@@ -156,10 +165,11 @@ await withBenchServices(async ({ kafkaBrokers, redisUrl }) => {
   // so Redis does not keep every job), and trimming costs Redis and the client per job. The bare
   // echo (no retention, Redis keeps everything) is measured too and reported beside it.
   const fleetJobOptions = { removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED };
+  const meter = new CpuMeter(redisUrl);
   const echo = (kind: 'kafka' | 'bullmq', messages: number, bare = false) =>
     kind === 'kafka'
-      ? kafkaRawEcho(kafkaBrokers, { messages, makeRequest: (_model, i) => request(i, 'unused') })
-      : bullmqRawEcho(redisUrl, { messages, makeRequest: (_model, i) => request(i, 'unused'), ...(bare ? {} : { jobOptions: fleetJobOptions }) });
+      ? kafkaRawEcho(kafkaBrokers, { messages, makeRequest: (_model, i) => request(i, 'unused'), cpu: meter })
+      : bullmqRawEcho(redisUrl, { messages, makeRequest: (_model, i) => request(i, 'unused'), cpu: meter, ...(bare ? {} : { jobOptions: fleetJobOptions }) });
   console.log(
     `pipeline vs transport echo ceiling: model ${MODEL} (near-zero cost), ${DEVICES} simulated devices, one worker each, ` +
       `${IN_PROCESS ? 'all in this process' : 'each in its own process'}; ${ROUNDS} interleaved rounds (echo then pipeline), ratios paired per round`,
@@ -180,7 +190,7 @@ await withBenchServices(async ({ kafkaBrokers, redisUrl }) => {
           ? parseFleetConfig({
               transport: { kind: 'kafka', kafka: { brokers: kafkaBrokers, groupId: `bench-${tag}`, topicTemplate: `bench-${tag}.{model}.requests.p{priority}`, repliesTemplate: `bench-${tag}.{model}.replies`, dlqTemplate: `bench-${tag}.{model}.dlq` } },
             }).transport
-          : parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl, prefix: `bench-${tag}` } } }).transport;
+          : parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl, prefix: `bench-${tag}`, ...(process.env['BENCH_PREFETCH'] ? { prefetch: Number(process.env['BENCH_PREFETCH']) } : {}) } } }).transport;
       // The run right after a pipeline starts on a busier machine (its teardown, GC of its heap):
       // the two BullMQ echoes take turns going first, and every stage starts after a short rest.
       const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 1000));
@@ -190,15 +200,17 @@ await withBenchServices(async ({ kafkaBrokers, redisUrl }) => {
       const ceiling = await echo(kind, messages);
       if (kind === 'bullmq' && round % 2 === 1) bare = (await settle(), await echo(kind, messages, true));
       await settle();
-      const pipe = await pipeline(settings, messages);
+      const pipe = await pipeline(settings, messages, meter);
       row.ceilings.push(ceiling.msgsPerSec);
       row.pipes.push(pipe.msgsPerSec);
       if (bare !== undefined) row.bare.push(bare.msgsPerSec);
       const bareNote = bare === undefined ? '' : ` (bare echo ${bare.msgsPerSec.toFixed(0)} msg/s, ratio to it ${(pipe.msgsPerSec / bare.msgsPerSec).toFixed(2)})`;
       process.stderr.write(`  ${kind} round ${round + 1}: echo ${ceiling.msgsPerSec.toFixed(0)} msg/s, pipeline ${pipe.msgsPerSec.toFixed(0)} req/s, ratio ${(pipe.msgsPerSec / ceiling.msgsPerSec).toFixed(2)}${bareNote}\n`);
+      process.stderr.write(`    echo ${formatCpu(ceiling.cpu)} | pipeline ${formatCpu(pipe.cpu)}\n`);
     }
     rows.push(row);
   }
+  meter.close();
   for (const r of rows) {
     const ratio = median(r.pipes.map((p, i) => p / (r.ceilings[i] ?? NaN)));
     console.log(

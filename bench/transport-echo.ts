@@ -29,6 +29,8 @@ import { KafkaTransport, type KafkaTransportOptions } from '../src/transport/kaf
 import { MemoryBroker } from '../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../src/transport/memory/memory-transport.ts';
 import type { Delivery, Outcome, Transport } from '../src/transport/transport.ts';
+import type { CpuMeter, CpuUse } from './cpu-use.ts';
+import { startProfile } from './window-profile.ts';
 
 export interface EchoOptions {
   readonly messages?: number;
@@ -45,6 +47,8 @@ export interface EchoOptions {
   readonly jobOptions?: Readonly<Record<string, unknown>>;
   /** KafkaTransport tuning for the transport echo. */
   readonly kafkaTransport?: KafkaTransportOptions;
+  /** Measures CPU per message over the raw echoes' timed window (from consumer start). */
+  readonly cpu?: CpuMeter;
 }
 
 export interface EchoResult {
@@ -52,6 +56,7 @@ export interface EchoResult {
   readonly messages: number;
   readonly seconds: number;
   readonly msgsPerSec: number;
+  readonly cpu?: CpuUse;
 }
 
 export function defaultRequest(model: string, i: number): RequestEnvelope {
@@ -127,6 +132,8 @@ export async function kafkaRawEcho(brokers: string[], options: EchoOptions = {})
     const messages = Array.from({ length: Math.min(1_000, n - i) }, (_, k) => ({ key: `echo-${i + k}`, value: encodeRequest(make('m', i + k)) }));
     await producer.sendBatch({ topicMessages: [{ topic: input, messages }], acks: -1 });
   }
+  const profile = await startProfile('echo-kafka');
+  const cpuStart = await options.cpu?.mark();
   const consumer = kafka.consumer({ groupId: `${input}.g`, maxWaitTimeInMs: 100 });
   await consumer.connect();
   await consumer.subscribe({ topics: [input], fromBeginning: true });
@@ -143,7 +150,9 @@ export async function kafkaRawEcho(brokers: string[], options: EchoOptions = {})
     },
   });
   await until(async () => (await topicSize(kafka, output)) >= n, 300_000, 'kafka raw echo');
-  const r = finish('kafka raw echo (kafkajs)', n, startedAt);
+  const cpu = cpuStart === undefined ? undefined : await options.cpu?.since(cpuStart, n);
+  await profile?.stop();
+  const r = { ...finish('kafka raw echo (kafkajs)', n, startedAt), ...(cpu === undefined ? {} : { cpu }) };
   await consumer.disconnect();
   await producer.disconnect();
   return r;
@@ -225,6 +234,8 @@ export async function bullmqRawEcho(redisUrl: string, options: EchoOptions = {})
     );
   }
   let startedAt = 0;
+  const profile = await startProfile('echo-bullmq');
+  const cpuStart = await options.cpu?.mark();
   const worker = new Worker(
     'in',
     async (job) => {
@@ -235,7 +246,9 @@ export async function bullmqRawEcho(redisUrl: string, options: EchoOptions = {})
     { connection, prefix, concurrency: options.concurrency ?? 100 },
   );
   await until(async () => (await output.getWaitingCount()) >= n, 300_000, 'bullmq raw echo');
-  const r = finish('bullmq raw echo (Worker → add)', n, startedAt);
+  const cpu = cpuStart === undefined ? undefined : await options.cpu?.since(cpuStart, n);
+  await profile?.stop();
+  const r = { ...finish('bullmq raw echo (Worker → add)', n, startedAt), ...(cpu === undefined ? {} : { cpu }) };
   await worker.close();
   await Promise.all([input.obliterate({ force: true }), output.obliterate({ force: true })]);
   await Promise.all([input.close(), output.close()]);
