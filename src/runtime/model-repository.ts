@@ -51,32 +51,46 @@ export interface ScanOptions {
    * Parsed config.yaml files kept between scans of a poll loop: a file whose inode, mtime, ctime
    * and size are unchanged is not read and validated again (ctime moves on every write, even one
    * that restores the mtime) (a scan a second per worker would otherwise parse
-   * every model's YAML, which adds up with many models).
+   * every model's YAML, which adds up with many models). A model whose config.yaml turns invalid
+   * keeps its last valid config (the problem is still reported).
    */
   configCache?: ConfigCache;
 }
 
-/** See ScanOptions.configCache; create one per poll loop with `new Map()`. */
-export type ConfigCache = Map<string, { readonly stamp: string; readonly parsed: ModelConfig | Error }>;
+/**
+ * See ScanOptions.configCache; create one per poll loop with `new Map()`. `lastGood` is the last
+ * valid parse of the file: a running worker keeps serving the model with it while an edit is broken.
+ */
+export type ConfigCache = Map<string, { readonly stamp: string; readonly parsed: ModelConfig | Error; readonly lastGood: ModelConfig | undefined }>;
 
-function loadCachedConfig(path: string, cache: ConfigCache | undefined): ModelConfig {
-  if (cache === undefined) return loadModelConfig(path);
+function loadNamedConfig(path: string, name: string): ModelConfig {
+  const config = loadModelConfig(path);
+  if (config.name !== name) throw new FleetError('INVALID_CONFIG', `name "${config.name}" must equal its directory name "${name}"`);
+  return config;
+}
+
+/** The model's config, or the reason it has none; with a cache, the last valid one stands in for a broken file. */
+function readConfig(path: string, name: string, cache: ConfigCache | undefined): { config: ModelConfig | undefined; error: Error | undefined } {
+  const parse = (): ModelConfig | Error => {
+    try {
+      return loadNamedConfig(path, name);
+    } catch (err) {
+      return err as Error;
+    }
+  };
+  if (cache === undefined) {
+    const parsed = parse();
+    return parsed instanceof Error ? { config: undefined, error: parsed } : { config: parsed, error: undefined };
+  }
   const st = statSync(path);
   const stamp = `${st.ino}:${st.mtimeMs}:${st.ctimeMs}:${st.size}`;
-  const hit = cache.get(path);
-  let parsed: ModelConfig | Error;
-  if (hit !== undefined && hit.stamp === stamp) {
-    parsed = hit.parsed;
-  } else {
-    try {
-      parsed = loadModelConfig(path);
-    } catch (err) {
-      parsed = err as Error;
-    }
-    cache.set(path, { stamp, parsed });
+  let hit = cache.get(path);
+  if (hit === undefined || hit.stamp !== stamp) {
+    const parsed = parse();
+    hit = { stamp, parsed, lastGood: parsed instanceof Error ? hit?.lastGood : parsed };
+    cache.set(path, hit);
   }
-  if (parsed instanceof Error) throw parsed;
-  return parsed;
+  return hit.parsed instanceof Error ? { config: hit.lastGood, error: hit.parsed } : { config: hit.parsed, error: undefined };
 }
 
 const VERSION_DIR = /^[1-9][0-9]{0,8}$/;
@@ -109,17 +123,13 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       problems.push({ path: modelDir, message: 'missing config.yaml (every model directory needs one)' });
       continue;
     }
-    let config: ModelConfig;
-    try {
-      config = loadCachedConfig(configPath, options.configCache);
-    } catch (err) {
-      problems.push({ path: configPath, message: (err as Error).message });
-      continue;
+    const { config, error } = readConfig(configPath, name, options.configCache);
+    if (error !== undefined) {
+      // A running worker must not drop a model over an edit gone wrong: it keeps the config it had.
+      const keeping = config === undefined ? '' : '; still serving the model with the last valid config.yaml until it is fixed';
+      problems.push({ path: configPath, message: `${error.message}${keeping}` });
     }
-    if (config.name !== name) {
-      problems.push({ path: configPath, message: `name "${config.name}" must equal its directory name "${name}"` });
-      continue;
-    }
+    if (config === undefined) continue;
     const versions: ModelVersion[] = [];
     for (const entry of readdirSync(modelDir)) {
       const versionDir = join(modelDir, entry);
@@ -172,4 +182,10 @@ export function diffServed(before: RepositorySnapshot | undefined, after: Reposi
     removed: [...old.entries()].filter(([k]) => !now.has(k)).map(([, v]) => v),
     configChanged,
   };
+}
+
+/** Problems `after` has that `before` did not: a poll loop logs each once, not every second. */
+export function newProblems(before: RepositorySnapshot | undefined, after: RepositorySnapshot): RepositoryProblem[] {
+  const seen = new Set((before?.problems ?? []).map((p) => `${p.path}\0${p.message}`));
+  return after.problems.filter((p) => !seen.has(`${p.path}\0${p.message}`));
 }

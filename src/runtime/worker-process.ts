@@ -6,7 +6,7 @@ import { FleetMetrics } from '../observability/metrics.ts';
 import type { Transport } from '../transport/transport.ts';
 import { DeviceWorker } from './device-worker.ts';
 import type { DeviceLike } from './model-lanes.ts';
-import { diffServed, scanRepository, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
+import { diffServed, newProblems, scanRepository, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
 import { InflightJournal, inflightJournalPath } from './inflight-journal.ts';
 import { openPredecessorNote, predecessorNotePath } from './predecessor-note.ts';
 
@@ -66,7 +66,9 @@ export async function runWorker(
   const metrics = new FleetMetrics({ defaultLabels: { worker: `device-${deviceId}` } });
   if (options.restarts) for (let i = 0; i < options.restarts; i++) metrics.workerRestarted(deviceId);
   const device = await deps.openDevice(deviceId);
-  let snapshot: RepositorySnapshot = scanRepository(config.modelRepository, { artifact: deps.artifact, only: config.models });
+  // Shared by the start-up scan and the polls: it keeps each model's last valid config.yaml.
+  const configCache: ConfigCache = new Map();
+  let snapshot: RepositorySnapshot = scanRepository(config.modelRepository, { artifact: deps.artifact, only: config.models, configCache });
   for (const p of snapshot.problems) log.warn({ path: p.path }, `model repository: ${p.message}`);
   if ([...snapshot.models.values()].every((m) => m.served.length === 0)) {
     await device.close();
@@ -117,13 +119,13 @@ export async function runWorker(
 
   // Hot reload by polling: fs.watch misses events on some filesystems and gives half-written files.
   let reloading = false;
-  const configCache: ConfigCache = new Map();
   const poll = setInterval(() => {
     if (reloading || worker.status !== 'running') return;
     reloading = true;
     void (async () => {
       try {
         const next = scanRepository(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models, configCache });
+        for (const p of newProblems(snapshot, next)) log.warn({ path: p.path }, `model repository: ${p.message}`);
         const diff = diffServed(snapshot, next);
         if (diff.configChanged.length > 0) {
           // Schedulers are built from the config when a worker starts; only versions reload live.

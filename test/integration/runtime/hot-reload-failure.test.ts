@@ -1,7 +1,7 @@
 // Hot reload when the new version cannot be loaded: a real simulated device, a real memory broker,
 // a repository on disk. The model keeps serving its loaded version, the failure is reported once
 // (log + metric) rather than retried every poll, and a fixed file is picked up.
-import { cpSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadModelConfig, parseFleetConfig } from '../../../src/contracts/config-loader.ts';
@@ -97,6 +97,29 @@ describe('hot reload of a version that fails to load', () => {
     await until(() => failures().length > 0, 20_000, 'the mismatch to be logged');
     const err = failures()[0]?.err as { message?: string } | undefined;
     expect(err?.message).toMatch(/mlp-classifier version 2: config\.yaml does not match .*inputs: config\.yaml lists \[input\] but the model has \[image\].*outputs: config\.yaml lists \[probs\] but the model has \[logits\]/);
+    expect(await ask()).toMatchObject({ status: 'ok', version: '1' });
+  }, 60_000);
+});
+
+describe('hot reload of a config.yaml edited into an invalid file', () => {
+  it('keeps serving the model with its last valid config and logs the problem once', async () => {
+    const { repo, lines, ask } = await fleetOnCopiedRepo();
+    expect((await ask()).version).toBe('1');
+    const configPath = join(repo, MODEL, 'config.yaml');
+    writeFileSync(configPath, 'name: mlp-classifier\nmaxBatchSize: [oops\n');
+    const reported = () => lines.filter((l) => l.path === configPath);
+    // Several polls (1 s apart): the model is still served, on its loaded version, and the broken
+    // file is reported once, naming it.
+    await new Promise((r) => setTimeout(r, 3_500));
+    expect(await ask()).toMatchObject({ status: 'ok', version: '1' });
+    expect(lines.some((l) => l.msg === 'version removed; draining' || l.msg === 'version unloaded')).toBe(false);
+    expect(reported()).toHaveLength(1);
+    expect(reported()[0]).toMatchObject({ level: 40 });
+    expect(String(reported()[0]?.msg)).toMatch(/invalid model config.*maxBatchSize|YAML/);
+    // Fixed again: nothing more to report, still served.
+    writeFileSync(configPath, readFileSync(join('examples/models', MODEL, 'config.yaml')));
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(reported()).toHaveLength(1);
     expect(await ask()).toMatchObject({ status: 'ok', version: '1' });
   }, 60_000);
 });

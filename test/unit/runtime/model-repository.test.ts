@@ -1,7 +1,7 @@
 import { cpSync, mkdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { diffServed, scanRepository, type ConfigCache } from '../../../src/runtime/model-repository.ts';
+import { diffServed, newProblems, scanRepository, type ConfigCache } from '../../../src/runtime/model-repository.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 const CONFIG = `name: NAME
@@ -69,17 +69,41 @@ describe('model repository', () => {
     writeFileSync(path, CONFIG.replace('NAME', 'b').replace('maxBatchSize: 8', 'maxBatchSize: 9'));
     utimesSync(path, mtime, mtime);
     expect(scanRepository(dir, { artifact: 'onnx', configCache: cache }).models.get('b')?.config.maxBatchSize).toBe(9);
-    // A broken file is a problem on every scan, not only the first.
+    // A broken file is a problem on every scan, not only the first; the model keeps its last
+    // valid config meanwhile (a worker must not drop a served model over a bad edit).
     writeFileSync(path, 'name: b\nmaxBatchSize: [oops');
     for (let i = 0; i < 2; i++) {
       const snap = scanRepository(dir, { artifact: 'onnx', configCache: cache });
-      expect(snap.models.has('b')).toBe(false);
+      expect(snap.models.get('b')?.config.maxBatchSize).toBe(9);
+      expect(snap.models.get('b')?.served.map((v) => v.version)).toEqual(['1']);
       expect(snap.problems.map((p) => p.path)).toEqual([path]);
+      expect(snap.problems[0]?.message).toMatch(/still serving the model with the last valid config\.yaml until it is fixed$/);
     }
+    // Without a cache (models validate, a worker starting) there is nothing to fall back on.
+    expect(scanRepository(dir, { artifact: 'onnx' }).models.has('b')).toBe(false);
     // A removed model leaves the cache.
     rmSync(join(dir, 'b'), { recursive: true });
     scanRepository(dir, { artifact: 'onnx', configCache: cache });
     expect([...cache.keys()]).toEqual([join(dir, 'a', 'config.yaml')]);
+  });
+
+  it('keeps the last valid config of a model through an invalid edit and a wrong name, and reports each new problem once', () => {
+    const dir = repo();
+    const cache: ConfigCache = new Map();
+    const path = join(dir, 'a', 'config.yaml');
+    const first = scanRepository(dir, { artifact: 'onnx', configCache: cache });
+    writeFileSync(path, CONFIG.replace('NAME', 'renamed'));
+    const renamed = scanRepository(dir, { artifact: 'onnx', configCache: cache });
+    expect(renamed.models.get('a')?.config).toBe(first.models.get('a')?.config);
+    expect(diffServed(first, renamed)).toEqual({ added: [], removed: [], configChanged: [] });
+    expect(newProblems(first, renamed).map((p) => `${p.path}: ${p.message}`)).toEqual([
+      `${path}: name "renamed" must equal its directory name "a"; still serving the model with the last valid config.yaml until it is fixed`,
+    ]);
+    expect(newProblems(renamed, scanRepository(dir, { artifact: 'onnx', configCache: cache }))).toEqual([]);
+    writeFileSync(path, CONFIG.replace('NAME', 'a'));
+    const fixed = scanRepository(dir, { artifact: 'onnx', configCache: cache });
+    expect(fixed.problems).toEqual([]);
+    expect(diffServed(first, fixed).configChanged).toEqual([]);
   });
 
   it('ignores a version still being written (settleMs)', () => {
