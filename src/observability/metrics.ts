@@ -177,7 +177,15 @@ export interface FleetMetricsOptions {
   /** Constant labels on every series, e.g. `{ worker: 'device-0' }`. Keep them bounded. */
   defaultLabels?: Record<string, string>;
   latencyBucketsSeconds?: readonly number[];
+  /**
+   * How long a scrape waits for its onScrape hooks; default 2000. Some read the broker (source lag),
+   * and a broker read during an outage waits for the broker (a BullMQ connection retries forever):
+   * an unbounded wait would time the whole scrape out and hide every metric just then.
+   */
+  scrapeHookTimeoutMs?: number;
 }
+
+export const SCRAPE_HOOK_TIMEOUT_MS = 2000;
 
 export interface BatchObservation {
   model: string;
@@ -221,9 +229,13 @@ export class FleetMetrics {
   private readonly dlqs: Counter<'model' | 'reason'>;
   private readonly loadFailures: Counter<'model'>;
   private readonly hooks: Hook[] = [];
+  /** Hooks still running from an earlier scrape: not started again until they settle. */
+  private readonly running = new Map<Hook, Promise<void>>();
+  private readonly hookTimeoutMs: number;
 
   constructor(options: FleetMetricsOptions = {}) {
     this.registry = new Registry();
+    this.hookTimeoutMs = options.scrapeHookTimeoutMs ?? SCRAPE_HOOK_TIMEOUT_MS;
     if (options.defaultLabels) this.registry.setDefaultLabels(options.defaultLabels);
     if (options.processMetrics ?? true) {
       collectDefaultMetrics({ register: this.registry, prefix: PROCESS_METRICS_PREFIX });
@@ -354,7 +366,8 @@ export class FleetMetrics {
 
   /**
    * Runs before every scrape: pull-style gauges (queue depth, source lag, device memory) are refreshed here rather
-   * than on every enqueue. A throwing hook does not fail the scrape.
+   * than on every enqueue. A throwing hook does not fail the scrape; one slower than scrapeHookTimeoutMs does not
+   * hold it (its gauges keep their last values, and what it sets shows from the next scrape on).
    */
   onScrape(hook: Hook): () => void {
     this.hooks.push(hook);
@@ -370,8 +383,25 @@ export class FleetMetrics {
 
   /** Prometheus text exposition of this instance's registry. */
   async render(): Promise<string> {
-    await Promise.allSettled(this.hooks.map(async (hook) => hook()));
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.hookTimeoutMs)));
+    try {
+      await Promise.race([Promise.all(this.hooks.map((hook) => this.runHook(hook))), waited]);
+    } finally {
+      clearTimeout(timer);
+    }
     return this.registry.metrics();
+  }
+
+  private runHook(hook: Hook): Promise<void> {
+    let run = this.running.get(hook);
+    if (run === undefined) {
+      run = (async () => hook())()
+        .catch(() => undefined)
+        .finally(() => this.running.delete(hook));
+      this.running.set(hook, run);
+    }
+    return run;
   }
 
   resetAll(): void {

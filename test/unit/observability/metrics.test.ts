@@ -128,6 +128,38 @@ describe('FleetMetrics', () => {
     expect(sb3.get('npu_fleet_local_queue_depth{model="mlp",priority="0",worker="device-1"}')).toBe(2);
   });
 
+  it('a scrape hook that does not answer (a broker read during an outage) delays the scrape only up to the hook timeout, and is not piled up', async () => {
+    const m = new FleetMetrics({ processMetrics: false, scrapeHookTimeoutMs: 100 });
+    m.observeResult('mlp', 'ok', 0.01, 0);
+    let calls = 0;
+    m.onScrape(() => {
+      calls += 1;
+      return new Promise<void>(() => undefined);
+    });
+    let slowDone: () => void = () => undefined;
+    m.onScrape(
+      () =>
+        new Promise<void>((resolve) => {
+          slowDone = () => {
+            m.setSourceLag('mlp', 'bullmq', 7);
+            resolve();
+          };
+        }),
+    );
+    const bounded = (): Promise<string> => Promise.race([m.render(), new Promise<string>((r) => setTimeout(() => r('scrape still waiting'), 2000))]);
+    const started = Date.now();
+    const first = await bounded();
+    expect(first).toContain('npu_fleet_requests_total{model="mlp",status="ok"} 1');
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(first).not.toContain('npu_fleet_source_lag{');
+    slowDone();
+    const second = await bounded();
+    // The late hook's gauge shows from the next scrape on; the hung one is not started again.
+    expect(samples(second).get('npu_fleet_source_lag{model="mlp",transport="bullmq"}')).toBe(7);
+    await bounded();
+    expect(calls).toBe(1);
+  });
+
   it('exports prefixed process metrics (event-loop lag) when enabled, twice in one process without clashing', async () => {
     const a = new FleetMetrics();
     const b = new FleetMetrics();
