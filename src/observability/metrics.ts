@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { MAX_PRIORITY_LEVELS } from '../contracts/request-envelope.ts';
 import { LocalHistogram } from './local-histogram.ts';
 
 /**
@@ -290,7 +291,7 @@ export class FleetMetrics {
 
   observeQueueWait(model: string, priority: number, seconds: number): void {
     if (!Number.isFinite(seconds)) return;
-    const p = String(priority);
+    const p = priorityLabel(priority);
     this.child(`q\u0000${model}\u0000${p}`, () => this.queueWait.labels({ model, priority: p })).observe(Math.max(0, seconds));
   }
 
@@ -324,7 +325,7 @@ export class FleetMetrics {
   }
 
   setQueueDepth(model: string, priority: number, n: number): void {
-    this.queueDepth.set({ model, priority: String(priority) }, n);
+    this.queueDepth.set({ model, priority: priorityLabel(priority) }, n);
   }
 
   /** Summed over the model's lanes (versions) by the caller. */
@@ -410,6 +411,11 @@ export class FleetMetrics {
   }
 }
 
+/**
+ * A source's priority is not always one a model has: a BullMQ job priority is any integer its
+ * producer set, and each value would be a new series of every per-priority histogram.
+ */
 function priorityLabel(priority: number | undefined): string {
-  return priority === undefined ? 'none' : String(priority);
+  if (priority === undefined) return 'none';
+  return Number.isInteger(priority) && priority >= 0 && priority < MAX_PRIORITY_LEVELS ? String(priority) : 'other';
 }

@@ -46,6 +46,18 @@ describe('FleetMetrics', () => {
     expect(counts.reduce((a, [, v]) => a + v, 0)).toBe(3);
   });
 
+  it('keeps the priority label bounded: a priority no model can have (a BullMQ job priority set by hand) is "other"', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    for (const p of [99_998, 16, -1, 1.5, Number.NaN]) {
+      m.observeResult('mlp', 'ok', 0.01, p);
+      m.observeQueueWait('mlp', p, 0.01);
+      m.setQueueDepth('mlp', p, 1);
+    }
+    m.observeResult('mlp', 'ok', 0.01, 15);
+    const priorities = new Set([...(await m.render()).matchAll(/priority="([^"]*)"/g)].map((x) => x[1]));
+    expect([...priorities].sort()).toEqual(['15', 'other']);
+  });
+
   it('records batches: size, padding (explicit and derived from the gear), execute time per gear', async () => {
     const m = new FleetMetrics({ processMetrics: false });
     m.observeBatch({ model: 'cnn', device: 1, gear: 8, items: 6, executeSeconds: 0.003 });

@@ -34,4 +34,16 @@ describe('metric labels stay bounded whatever producers put in a message', () =>
     await new Promise((r) => setTimeout(r, 50));
     expect([...modelLabels(await h.metrics.render())]).toEqual([MODEL]);
   });
+
+  it('a source priority no model can have (a BullMQ job priority set by hand) is not a label value', async () => {
+    h = await startWorker(snapshotOf('1'));
+    const { producer, results } = h;
+    await producer.publishRaw(
+      Array.from({ length: 20 }, (_, i) => ({ model: MODEL, priority: 1000 + i, body: { ...request(`odd-${i}`, 0), inputs: undefined } })),
+    );
+    await until(() => results.size >= 20, 5000, 'every message answered');
+    await new Promise((r) => setTimeout(r, 50));
+    const priorities = new Set([...(await h.metrics.render()).matchAll(/priority="([^"]*)"/g)].map((m) => m[1]));
+    expect([...priorities].filter((p) => p !== 'other' && !/^(?:[0-9]|1[0-5]|none)$/.test(p ?? ''))).toEqual([]);
+  });
 });
