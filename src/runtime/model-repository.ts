@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync, type Stats } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { loadModelConfig } from '../contracts/config-loader.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
@@ -93,6 +93,20 @@ function readConfig(path: string, name: string, cache: ConfigCache | undefined):
   return hit.parsed instanceof Error ? { config: hit.lastGood, error: hit.parsed } : { config: hit.parsed, error: undefined };
 }
 
+/**
+ * An entry's stat, following links, or a problem message: a dangling symlink (a release link left
+ * pointing at a removed directory) or an entry removed during the scan must not fail the scan of
+ * every other model, which would stop all reloads while it lasts.
+ */
+function statEntry(path: string): Stats | string {
+  try {
+    return statSync(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    return `cannot read it (${code}: a symlink to nothing, or removed while scanning); point it at an existing directory or remove it`;
+  }
+}
+
 const VERSION_DIR = /^[1-9][0-9]{0,8}$/;
 
 function applyPolicy(config: ModelConfig, versions: readonly ModelVersion[]): ModelVersion[] {
@@ -115,8 +129,14 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     for (const path of options.configCache.keys()) if (!existsSync(path)) options.configCache.delete(path);
   }
   for (const name of readdirSync(dir).sort()) {
+    if (name.startsWith('.')) continue;
     const modelDir = join(dir, name);
-    if (!statSync(modelDir).isDirectory() || name.startsWith('.')) continue;
+    const modelStat = statEntry(modelDir);
+    if (typeof modelStat === 'string') {
+      problems.push({ path: modelDir, message: modelStat });
+      continue;
+    }
+    if (!modelStat.isDirectory()) continue;
     if (options.only && !options.only.includes(name)) continue;
     const configPath = join(modelDir, 'config.yaml');
     if (!existsSync(configPath)) {
@@ -133,17 +153,23 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     const versions: ModelVersion[] = [];
     for (const entry of readdirSync(modelDir)) {
       const versionDir = join(modelDir, entry);
-      if (!statSync(versionDir).isDirectory()) continue;
+      const versionStat = statEntry(versionDir);
+      if (typeof versionStat === 'string') {
+        problems.push({ path: versionDir, message: versionStat });
+        continue;
+      }
+      if (!versionStat.isDirectory()) continue;
       if (!VERSION_DIR.test(entry)) {
         problems.push({ path: versionDir, message: 'version directories must be positive integers (1, 2, ...)' });
         continue;
       }
       const artifactPath = join(versionDir, artifactFile);
-      if (!existsSync(artifactPath)) {
+      const artifactStat = statEntry(artifactPath);
+      if (typeof artifactStat === 'string') {
         problems.push({ path: versionDir, message: `missing ${artifactFile} (needed by the ${options.artifact === 'onnx' ? 'simulator' : 'NPU'} backend)` });
         continue;
       }
-      const modifiedAt = statSync(artifactPath).mtimeMs;
+      const modifiedAt = artifactStat.mtimeMs;
       if (options.settleMs !== undefined && nowMs - modifiedAt < options.settleMs) continue;
       versions.push({ model: name, version: entry, artifactPath, modifiedAt });
     }

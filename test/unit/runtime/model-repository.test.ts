@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { diffServed, newProblems, scanRepository, type ConfigCache } from '../../../src/runtime/model-repository.ts';
@@ -104,6 +104,18 @@ describe('model repository', () => {
     const fixed = scanRepository(dir, { artifact: 'onnx', configCache: cache });
     expect(fixed.problems).toEqual([]);
     expect(diffServed(first, fixed).configChanged).toEqual([]);
+  });
+
+  it('a dangling symlink (a flipped release link, an entry removed mid-scan) is a problem of its own, not a failed scan', () => {
+    const dir = repo();
+    symlinkSync(join(dir, 'releases', 'gone'), join(dir, 'a', '2'));
+    symlinkSync(join(dir, 'releases', 'gone-too'), join(dir, 'c'));
+    const snap = scanRepository(dir, { artifact: 'onnx' });
+    expect(snap.models.get('a')?.served.map((v) => v.version)).toEqual(['1']);
+    expect(snap.models.get('b')?.served.map((v) => v.version)).toEqual(['1']);
+    const text = snap.problems.map((p) => `${p.path}: ${p.message}`).join('\n');
+    expect(text).toMatch(/a\/2: cannot read it \(ENOENT.*\)/);
+    expect(text).toMatch(/\/c: cannot read it \(ENOENT.*\)/);
   });
 
   it('ignores a version still being written (settleMs)', () => {
