@@ -152,6 +152,9 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     if (config === undefined) continue;
     const versions: ModelVersion[] = [];
     for (const entry of readdirSync(modelDir)) {
+      // Hidden entries are staging copies renamed into place when complete (mv .5.tmp 5), rsync
+      // partials, tool droppings: not versions, and no problem either.
+      if (entry.startsWith('.')) continue;
       const versionDir = join(modelDir, entry);
       const versionStat = statEntry(versionDir);
       if (typeof versionStat === 'string') {
@@ -160,12 +163,14 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       }
       if (!versionStat.isDirectory()) continue;
       if (!VERSION_DIR.test(entry)) {
-        problems.push({ path: versionDir, message: 'version directories must be positive integers (1, 2, ...)' });
+        problems.push({ path: versionDir, message: "version directories must be positive integers without leading zeros (1, 2, ..., 10): rename it, or move it out (or prefix it with '.' to hide it)" });
         continue;
       }
       const artifactPath = join(versionDir, artifactFile);
       const artifactStat = statEntry(artifactPath);
       if (typeof artifactStat === 'string') {
+        // Just created or changed (a copy in progress, mkdir then cp): its file may still come.
+        if (options.settleMs !== undefined && nowMs - versionStat.mtimeMs < options.settleMs) continue;
         problems.push({ path: versionDir, message: `missing ${artifactFile} (needed by the ${options.artifact === 'onnx' ? 'simulator' : 'NPU'} backend)` });
         continue;
       }

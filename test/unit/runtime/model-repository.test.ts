@@ -118,6 +118,26 @@ describe('model repository', () => {
     expect(text).toMatch(/\/c: cannot read it \(ENOENT.*\)/);
   });
 
+  it('skips hidden directories in a model directory (a staging copy renamed into place, rsync partials)', () => {
+    const dir = repo();
+    mkdirSync(join(dir, 'a', '.2.staging'));
+    mkdirSync(join(dir, 'a', '.ipynb_checkpoints'));
+    const snap = scanRepository(dir, { artifact: 'onnx' });
+    expect(snap.problems).toEqual([]);
+    expect(snap.models.get('a')?.versions.map((v) => v.version)).toEqual(['1']);
+  });
+
+  it('a version directory still being filled (changed within settleMs) is skipped quietly, then reported if it stays empty', () => {
+    const dir = repo();
+    const nowMs = Date.now();
+    const old = new Date(nowMs - 60_000);
+    for (const name of ['a', 'b']) utimesSync(join(dir, name, '1', 'model.onnx'), old, old);
+    mkdirSync(join(dir, 'a', '2'));
+    expect(scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs }).problems).toEqual([]);
+    const later = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000 });
+    expect(later.problems.map((p) => `${p.path}: ${p.message}`)).toEqual([`${join(dir, 'a', '2')}: missing model.onnx (needed by the simulator backend)`]);
+  });
+
   it('ignores a version still being written (settleMs)', () => {
     const dir = repo();
     const snap = scanRepository(dir, { artifact: 'onnx', settleMs: 60_000 });
@@ -130,10 +150,12 @@ describe('model repository', () => {
     mkdirSync(join(dir, 'a', 'v2'));
     mkdirSync(join(dir, 'c'));
     mkdirSync(join(dir, 'a', '3'));
+    mkdirSync(join(dir, 'a', '007'));
     const snap = scanRepository(dir, { artifact: 'onnx' });
     const text = snap.problems.map((p) => `${p.path}: ${p.message}`).join('\n');
     expect(text).toMatch(/b\/config.yaml: invalid model config .*inputs/);
-    expect(text).toMatch(/a\/v2: version directories must be positive integers/);
+    expect(text).toMatch(/a\/v2: version directories must be positive integers without leading zeros \(1, 2, \.\.\., 10\): rename it/);
+    expect(text).toMatch(/a\/007: version directories must be positive integers without leading zeros/);
     expect(text).toMatch(/c: missing config.yaml/);
     expect(text).toMatch(/a\/3: missing model.onnx/);
     expect(() => scanRepository(join(dir, 'nope'), { artifact: 'onnx' })).toThrow(/not a directory/);
