@@ -1,6 +1,6 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { startHealthServer } from '../observability/http-server.ts';
+import { startHealthServer, type HealthServer } from '../observability/http-server.ts';
 import { childLogger, createLogger, type Logger } from '../observability/logger.ts';
 import { FleetMetrics } from '../observability/metrics.ts';
 import type { Transport } from '../transport/transport.ts';
@@ -35,6 +35,15 @@ export interface RunningWorker {
   abandon(timeoutMs?: number): Promise<void>;
 }
 
+export interface RunWorkerOptions {
+  log?: Logger;
+  metricsPort?: number;
+  restarts?: number;
+  onHang?: () => void;
+  /** The transport can no longer receive work: call stop() and exit with its code. */
+  onTransportFailure?: (err: FleetError) => void;
+}
+
 const REPO_POLL_MS = 1000;
 const SETTLE_MS = 500;
 /** How long a hung worker waits for its suspects to reach the broker before closing anyway. */
@@ -52,19 +61,40 @@ export async function runWorker(
   config: FleetConfig,
   deviceId: number,
   deps: WorkerDeps,
-  options: {
-    log?: Logger;
-    metricsPort?: number;
-    restarts?: number;
-    onHang?: () => void;
-    /** The transport can no longer receive work: call stop() and exit with its code. */
-    onTransportFailure?: (err: FleetError) => void;
-  } = {},
+  options: RunWorkerOptions = {},
 ): Promise<RunningWorker> {
   const rootLog = options.log ?? createLogger({ level: config.log.level });
   const log = childLogger(rootLog, { component: 'worker', device: deviceId });
   const metrics = new FleetMetrics({ defaultLabels: { worker: `device-${deviceId}` } });
   if (options.restarts) for (let i = 0; i < options.restarts; i++) metrics.workerRestarted(deviceId);
+  // Listening before anything else: a port in use fails the start before the broker is joined,
+  // and liveness answers through a long device open / model load / broker join (a kubelet that
+  // cannot connect for that long would restart the pod, and the next start is just as long).
+  let current: DeviceWorker | undefined;
+  const port = options.metricsPort ?? (config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId);
+  const server = await startHealthServer({
+    port,
+    metrics,
+    isReady: () => (current === undefined ? { ready: false, reason: 'starting' } : current.ready ? { ready: true } : { ready: false, reason: current.status }),
+    isHealthy: () => current === undefined || (current.status !== 'hung' && current.status !== 'failed'),
+  });
+  log.info({ metricsPort: server.port }, 'serving /metrics, /healthz, /readyz');
+  try {
+    return await startedWorker(config, deviceId, deps, options, { log, rootLog, metrics, server, started: (w) => (current = w) });
+  } catch (err) {
+    await server.close();
+    throw err;
+  }
+}
+
+async function startedWorker(
+  config: FleetConfig,
+  deviceId: number,
+  deps: WorkerDeps,
+  options: RunWorkerOptions,
+  edge: { log: Logger; rootLog: Logger; metrics: FleetMetrics; server: HealthServer; started: (worker: DeviceWorker) => void },
+): Promise<RunningWorker> {
+  const { log, rootLog, metrics, server } = edge;
   const device = await deps.openDevice(deviceId);
   // Shared by the start-up scan and the polls: it keeps each model's last valid config.yaml.
   const configCache: ConfigCache = new Map();
@@ -105,16 +135,9 @@ export async function runWorker(
     },
   });
   await worker.start();
+  edge.started(worker);
   // Not ready if the transport already failed for good while starting.
   metrics.setWorkerReady(worker.ready);
-
-  const port = options.metricsPort ?? (config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId);
-  const server = await startHealthServer({
-    port,
-    metrics,
-    isReady: () => (worker.ready ? { ready: true } : { ready: false, reason: worker.status }),
-    isHealthy: () => worker.status !== 'hung' && worker.status !== 'failed',
-  });
   metrics.onScrape(() => worker.exportGauges());
 
   // Hot reload by polling: fs.watch misses events on some filesystems and gives half-written files.
@@ -130,6 +153,9 @@ export async function runWorker(
         if (diff.configChanged.length > 0) {
           // Schedulers are built from the config when a worker starts; only versions reload live.
           log.warn({ models: diff.configChanged }, 'config.yaml changed; its batching and queue settings apply to workers started from now on (restart the workers to apply them)');
+        }
+        for (const v of diff.replaced) {
+          log.warn({ model: v.model, version: v.version, path: v.artifactPath }, 'model file replaced in place; running workers keep the bytes they loaded (workers started later load the new file): deploy new bytes as a new version directory');
         }
         // The snapshot advances even when a version failed to load (it is not retried each poll);
         // reloadPending() notices when that version's file has changed since.

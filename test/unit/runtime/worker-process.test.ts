@@ -1,0 +1,123 @@
+import { createServer, type Server } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
+import type { DeviceLike } from '../../../src/runtime/model-lanes.ts';
+import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
+import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
+import { MODEL, controlledDevice } from './fake-device-worker.ts';
+
+const config = parseFleetConfig({ modelRepository: 'examples/models', models: [MODEL], devices: { count: 1, backend: 'sim' }, worker: { metricsPort: 0 } });
+
+async function listen(port = 0): Promise<Server> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '0.0.0.0', resolve);
+  });
+  return server;
+}
+const portOf = (s: Server): number => (s.address() as { port: number }).port;
+const closeServer = (s: Server): Promise<void> => new Promise((resolve) => s.close(() => resolve()));
+
+/** A port that was free a moment ago. */
+async function freePort(): Promise<number> {
+  const s = await listen();
+  const port = portOf(s);
+  await closeServer(s);
+  return port;
+}
+
+const started: RunningWorker[] = [];
+afterEach(async () => {
+  await Promise.all(started.splice(0).map(async (w) => w.stop()));
+});
+
+describe('runWorker: the metrics/health edge', () => {
+  it('answers /healthz (200) and /readyz (503 starting) while the device opens and models load, then ready', async () => {
+    const port = await freePort();
+    const dev = controlledDevice();
+    let opened: (d: DeviceLike) => void = () => undefined;
+    const broker = new MemoryBroker();
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const running = runWorker(
+      config,
+      0,
+      { artifact: 'onnx', openDevice: () => new Promise<DeviceLike>((resolve) => (opened = resolve)), createTransport: () => new MemoryTransport({ broker }) },
+      { log, metricsPort: port },
+    );
+    const probe = async (path: string): Promise<number | string> => {
+      for (const end = Date.now() + 3000; ; ) {
+        try {
+          return (await fetch(`http://127.0.0.1:${port}${path}`)).status;
+        } catch (err) {
+          if (Date.now() > end) return `unreachable: ${String(err)}`;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+    };
+    // A liveness probe that cannot connect during a long model load restarts the pod.
+    expect(await probe('/healthz')).toBe(200);
+    const starting = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(starting.status).toBe(503);
+    expect(await starting.json()).toEqual({ status: 'not ready', reason: 'starting' });
+    expect(lines.some((l) => l.metricsPort === port)).toBe(true);
+    opened(dev.device);
+    const worker = await running;
+    started.push(worker);
+    expect(worker.metricsPort).toBe(port);
+    expect(await probe('/readyz')).toBe(200);
+    expect(await probe('/healthz')).toBe(200);
+  });
+
+  it('metricsPort 0 picks a free port and logs it', async () => {
+    const dev = controlledDevice();
+    const broker = new MemoryBroker();
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const worker = await runWorker(config, 0, { artifact: 'onnx', openDevice: () => Promise.resolve(dev.device), createTransport: () => new MemoryTransport({ broker }) }, { log });
+    started.push(worker);
+    expect(worker.metricsPort).toBeGreaterThan(0);
+    expect(lines.some((l) => l.metricsPort === worker.metricsPort)).toBe(true);
+    expect((await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`)).status).toBe(200);
+  });
+
+  it('a metrics port in use fails the start naming worker.metricsPort, before the device opens or the broker is joined', async () => {
+    const blocker = await listen();
+    const port = portOf(blocker);
+    let opened = 0;
+    let transports = 0;
+    try {
+      const attempt = runWorker(
+        config,
+        0,
+        {
+          artifact: 'onnx',
+          openDevice: () => ((opened += 1), Promise.resolve(controlledDevice().device)),
+          createTransport: () => ((transports += 1), new MemoryTransport({ broker: new MemoryBroker() })),
+        },
+        { log: createLogger({ level: 'silent' }), metricsPort: port },
+      );
+      await expect(attempt).rejects.toSatisfy((e: unknown) => FleetError.is(e) && e.message.includes('worker.metricsPort') && e.message.includes(String(port)));
+    } finally {
+      await closeServer(blocker);
+    }
+    expect([opened, transports]).toEqual([0, 0]);
+  });
+
+  it('a start that fails after the server listens releases the port', async () => {
+    const port = await freePort();
+    const attempt = runWorker(
+      config,
+      0,
+      { artifact: 'onnx', openDevice: () => Promise.reject(new FleetError('DEVICE_ERROR', 'no such device')), createTransport: () => new MemoryTransport({ broker: new MemoryBroker() }) },
+      { log: createLogger({ level: 'silent' }), metricsPort: port },
+    );
+    await expect(attempt).rejects.toThrow('no such device');
+    // The supervisor's next worker of this device binds the same port.
+    await closeServer(await listen(port));
+  });
+});
