@@ -345,8 +345,9 @@ export class FleetMetrics {
     if (seconds > 0 && Number.isFinite(seconds)) this.wasted.inc({ model, reason }, seconds);
   }
 
-  workerRestarted(device: number | string): void {
-    this.restarts.inc({ device: String(device) });
+  /** `n` 0 creates the series: a counter that first appears at 1 shows no increase() for that restart. */
+  workerRestarted(device: number | string, n = 1): void {
+    if (n >= 0) this.restarts.inc({ device: String(device) }, n);
   }
 
   setWorkerReady(ready: boolean): void {

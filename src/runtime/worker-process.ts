@@ -66,7 +66,8 @@ export async function runWorker(
   const rootLog = options.log ?? createLogger({ level: config.log.level });
   const log = childLogger(rootLog, { component: 'worker', device: deviceId });
   const metrics = new FleetMetrics({ defaultLabels: { worker: `device-${deviceId}` } });
-  if (options.restarts) for (let i = 0; i < options.restarts; i++) metrics.workerRestarted(deviceId);
+  // Carried across restarts by the supervisor (NPU_FLEET_RESTARTS), so the counter only grows.
+  metrics.workerRestarted(deviceId, options.restarts ?? 0);
   // Listening before anything else: a port in use fails the start before the broker is joined,
   // and liveness answers through a long device open / model load / broker join (a kubelet that
   // cannot connect for that long would restart the pod, and the next start is just as long).

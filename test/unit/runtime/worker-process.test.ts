@@ -85,6 +85,19 @@ describe('runWorker: the metrics/health edge', () => {
     expect((await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`)).status).toBe(200);
   });
 
+  it('exports worker restarts from the first incarnation on (0), so the first restart shows in increase()', async () => {
+    const broker = new MemoryBroker();
+    const deps = { artifact: 'onnx' as const, openDevice: () => Promise.resolve(controlledDevice().device), createTransport: () => new MemoryTransport({ broker }) };
+    const restartsOf = async (w: RunningWorker): Promise<string | undefined> =>
+      /^npu_fleet_worker_restarts_total\{device="0",worker="device-0"\} (\S+)$/m.exec(await w.metrics.render())?.[1];
+    const first = await runWorker(config, 0, deps, { log: createLogger({ level: 'silent' }), metricsPort: 0 });
+    started.push(first);
+    expect(await restartsOf(first)).toBe('0');
+    const third = await runWorker(config, 0, deps, { log: createLogger({ level: 'silent' }), metricsPort: 0, restarts: 2 });
+    started.push(third);
+    expect(await restartsOf(third)).toBe('2');
+  });
+
   it('a metrics port in use fails the start naming worker.metricsPort, before the device opens or the broker is joined', async () => {
     const blocker = await listen();
     const port = portOf(blocker);
