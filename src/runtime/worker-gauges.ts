@@ -18,11 +18,17 @@ export interface GaugeSources {
 export async function exportWorkerGauges<P>(lanes: ModelLanes<P>, o: GaugeSources): Promise<void> {
   const nowMs = Date.now();
   const bytes = new Map<string, number>();
+  // A model has several lanes (requests that pin a version queue apart): its gauges are their sums.
+  const depth = new Map<string, Map<number, number>>();
   for (const lane of lanes.allLanes()) {
+    const name = lane.config.name;
     const stats = lane.scheduler.stats(nowMs);
-    for (const level of stats.levels) o.metrics.setQueueDepth(lane.config.name, level.level, level.requests);
-    bytes.set(lane.config.name, (bytes.get(lane.config.name) ?? 0) + stats.queuedBytes);
+    let levels = depth.get(name);
+    if (levels === undefined) depth.set(name, (levels = new Map()));
+    for (const level of stats.levels) levels.set(level.level, (levels.get(level.level) ?? 0) + level.requests);
+    bytes.set(name, (bytes.get(name) ?? 0) + stats.queuedBytes);
   }
+  for (const [model, levels] of depth) for (const [level, n] of levels) o.metrics.setQueueDepth(model, level, n);
   for (const [model, n] of bytes) o.metrics.setQueueBytes(model, n);
   try {
     const mem = await o.device.memInfo();
