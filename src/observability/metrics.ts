@@ -18,7 +18,8 @@ export type SourceTransport = 'kafka' | 'bullmq' | 'memory';
 export const LATENCY_BUCKETS_SECONDS = [
   0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 ] as const;
-export const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256] as const;
+/** Up to ModelConfigSchema's largest maxBatchSize (1024). */
+export const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] as const;
 export const PADDING_RATIO_BUCKETS = [0, 0.05, 0.1, 0.25, 0.5, 0.75, 1] as const;
 
 /**

@@ -76,6 +76,16 @@ describe('FleetMetrics', () => {
     expect(s.get('npu_fleet_batches_total{model="cnn",device="1",gear="8"}')).toBe(2);
   });
 
+  it('batch size buckets reach the largest maxBatchSize a model config allows', async () => {
+    const MAX_BATCH_SIZE = 1024; // ModelConfigSchema's maxBatchSize limit
+    const m = new FleetMetrics({ processMetrics: false });
+    m.observeBatch({ model: 'big', device: 0, gear: 512, items: 300, executeSeconds: 0.01 });
+    m.observeBatch({ model: 'big', device: 0, gear: MAX_BATCH_SIZE, items: MAX_BATCH_SIZE, executeSeconds: 0.02 });
+    const s = samples(await m.render());
+    expect(s.get('npu_fleet_batch_size_bucket{le="512",model="big"}')).toBe(1);
+    expect(s.get(`npu_fleet_batch_size_bucket{le="${MAX_BATCH_SIZE}",model="big"}`)).toBe(2);
+  });
+
   it('sets gauges and counters through the typed helpers', async () => {
     const m = new FleetMetrics({ processMetrics: false });
     m.setBatchesInFlight(0, 2);
