@@ -5,6 +5,13 @@
  */
 /** Most a single sample may exceed the current estimate by (see record). */
 const OUTLIER_FACTOR = 4;
+/**
+ * Least an estimate may be. No batch takes 0 ms: a 0 ms estimate (a 0 ms sample, a 0 ms prior, a
+ * line extended below 0) would let a batch carry a request due at the very moment it starts, since
+ * "ends by its deadline" would then hold with deadline = start. With this floor every deadline
+ * test means the deadline is strictly after the start.
+ */
+const MIN_ESTIMATE_MS = 0.1;
 
 export class DeviceTimeEstimator {
   private readonly ewmaMs = new Map<number, number>();
@@ -41,7 +48,7 @@ export class DeviceTimeEstimator {
   estimateMs(gear: number): number {
     const cached = this.cache.get(gear);
     if (cached !== undefined) return cached;
-    const value = this.compute(gear);
+    const value = Math.max(MIN_ESTIMATE_MS, this.compute(gear));
     this.cache.set(gear, value);
     return value;
   }

@@ -79,7 +79,7 @@ export function runRuntimeLike(options: SchedulerOptionsInput, steps: readonly S
     if (d.kind === 'wait' && !(Number.isFinite(d.untilAt) && d.untilAt > now)) breaches.push(`wait until ${d.untilAt} at ${now}`);
     if (d.kind !== 'dispatch') return;
     const b = d.batch;
-    if (!Number.isFinite(b.estimatedDeviceMs) || b.estimatedDeviceMs < 0) breaches.push(`estimate ${b.estimatedDeviceMs}`);
+    if (!Number.isFinite(b.estimatedDeviceMs) || b.estimatedDeviceMs <= 0) breaches.push(`estimate ${b.estimatedDeviceMs}`);
     if (b.startAt !== startAt) breaches.push(`startAt ${b.startAt} != ${startAt}`);
     for (const m of b.members) {
       end(m.id, 'batch');
