@@ -72,6 +72,18 @@ describe('dashboards/ files', () => {
     expect(used).toContain('npu_fleet_nodejs_eventloop_lag_p99_seconds');
   });
 
+  it('never adds up one device index across hosts: grouping by device also groups by instance', () => {
+    const dash = JSON.parse(readFileSync(join(DASH, 'grafana/npu-fleet.json'), 'utf8')) as Obj;
+    const rules = arr(obj(yamlDoc('dashboards/prometheus/alerts.yml')).groups).flatMap((g) => arr(obj(g).rules).map(obj));
+    const exprs = [
+      ...arr(dash.panels).map(obj).flatMap((p) => arr(p.targets ?? []).map((t) => String(obj(t).expr))),
+      ...rules.map((r) => String(r.expr)),
+    ];
+    // Every worker host numbers its devices from 0: `device="0"` is one NPU per host.
+    const problems = exprs.filter((e) => [...e.matchAll(/\b(?:by|on)\s*\(([^)]*)\)/g)].some((m) => /\bdevice\b/.test(m[1] as string) && !/\binstance\b/.test(m[1] as string)));
+    expect(problems).toEqual([]);
+  });
+
   it('alert rules are well formed and reference only real metrics and labels', () => {
     const doc = obj(yamlDoc('dashboards/prometheus/alerts.yml'));
     const rules = arr(doc.groups).flatMap((g) => arr(obj(g).rules).map(obj));
