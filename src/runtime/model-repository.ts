@@ -17,6 +17,11 @@ export interface ModelVersion {
   readonly artifactPath: string;
   /** mtime of the artifact; a version is "settled" once it stops changing. */
   readonly modifiedAt: number;
+  /**
+   * The artifact's identity (inode, size, mtime): a different one under the same version means the
+   * file was replaced in place (absent: unknown, never reported as replaced).
+   */
+  readonly artifactStamp?: string;
 }
 
 export interface RepositoryModel {
@@ -44,6 +49,12 @@ export interface ScanOptions {
   artifact: ArtifactKind;
   /** Ignore artifacts modified less than this long ago (still being copied in). */
   settleMs?: number;
+  /**
+   * The poll's previous snapshot: a version it had whose file is being rewritten in place (or just
+   * touched) keeps its entry there until the file settles; skipped, it would look removed, and a
+   * worker would unload a model it serves for the length of a copy.
+   */
+  previous?: RepositorySnapshot;
   nowMs?: number;
   /** Serve only these model names. */
   only?: readonly string[] | undefined;
@@ -175,8 +186,12 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
         continue;
       }
       const modifiedAt = artifactStat.mtimeMs;
-      if (options.settleMs !== undefined && nowMs - modifiedAt < options.settleMs) continue;
-      versions.push({ model: name, version: entry, artifactPath, modifiedAt });
+      if (options.settleMs !== undefined && nowMs - modifiedAt < options.settleMs) {
+        const had = options.previous?.models.get(name)?.versions.find((v) => v.version === entry);
+        if (had !== undefined) versions.push(had);
+        continue;
+      }
+      versions.push({ model: name, version: entry, artifactPath, modifiedAt, artifactStamp: `${artifactStat.ino}:${artifactStat.size}:${modifiedAt}` });
     }
     versions.sort((a, b) => Number(a.version) - Number(b.version));
     const served = applyPolicy(config, versions);
@@ -193,6 +208,11 @@ export interface VersionDiff {
   readonly removed: readonly ModelVersion[];
   /** Models in both snapshots whose config.yaml now parses to something different. */
   readonly configChanged: readonly string[];
+  /**
+   * Served versions in both snapshots whose model file was replaced in place (new bytes under the
+   * same version). Running workers keep what they loaded; versions are immutable once served.
+   */
+  readonly replaced: readonly ModelVersion[];
 }
 
 const key = (v: ModelVersion): string => `${v.model}@${v.version}`;
@@ -208,10 +228,15 @@ export function diffServed(before: RepositorySnapshot | undefined, after: Reposi
     const was = before?.models.get(m.name);
     if (was !== undefined && JSON.stringify(was.config) !== JSON.stringify(m.config)) configChanged.push(m.name);
   }
+  const replaced = [...now.entries()].filter(([k, v]) => {
+    const was = old.get(k)?.artifactStamp;
+    return was !== undefined && v.artifactStamp !== undefined && was !== v.artifactStamp;
+  });
   return {
     added: [...now.entries()].filter(([k]) => !old.has(k)).map(([, v]) => v),
     removed: [...old.entries()].filter(([k]) => !now.has(k)).map(([, v]) => v),
     configChanged,
+    replaced: replaced.map(([, v]) => v),
   };
 }
 

@@ -148,7 +148,7 @@ async function startedWorker(
     reloading = true;
     void (async () => {
       try {
-        const next = scanRepository(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models, configCache });
+        const next = scanRepository(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models, configCache, previous: snapshot });
         for (const p of newProblems(snapshot, next)) log.warn({ path: p.path }, `model repository: ${p.message}`);
         const diff = diffServed(snapshot, next);
         if (diff.configChanged.length > 0) {

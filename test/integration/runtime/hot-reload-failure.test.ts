@@ -123,3 +123,28 @@ describe('hot reload of a config.yaml edited into an invalid file', () => {
     expect(await ask()).toMatchObject({ status: 'ok', version: '1' });
   }, 60_000);
 });
+
+describe('hot reload of a model file replaced in place', () => {
+  it('keeps serving the loaded version through the rewrite (no drain, no reload) and warns once that the new bytes need a new version', async () => {
+    const { repo, lines, ask } = await fleetOnCopiedRepo();
+    expect((await ask()).version).toBe('1');
+    const file = join(repo, MODEL, '1', 'model.onnx');
+    // A slow copy over the served file: its mtime keeps moving for a few polls.
+    const bytes = readFileSync(file);
+    const from = lines.length;
+    writeFileSync(file, bytes.subarray(0, 100));
+    for (let i = 0; i < 12; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      const now = new Date();
+      utimesSync(file, now, now);
+    }
+    writeFileSync(file, bytes);
+    const warned = () => lines.filter((l) => l.msg === 'model file replaced in place; running workers keep the bytes they loaded (workers started later load the new file): deploy new bytes as a new version directory');
+    await until(() => warned().length > 0, 20_000, 'the in-place replacement to be logged');
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(warned()).toHaveLength(1);
+    expect(warned()[0]).toMatchObject({ model: MODEL, version: '1', path: file, level: 40 });
+    expect(lines.slice(from).filter((l) => ['version removed; draining', 'version unloaded', 'model version loaded', 'model repository changed'].includes(String(l.msg)))).toEqual([]);
+    expect(await ask()).toMatchObject({ status: 'ok', version: '1' });
+  }, 60_000);
+});

@@ -95,7 +95,7 @@ describe('model repository', () => {
     writeFileSync(path, CONFIG.replace('NAME', 'renamed'));
     const renamed = scanRepository(dir, { artifact: 'onnx', configCache: cache });
     expect(renamed.models.get('a')?.config).toBe(first.models.get('a')?.config);
-    expect(diffServed(first, renamed)).toEqual({ added: [], removed: [], configChanged: [] });
+    expect(diffServed(first, renamed)).toEqual({ added: [], removed: [], configChanged: [], replaced: [] });
     expect(newProblems(first, renamed).map((p) => `${p.path}: ${p.message}`)).toEqual([
       `${path}: name "renamed" must equal its directory name "a"; still serving the model with the last valid config.yaml until it is fixed`,
     ]);
@@ -136,6 +136,24 @@ describe('model repository', () => {
     expect(scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs }).problems).toEqual([]);
     const later = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000 });
     expect(later.problems.map((p) => `${p.path}: ${p.message}`)).toEqual([`${join(dir, 'a', '2')}: missing model.onnx (needed by the simulator backend)`]);
+  });
+
+  it('a served model file rewritten in place keeps its entry until it settles (not removed), then is reported as replaced', () => {
+    const dir = repo();
+    const nowMs = Date.now();
+    const old = new Date(nowMs - 60_000);
+    const file = join(dir, 'a', '1', 'model.onnx');
+    for (const name of ['a', 'b']) utimesSync(join(dir, name, '1', 'model.onnx'), old, old);
+    const first = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs });
+    writeFileSync(file, 'new bytes');
+    const during = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs, previous: first });
+    expect(during.models.get('a')?.served).toEqual(first.models.get('a')?.served);
+    expect(diffServed(first, during)).toEqual({ added: [], removed: [], configChanged: [], replaced: [] });
+    const settled = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000, previous: during });
+    const diff = diffServed(during, settled);
+    expect([...diff.added, ...diff.removed]).toEqual([]);
+    expect(diff.replaced.map((v) => `${v.model}@${v.version}`)).toEqual(['a@1']);
+    expect(diffServed(settled, scanRepository(dir, { artifact: 'onnx', nowMs: nowMs + 20_000 })).replaced).toEqual([]);
   });
 
   it('ignores a version still being written (settleMs)', () => {
