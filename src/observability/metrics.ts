@@ -10,7 +10,12 @@ import { LocalHistogram } from './local-histogram.ts';
  */
 
 export type RequestStatus = 'ok' | 'late' | 'expired' | 'rejected' | 'invalid' | 'failed';
-export type DeadlineStage = 'queue' | 'device' | 'publish';
+/**
+ * admission: already past when the message reached this worker (broker lag, a slow producer);
+ * queue: passed in the local queue (expired, never sent to the device); device: passed while its
+ * batch ran (late, or dropped as expired); publish: passed while its result was being published.
+ */
+export type DeadlineStage = 'admission' | 'queue' | 'device' | 'publish';
 export type WasteReason = 'late' | 'expired';
 export type SourceTransport = 'kafka' | 'bullmq' | 'memory';
 
@@ -83,7 +88,7 @@ export const FLEET_METRICS = {
   deviceExecute: {
     name: 'npu_fleet_device_execute_seconds',
     kind: 'histogram',
-    help: 'Device execution time per batch (copy-in + execute + copy-out)',
+    help: 'Device execution time per batch (the execute itself, without the host/device copies)',
     labels: ['model', 'device', 'gear'],
   },
   batchesInFlight: {
@@ -119,7 +124,7 @@ export const FLEET_METRICS = {
   deadlineMisses: {
     name: 'npu_fleet_deadline_misses_total',
     kind: 'counter',
-    help: 'Requests whose deadline passed, by the stage they were in (queue|device|publish)',
+    help: 'Requests whose deadline passed, by the stage they were in (admission|queue|device|publish)',
     labels: ['model', 'stage'],
   },
   wastedDeviceSeconds: {

@@ -98,6 +98,7 @@ describe('FleetMetrics', () => {
     m.deadlineMiss('mlp', 'queue', 3);
     m.deadlineMiss('mlp', 'device');
     m.deadlineMiss('mlp', 'publish', 0);
+    m.deadlineMiss('mlp', 'admission', 2);
     m.addWastedDeviceSeconds('mlp', 'late', 0.5);
     m.addWastedDeviceSeconds('mlp', 'late', 0.25);
     m.addWastedDeviceSeconds('mlp', 'expired', -1);
@@ -116,6 +117,7 @@ describe('FleetMetrics', () => {
     expect(s.get('npu_fleet_deadline_misses_total{model="mlp",stage="queue"}')).toBe(3);
     expect(s.get('npu_fleet_deadline_misses_total{model="mlp",stage="device"}')).toBe(1);
     expect(s.has('npu_fleet_deadline_misses_total{model="mlp",stage="publish"}')).toBe(false);
+    expect(s.get('npu_fleet_deadline_misses_total{model="mlp",stage="admission"}')).toBe(2);
     expect(s.get('npu_fleet_wasted_device_seconds_total{model="mlp",reason="late"}')).toBe(0.75);
     expect(s.has('npu_fleet_wasted_device_seconds_total{model="mlp",reason="expired"}')).toBe(false);
     expect(s.get('npu_fleet_worker_restarts_total{device="1"}')).toBe(2);
