@@ -154,6 +154,9 @@ export class ModelLanes<P = unknown> {
    */
   private readonly failedLoads = new Map<string, number>();
 
+  /** Models that had a version loaded at some point (subscribed when served at start). */
+  private readonly everServed = new Set<string>();
+
   /**
    * Applies a repository snapshot; returns names of models that were not served before. At start
    * (`reload: false`) a version that fails to load fails the worker, as a broken repository
@@ -167,6 +170,8 @@ export class ModelLanes<P = unknown> {
       if (repoModel.served.length === 0) continue;
       let entry = this.models.get(repoModel.name);
       for (const v of repoModel.served) {
+        // Each load below awaits; batches completing meanwhile may unload versions (see after load).
+        entry = this.models.get(repoModel.name);
         const have = entry?.versions.get(v.version);
         if (have !== undefined) {
           // Put back while it still drains (a rollback, a config.yaml that failed to parse for a
@@ -196,13 +201,19 @@ export class ModelLanes<P = unknown> {
         this.failedLoads.delete(key);
         this.log.info({ model: v.model, version: v.version, loadMs: Date.now() - started }, 'model version loaded');
         const loaded: LoadedVersion = { model: v.model, version: v.version, executable, inflight: 0, retiring: false };
+        // Read again after the load: the model's last draining version may have been unloaded
+        // meanwhile, taking the entry with it; adding to that entry would lose this version.
+        entry = this.models.get(repoModel.name);
         if (!entry) {
           entry = { config: repoModel.config, versions: new Map(), defaultVersion: v.version, lanes: new Map() };
           this.models.set(repoModel.name, entry);
-          added.push(repoModel.name);
+          // Only a model never served is new to the transport; one served before is still subscribed.
+          if (!this.everServed.has(repoModel.name)) added.push(repoModel.name);
+          this.everServed.add(repoModel.name);
         }
         entry.versions.set(v.version, loaded);
       }
+      entry = this.models.get(repoModel.name);
       if (!entry) continue;
       const current = entry;
       const newest = [...repoModel.served].reverse().find((v) => current.versions.has(v.version))?.version;

@@ -1,5 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { ModelLanes, type DeviceLike } from '../../../src/runtime/model-lanes.ts';
+import { controlledDevice, MODEL, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 let h: WorkerHarness | undefined;
 afterEach(async () => {
@@ -65,5 +68,42 @@ describe('hot reload on a device worker (controlled device)', () => {
     expect(results.get('pinned')).toMatchObject([{ status: 'expired' }]);
     expect(executions).toHaveLength(2);
     await until(() => !loaded.has('1'), 2000, 'version 1 to be unloaded');
+  });
+});
+
+describe('ModelLanes reload ordering', () => {
+  it('a version loading while the model\'s last drained version is unloaded ends up served (not lost with the old entry)', async () => {
+    const gate: { open?: () => void } = {};
+    const base = controlledDevice();
+    const device: DeviceLike = {
+      ...base.device,
+      // Version 2 takes a while to load (a real NPU takes seconds); version 1 loads at once.
+      loadModel: async (path, opts) => {
+        if (path.includes('/2/')) await new Promise<void>((r) => (gate.open = r));
+        return base.device.loadModel(path, opts);
+      },
+    };
+    const log = createLogger({ level: 'silent' });
+    const lanes = new ModelLanes(device, log, parseFleetConfig({ devices: { count: 1, backend: 'sim' } }));
+    await lanes.apply(snapshotOf('1'));
+    const first = lanes.laneFor(MODEL, undefined);
+    if (!first.ok) throw first.error;
+    // A batch runs on v1 when every version leaves the repository, then v2 arrives.
+    const v1 = first.lane.current();
+    v1.inflight++;
+    await lanes.apply(snapshotOf(), { reload: true });
+    const applying = lanes.apply(snapshotOf('2'), { reload: true });
+    await until(() => gate.open !== undefined, 2000, 'version 2 to start loading');
+    // The v1 batch completes while v2 is still loading: v1 is drained and unloaded.
+    v1.inflight--;
+    await lanes.retireIfIdle(v1);
+    expect(base.loaded.has('1')).toBe(false);
+    gate.open?.();
+    // Served before (so still subscribed): not reported as a new model needing a worker restart.
+    expect(await applying).toEqual([]);
+    const after = lanes.laneFor(MODEL, undefined);
+    expect(after.ok).toBe(true);
+    if (after.ok) expect(after.lane.current().version).toBe('2');
+    expect(lanes.serves(MODEL)).toBe(true);
   });
 });
