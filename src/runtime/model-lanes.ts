@@ -265,7 +265,10 @@ export class ModelLanes<P = unknown> {
   laneFor(model: string, version: string | undefined): { ok: true; lane: Lane<P> } | { ok: false; error: FleetError } {
     const entry = this.models.get(model);
     if (!entry || entry.versions.get(entry.defaultVersion)?.retiring) {
-      return { ok: false, error: new FleetError('UNKNOWN_MODEL', `model "${model}" is not served by this fleet (served: ${[...this.models.keys()].join(', ') || 'none'})`) };
+      // A model still draining is no longer served: listing it would contradict the refusal.
+      const served = [...this.models].filter(([, e]) => e.versions.get(e.defaultVersion)?.retiring === false).map(([name]) => name);
+      const why = entry ? 'has no servable version in the model repository any more' : 'is not served by this fleet';
+      return { ok: false, error: new FleetError('UNKNOWN_MODEL', `model "${model}" ${why} (served: ${served.join(', ') || 'none'})`) };
     }
     if (version !== undefined) {
       const v = entry.versions.get(version);

@@ -107,3 +107,21 @@ describe('ModelLanes reload ordering', () => {
     expect(lanes.serves(MODEL)).toBe(true);
   });
 });
+
+describe('a model whose every version left the repository', () => {
+  it('rejects new requests at once, saying it has no version left rather than listing itself as served', async () => {
+    h = await startWorker(snapshotOf('1'));
+    const { producer, results, worker, executions } = h;
+    await producer.publish(request('before', 0));
+    await until(() => executions.length === 1, 2000, 'a batch on version 1');
+    await worker.applySnapshot(snapshotOf());
+    await producer.publish(request('after', 0));
+    await until(() => results.has('after'), 2000, 'an answer for the request sent after the removal');
+    const [r] = results.get('after') ?? [];
+    expect(r).toMatchObject({ status: 'rejected', error: { code: 'UNKNOWN_MODEL' } });
+    expect(r?.error?.message).toBe(`model "${MODEL}" has no servable version in the model repository any more (served: none)`);
+    executions[0]!.release();
+    await until(() => results.has('before'), 2000, 'the batch in flight to finish');
+    expect(results.get('before')).toMatchObject([{ status: 'ok', version: '1' }]);
+  });
+});
