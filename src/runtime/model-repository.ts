@@ -191,6 +191,8 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
         if (had !== undefined) versions.push(had);
         continue;
       }
+      // Still listed: a load then fails naming the file, and a served version keeps its loaded bytes.
+      if (artifactStat.size === 0) problems.push({ path: versionDir, message: `${artifactFile} is empty (0 bytes): copy the model file in again` });
       versions.push({ model: name, version: entry, artifactPath, modifiedAt, artifactStamp: `${artifactStat.ino}:${artifactStat.size}:${modifiedAt}` });
     }
     versions.sort((a, b) => Number(a.version) - Number(b.version));

@@ -42,6 +42,15 @@ describe('npu-fleet models validate', () => {
     expect(lines.at(-1)).toMatch(/^0 version\(s\) loaded, 1 failed/);
   });
 
+  it('fails an empty model file without loading it (a copy that died, a placeholder)', () => {
+    const dir = tempDir('npu-fleet-validate-empty-');
+    cpSync('examples/models/mlp-classifier', join(dir, 'mlp-classifier'), { recursive: true });
+    writeFileSync(join(dir, 'mlp-classifier', '1', 'model.onnx'), '');
+    const lines: string[] = [];
+    expect(validateModelsCommand(dir, (l) => lines.push(l), 'onnx')).toBe(1);
+    expect(lines).toContain(`FAIL ${join(dir, 'mlp-classifier', '1')}: model.onnx is empty (0 bytes): copy the model file in again`);
+  });
+
   it('a DIR that is not a directory is an argument error naming it', () => {
     expect(() => validateModelsCommand('/no/such/repo')).toThrow(/^\/no\/such\/repo is not a directory: give the model repository/);
   });
