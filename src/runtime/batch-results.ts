@@ -11,6 +11,8 @@ export interface MemberResult {
   readonly result: BuildResult;
   /** Finished past its deadline or the batch's execTimeoutMs (delivered late, or dropped). */
   readonly late: boolean;
+  /** Finished past its own deadline (a member without one is late only by the batch's overrun). */
+  readonly missedDeadline: boolean;
   /** Device seconds its share of a late batch wasted (0 when in time). */
   readonly wastedDeviceSeconds: number;
 }
@@ -33,14 +35,15 @@ export interface FinishedBatch {
 export function finishedBatchResults(batch: Batch<Payload>, cfg: ModelConfig, done: FinishedBatch): MemberResult[] {
   return batch.members.map((member, i) => {
     const { request } = member.payload;
-    const late = done.overran || (request.deadlineAt !== undefined && done.doneAt > request.deadlineAt);
+    const missedDeadline = request.deadlineAt !== undefined && done.doneAt > request.deadlineAt;
+    const late = done.overran || missedDeadline;
     const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: done.dispatchedAt - member.arrivedAt, deviceMs: done.deviceMs };
     const wastedDeviceSeconds = late ? (done.deviceMs / 1000) * (member.items / batch.gear) : 0;
     const dropped = late && cfg.lateResults === 'drop';
     const result: BuildResult = dropped
       ? { status: 'expired', error: new FleetError('DEADLINE_EXCEEDED', 'batch finished after the deadline; model policy lateResults=drop'), version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear }
       : { status: 'ok', outputs: done.perRequest[i] ?? [], late, version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear };
-    return { member, late, wastedDeviceSeconds, result };
+    return { member, late, missedDeadline, wastedDeviceSeconds, result };
   });
 }
 
@@ -49,6 +52,6 @@ export function failedBatchResults(batch: Batch<Payload>, version: string, error
   return batch.members.map((member) => {
     const { request } = member.payload;
     const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: dispatchedAt - member.arrivedAt };
-    return { member, late: false, wastedDeviceSeconds: 0, result: { status: 'failed', version, error, nowMs, timings, batchSize: batch.items, gear: batch.gear } };
+    return { member, late: false, missedDeadline: false, wastedDeviceSeconds: 0, result: { status: 'failed', version, error, nowMs, timings, batchSize: batch.items, gear: batch.gear } };
   });
 }

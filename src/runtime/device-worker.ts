@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import type { FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -71,6 +72,8 @@ export class DeviceWorker {
   private pumpAgain = false;
   private idleWaiters: Array<() => void> = [];
   private suspectsRecorded: Promise<void> = Promise.resolve();
+  /** Results of messages without a createdAt: no end-to-end latency to observe when settled. */
+  private readonly noCreatedAt = new WeakSet<ResultEnvelope>();
 
   constructor(private readonly o: DeviceWorkerOptions) {
     this.crash = new CrashSuspects({ journal: o.journal, hints: o.crashHints, transport: o.transport, log: o.log });
@@ -247,17 +250,15 @@ export class DeviceWorker {
         nowMs,
         timings: { queuedMs: r.arrivedAt - request.createdAt, batchWaitMs: nowMs - r.arrivedAt },
         device: -1,
-      }, undefined, r.payload.duplicates);
+      }, undefined, r.payload.duplicates, r.priority);
     }
   }
 
   private finishMembers(cfg: ModelConfig, results: readonly MemberResult[]): void {
-    for (const { member, result, late, wastedDeviceSeconds } of results) {
+    for (const { member, result, late, missedDeadline, wastedDeviceSeconds } of results) {
       const { request, delivery, duplicates } = member.payload;
-      if (late) {
-        this.o.metrics.deadlineMiss(cfg.name, 'device');
-        this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', wastedDeviceSeconds);
-      }
+      if (missedDeadline) this.o.metrics.deadlineMiss(cfg.name, 'device');
+      if (late) this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', wastedDeviceSeconds);
       this.finish(delivery, identityOfRequest(request), request.replyTo, result, undefined, duplicates, member.priority);
     }
   }
@@ -305,9 +306,13 @@ export class DeviceWorker {
     priority?: number,
   ): void {
     const result = buildResult(identity, this.ctx, b);
-    if (b.status === 'ok' && b.timings?.batchWaitMs !== undefined) {
+    // Every request that waited in the local queue, whatever became of it: served, expired there
+    // or failed with its batch (under overload the expired ones are the long waits).
+    if (b.timings?.batchWaitMs !== undefined) {
       this.o.metrics.observeQueueWait(identity.model, priority ?? 0, b.timings.batchWaitMs / 1000);
     }
+    // No createdAt (an undecodable message): its result's totalMs is 0, not a latency.
+    if (identity.createdAt === undefined) this.noCreatedAt.add(result);
     if (identity.id) this.intake.answered(identity.id, delivery, b.nowMs);
     this.publisher.push({ delivery, result, replyTo, dlq });
     for (const dup of duplicates) this.publisher.push({ delivery: dup, result, replyTo });
@@ -316,11 +321,11 @@ export class DeviceWorker {
   private onSettled(outcomes: readonly Outcome[], settledAt: number): void {
     for (const o of outcomes) {
       const status = o.result.status === 'ok' && o.result.late ? 'late' : o.result.status;
-      const createdAt = o.result.completedAt !== undefined ? o.result.completedAt - o.result.timings.totalMs : settledAt;
+      const createdAt = this.noCreatedAt.has(o.result) ? undefined : o.result.completedAt !== undefined ? o.result.completedAt - o.result.timings.totalMs : settledAt;
       // A message can name any model (unknown, or undecodable with a 256-character name): as a
       // label that would be a new series per name. The topic/queue it came from is one we subscribe to.
       const model = this.lanes.serves(o.result.model) ? o.result.model : o.delivery.model;
-      this.o.metrics.observeResult(model, status, Math.max(0, settledAt - createdAt) / 1000, o.delivery.priority);
+      this.o.metrics.observeResult(model, status, createdAt === undefined ? undefined : Math.max(0, settledAt - createdAt) / 1000, o.delivery.priority);
       if (o.dlq) this.o.metrics.deadLettered(model, o.dlq.reason);
     }
   }

@@ -116,7 +116,8 @@ export class RequestIntake {
       return;
     }
     if (a.kind === 'answer') {
-      if (a.expired === true) this.o.metrics.deadlineMiss(a.identity.model, 'queue');
+      // Past its deadline on arrival: lost upstream (publish, broker, backlog), not in our queue.
+      if (a.expired === true) this.o.metrics.deadlineMiss(a.identity.model, 'admission');
       this.o.answer(delivery, a.identity, a.replyTo, { ...a.result, nowMs }, a.dlq);
       return;
     }

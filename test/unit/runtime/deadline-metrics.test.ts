@@ -1,0 +1,76 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { MODEL, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+
+let h: WorkerHarness | undefined;
+afterEach(async () => {
+  await stopWorker(h);
+  h = undefined;
+});
+
+/** The value of one series in the exposition (0 when absent). */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+  let total = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return total;
+}
+
+describe('deadline and latency metrics count what happened to each request', () => {
+  it('a request already past its deadline when it reaches the worker is a miss at admission, not in the local queue', async () => {
+    h = await startWorker(snapshotOf('1'));
+    await h.producer.publish(request('stale', 1, { deadlineAt: Date.now() - 1000 }));
+    await until(() => h!.results.has('stale'), 2000, 'the expired answer');
+    expect(h.results.get('stale')).toMatchObject([{ status: 'expired' }]);
+    await new Promise((r) => setTimeout(r, 20));
+    const text = await h.metrics.render();
+    expect(sample(text, 'npu_fleet_deadline_misses_total', { model: MODEL, stage: 'admission' })).toBe(1);
+    expect(sample(text, 'npu_fleet_deadline_misses_total', { model: MODEL, stage: 'queue' })).toBe(0);
+  });
+
+  it('a batch past execTimeoutMs delivers its members late, but only a member whose own deadline passed is a deadline miss', async () => {
+    h = await startWorker(snapshotOf('1'));
+    const now = Date.now();
+    // Both in one batch: no deadline, and a deadline the overrun passes.
+    await h.producer.publish([request('no-deadline', 1), request('due', 1, { deadlineAt: now + 300 })]);
+    await until(() => h!.executions.length === 1, 2000, 'the batch on the device');
+    // The model's execTimeoutMs is 1000 ms: hold the batch past it, then let it finish.
+    await new Promise((r) => setTimeout(r, 1100));
+    h.executions[0]?.release();
+    await until(() => h!.results.has('no-deadline') && h!.results.has('due'), 2000, 'both late results');
+    expect(h.results.get('no-deadline')).toMatchObject([{ status: 'ok', late: true }]);
+    expect(h.results.get('due')).toMatchObject([{ status: 'ok', late: true }]);
+    await new Promise((r) => setTimeout(r, 20));
+    const text = await h.metrics.render();
+    expect(sample(text, 'npu_fleet_deadline_misses_total', { model: MODEL, stage: 'device' })).toBe(1);
+    expect(sample(text, 'npu_fleet_wasted_device_seconds_total', { model: MODEL, reason: 'late' })).toBeGreaterThan(0);
+  });
+
+  it('a message without a createdAt (undecodable) adds no end-to-end latency sample', async () => {
+    h = await startWorker(snapshotOf('1'));
+    await h.producer.publishRaw([{ model: MODEL, body: { id: 'garbage', model: MODEL, replyTo: 'test.replies', inputs: 'not tensors' } }]);
+    await until(() => h!.results.has('garbage'), 2000, 'the invalid answer');
+    expect(h.results.get('garbage')).toMatchObject([{ status: 'invalid' }]);
+    await new Promise((r) => setTimeout(r, 20));
+    const text = await h.metrics.render();
+    expect(sample(text, 'npu_fleet_requests_total', { model: MODEL, status: 'invalid' })).toBe(1);
+    expect(sample(text, 'npu_fleet_end_to_end_latency_seconds_count')).toBe(0);
+  });
+
+  it('queue wait is observed for requests that expired in the local queue too, not only for those served', async () => {
+    h = await startWorker(snapshotOf('1'));
+    // Both device slots busy, so the next request waits in the queue until its deadline passes.
+    await h.producer.publish(request('slow-1', 0));
+    await until(() => h!.executions.length === 1, 2000, 'the first batch');
+    await h.producer.publish(request('slow-2', 0));
+    await until(() => h!.executions.length === 2, 2000, 'both slots taken');
+    await h.producer.publish(request('waits', 1, { deadlineAt: Date.now() + 100 }));
+    await until(() => h!.results.has('waits'), 2000, 'the expired answer');
+    expect(h.results.get('waits')).toMatchObject([{ status: 'expired' }]);
+    await new Promise((r) => setTimeout(r, 20));
+    const text = await h.metrics.render();
+    expect(sample(text, 'npu_fleet_queue_wait_seconds_count', { model: MODEL, priority: '1' })).toBe(1);
+    expect(sample(text, 'npu_fleet_deadline_misses_total', { model: MODEL, stage: 'queue' })).toBe(1);
+  });
+});
