@@ -1,4 +1,4 @@
-// Runtime services (runtime.cc) used by the model API (model_api.cc).
+// Runtime services (runtime_*.cc) used by the model API (model_*.cc).
 #pragma once
 #include <functional>
 #include <memory>
@@ -40,7 +40,7 @@ uint64_t rtNextExecution(int dev);
 // Returns false if interrupted.
 bool rtDeviceSleep(int dev, double ms);
 
-// Called by the runtime when a device is torn down / at aclFinalize (model_api.cc).
+// Called by the runtime when a device is torn down / at aclFinalize (model_load.cc).
 void mdlReleaseDevice(int dev);
 void mdlReleaseAll();
 

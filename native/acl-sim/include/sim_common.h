@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -22,6 +23,14 @@ struct SimError {
 
 // Records the message for aclGetRecentErrMsg on the calling thread and returns code.
 aclError setError(aclError code, const std::string &msg);
+
+// Bracket an exported function's body: the API edge where a SimError (or host bad_alloc) becomes
+// the returned aclError and the thread's recent error message.
+#define API_BEGIN try {
+#define API_END                                                          \
+  }                                                                      \
+  catch (const SimError &e) { return setError(e.code, e.msg); }          \
+  catch (const std::bad_alloc &) { return setError(ACL_ERROR_BAD_ALLOC, "host out of memory"); }
 
 using Clock = std::chrono::steady_clock;
 inline double msSince(Clock::time_point t0) {
