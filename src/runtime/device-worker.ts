@@ -117,6 +117,13 @@ export class DeviceWorker {
     return this.state === 'running';
   }
 
+  /** For /readyz and the ready gauge: running, and its broker answering as far as the client knows. */
+  readiness(): { ready: true } | { ready: false; reason: string } {
+    if (this.state !== 'running') return { ready: false, reason: this.state };
+    if (!this.o.transport.connected()) return { ready: false, reason: 'broker unreachable' };
+    return { ready: true };
+  }
+
   get inflightBatches(): number {
     return this.runner.inflight;
   }

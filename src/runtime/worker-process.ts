@@ -76,7 +76,7 @@ export async function runWorker(
   const server = await startHealthServer({
     port,
     metrics,
-    isReady: () => (current === undefined ? { ready: false, reason: 'starting' } : current.ready ? { ready: true } : { ready: false, reason: current.status }),
+    isReady: () => current?.readiness() ?? { ready: false, reason: 'starting' },
     isHealthy: () => current === undefined || (current.status !== 'hung' && current.status !== 'failed'),
   });
   log.info({ metricsPort: server.port }, 'serving /metrics, /healthz, /readyz');
@@ -139,7 +139,11 @@ async function startedWorker(
   edge.started(worker);
   // Not ready if the transport already failed for good while starting.
   metrics.setWorkerReady(worker.ready);
-  metrics.onScrape(() => worker.exportGauges());
+  metrics.onScrape(() => {
+    // A broker away turns the gauge to 0 as it turns /readyz to 503 (transitions set it too).
+    metrics.setWorkerReady(worker.readiness().ready);
+    return worker.exportGauges();
+  });
 
   // Hot reload by polling: fs.watch misses events on some filesystems and gives half-written files.
   let reloading = false;

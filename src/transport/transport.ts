@@ -105,6 +105,13 @@ export interface Transport {
   markSuspect(deliveries: readonly Delivery[]): Promise<boolean>;
   /** Stop fetching new work; settle still works. */
   stopIntake(): Promise<void>;
+  /**
+   * Whether the broker answers, as far as the client can tell without a round trip (a readiness
+   * probe calls it on every request): Kafka, a heartbeat or fetch within a few heartbeat
+   * intervals; BullMQ, every Redis connection up; memory, not closed. False before start() and
+   * after close(). JS thread; never throws.
+   */
+  connected(): boolean;
   close(): Promise<void>;
   /** Work waiting at the source per model (Kafka consumer lag, BullMQ waiting count). */
   sourceLag(): Promise<Record<string, number>>;

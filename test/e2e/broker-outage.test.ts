@@ -48,6 +48,21 @@ async function drill(transport: TransportSettings, freeze: () => Promise<void>, 
   const answers = new Map<string, number>();
   const sub = await producer.subscribeReplies(replyTo, (r) => void answers.set(r.id, (answers.get(r.id) ?? 0) + 1));
   cleanups.push(() => sub.close());
+  // /readyz as a kubelet sees it, polled through the drill: the reasons it gave when not ready.
+  const readyz = async (): Promise<string> => {
+    const res = await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`);
+    const body = (await res.json()) as { reason?: string };
+    return res.status === 200 ? 'ready' : `${res.status} ${body.reason ?? ''}`;
+  };
+  const unready = new Set<string>();
+  let polling = true;
+  const poller = (async () => {
+    while (polling) {
+      const answer = await readyz().catch((err: unknown) => `unanswered ${String(err)}`);
+      if (answer !== 'ready') unready.add(answer);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  })();
   let thawed: Promise<void> | undefined;
   let longestPublishMs = 0;
   for (let i = 0; i < TOTAL; i += BATCH) {
@@ -66,17 +81,24 @@ async function drill(transport: TransportSettings, freeze: () => Promise<void>, 
   const deadline = publishedAt + 90_000;
   while (answers.size < TOTAL && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   const duplicates = [...answers.values()].reduce((n, c) => n + c - 1, 0);
-  return { answered: answers.size, duplicates, status: worker.worker.status, longestPublishMs, lastAnswerMs: Date.now() - publishedAt };
+  const lastAnswerMs = Date.now() - publishedAt;
+  polling = false;
+  await poller;
+  // Ready again once the broker answers (Kafka: the next heartbeat, within a few seconds).
+  let readyAtEnd = await readyz();
+  for (const until = Date.now() + 15_000; readyAtEnd !== 'ready' && Date.now() < until; readyAtEnd = await readyz()) await new Promise((r) => setTimeout(r, 250));
+  return { answered: answers.size, duplicates, status: worker.worker.status, longestPublishMs, lastAnswerMs, unready: [...unready], readyAtEnd };
 }
 
 type DrillResult = Awaited<ReturnType<typeof drill>>;
 
 /** The verdict every drill shares: the outage really blocked the producer, nothing went unanswered, the worker lives. */
 function expectSurvived(name: string, r: DrillResult, blockedAtLeastMs: number): void {
-  console.log(`[${name}] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms, all answered ${r.lastAnswerMs} ms after the last publish`);
+  console.log(`[${name}] answered ${r.answered}/${TOTAL}, duplicates ${r.duplicates}, worker ${r.status}, longest publish ${r.longestPublishMs} ms, all answered ${r.lastAnswerMs} ms after the last publish; /readyz not ready as ${JSON.stringify(r.unready)}, at the end ${r.readyAtEnd}`);
   expect(r.longestPublishMs, 'the outage really blocked the producer').toBeGreaterThan(blockedAtLeastMs);
   expect(r.answered).toBe(TOTAL);
   expect(r.status).toBe('running');
+  expect(r.readyAtEnd, '/readyz once the broker is back').toBe('ready');
 }
 
 /** A broker of the drill's own, and Kafka settings for a worker group on it. */
@@ -108,6 +130,7 @@ describe('broker outage drills', () => {
     cleanups.push(async () => process.kill(pid as number, 'SIGCONT'));
     const r = await drill(transport, async () => void process.kill(pid as number, 'SIGSTOP'), async () => void process.kill(pid as number, 'SIGCONT'), 12_000);
     expectSurvived('outage kafka', r, 6_000);
+    expect(r.unready, '/readyz while the broker was frozen').toContain('503 broker unreachable');
   }, 180_000);
 
   it('kafka: the broker restarted mid-load (stopped, then started on the same data): every request answered, worker keeps running', async () => {
@@ -174,6 +197,7 @@ describe('broker outage drills', () => {
     let restarted: Promise<void> | undefined;
     const r = await drill(transport, async () => void (restarted = redis.restart(3_000)), async () => restarted, 0);
     expectSurvived('restart bullmq', r, 2_000);
+    expect(r.unready, '/readyz while Redis was down').toContain('503 broker unreachable');
     // Jobs whose fetch the restart cut off come back at once: requests by the worker's reclaim
     // after its reconnect (not after their 30 s lock), results at the reply subscriber by its
     // 5 s stall checks (not BullMQ's 30-60 s).

@@ -299,6 +299,12 @@ export class BullmqTransport implements Transport {
     await this.disconnect();
   }
 
+  connected(): boolean {
+    if (this.closed || this.workers.size === 0 || this.connection?.status !== 'ready') return false;
+    for (const mw of this.workers.values()) if (mw.connection.status !== 'ready') return false;
+    return true;
+  }
+
   /** Simulates a crash: connections dropped, locks left to expire; other workers re-run the jobs. */
   async abort(): Promise<void> {
     this.closed = true;

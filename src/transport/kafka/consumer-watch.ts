@@ -33,8 +33,24 @@ export class ConsumerWatch {
   private firstJoin: Promise<void> | undefined;
   private fatalReported = false;
   private restoring: Promise<void> | undefined;
+  private lastContactAt = 0;
 
   constructor(private readonly o: ConsumerWatchOptions) {}
+
+  /** A heartbeat, fetch, commit or join the broker answered. */
+  onContact(nowMs = Date.now()): void {
+    this.lastContactAt = nowMs;
+  }
+
+  /**
+   * Whether the broker answered within `windowMs`. kafkajs heartbeats every heartbeatInterval
+   * even while every partition is paused, so silence for a few intervals means the coordinator
+   * is unreachable (frozen, partitioned away) or the group is in a long rebalance: either way
+   * this worker reads nothing now.
+   */
+  inContact(windowMs: number, nowMs = Date.now()): boolean {
+    return this.lastContactAt > 0 && nowMs - this.lastContactAt <= windowMs;
+  }
 
   /** Before consumer.run(): from now on a refusal fails untilJoined() instead of being fatal. */
   armStart(): void {
@@ -46,6 +62,7 @@ export class ConsumerWatch {
 
   /** On every GROUP_JOIN. */
   onJoin(): void {
+    this.onContact();
     this.joined();
   }
 

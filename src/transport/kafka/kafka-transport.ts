@@ -54,6 +54,8 @@ export class KafkaTransport implements Transport {
   private readonly offsets = new OffsetCommitter(this.partitions, () => this.consumer, () => this.committer === undefined);
   private readonly hints: RedeliveryHints;
   private closed = false;
+  private watch: ConsumerWatch | undefined;
+  private contactWindowMs = 5_000;
   private onFatal: ((err: FleetError) => void) | undefined;
   private readonly pauses: FetchPauses;
   private readonly transactionalId: string;
@@ -110,10 +112,13 @@ export class KafkaTransport implements Transport {
       if (this.settings.exactlyOnce) this.committer = new TransactionalCommitter(this.settings.groupId, () => this.partitions.values(), sender);
 
       const sessionTimeout = this.settings.sessionTimeoutMs;
+      const heartbeatInterval = Math.max(100, Math.min(3_000, Math.floor(sessionTimeout / 5)));
+      // Three missed heartbeats (at least 5 s): unreachable, not a slow answer.
+      this.contactWindowMs = Math.max(5_000, 3 * heartbeatInterval);
       const consumer = this.kafka.consumer({
         groupId: this.settings.groupId,
         sessionTimeout,
-        heartbeatInterval: Math.max(100, Math.min(3_000, Math.floor(sessionTimeout / 5))),
+        heartbeatInterval,
         maxWaitTimeInMs: this.options.maxWaitTimeMs ?? 100,
         maxBytesPerPartition: this.options.maxBytesPerPartition ?? 1_048_576,
         allowAutoTopicCreation: false,
@@ -130,6 +135,9 @@ export class KafkaTransport implements Transport {
         onFatal: (err) => this.onFatal?.(err),
       });
       watch.armStart();
+      this.watch = watch;
+      const contact = (): void => watch.onContact();
+      for (const event of [consumer.events.HEARTBEAT, consumer.events.FETCH, consumer.events.COMMIT_OFFSETS]) consumer.on(event, contact);
       consumer.on(consumer.events.GROUP_JOIN, (e) => {
         this.onAssignment(e.payload.memberAssignment);
         watch.onJoin();
@@ -352,6 +360,10 @@ export class KafkaTransport implements Transport {
     if (offsets.length > 0) await this.offsets.markSuspect(offsets);
     // A revoked partition's message goes to its new owner without this count.
     return offsets.length === deliveries.length;
+  }
+
+  connected(): boolean {
+    return !this.closed && this.watch?.inContact(this.contactWindowMs) === true;
   }
 
   async stopIntake(): Promise<void> {

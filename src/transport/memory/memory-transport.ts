@@ -30,6 +30,7 @@ export class MemoryTransport implements Transport {
   private readonly consumers = new Map<string, MemoryConsumer>();
   private readonly ledger = new DeliveryLedger<Entry>();
   private closed = false;
+  private started = false;
 
   constructor(options: MemoryTransportOptions = {}) {
     this.broker = options.broker ?? sharedMemoryBroker();
@@ -48,6 +49,7 @@ export class MemoryTransport implements Transport {
       );
       this.consumers.set(model, consumer);
     }
+    this.started = true;
   }
 
   pause(model: string, priorities: readonly number[]): void {
@@ -130,6 +132,10 @@ export class MemoryTransport implements Transport {
   }
 
   /** Waits for settles in flight, gives back whatever is still unsettled, detaches. */
+  connected(): boolean {
+    return this.started && !this.closed;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     await this.stopIntake();

@@ -483,6 +483,19 @@ export function assertTransportConformance(makeHarness: () => Promise<Conformanc
   });
 
   describe('shutdown', () => {
+    it('connected() is false before start, true once started (and still true a few heartbeats later), false after close', async () => {
+      const model = newModel();
+      const t = transport();
+      expect(t.connected()).toBe(false);
+      await startWith(t, model, new Inbox());
+      expect(t.connected()).toBe(true);
+      // Idle with nothing to fetch: the client still hears from the broker (Kafka: heartbeats).
+      await new Promise((r) => setTimeout(r, 6_000));
+      expect(t.connected()).toBe(true);
+      await t.close();
+      expect(t.connected()).toBe(false);
+    });
+
     it('stopIntake stops deliveries but settle still works; close gives back what was released or left unsettled', async () => {
       const model = newModel();
       const p = producer();
