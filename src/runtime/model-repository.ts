@@ -205,6 +205,37 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
   return { dir, models, problems };
 }
 
+export interface SettleWait {
+  /** A served file changed less than this long ago may still be being copied in. */
+  readonly settleMs: number;
+  /** Waiting ends after this long, taking the files as they are (one that never stops changing). */
+  readonly maxWaitMs: number;
+  /** Told, once per wait, how long the scan waits for files to settle. */
+  readonly onWait?: (waitMs: number, paths: readonly string[]) => void;
+}
+
+/**
+ * The start-up scan. Unlike a poll's, it cannot skip a version whose file is still changing (the
+ * models served at start would change with the timing), but loading it would load half a file:
+ * the load fails, the start with it, and the supervisor restarts the worker in a loop until the
+ * copy ends (or, for a format that half-parses, garbage is served). So it waits until every served
+ * file is settleMs old, rescanning (a copy may add files), for at most maxWaitMs. A worker started
+ * right after a copy finished waits at most settleMs.
+ */
+export async function scanRepositorySettled(dir: string, options: Omit<ScanOptions, 'settleMs' | 'previous' | 'nowMs'>, wait: SettleWait): Promise<RepositorySnapshot> {
+  const startedAt = Date.now();
+  for (;;) {
+    const snapshot = scanRepository(dir, options);
+    const nowMs = Date.now();
+    const young = [...snapshot.models.values()].flatMap((m) => m.served).filter((v) => nowMs - v.modifiedAt < wait.settleMs);
+    const left = wait.maxWaitMs - (nowMs - startedAt);
+    if (young.length === 0 || left <= 0) return snapshot;
+    const waitMs = Math.min(left, Math.max(...young.map((v) => wait.settleMs - (nowMs - v.modifiedAt))) + 10);
+    wait.onWait?.(waitMs, young.map((v) => v.artifactPath));
+    await new Promise((r) => setTimeout(r, waitMs));
+  }
+}
+
 export interface VersionDiff {
   readonly added: readonly ModelVersion[];
   readonly removed: readonly ModelVersion[];

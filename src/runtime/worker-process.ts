@@ -6,7 +6,7 @@ import { FleetMetrics } from '../observability/metrics.ts';
 import type { Transport } from '../transport/transport.ts';
 import { DeviceWorker } from './device-worker.ts';
 import type { DeviceLike } from './model-lanes.ts';
-import { diffServed, newProblems, scanRepository, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
+import { diffServed, newProblems, scanRepository, scanRepositorySettled, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
 import { InflightJournal, inflightJournalPath } from './inflight-journal.ts';
 import { openPredecessorNote, predecessorNotePath } from './predecessor-note.ts';
 
@@ -46,6 +46,8 @@ export interface RunWorkerOptions {
 
 const REPO_POLL_MS = 1000;
 const SETTLE_MS = 500;
+/** How long a start waits for model files that keep changing before it loads them as they are. */
+const START_SETTLE_WAIT_MS = 60_000;
 /** How long a hung worker waits for its suspects to reach the broker before closing anyway. */
 const SUSPECTS_WAIT_MS = 1_500;
 /** How long stopping a hung worker waits for its broker session to close. */
@@ -99,7 +101,11 @@ async function startedWorker(
   const device = await deps.openDevice(deviceId);
   // Shared by the start-up scan and the polls: it keeps each model's last valid config.yaml.
   const configCache: ConfigCache = new Map();
-  let snapshot: RepositorySnapshot = scanRepository(config.modelRepository, { artifact: deps.artifact, only: config.models, configCache });
+  let snapshot: RepositorySnapshot = await scanRepositorySettled(
+    config.modelRepository,
+    { artifact: deps.artifact, only: config.models, configCache },
+    { settleMs: SETTLE_MS, maxWaitMs: START_SETTLE_WAIT_MS, onWait: (waitMs, paths) => log.info({ waitMs, paths }, 'model files changed just now (a copy in progress?): waiting for them to settle before loading') },
+  );
   for (const p of snapshot.problems) log.warn({ path: p.path }, `model repository: ${p.message}`);
   if ([...snapshot.models.values()].every((m) => m.served.length === 0)) {
     await device.close();
