@@ -1,5 +1,6 @@
 import { AdaptiveLimit } from './adaptive-limit.ts';
 import { DeviceTimeEstimator } from './device-time-estimator.ts';
+import { GearTable } from './gear-table.ts';
 import { passesOver, ranksBefore } from './lane.ts';
 import type { Entry } from './lane.ts';
 import { RequestQueue } from './request-queue.ts';
@@ -19,7 +20,8 @@ export class BatchScheduler<P = unknown> {
   readonly options: SchedulerOptions;
   private readonly queue: RequestQueue<P>;
   private readonly counters: SchedulerCounters;
-  /** gearOf[n]: smallest gear holding n items (n <= the largest gear). */
+  private readonly gears: GearTable;
+  /** gears.gearOf: the smallest gear holding n items. */
   private readonly gearOf: Int32Array;
   private readonly estimator: DeviceTimeEstimator;
   private readonly adaptive: AdaptiveLimit;
@@ -31,13 +33,9 @@ export class BatchScheduler<P = unknown> {
     this.options = o;
     this.queue = new RequestQueue<P>(o);
     this.counters = new SchedulerCounters(o.priorityLevels, o.ewmaAlpha);
-    this.gearOf = new Int32Array(o.maxBatchSize + 1);
-    let g = 0;
-    for (let n = 1; n <= o.maxBatchSize; n++) {
-      while ((o.gears[g] as number) < n) g++;
-      this.gearOf[n] = o.gears[g] as number;
-    }
     this.estimator = new DeviceTimeEstimator(o.ewmaAlpha, o.priorDeviceBaseMs, o.priorDevicePerItemMs);
+    this.gears = new GearTable(o.gears, o.gearsConfigured, this.estimator);
+    this.gearOf = this.gears.gearOf;
     this.probe = new StaleEstimateProbe(this.estimator, o);
     this.adaptive = new AdaptiveLimit(o.gears, {
       targetLatencyMs: o.targetLatencyMs,
@@ -178,12 +176,13 @@ export class BatchScheduler<P = unknown> {
    * to answer it `expired`, instead of when the device next frees up.
    */
   nextUnreachableAt(): number {
-    return this.queue.earliestLatestStart((gear) => this.estimator.estimateMs(gear));
+    return this.queue.earliestLatestStart((gear) => this.gears.reachMs(gear));
   }
 
   /** Feeds a completed batch: device time per gear (EWMA) and the adaptive limit. */
   recordCompletion(gear: number, deviceMs: number, nowMs: number): void {
     this.estimator.record(gear, deviceMs, nowMs);
+    this.gears.refresh();
     this.adaptive.record(deviceMs, nowMs, (g) => this.estimator.estimateMs(g));
   }
 
@@ -242,9 +241,14 @@ export class BatchScheduler<P = unknown> {
     out.push(entry.req);
   }
 
-  /** True when the request cannot finish by its deadline even in the smallest batch holding it. */
+  /** True when no batch holding the request (padded up as far as needed) ends by its deadline. */
   private unreachable(entry: Entry<P>, startAt: number): boolean {
-    return !this.probe.fits(startAt, entry.gear, entry.deadline);
+    return !this.fits(startAt, entry.gear, entry.deadline);
+  }
+
+  /** Whether a batch whose own gear is `gear` can end by `deadline`: in some gear, or as a probe. */
+  private fits(startAt: number, gear: number, deadline: number): boolean {
+    return startAt + this.gears.reachMs(gear) <= deadline || this.probe.fits(startAt, gear, deadline);
   }
 
   /**
@@ -261,7 +265,7 @@ export class BatchScheduler<P = unknown> {
   /** Latest start that keeps `entry` within its deadline in the batch its bucket would form. */
   private releaseAt(entry: Entry<P>, limit: number): number {
     const wouldHold = Math.min(this.options.maxBatchSize, Math.max(entry.items, Math.min(limit, this.queue.itemsInBucket(entry.bucket))));
-    return entry.deadline - this.estimator.estimateMs(this.gearOf[wouldHold] as number) - this.options.deadlineMarginMs;
+    return entry.deadline - this.gears.reachMs(this.gearOf[wouldHold] as number) - this.options.deadlineMarginMs;
   }
 
   /** Why the top bucket should go now, or the time to look again (Infinity: nothing timed). */
@@ -314,7 +318,7 @@ export class BatchScheduler<P = unknown> {
         if (total > limit) break;
         if (outside !== undefined && passesOver(next, outside, nowMs)) break;
         const deadline = Math.min(minDeadline, next.deadline);
-        if (!this.probe.fits(startAt, this.gearOf[total] as number, deadline)) break;
+        if (!this.fits(startAt, this.gearOf[total] as number, deadline)) break;
       } else if (outside !== undefined && ranksBefore(outside, next, nowMs)) {
         // The first member must be the overall top (it was, unless that one just expired).
         break;
@@ -337,6 +341,8 @@ export class BatchScheduler<P = unknown> {
   private trimPadding(members: Entry<P>[], items: number, limit: number, nowMs: number, startAt: number): number {
     const gear = this.gearOf[items] as number;
     if (!this.options.trimPadding || !this.options.gearsConfigured || gear === items || members.length < 2) return items;
+    // A batch padded up past its own gear to meet a deadline is not trimmed (see GearTable).
+    if (this.runGear(members, members.length, items, startAt) !== gear) return items;
     let keep = members.length;
     let kept = items;
     while (keep > 1 && (this.gearOf[kept] as number) >= gear) kept -= (members[--keep] as Entry<P>).items;
@@ -344,6 +350,7 @@ export class BatchScheduler<P = unknown> {
     if (smaller >= gear) return items;
     const est = (g: number) => this.estimator.estimateMs(g);
     if (est(smaller) / kept >= est(gear) / items) return items;
+    if (this.runGear(members, keep, kept, startAt) !== smaller) return items;
     const delays = this.options.maxQueueDelayMs;
     // A returned member starts no earlier than the end of the trimmed batch, not at its start.
     const nextStartAt = startAt + est(smaller);
@@ -356,11 +363,18 @@ export class BatchScheduler<P = unknown> {
     return kept;
   }
 
+  /** The gear the first `count` members (`items` in all) run in, from `startAt`. */
+  private runGear(members: readonly Entry<P>[], count: number, items: number, startAt: number): number {
+    let minDeadline = Infinity;
+    for (let i = 0; i < count; i++) minDeadline = Math.min(minDeadline, (members[i] as Entry<P>).deadline);
+    return this.gears.runGear(items, startAt, minDeadline);
+  }
+
   private finish(members: Entry<P>[], items: number, bucket: number, limit: number, reason: DispatchReason, startAt: number): Batch<P> {
-    const gear = this.gearOf[items] as number;
-    const estimatedDeviceMs = this.estimator.estimateMs(gear);
     let minDeadline = Infinity;
     for (const e of members) if (e.deadline < minDeadline) minDeadline = e.deadline;
+    const gear = this.gears.runGear(items, startAt, minDeadline);
+    const estimatedDeviceMs = this.estimator.estimateMs(gear);
     const bound = this.options.buckets.length > 0 ? (this.options.buckets[bucket] as number) : null;
     let realSlots = items;
     let paddedLengthSlots = 0;

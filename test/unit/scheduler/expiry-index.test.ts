@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BatchScheduler } from '../../../src/scheduler/index.ts';
 import type { SchedulerOptionsInput } from '../../../src/scheduler/index.ts';
-import { ManualClock, ids, req } from './scheduler-fixtures.ts';
+import { ManualClock, ids, reachMs, req } from './scheduler-fixtures.ts';
 import type { ReqSpec } from './scheduler-fixtures.ts';
 
 // Prior device time 10 ms per gear slot (no base): gear 1 = 10 ms, gear 4 = 40 ms, gear 8 = 80 ms.
@@ -162,7 +162,7 @@ describe('property: after collectExpired, nothing queued is out of reach and not
           const s = new BatchScheduler<string>({ ...options, buckets: bucketed ? [4, 16] : [] });
           samples.forEach((x, i) => s.recordCompletion(x.gear, x.ms, i));
           reqs.forEach((r, i) => s.enqueue(req({ id: `r${i}`, priority: r.priority, items: r.items, deadlineAt: r.deadlineMs, length: r.length })));
-          const est = (items: number) => s.estimateDeviceMs(s.gearFor(items) as number);
+          const est = (items: number) => reachMs(s, items);
           for (const e of s.collectExpired(0, startAt)) expect(startAt + est(e.items)).toBeGreaterThan(e.deadlineAt as number);
           let latestStart = Infinity;
           reqs.forEach((r, i) => {

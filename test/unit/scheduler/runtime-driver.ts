@@ -1,5 +1,6 @@
 import { BatchScheduler } from '../../../src/scheduler/index.ts';
 import type { Batch, Decision, SchedulerOptionsInput, SchedulerRequest } from '../../../src/scheduler/index.ts';
+import { reachMs } from './scheduler-fixtures.ts';
 
 /**
  * A driver closer to the worker than sim-driver: two batches in flight (the second formed while
@@ -54,11 +55,11 @@ export function runRuntimeLike(options: SchedulerOptionsInput, steps: readonly S
   let wakeAt = Infinity;
   let next = 0;
   let batchNo = 0;
-  // Never expires a request that could still make its deadline alone from startAt.
+  // Never expires a request that some batch holding it (padded up as needed) could still serve...
   const checkExpired = (expired: readonly SchedulerRequest<number>[], startAt: number) => {
     for (const e of expired) {
       end(e.id, 'expired');
-      const doneAt = startAt + s.estimateDeviceMs(s.gearFor(e.items) as number);
+      const doneAt = startAt + reachMs(s, e.items);
       if (doneAt <= (e.deadlineAt ?? Infinity)) breaches.push(`${e.id} expired at start ${startAt}, though it could end by ${doneAt} <= ${e.deadlineAt}`);
     }
   };
@@ -68,9 +69,9 @@ export function runRuntimeLike(options: SchedulerOptionsInput, steps: readonly S
     let latestStart = Infinity;
     for (const r of reqs) {
       if (r.deadlineAt === undefined || !s.has(r.id)) continue;
-      const doneAt = startAt + s.estimateDeviceMs(s.gearFor(r.items) as number);
+      const doneAt = startAt + reachMs(s, r.items);
       if (doneAt > r.deadlineAt) breaches.push(`${r.id} is still queued after expiring at ${startAt}, though it cannot end before ${doneAt} > ${r.deadlineAt}`);
-      latestStart = Math.min(latestStart, r.deadlineAt - s.estimateDeviceMs(s.gearFor(r.items) as number));
+      latestStart = Math.min(latestStart, r.deadlineAt - reachMs(s, r.items));
     }
     if (s.nextUnreachableAt() !== latestStart) breaches.push(`nextUnreachableAt ${s.nextUnreachableAt()} != ${latestStart}`);
   };

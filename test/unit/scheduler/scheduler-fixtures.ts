@@ -1,4 +1,4 @@
-import type { SchedulerRequest } from '../../../src/scheduler/index.ts';
+import type { BatchScheduler, SchedulerRequest } from '../../../src/scheduler/index.ts';
 
 export interface ReqSpec {
   id: string;
@@ -40,3 +40,13 @@ export class ManualClock {
 }
 
 export const ids = (xs: readonly { id: string }[]): string[] => xs.map((x) => x.id);
+
+/**
+ * The oracle for "can a batch holding `items` end in time": the least estimate over the request's
+ * own gear and, with configured gears, every larger one (a batch may be padded up).
+ */
+export function reachMs<P>(s: BatchScheduler<P>, items: number): number {
+  const own = s.gearFor(items) as number;
+  const gears = s.options.gearsConfigured ? s.options.gears.filter((g) => g >= own) : [own];
+  return Math.min(...gears.map((g) => s.estimateDeviceMs(g)));
+}
