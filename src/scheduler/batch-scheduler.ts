@@ -268,7 +268,13 @@ export class BatchScheduler<P = unknown> {
     return entry.deadline - this.gears.reachMs(this.gearOf[wouldHold] as number) - this.options.deadlineMarginMs;
   }
 
-  /** Why the top bucket should go now, or the time to look again (Infinity: nothing timed). */
+  /**
+   * Why the top bucket should go now, or the time to look again (Infinity: nothing timed).
+   * Each lane's earliest deadline stands for the lane: while no request of a bucket is larger than
+   * the limit, every one would join a batch of the same size (releaseAt), so deadline order is
+   * release order. A larger one makes its bucket full: the top bucket then goes at once, and any
+   * other bucket waits for the top anyway, whoever's deadline fired the trigger.
+   */
   private trigger(bucket: number, limit: number, nowMs: number, startAt: number): DispatchReason | number {
     if (this.queue.itemsInBucket(bucket) >= limit) return 'full';
     const delays = this.options.maxQueueDelayMs;
