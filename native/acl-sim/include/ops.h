@@ -8,6 +8,8 @@
 #pragma GCC visibility push(hidden)
 namespace sim {
 
+extern const OpDef kElementwiseOps[];
+extern const size_t kElementwiseOpsCount;
 extern const OpDef kTensorOps[];
 extern const size_t kTensorOpsCount;
 extern const OpDef kNnOps[];
@@ -24,6 +26,8 @@ int64_t normAxis(int64_t axis, int64_t r, const char *what, bool inclusive = fal
 // Reads an int64/int32 tensor as int64 values.
 std::vector<int64_t> readInts(const Tensor &t, const char *what);
 void requireFloat(const Tensor &t, const char *what);
+// Load-time check of the optional int attribute 'axis' (ops_tensor.cc).
+void checkAxis(const NodeProto &n, int64_t opset);
 
 }  // namespace sim
 #pragma GCC visibility pop

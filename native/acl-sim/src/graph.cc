@@ -110,6 +110,9 @@ std::vector<int64_t> attrInts(const NodeProto &n, const char *name) {
 bool hasAttr(const NodeProto &n, const char *name) { return n.attr(name) != nullptr; }
 
 const OpDef *findOp(const std::string &opType) {
+  for (size_t i = 0; i < kElementwiseOpsCount; ++i) {
+    if (opType == kElementwiseOps[i].name) return &kElementwiseOps[i];
+  }
   for (size_t i = 0; i < kTensorOpsCount; ++i) {
     if (opType == kTensorOps[i].name) return &kTensorOps[i];
   }
@@ -122,6 +125,7 @@ const OpDef *findOp(const std::string &opType) {
 std::string supportedOps() {
   std::string s;
   for (size_t i = 0; i < kNnOpsCount; ++i) s += std::string(s.empty() ? "" : ", ") + kNnOps[i].name;
+  for (size_t i = 0; i < kElementwiseOpsCount; ++i) s += std::string(", ") + kElementwiseOps[i].name;
   for (size_t i = 0; i < kTensorOpsCount; ++i) s += std::string(", ") + kTensorOps[i].name;
   return s + ", Constant";
 }
