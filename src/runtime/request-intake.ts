@@ -9,6 +9,8 @@ import { identityOfRequest, type buildResult, type ResultIdentity } from './resu
 
 /** Deliveries admitted per event-loop turn (see admitSlice). */
 const ADMIT_SLICE = 256;
+/** Under sustained overload, at most one backpressure line per lane this often. */
+const BACKPRESSURE_LOG_MS = 30_000;
 
 /** Answers a delivery that is not queued (DeviceWorker.finish). */
 export type AnswerDelivery = (
@@ -51,6 +53,8 @@ export class RequestIntake {
   /** Queued requests by id, so a redelivery that arrives meanwhile rides along with the original. */
   private readonly queued = new Map<string, Payload>();
   private readonly seen = new Map<string, number>();
+  /** Per lane: when a backpressure pause was last logged, and what was held back since. */
+  private readonly pauseLog = new Map<string, { loggedAt: number; held: number; resumeLogged: boolean }>();
   private readonly paused = new Map<string, number[]>();
   /** The last top-priority admission on this device, any lane: the device is what urgent work waits for. */
   private lastUrgent = -Infinity;
@@ -164,7 +168,27 @@ export class RequestIntake {
     const pause = Array.from({ length: Math.max(1, levels - 1) }, (_, i) => levels - 1 - i).filter((p) => p > 0 || levels === 1);
     this.paused.set(lane.key, pause);
     this.o.transport.pause(lane.config.name, pause);
-    this.o.log.info({ model: lane.config.name, priorities: pause }, 'backpressure: intake paused');
+    const logged = this.backpressureLog(lane.key);
+    if (logged !== undefined) this.o.log.info({ model: lane.config.name, priorities: pause, ...logged }, 'backpressure: intake paused');
+  }
+
+  /**
+   * Under sustained overload intake pauses and resumes several times a second: one line per lane
+   * per BACKPRESSURE_LOG_MS, carrying how many pauses it stands for (the queue depth gauges
+   * show the rest). Undefined: hold this one back.
+   */
+  private backpressureLog(key: string, nowMs = Date.now()): { pausesSinceLastLine: number } | undefined {
+    const t = this.pauseLog.get(key) ?? { loggedAt: -Infinity, held: 0, resumeLogged: false };
+    this.pauseLog.set(key, t);
+    if (nowMs - t.loggedAt < BACKPRESSURE_LOG_MS) {
+      t.held++;
+      return undefined;
+    }
+    const pausesSinceLastLine = t.held + 1;
+    t.loggedAt = nowMs;
+    t.held = 0;
+    t.resumeLogged = false;
+    return { pausesSinceLastLine };
   }
 
   /** Resumes the lane's paused priorities once its scheduler is below the limits again. */
@@ -173,6 +197,11 @@ export class RequestIntake {
     if (!pausedLevels || lane.scheduler.intakePaused) return;
     this.paused.delete(lane.key);
     this.o.transport.resume(lane.config.name, pausedLevels);
-    this.o.log.info({ model: lane.config.name }, 'backpressure released: intake resumed');
+    // Logged with its pause: only the resume after a logged pause (not every flap).
+    const t = this.pauseLog.get(lane.key);
+    if (t !== undefined && t.held === 0 && !t.resumeLogged) {
+      t.resumeLogged = true;
+      this.o.log.info({ model: lane.config.name }, 'backpressure released: intake resumed');
+    }
   }
 }
