@@ -1,0 +1,183 @@
+// Malformed model input: truncations, random corruptions, hostile lengths and shapes must fail
+// with the documented codes and never crash.
+#include "onnx_builder.h"
+#include "test_models.h"
+
+using tb::DYN_BATCH;
+using tb::DYN_SEQ;
+using tb::FLOAT;
+using tb::INT64;
+
+namespace {
+
+aclError loadBytes(const std::string &b, std::string *msg = nullptr) {
+  uint32_t id = 0;
+  aclError e = aclmdlLoadFromMem(b.data(), b.size(), &id);
+  const char *m = aclGetRecentErrMsg();
+  if (msg) *msg = m ? m : "";
+  if (!e) aclmdlUnload(id);
+  return e;
+}
+
+}  // namespace
+
+void malformed() {
+  std::string msg;
+  CHECK(loadBytes("this is not an onnx model", &msg) == ACL_ERROR_DESERIALIZE_MODEL);
+  CHECK(!msg.empty());
+  CHECK(loadBytes(std::string(1, '\0')) != 0);
+  uint32_t id;
+  CHECK_CODE(aclmdlLoadFromMem(nullptr, 10, &id), ACL_ERROR_INVALID_PARAM);
+  CHECK_CODE(aclmdlLoadFromFile("/nonexistent/model.onnx", &id), int(ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID));
+  CHECK_CODE(aclmdlLoadFromFile("/tmp", &id), int(ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID));
+  // Hostile lengths: a graph field claiming 2^62 bytes, a tensor claiming huge dims.
+  {
+    tb::PB m;
+    m.tag(7, 2);
+    m.varint(uint64_t(1) << 62);
+    m.b += "xx";
+    CHECK(loadBytes(m.b, &msg) == ACL_ERROR_DESERIALIZE_MODEL && msg.find("exceeds") != std::string::npos);
+    tb::PB t;
+    t.packedI64(1, {int64_t(1) << 40, int64_t(1) << 40});
+    t.i64(2, 1);
+    t.str(9, "abcd");
+    tb::PB g;
+    g.msg(5, t);
+    tb::PB mm;
+    mm.msg(7, g);
+    CHECK(loadBytes(mm.b, &msg) == ACL_ERROR_DESERIALIZE_MODEL && msg.find("too large") != std::string::npos);
+    tb::PB v;
+    v.tag(1, 0);
+    for (int i = 0; i < 11; ++i) v.b += char(0xff);  // over-long varint
+    CHECK(loadBytes(v.b) == ACL_ERROR_DESERIALIZE_MODEL);
+    tb::PB grp;
+    grp.tag(7, 3);  // a group wire type
+    CHECK(loadBytes(grp.b) == ACL_ERROR_DESERIALIZE_MODEL);
+  }
+  // Declared or intermediate shapes too large for the device fail without touching memory.
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {int64_t(1) << 40, int64_t(1) << 40});
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y", FLOAT, {});
+    CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("too large") != std::string::npos);
+    tb::Model big;
+    big.input("x", FLOAT, {2, int64_t(1) << 28});  // 2 GiB of input on a 1 GiB device
+    big.node("Relu", {"x"}, {"y"});
+    big.output("y", FLOAT, {});
+    CHECK(loadBytes(big.bytes(), &msg) == int(ACL_ERROR_GE_MEMORY_ALLOCATION));
+    tb::Model outer;  // [65536,1] x [1,65536] would be a 16 GiB intermediate
+    outer.input("x", FLOAT, {65536, 1});
+    outer.init(tb::tensorF("w", {1, 65536}, std::vector<float>(65536, 1.f)));
+    outer.node("MatMul", {"x", "w"}, {"y"});
+    outer.output("y", FLOAT, {});
+    CHECK(loadBytes(outer.bytes(), &msg) == int(ACL_ERROR_GE_MEMORY_ALLOCATION) && msg.find("MatMul") != std::string::npos);
+  }
+  // Every truncation of a valid model fails cleanly (the graph field comes last).
+  const std::string small = mlpModel(8, 4, 4, 3);
+  int ok = 0, truncFailed = 0;
+  for (size_t n = 0; n < small.size(); ++n) {
+    aclError e = loadBytes(small.substr(0, n));
+    if (e) ++truncFailed;
+    else ++ok;
+  }
+  CHECK(ok == 0 && truncFailed == int(small.size()));
+  CHECK(loadBytes(small) == 0);
+  // Random corruption: any outcome but a crash (ASan/UBSan watch the reads).
+  std::mt19937 rng(7);
+  // Loads 1500 copies of `model` with 1-4 random bytes flipped; returns how many still loaded.
+  auto fuzzLoads = [&](const std::string &model) {
+    int loaded = 0;
+    for (int it = 0; it < 1500; ++it) {
+      std::string b = model;
+      const int flips = 1 + int(rng() % 4);
+      for (int f = 0; f < flips; ++f) b[rng() % b.size()] = char(rng() & 0xff);
+      if (loadBytes(b) == 0) ++loaded;
+    }
+    return loaded;
+  };
+  std::printf("  fuzz: %d of 1500 corrupted models still loaded\n", fuzzLoads(small));
+  // The same on a model using every attribute kind, typed and raw initializers, int inputs.
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {DYN_BATCH, 2, 6, 6});
+    m.input("ids", INT64, {DYN_BATCH, DYN_SEQ});
+    m.init(tb::tensorF("w", {3, 2, 3, 3}, randVec(54, 1), false));
+    m.init(tb::tensorI64("shape", {2}, {0, -1}, false));
+    m.init(tb::tensorI32("idx", {2}, {0, 1}));
+    m.node("Conv", {"x", "w"}, {"c"}).ints("pads", {1, 1, 1, 1}).s("auto_pad", "NOTSET").i("group", 1);
+    m.node("LeakyRelu", {"c"}, {"l"}).f("alpha", 0.1f);
+    m.node("Reshape", {"l", "shape"}, {"r"});
+    m.node("Constant", {}, {"k"}).t("value", tb::tensorF("", {1}, {2.f}));
+    m.node("Constant", {}, {"kf"}).floats("value_floats", {1.f, 2.f});
+    m.node("Mul", {"r", "k"}, {"y"});
+    m.node("Gather", {"y", "idx"}, {"g"}).i("axis", 1);
+    m.node("Cast", {"ids"}, {"idsf"}).i("to", FLOAT);
+    m.output("g", FLOAT, {});
+    m.output("idsf", FLOAT, {});
+    const std::string rich = m.bytes();
+    CHECK(loadBytes(rich, &msg) == 0);
+    int truncOk = 0;
+    for (size_t n = 0; n < rich.size(); n += 3) truncOk += loadBytes(rich.substr(0, n)) != 0;
+    CHECK(truncOk == int((rich.size() + 2) / 3));
+    std::printf("  fuzz (rich model): %d of 1500 corrupted models still loaded\n", fuzzLoads(rich));
+  }
+  // Semantic errors name the problem.
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {1, 4});
+    m.node("Relu", {"x"}, {"a"});
+    m.node("FancyOp", {"a"}, {"y"}, "my_fancy_node");
+    m.output("y", FLOAT, {1, 4});
+    CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_PARSE_MODEL);
+    CHECK(msg.find("FancyOp") != std::string::npos && msg.find("my_fancy_node") != std::string::npos);
+  }
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {1, 4});
+    m.node("Add", {"x", "b"}, {"a"});
+    m.node("Relu", {"a"}, {"b"});
+    m.output("b", FLOAT, {1, 4});
+    CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("cycle") != std::string::npos);
+  }
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {1, 4});
+    m.node("Add", {"x", "ghost"}, {"y"});
+    m.output("y", FLOAT, {1, 4});
+    CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("ghost") != std::string::npos);
+  }
+  {
+    tb::Model m;  // nodes listed out of order are sorted
+    m.input("x", FLOAT, {1, 4});
+    m.node("Relu", {"a"}, {"y"});
+    m.node("Neg", {"x"}, {"a"});
+    m.output("y", FLOAT, {1, 4});
+    RunResult r = runModel(m.bytes(), {makeF({1, 4}, {1, -2, 3, -4})});
+    CHECK(r.execErr == 0 && r.outputs.size() == 1 && r.outputs[0].f()[1] == 2.f && r.outputs[0].f()[0] == 0.f);
+  }
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {2, 2});
+    m.node("MaxPool", {"x"}, {"y"});
+    m.output("y", FLOAT, {});
+    CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_MODEL_MISSING_ATTR && msg.find("kernel_shape") != std::string::npos);
+  }
+  {
+    tb::Model m;  // shape error found by the validation run at load
+    m.input("x", FLOAT, {2, 3});
+    m.init(tb::tensorF("w", {4, 5}, randVec(20, 1)));
+    m.node("MatMul", {"x", "w"}, {"y"});
+    m.output("y", FLOAT, {});
+    CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("MatMul") != std::string::npos);
+  }
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {2, 3});
+    tb::PB t = tb::tensorF("w", {3}, {1, 2});  // 2 values for 3 elements
+    m.init(t);
+    m.node("Add", {"x", "w"}, {"y"});
+    m.output("y", FLOAT, {});
+    CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_DESERIALIZE_MODEL && msg.find("raw_data") != std::string::npos);
+  }
+}
