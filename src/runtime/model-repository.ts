@@ -181,12 +181,12 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       const artifactStat = statEntry(artifactPath);
       if (typeof artifactStat === 'string') {
         // Just created or changed (a copy in progress, mkdir then cp): its file may still come.
-        if (options.settleMs !== undefined && nowMs - versionStat.mtimeMs < options.settleMs) continue;
+        if (options.settleMs !== undefined && changedJustNow(versionStat.mtimeMs, nowMs, options.settleMs)) continue;
         problems.push({ path: versionDir, message: `missing ${artifactFile} (needed by the ${options.artifact === 'onnx' ? 'simulator' : 'NPU'} backend)` });
         continue;
       }
       const modifiedAt = artifactStat.mtimeMs;
-      if (options.settleMs !== undefined && nowMs - modifiedAt < options.settleMs) {
+      if (options.settleMs !== undefined && changedJustNow(modifiedAt, nowMs, options.settleMs)) {
         const had = options.previous?.models.get(name)?.versions.find((v) => v.version === entry);
         if (had !== undefined) versions.push(had);
         continue;
@@ -203,6 +203,16 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     models.set(name, { name, config, versions, served });
   }
   return { dir, models, problems };
+}
+
+/**
+ * Whether a file (or directory) changed within `settleMs`, so a copy into it may be going on. A
+ * write in progress stamps the time of now; an mtime further in the future than `settleMs` comes
+ * from another clock (a tar or rsync from a host whose clock is ahead), not from a copy going on,
+ * and waiting for the clock to pass it would hold the version back for as long as the skew.
+ */
+export function changedJustNow(mtimeMs: number, nowMs: number, settleMs: number): boolean {
+  return nowMs - mtimeMs < settleMs && mtimeMs - nowMs <= settleMs;
 }
 
 export interface SettleWait {
@@ -227,7 +237,7 @@ export async function scanRepositorySettled(dir: string, options: Omit<ScanOptio
   for (;;) {
     const snapshot = scanRepository(dir, options);
     const nowMs = Date.now();
-    const young = [...snapshot.models.values()].flatMap((m) => m.served).filter((v) => nowMs - v.modifiedAt < wait.settleMs);
+    const young = [...snapshot.models.values()].flatMap((m) => m.served).filter((v) => changedJustNow(v.modifiedAt, nowMs, wait.settleMs));
     const left = wait.maxWaitMs - (nowMs - startedAt);
     if (young.length === 0 || left <= 0) return snapshot;
     const waitMs = Math.min(left, Math.max(...young.map((v) => wait.settleMs - (nowMs - v.modifiedAt))) + 10);

@@ -1,7 +1,7 @@
 import { mkdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { scanRepositorySettled } from '../../../src/runtime/model-repository.ts';
+import { scanRepository, scanRepositorySettled } from '../../../src/runtime/model-repository.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 const CONFIG = `name: a
@@ -60,5 +60,23 @@ describe('the start-up scan of the model repository', () => {
     } finally {
       clearInterval(timer);
     }
+  });
+});
+
+describe('model files stamped by another clock', () => {
+  it('a version whose file has an mtime far in the future (a tar from a host whose clock is ahead) is served, not held back until the clock passes it', async () => {
+    const dir = repo();
+    mkdirSync(join(dir, 'a', '2'));
+    const file = join(dir, 'a', '2', 'model.onnx');
+    writeFileSync(file, 'from a skewed host');
+    const future = new Date(Date.now() + 3_600_000);
+    utimesSync(file, future, future);
+    utimesSync(join(dir, 'a', '2'), future, future);
+    // A poll's scan (settleMs) and the start-up scan alike.
+    expect(scanRepository(dir, { artifact: 'onnx', settleMs: 500 }).models.get('a')?.served.map((v) => v.version)).toEqual(['2']);
+    const t0 = Date.now();
+    const snap = await scanRepositorySettled(dir, { artifact: 'onnx' }, { settleMs: 500, maxWaitMs: 5_000 });
+    expect(Date.now() - t0).toBeLessThan(200);
+    expect(snap.models.get('a')?.served.map((v) => v.version)).toEqual(['2']);
   });
 });
