@@ -12,6 +12,8 @@ extern const OpDef kElementwiseOps[];
 extern const size_t kElementwiseOpsCount;
 extern const OpDef kTensorOps[];
 extern const size_t kTensorOpsCount;
+extern const OpDef kGemmOps[];
+extern const size_t kGemmOpsCount;
 extern const OpDef kNnOps[];
 extern const size_t kNnOpsCount;
 

@@ -116,6 +116,9 @@ const OpDef *findOp(const std::string &opType) {
   for (size_t i = 0; i < kTensorOpsCount; ++i) {
     if (opType == kTensorOps[i].name) return &kTensorOps[i];
   }
+  for (size_t i = 0; i < kGemmOpsCount; ++i) {
+    if (opType == kGemmOps[i].name) return &kGemmOps[i];
+  }
   for (size_t i = 0; i < kNnOpsCount; ++i) {
     if (opType == kNnOps[i].name) return &kNnOps[i];
   }
@@ -124,7 +127,8 @@ const OpDef *findOp(const std::string &opType) {
 
 std::string supportedOps() {
   std::string s;
-  for (size_t i = 0; i < kNnOpsCount; ++i) s += std::string(s.empty() ? "" : ", ") + kNnOps[i].name;
+  for (size_t i = 0; i < kGemmOpsCount; ++i) s += std::string(s.empty() ? "" : ", ") + kGemmOps[i].name;
+  for (size_t i = 0; i < kNnOpsCount; ++i) s += std::string(", ") + kNnOps[i].name;
   for (size_t i = 0; i < kElementwiseOpsCount; ++i) s += std::string(", ") + kElementwiseOps[i].name;
   for (size_t i = 0; i < kTensorOpsCount; ++i) s += std::string(", ") + kTensorOps[i].name;
   return s + ", Constant";
