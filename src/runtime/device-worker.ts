@@ -379,6 +379,17 @@ export class DeviceWorker {
     return { released };
   }
 
+  /**
+   * start() failed (a model that does not load, a broker that refuses the consumer): nothing was
+   * delivered, so there is nothing to drain; unloads what was loaded and closes the transport,
+   * leaving the device to its owner to close.
+   */
+  async abandonStart(): Promise<void> {
+    this.state = 'stopped';
+    await this.lanes.unloadAll();
+    await this.o.transport.close();
+  }
+
   async close(): Promise<void> {
     if (this.state !== 'stopped' && this.state !== 'hung') await this.drain();
     await this.lanes.unloadAll();

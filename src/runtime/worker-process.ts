@@ -141,7 +141,15 @@ async function startedWorker(
       options.onTransportFailure?.(err);
     },
   });
-  await worker.start();
+  try {
+    await worker.start();
+  } catch (err) {
+    // Models stay loaded and the device open otherwise: an embedded fleet's process lives on, and
+    // on an NPU its memory stays taken until the process exits.
+    await worker.abandonStart().catch((e: unknown) => log.warn({ err: e }, 'releasing the models and the transport of a failed start failed'));
+    await device.close().catch((e: unknown) => log.warn({ err: e }, 'closing the device of a failed start failed'));
+    throw err;
+  }
   edge.started(worker);
   // Not ready if the transport already failed for good while starting.
   metrics.setWorkerReady(worker.ready);

@@ -134,3 +134,18 @@ describe('runWorker: the metrics/health edge', () => {
     await closeServer(await listen(port));
   });
 });
+
+describe('runWorker: a start that fails once the device is open', () => {
+  it('unloads the models it loaded and closes the device (the broker refused the transport)', async () => {
+    const dev = controlledDevice();
+    let closed = 0;
+    const device: DeviceLike = { ...dev.device, close: async () => void closed++ };
+    const broker = new MemoryBroker();
+    const refusing = new MemoryTransport({ broker });
+    refusing.start = () => Promise.reject(new FleetError('TRANSPORT_ERROR', 'the brokers refused the consumer'));
+    const attempt = runWorker(config, 0, { artifact: 'onnx', openDevice: () => Promise.resolve(device), createTransport: () => refusing }, { log: createLogger({ level: 'silent' }), metricsPort: 0 });
+    await expect(attempt).rejects.toThrow('the brokers refused the consumer');
+    expect(dev.loaded.size, 'models left loaded on the device').toBe(0);
+    expect(closed).toBe(1);
+  });
+});
