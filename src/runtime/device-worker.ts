@@ -74,6 +74,8 @@ export class DeviceWorker {
   private suspectsRecorded: Promise<void> = Promise.resolve();
   /** Results of messages without a createdAt: no end-to-end latency to observe when settled. */
   private readonly noCreatedAt = new WeakSet<ResultEnvelope>();
+  /** Deadlines of results that left the device in time, to tell a miss at publish when settled. */
+  private readonly dueAt = new WeakMap<ResultEnvelope, number>();
 
   constructor(private readonly o: DeviceWorkerOptions) {
     this.crash = new CrashSuspects({ journal: o.journal, hints: o.crashHints, transport: o.transport, log: o.log });
@@ -266,7 +268,9 @@ export class DeviceWorker {
       const { request, delivery, duplicates } = member.payload;
       if (missedDeadline) this.o.metrics.deadlineMiss(cfg.name, 'device');
       if (late) this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', wastedDeviceSeconds);
-      this.finish(delivery, identityOfRequest(request), request.replyTo, result, undefined, duplicates, member.priority);
+      const sent = this.finish(delivery, identityOfRequest(request), request.replyTo, result, undefined, duplicates, member.priority);
+      // In time off the device: whether it also reaches the broker in time is known when settled.
+      if (request.deadlineAt !== undefined && !missedDeadline && result.status === 'ok') this.dueAt.set(sent, request.deadlineAt);
     }
   }
 
@@ -311,7 +315,7 @@ export class DeviceWorker {
     dlq?: Outcome['dlq'],
     duplicates: readonly Delivery[] = [],
     priority?: number,
-  ): void {
+  ): ResultEnvelope {
     const result = buildResult(identity, this.ctx, b);
     // Every request that waited in the local queue, whatever became of it: served, expired there
     // or failed with its batch (under overload the expired ones are the long waits).
@@ -323,6 +327,7 @@ export class DeviceWorker {
     if (identity.id) this.intake.answered(identity.id, delivery, b.nowMs);
     this.publisher.push({ delivery, result, replyTo, dlq });
     for (const dup of duplicates) this.publisher.push({ delivery: dup, result, replyTo });
+    return result;
   }
 
   private onSettled(outcomes: readonly Outcome[], settledAt: number): void {
@@ -333,6 +338,11 @@ export class DeviceWorker {
       // label that would be a new series per name. The topic/queue it came from is one we subscribe to.
       const model = this.lanes.serves(o.result.model) ? o.result.model : o.delivery.model;
       this.o.metrics.observeResult(model, status, createdAt === undefined ? undefined : Math.max(0, settledAt - createdAt) / 1000, o.delivery.priority);
+      const dueAt = this.dueAt.get(o.result);
+      if (dueAt !== undefined) {
+        this.dueAt.delete(o.result); // once per request, not per duplicate delivery
+        if (settledAt > dueAt) this.o.metrics.deadlineMiss(model, 'publish');
+      }
       if (o.dlq) this.o.metrics.deadLettered(model, o.dlq.reason);
     }
   }

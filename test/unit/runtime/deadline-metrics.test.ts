@@ -1,5 +1,22 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
+import type { Outcome } from '../../../src/transport/transport.ts';
 import { MODEL, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+
+/** A broker that takes `ms` to accept each publish (a slow or distant broker). */
+class SlowPublishTransport extends MemoryTransport {
+  constructor(
+    options: ConstructorParameters<typeof MemoryTransport>[0],
+    private readonly ms: number,
+  ) {
+    super(options);
+  }
+
+  override async settle(outcomes: readonly Outcome[]): Promise<void> {
+    await new Promise((r) => setTimeout(r, this.ms));
+    return super.settle(outcomes);
+  }
+}
 
 let h: WorkerHarness | undefined;
 afterEach(async () => {
@@ -72,5 +89,19 @@ describe('deadline and latency metrics count what happened to each request', () 
     const text = await h.metrics.render();
     expect(sample(text, 'npu_fleet_queue_wait_seconds_count', { model: MODEL, priority: '1' })).toBe(1);
     expect(sample(text, 'npu_fleet_deadline_misses_total', { model: MODEL, stage: 'queue' })).toBe(1);
+  });
+
+  it('a result the device finished in time but the broker took past its deadline is a miss at publish', async () => {
+    h = await startWorker(snapshotOf('1'), {}, (broker) => new SlowPublishTransport({ broker }, 300));
+    await h.producer.publish([request('in-time', 1, { deadlineAt: Date.now() + 150 }), request('no-deadline', 1)]);
+    await until(() => h!.executions.length === 1, 2000, 'the batch on the device');
+    h.executions[0]?.release();
+    await until(() => h!.results.has('in-time') && h!.results.has('no-deadline'), 3000, 'both results');
+    expect(h.results.get('in-time')).toMatchObject([{ status: 'ok' }]);
+    expect(h.results.get('in-time')?.[0]?.late).toBeUndefined();
+    await new Promise((r) => setTimeout(r, 20));
+    const text = await h.metrics.render();
+    expect(sample(text, 'npu_fleet_deadline_misses_total', { model: MODEL, stage: 'publish' })).toBe(1);
+    expect(sample(text, 'npu_fleet_deadline_misses_total', { model: MODEL, stage: 'device' })).toBe(0);
   });
 });
