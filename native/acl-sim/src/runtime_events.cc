@@ -18,6 +18,13 @@ std::shared_ptr<Event> lookupEvent(aclrtEvent e) {
   std::lock_guard<std::mutex> lk(g_mu);
   return lookupEventLocked(e);
 }
+// An event and the (same-device) stream a call queues it on, both under one registry lock, so
+// neither can be destroyed between the two lookups.
+std::pair<std::shared_ptr<Event>, std::shared_ptr<Stream>> lookupEventOnStream(aclrtEvent event, aclrtStream stream) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  auto e = lookupEventLocked(event);
+  return {e, lookupStreamLocked(stream, true)};
+}
 
 }  // namespace
 }  // namespace sim
@@ -50,13 +57,10 @@ ACLSIM_API aclError aclrtDestroyEvent(aclrtEvent event) {
 
 ACLSIM_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
   API_BEGIN
-  std::shared_ptr<Stream> s;
-  std::shared_ptr<Event> e;
-  {
-    std::lock_guard<std::mutex> lk(g_mu);
-    e = lookupEventLocked(event);
-    s = lookupStreamLocked(stream, true);
-  }
+  // Named variables, not a structured binding: C++17 lambdas cannot capture those.
+  auto found = lookupEventOnStream(event, stream);
+  std::shared_ptr<Event> e = std::move(found.first);
+  std::shared_ptr<Stream> s = std::move(found.second);
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lk(e->mu);
@@ -141,13 +145,10 @@ ACLSIM_API aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t t
 
 ACLSIM_API aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
   API_BEGIN
-  std::shared_ptr<Stream> s;
-  std::shared_ptr<Event> e;
-  {
-    std::lock_guard<std::mutex> lk(g_mu);
-    e = lookupEventLocked(event);
-    s = lookupStreamLocked(stream, true);
-  }
+  // Named variables, not a structured binding: C++17 lambdas cannot capture those.
+  auto found = lookupEventOnStream(event, stream);
+  std::shared_ptr<Event> e = std::move(found.first);
+  std::shared_ptr<Stream> s = std::move(found.second);
   uint64_t target;
   {
     std::lock_guard<std::mutex> lk(e->mu);
