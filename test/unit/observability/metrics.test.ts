@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { FLEET_METRICS, FleetMetrics, fleetSeriesNames } from '../../../src/observability/metrics.ts';
+import { FLEET_METRICS } from '../../../src/observability/metric-definitions.ts';
+import { FleetMetrics } from '../../../src/observability/metrics.ts';
 
 /** Parses exposition text into `name{labels} value` → value, labels kept verbatim. */
 function samples(text: string): Map<string, number> {
@@ -192,12 +193,5 @@ describe('FleetMetrics', () => {
       expect(t).toContain('npu_fleet_nodejs_eventloop_lag_seconds');
       expect(t).toContain('npu_fleet_process_cpu_seconds_total');
     }
-  });
-
-  it('lists histogram series with their suffixes', () => {
-    const names = fleetSeriesNames();
-    expect(names).toContain('npu_fleet_end_to_end_latency_seconds_bucket');
-    expect(names).toContain('npu_fleet_requests_total');
-    expect(names).not.toContain('npu_fleet_end_to_end_latency_seconds');
   });
 });

@@ -1,0 +1,170 @@
+/**
+ * The fleet's metric names, kinds, help texts and label sets, and the types of their bounded label
+ * values: the one table FleetMetrics registers from and dashboards/alert rules are checked against.
+ */
+
+export type RequestStatus = 'ok' | 'late' | 'expired' | 'rejected' | 'invalid' | 'failed';
+/**
+ * admission: already past when the message reached this worker (broker lag, a slow producer);
+ * queue: passed in the local queue (expired, never sent to the device); device: passed while its
+ * batch ran (late, or dropped as expired); publish: passed while its result was being published.
+ */
+export type DeadlineStage = 'admission' | 'queue' | 'device' | 'publish';
+export type WasteReason = 'late' | 'expired';
+export type SourceTransport = 'kafka' | 'bullmq' | 'memory';
+
+/** Latency buckets in seconds: ms-scale inference up to a 30 s deadline. */
+export const LATENCY_BUCKETS_SECONDS = [
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+] as const;
+/** Up to ModelConfigSchema's largest maxBatchSize (1024). */
+export const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] as const;
+export const PADDING_RATIO_BUCKETS = [0, 0.05, 0.1, 0.25, 0.5, 0.75, 1] as const;
+
+/**
+ * Prefix for prom-client's default metrics. They are already named `process_*` and `nodejs_*`, so
+ * `npu_fleet_` yields `npu_fleet_process_cpu_seconds_total`, `npu_fleet_nodejs_eventloop_lag_seconds`.
+ */
+export const PROCESS_METRICS_PREFIX = 'npu_fleet_';
+
+export type MetricKind = 'counter' | 'gauge' | 'histogram';
+export interface MetricDefinition {
+  name: string;
+  kind: MetricKind;
+  help: string;
+  labels: readonly string[];
+}
+
+/** The single list of fleet metric names; dashboards and alert rules are checked against it. */
+export const FLEET_METRICS = {
+  requests: {
+    name: 'npu_fleet_requests_total',
+    kind: 'counter',
+    help: 'Requests answered, by outcome (ok|late|expired|rejected|invalid|failed)',
+    labels: ['model', 'status'],
+  },
+  endToEndLatency: {
+    name: 'npu_fleet_end_to_end_latency_seconds',
+    kind: 'histogram',
+    help: 'From the request createdAt to its result being published',
+    labels: ['model', 'priority'],
+  },
+  queueWait: {
+    name: 'npu_fleet_queue_wait_seconds',
+    kind: 'histogram',
+    help: 'Time a request waited in the local scheduler queue before its batch was dispatched',
+    labels: ['model', 'priority'],
+  },
+  batchSize: {
+    name: 'npu_fleet_batch_size',
+    kind: 'histogram',
+    help: 'Real (non-padding) items per dispatched batch',
+    labels: ['model'],
+  },
+  batchPaddingRatio: {
+    name: 'npu_fleet_batch_padding_ratio',
+    kind: 'histogram',
+    help: 'Padding items / gear size per dispatched batch',
+    labels: ['model'],
+  },
+  paddedItems: {
+    name: 'npu_fleet_padded_items_total',
+    kind: 'counter',
+    help: 'Padding items sent to the device to fill batches up to a gear',
+    labels: ['model'],
+  },
+  batches: {
+    name: 'npu_fleet_batches_total',
+    kind: 'counter',
+    help: 'Batches executed on a device, by gear',
+    labels: ['model', 'device', 'gear'],
+  },
+  deviceExecute: {
+    name: 'npu_fleet_device_execute_seconds',
+    kind: 'histogram',
+    help: 'Device execution time per batch (the execute itself, without the host/device copies)',
+    labels: ['model', 'device', 'gear'],
+  },
+  batchesInFlight: {
+    name: 'npu_fleet_batches_in_flight',
+    kind: 'gauge',
+    help: 'Batches currently submitted to the device and not yet completed',
+    labels: ['device'],
+  },
+  deviceMemoryUsed: {
+    name: 'npu_fleet_device_memory_used_bytes',
+    kind: 'gauge',
+    help: 'Device memory in use (total - free, as the device reports it), read on every scrape',
+    labels: ['device'],
+  },
+  localQueueDepth: {
+    name: 'npu_fleet_local_queue_depth',
+    kind: 'gauge',
+    help: 'Requests held by the local scheduler, per priority',
+    labels: ['model', 'priority'],
+  },
+  localQueueBytes: {
+    name: 'npu_fleet_local_queue_bytes',
+    kind: 'gauge',
+    help: 'Host memory held by the local scheduler in queued request messages (queue.softLimitBytes pauses intake)',
+    labels: ['model'],
+  },
+  sourceLag: {
+    name: 'npu_fleet_source_lag',
+    kind: 'gauge',
+    help: 'Work waiting in the broker: Kafka consumer-group lag or BullMQ waiting jobs',
+    labels: ['model', 'transport'],
+  },
+  deadlineMisses: {
+    name: 'npu_fleet_deadline_misses_total',
+    kind: 'counter',
+    help: 'Requests whose deadline passed, by the stage they were in (admission|queue|device|publish)',
+    labels: ['model', 'stage'],
+  },
+  wastedDeviceSeconds: {
+    name: 'npu_fleet_wasted_device_seconds_total',
+    kind: 'counter',
+    help: 'Device seconds spent on work whose result was late or dropped as expired (pro rata per item)',
+    labels: ['model', 'reason'],
+  },
+  workerRestarts: {
+    name: 'npu_fleet_worker_restarts_total',
+    kind: 'counter',
+    help: 'Worker processes restarted by the supervisor',
+    labels: ['device'],
+  },
+  workerReady: {
+    name: 'npu_fleet_worker_ready',
+    kind: 'gauge',
+    help: '1 when the worker accepts work (readyz 200), else 0',
+    labels: [],
+  },
+  duplicates: {
+    name: 'npu_fleet_duplicates_total',
+    kind: 'counter',
+    help: 'Redelivered requests seen again (at-least-once duplicates)',
+    labels: ['model'],
+  },
+  modelLoadFailures: {
+    name: 'npu_fleet_model_load_failures_total',
+    kind: 'counter',
+    help: 'Model versions that failed to load during a hot reload (the model keeps its served versions)',
+    labels: ['model'],
+  },
+  dlq: {
+    name: 'npu_fleet_dlq_total',
+    kind: 'counter',
+    help: 'Messages written to the dead-letter topic/queue, by reason code',
+    labels: ['model', 'reason'],
+  },
+} as const satisfies Record<string, MetricDefinition>;
+
+/** Every series name a scrape can contain for the fleet metrics (histograms expand to _bucket/_sum/_count). */
+export function fleetSeriesNames(): string[] {
+  const out: string[] = [];
+  for (const def of Object.values(FLEET_METRICS)) {
+    if (def.kind === 'histogram') out.push(`${def.name}_bucket`, `${def.name}_sum`, `${def.name}_count`);
+    else out.push(def.name);
+  }
+  return out;
+}
