@@ -82,7 +82,7 @@ export const FLEET_METRICS = {
   deviceExecute: {
     name: 'npu_fleet_device_execute_seconds',
     kind: 'histogram',
-    help: 'Device execution time per batch (the execute itself, without the host/device copies)',
+    help: 'Device execution time per batch (the execute itself, without the host/device copies; npu_fleet_wasted_device_seconds_total counts the same time)',
     labels: ['model', 'device', 'gear'],
   },
   batchesInFlight: {
@@ -124,7 +124,7 @@ export const FLEET_METRICS = {
   wastedDeviceSeconds: {
     name: 'npu_fleet_wasted_device_seconds_total',
     kind: 'counter',
-    help: 'Device seconds spent on work whose result was late or dropped as expired (pro rata per item)',
+    help: 'Device execute seconds (as npu_fleet_device_execute_seconds: without the host/device copies) spent on work whose result was late or dropped as expired; a late request counts its items / gear share of its batch',
     labels: ['model', 'reason'],
   },
   workerRestarts: {

@@ -13,7 +13,10 @@ export interface MemberResult {
   readonly late: boolean;
   /** Finished past its own deadline (a member without one is late only by the batch's overrun). */
   readonly missedDeadline: boolean;
-  /** Device seconds its share of a late batch wasted (0 when in time). */
+  /**
+   * Its share (items / gear) of a late batch's execute time, 0 when in time: the execute alone, as
+   * npu_fleet_device_execute_seconds counts it, so the wasted share of device time is one over the other.
+   */
   readonly wastedDeviceSeconds: number;
 }
 
@@ -23,7 +26,10 @@ export interface FinishedBatch {
   readonly version: string;
   readonly dispatchedAt: number;
   readonly doneAt: number;
+  /** Copy-in, execute and copy-out: what the result's timings report. */
   readonly deviceMs: number;
+  /** The execute alone (no host/device copies): what a late member's waste is a share of. */
+  readonly executeMs: number;
   /** The batch ran past execTimeoutMs: every member is late. */
   readonly overran: boolean;
 }
@@ -38,7 +44,7 @@ export function finishedBatchResults(batch: Batch<Payload>, cfg: ModelConfig, do
     const missedDeadline = request.deadlineAt !== undefined && done.doneAt > request.deadlineAt;
     const late = done.overran || missedDeadline;
     const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: done.dispatchedAt - member.arrivedAt, deviceMs: done.deviceMs };
-    const wastedDeviceSeconds = late ? (done.deviceMs / 1000) * (member.items / batch.gear) : 0;
+    const wastedDeviceSeconds = late ? (done.executeMs / 1000) * (member.items / batch.gear) : 0;
     const dropped = late && cfg.lateResults === 'drop';
     const result: BuildResult = dropped
       ? { status: 'expired', error: new FleetError('DEADLINE_EXCEEDED', 'batch finished after the deadline; model policy lateResults=drop'), version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear }

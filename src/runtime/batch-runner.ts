@@ -103,7 +103,7 @@ export class BatchRunner {
       const serviceMs = Math.max(0.01, doneAt - Math.max(dispatchedAt, this.lastCompletionAt));
       this.lastCompletionAt = doneAt;
       lane.scheduler.recordCompletion(batch.gear, Math.min(serviceMs, deviceMs), doneAt);
-      this.o.results(cfg, finishedBatchResults(batch, cfg, { perRequest, version: version.version, dispatchedAt, doneAt, deviceMs, overran }));
+      this.o.results(cfg, finishedBatchResults(batch, cfg, { perRequest, version: version.version, dispatchedAt, doneAt, deviceMs, executeMs: timings.executeMs, overran }));
     } catch (err) {
       const fe = FleetError.from(err, 'DEVICE_ERROR');
       this.o.log.error({ err: fe, model: cfg.name, gear: batch.gear }, 'batch failed');

@@ -64,6 +64,23 @@ describe('deadline and latency metrics count what happened to each request', () 
     expect(sample(text, 'npu_fleet_wasted_device_seconds_total', { model: MODEL, reason: 'late' })).toBeGreaterThan(0);
   });
 
+  it('wasted device seconds are execute seconds as npu_fleet_device_execute_seconds counts them: a late request alone in its batch wastes all of it, and none of the copies', async () => {
+    h = await startWorker(snapshotOf('1'));
+    await h.producer.publish(request('late-alone', 1, { deadlineAt: Date.now() + 100 }));
+    await until(() => h!.executions.length === 1, 2000, 'the batch on the device');
+    expect(h.executions[0]?.gear).toBe(1);
+    await new Promise((r) => setTimeout(r, 200));
+    h.executions[0]?.release();
+    await until(() => h!.results.has('late-alone'), 2000, 'the late result');
+    expect(h.results.get('late-alone')).toMatchObject([{ status: 'ok', late: true }]);
+    await new Promise((r) => setTimeout(r, 20));
+    const text = await h.metrics.render();
+    const executed = sample(text, 'npu_fleet_device_execute_seconds_sum', { model: MODEL });
+    expect(executed).toBeCloseTo(0.001, 9);
+    // Counting the harness device's copies too (0.1 ms each way) made it 0.0012: more than the device executed.
+    expect(sample(text, 'npu_fleet_wasted_device_seconds_total', { model: MODEL, reason: 'late' })).toBeCloseTo(executed, 9);
+  });
+
   it('a message without a createdAt (undecodable) adds no end-to-end latency sample', async () => {
     h = await startWorker(snapshotOf('1'));
     await h.producer.publishRaw([{ model: MODEL, body: { id: 'garbage', model: MODEL, replyTo: 'test.replies', inputs: 'not tensors' } }]);
