@@ -1,22 +1,18 @@
 import { hostname } from 'node:os';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
-import type { ModelConfig } from '../contracts/model-config.ts';
-import type { ResultEnvelope } from '../contracts/result-envelope.ts';
-import { FleetError } from '../errors/fleet-error.ts';
+import type { FleetError } from '../errors/fleet-error.ts';
 import type { FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { Batch, SchedulerRequest } from '../scheduler/scheduler-types.ts';
-import type { Delivery, Outcome, PredecessorNote, Transport } from '../transport/transport.ts';
+import type { Batch } from '../scheduler/scheduler-types.ts';
+import type { PredecessorNote, Transport } from '../transport/transport.ts';
 import { ModelLanes, type Lane, type DeviceLike } from './model-lanes.ts';
-import { OutcomePublisher } from './outcome-publisher.ts';
+import { Answerer } from './answerer.ts';
 import type { Payload } from './request-admission.ts';
 import { RequestIntake } from './request-intake.ts';
 import { BatchRunner } from './batch-runner.ts';
 import { exportWorkerGauges } from './worker-gauges.ts';
-import type { MemberResult } from './batch-results.ts';
 import { CrashSuspects } from './crash-suspects.ts';
 import type { InflightJournal } from './inflight-journal.ts';
-import { buildResult, identityOfRequest, type ResultContext, type ResultIdentity } from './result-builder.ts';
 import type { RepositorySnapshot } from './model-repository.ts';
 
 export interface DeviceWorkerOptions {
@@ -53,9 +49,9 @@ export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped' | 'hun
 /**
  * One device's worker loop (DESIGN §3-§5): deliveries → decode/validate → scheduler → gather →
  * device (two batches in flight) → scatter → results → settle. Intake and admission are
- * RequestIntake's, the device side BatchRunner's; this class runs the scheduling loop between
- * them, answers and publishes, and owns the lifecycle. Only src/runtime arms timers around the
- * scheduler; the scheduler itself is pure. JS thread only.
+ * RequestIntake's, the device side BatchRunner's, results and their publishing Answerer's; this
+ * class runs the scheduling loop between them and owns the lifecycle. Only src/runtime arms
+ * timers around the scheduler; the scheduler itself is pure. JS thread only.
  */
 export class DeviceWorker {
   readonly workerId: string;
@@ -63,8 +59,7 @@ export class DeviceWorker {
   private readonly lanes: ModelLanes<Payload>;
   private readonly intake: RequestIntake;
   private readonly runner: BatchRunner;
-  private readonly publisher: OutcomePublisher;
-  private readonly ctx: ResultContext;
+  private readonly answers: Answerer;
   private readonly crash: CrashSuspects;
   private wakeTimer: NodeJS.Timeout | undefined;
   private wakeAt = Infinity;
@@ -72,15 +67,10 @@ export class DeviceWorker {
   private pumpAgain = false;
   private idleWaiters: Array<() => void> = [];
   private suspectsRecorded: Promise<void> = Promise.resolve();
-  /** Results of messages without a createdAt: no end-to-end latency to observe when settled. */
-  private readonly noCreatedAt = new WeakSet<ResultEnvelope>();
-  /** Deadlines of results that left the device in time, to tell a miss at publish when settled. */
-  private readonly dueAt = new WeakMap<ResultEnvelope, number>();
 
   constructor(private readonly o: DeviceWorkerOptions) {
     this.crash = new CrashSuspects({ journal: o.journal, hints: o.crashHints, transport: o.transport, log: o.log });
     this.workerId = `${hostname()}/dev${o.deviceId}/${process.pid}`;
-    this.ctx = { worker: this.workerId, device: o.deviceId };
     this.lanes = new ModelLanes<Payload>(o.device, o.log, o.config);
     const { config, transport, metrics, log } = o;
     this.intake = new RequestIntake({
@@ -91,7 +81,7 @@ export class DeviceWorker {
       metrics,
       log,
       running: () => this.state === 'running',
-      answer: (delivery, identity, replyTo, b, dlq) => this.finish(delivery, identity, replyTo, b, dlq),
+      answer: (delivery, identity, replyTo, b, dlq) => this.answers.answer(delivery, identity, replyTo, b, dlq),
       pump: () => this.pump(),
     });
     this.runner = new BatchRunner({
@@ -101,14 +91,20 @@ export class DeviceWorker {
       crash: this.crash,
       metrics,
       log,
-      results: (cfg, results) => this.finishMembers(cfg, results),
+      results: (cfg, results) => this.answers.answerBatch(cfg, results),
       hang: (model, batch, elapsedMs) => this.hang(model, batch, elapsedMs),
       hung: () => this.state === 'hung',
       left: () => this.pump(),
     });
-    this.publisher = new OutcomePublisher(o.transport, o.log, o.config.worker.publishLingerMs, 500, (outcomes, settledAt) =>
-      this.onSettled(outcomes, settledAt),
-    );
+    this.answers = new Answerer({
+      transport,
+      metrics,
+      log,
+      publishLingerMs: config.worker.publishLingerMs,
+      ctx: { worker: this.workerId, device: o.deviceId },
+      serves: (model) => this.lanes.serves(model),
+      answered: (id, delivery, nowMs) => this.intake.answered(id, delivery, nowMs),
+    });
   }
 
   get status(): WorkerState {
@@ -213,7 +209,7 @@ export class DeviceWorker {
         // second slot that urgent work needs. Keep collecting until just before the device frees
         // up (the lead covers copy-in) or, while urgent traffic flows, until it is idle (a
         // completion pumps again); top-priority work goes at once.
-        this.expire(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
+        this.answers.answerExpired(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
         if (!holdForUrgent) nextWake = Math.min(nextWake, freeAt - leadMs);
         nextWake = Math.min(nextWake, expiryWakeAt(lane));
       } else if (inflight < maxInflight) {
@@ -221,13 +217,13 @@ export class DeviceWorker {
         // low-priority filler: a batch filled up to the largest gear would cost it twice the
         // device time of its own short batch.
         const d = lane.scheduler.decide(nowMs, freeAt, deviceBusy || urgentActive ? 0 : Infinity);
-        this.expire(d.expired, nowMs);
+        this.answers.answerExpired(d.expired, nowMs);
         if (d.kind === 'dispatch') {
           this.runner.dispatch(lane, d.batch, nowMs);
           this.pumpAgain = true;
         } else if (d.kind === 'wait') nextWake = Math.min(nextWake, d.untilAt);
       } else {
-        this.expire(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
+        this.answers.answerExpired(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
         // Both slots are taken and a batch may overrun: answer deadlines as they pass, not at its end.
         nextWake = Math.min(nextWake, expiryWakeAt(lane));
       }
@@ -247,31 +243,6 @@ export class DeviceWorker {
       this.wakeAt = Infinity;
       this.pump();
     }, Math.max(0, Math.ceil(atMs - nowMs)));
-  }
-
-  private expire(expired: readonly SchedulerRequest<Payload>[], nowMs: number): void {
-    for (const r of expired) {
-      const { request, delivery } = r.payload;
-      this.o.metrics.deadlineMiss(request.model, 'queue');
-      this.finish(delivery, identityOfRequest(request), request.replyTo, {
-        status: 'expired',
-        error: new FleetError('DEADLINE_EXCEEDED', 'deadline could not be met before execution; not sent to the device'),
-        nowMs,
-        timings: { queuedMs: r.arrivedAt - request.createdAt, batchWaitMs: nowMs - r.arrivedAt },
-        device: -1,
-      }, undefined, r.payload.duplicates, r.priority);
-    }
-  }
-
-  private finishMembers(cfg: ModelConfig, results: readonly MemberResult[]): void {
-    for (const { member, result, late, missedDeadline, wastedDeviceSeconds } of results) {
-      const { request, delivery, duplicates } = member.payload;
-      if (missedDeadline) this.o.metrics.deadlineMiss(cfg.name, 'device');
-      if (late) this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', wastedDeviceSeconds);
-      const sent = this.finish(delivery, identityOfRequest(request), request.replyTo, result, undefined, duplicates, member.priority);
-      // In time off the device: whether it also reaches the broker in time is known when settled.
-      if (request.deadlineAt !== undefined && !missedDeadline && result.status === 'ok') this.dueAt.set(sent, request.deadlineAt);
-    }
   }
 
   /**
@@ -305,48 +276,6 @@ export class DeviceWorker {
     return this.suspectsRecorded;
   }
 
-  // ---- results ------------------------------------------------------------------------------
-
-  private finish(
-    delivery: Delivery,
-    identity: ResultIdentity,
-    replyTo: string | undefined,
-    b: Parameters<typeof buildResult>[2],
-    dlq?: Outcome['dlq'],
-    duplicates: readonly Delivery[] = [],
-    priority?: number,
-  ): ResultEnvelope {
-    const result = buildResult(identity, this.ctx, b);
-    // Every request that waited in the local queue, whatever became of it: served, expired there
-    // or failed with its batch (under overload the expired ones are the long waits).
-    if (b.timings?.batchWaitMs !== undefined) {
-      this.o.metrics.observeQueueWait(identity.model, priority ?? 0, b.timings.batchWaitMs / 1000);
-    }
-    // No createdAt (an undecodable message): its result's totalMs is 0, not a latency.
-    if (identity.createdAt === undefined) this.noCreatedAt.add(result);
-    if (identity.id) this.intake.answered(identity.id, delivery, b.nowMs);
-    this.publisher.push({ delivery, result, replyTo, dlq });
-    for (const dup of duplicates) this.publisher.push({ delivery: dup, result, replyTo });
-    return result;
-  }
-
-  private onSettled(outcomes: readonly Outcome[], settledAt: number): void {
-    for (const o of outcomes) {
-      const status = o.result.status === 'ok' && o.result.late ? 'late' : o.result.status;
-      const createdAt = this.noCreatedAt.has(o.result) ? undefined : o.result.completedAt !== undefined ? o.result.completedAt - o.result.timings.totalMs : settledAt;
-      // A message can name any model (unknown, or undecodable with a 256-character name): as a
-      // label that would be a new series per name. The topic/queue it came from is one we subscribe to.
-      const model = this.lanes.serves(o.result.model) ? o.result.model : o.delivery.model;
-      this.o.metrics.observeResult(model, status, createdAt === undefined ? undefined : Math.max(0, settledAt - createdAt) / 1000, o.delivery.priority);
-      const dueAt = this.dueAt.get(o.result);
-      if (dueAt !== undefined) {
-        this.dueAt.delete(o.result); // once per request, not per duplicate delivery
-        if (settledAt > dueAt) this.o.metrics.deadlineMiss(model, 'publish');
-      }
-      if (o.dlq) this.o.metrics.deadLettered(model, o.dlq.reason);
-    }
-  }
-
   // ---- lifecycle ----------------------------------------------------------------------------
 
   /** Queue depth per model/priority, device memory in use and source lag, for the metrics edge. */
@@ -378,7 +307,7 @@ export class DeviceWorker {
       released = leftovers.length;
       await this.o.transport.release(leftovers.flatMap((r) => [r.payload.delivery, ...r.payload.duplicates]));
     }
-    await this.publisher.close();
+    await this.answers.close();
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     // A hang during the drain took over: the state stays 'hung' (the caller must not unload what
     // the hung batch uses) and the journal stays as hang() left it (emptied once the broker holds

@@ -9,6 +9,7 @@ import { resolveSchedulerOptions } from './scheduler-options.ts';
 import type { SchedulerOptions, SchedulerOptionsInput } from './scheduler-options.ts';
 import type { Batch, Decision, DispatchReason, EnqueueResult, RejectReason, SchedulerRequest, SchedulerStats } from './scheduler-types.ts';
 import { StaleEstimateProbe } from './stale-estimate-probe.ts';
+import { trimPadding, type TrimContext } from './trim-padding.ts';
 import { rejection, validateRequest } from './validate-request.ts';
 
 /**
@@ -26,6 +27,7 @@ export class BatchScheduler<P = unknown> {
   private readonly estimator: DeviceTimeEstimator;
   private readonly adaptive: AdaptiveLimit;
   private readonly probe: StaleEstimateProbe;
+  private readonly trim: TrimContext<P>;
   private seq = 0;
 
   constructor(options: SchedulerOptionsInput = {}) {
@@ -43,6 +45,7 @@ export class BatchScheduler<P = unknown> {
       hysteresis: o.adaptiveHysteresis,
       growIntervalMs: o.adaptiveGrowIntervalMs,
     });
+    this.trim = { options: o, gears: this.gears, estimator: this.estimator, queue: this.queue, releaseAt: (e, limit) => this.releaseAt(e, limit) };
   }
 
   get queuedRequests(): number {
@@ -336,44 +339,8 @@ export class BatchScheduler<P = unknown> {
       if (items >= limit || next.req.alone === true) break;
     }
     if (members.length === 0) return null;
-    items = this.trimPadding(members, items, limit, nowMs, startAt);
+    items = trimPadding(this.trim, members, items, limit, nowMs, startAt);
     return this.finish(members, items, bucket, limit, reason, startAt);
-  }
-
-  /**
-   * Hands the batch's tail back when a smaller gear runs the remaining members at a lower device
-   * cost per item, and every returned member can still afford to wait.
-   */
-  private trimPadding(members: Entry<P>[], items: number, limit: number, nowMs: number, startAt: number): number {
-    const gear = this.gearOf[items] as number;
-    if (!this.options.trimPadding || !this.options.gearsConfigured || gear === items || members.length < 2) return items;
-    // A batch padded up past its own gear to meet a deadline is not trimmed (see GearTable).
-    if (this.runGear(members, members.length, items, startAt) !== gear) return items;
-    let keep = members.length;
-    let kept = items;
-    while (keep > 1 && (this.gearOf[kept] as number) >= gear) kept -= (members[--keep] as Entry<P>).items;
-    const smaller = this.gearOf[kept] as number;
-    if (smaller >= gear) return items;
-    const est = (g: number) => this.estimator.estimateMs(g);
-    if (est(smaller) / kept >= est(gear) / items) return items;
-    if (this.runGear(members, keep, kept, startAt) !== smaller) return items;
-    const delays = this.options.maxQueueDelayMs;
-    // A returned member starts no earlier than the end of the trimmed batch, not at its start.
-    const nextStartAt = startAt + est(smaller);
-    for (let i = keep; i < members.length; i++) {
-      const e = members[i] as Entry<P>;
-      const canWait = e.arrivedAt + (delays[e.level] as number) > nowMs && e.agedAt > nowMs && this.releaseAt(e, limit) > nextStartAt;
-      if (!canWait) return items;
-    }
-    for (const e of members.splice(keep)) this.queue.add(e);
-    return kept;
-  }
-
-  /** The gear the first `count` members (`items` in all) run in, from `startAt`. */
-  private runGear(members: readonly Entry<P>[], count: number, items: number, startAt: number): number {
-    let minDeadline = Infinity;
-    for (let i = 0; i < count; i++) minDeadline = Math.min(minDeadline, (members[i] as Entry<P>).deadline);
-    return this.gears.runGear(items, startAt, minDeadline);
   }
 
   private finish(members: Entry<P>[], items: number, bucket: number, limit: number, reason: DispatchReason, startAt: number): Batch<P> {
