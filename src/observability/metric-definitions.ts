@@ -64,13 +64,25 @@ export const FLEET_METRICS = {
   batchPaddingRatio: {
     name: 'npu_fleet_batch_padding_ratio',
     kind: 'histogram',
-    help: 'Padding items / gear size per dispatched batch',
+    help: 'Padded share of a dispatched batch\'s slots: its gear padding rows and, for a bucketed model, the positions of the bucketed input\'s variable axis padded up to the bucket bound (slots = gear x bound; gear without buckets)',
     labels: ['model'],
   },
   paddedItems: {
     name: 'npu_fleet_padded_items_total',
     kind: 'counter',
-    help: 'Padding items sent to the device to fill batches up to a gear',
+    help: 'Padding items (rows) sent to the device to fill batches up to a gear; padding along a bucketed axis is in npu_fleet_padded_slots_total',
+    labels: ['model'],
+  },
+  batchSlots: {
+    name: 'npu_fleet_batch_slots_total',
+    kind: 'counter',
+    help: 'Slots sent to the device: gear x bucket bound per batch (gear for a model without buckets); npu_fleet_padded_slots_total over it is the padded share of all slots',
+    labels: ['model'],
+  },
+  paddedSlots: {
+    name: 'npu_fleet_padded_slots_total',
+    kind: 'counter',
+    help: 'Slots sent to the device that were padding: gear padding rows (bound slots each) and variable-axis positions padded up to the bucket bound',
     labels: ['model'],
   },
   batches: {

@@ -52,6 +52,10 @@ export interface BatchObservation {
   items: number;
   /** Padding items added; default `max(0, gear - items)`. */
   padded?: number;
+  /** A bucketed model's bucket bound, which every sample's variable axis is padded to; absent or null when not bucketed. */
+  boundLength?: number | null;
+  /** Positions of that axis padded up to the bound in the real items: Σ items × (bound − length). */
+  paddedLengthSlots?: number;
   executeSeconds: number;
 }
 
@@ -70,6 +74,8 @@ export class FleetMetrics {
   private readonly batchSize: Histogram<'model'>;
   private readonly paddingRatio: Histogram<'model'>;
   private readonly paddedItems: Counter<'model'>;
+  private readonly batchSlots: Counter<'model'>;
+  private readonly paddedSlots: Counter<'model'>;
   private readonly batches: Counter<'model' | 'device' | 'gear'>;
   private readonly deviceExecute: Histogram<'model' | 'device' | 'gear'>;
   private readonly inFlight: Gauge<'device'>;
@@ -115,6 +121,8 @@ export class FleetMetrics {
     this.batchSize = histogram(m.batchSize, BATCH_SIZE_BUCKETS);
     this.paddingRatio = histogram(m.batchPaddingRatio, PADDING_RATIO_BUCKETS);
     this.paddedItems = counter(m.paddedItems);
+    this.batchSlots = counter(m.batchSlots);
+    this.paddedSlots = counter(m.paddedSlots);
     this.batches = counter(m.batches);
     this.deviceExecute = histogram(m.deviceExecute, latency);
     this.inFlight = gauge(m.batchesInFlight);
@@ -164,8 +172,14 @@ export class FleetMetrics {
     this.batches.inc({ model, device, gear: String(gear) });
     this.batchSize.observe({ model }, items);
     if (padded > 0) this.paddedItems.inc({ model }, padded);
-    const slots = items + padded;
-    this.paddingRatio.observe({ model }, slots > 0 ? padded / slots : 0);
+    // A slot is one position of the bucketed axis (one sample without buckets), as the device gets
+    // them: a gear padding row pads `bound` slots, a real sample shorter than the bound the rest of its own.
+    const bound = batch.boundLength ?? 1;
+    const slots = (items + padded) * bound;
+    const paddedSlots = padded * bound + Math.max(0, batch.paddedLengthSlots ?? 0);
+    this.batchSlots.inc({ model }, slots);
+    if (paddedSlots > 0) this.paddedSlots.inc({ model }, paddedSlots);
+    this.paddingRatio.observe({ model }, slots > 0 ? paddedSlots / slots : 0);
     if (Number.isFinite(batch.executeSeconds)) {
       this.deviceExecute.observe({ model, device, gear: String(gear) }, Math.max(0, batch.executeSeconds));
     }

@@ -96,6 +96,8 @@ export class BatchRunner {
         gear: batch.gear,
         items: batch.items,
         padded: batch.paddedItems,
+        boundLength: batch.boundLength,
+        paddedLengthSlots: batch.paddedLengthSlots,
         executeSeconds: timings.executeMs / 1000,
       });
       // Service time, not latency: the second batch in flight waits for the first on the device,

@@ -77,6 +77,22 @@ describe('FleetMetrics', () => {
     expect(s.get('npu_fleet_batches_total{model="cnn",device="1",gear="8"}')).toBe(2);
   });
 
+  it('counts padding in slots: a bucketed batch pads its gear rows over the whole bound and its short samples up to it', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    // Gear 4, bound 16: 3 real samples, of lengths 10, 10 and 16 (2 × 6 positions padded), and one padding row.
+    m.observeBatch({ model: 'text', device: 0, gear: 4, items: 3, boundLength: 16, paddedLengthSlots: 12, executeSeconds: 0.001 });
+    // Not bucketed: a slot is a sample.
+    m.observeBatch({ model: 'cnn', device: 0, gear: 8, items: 6, boundLength: null, executeSeconds: 0.001 });
+    const s = samples(await m.render());
+    expect(s.get('npu_fleet_batch_slots_total{model="text"}')).toBe(64);
+    expect(s.get('npu_fleet_padded_slots_total{model="text"}')).toBe(16 + 12);
+    expect(s.get('npu_fleet_batch_padding_ratio_sum{model="text"}')).toBeCloseTo(28 / 64, 12);
+    expect(s.get('npu_fleet_padded_items_total{model="text"}')).toBe(1);
+    expect(s.get('npu_fleet_batch_slots_total{model="cnn"}')).toBe(8);
+    expect(s.get('npu_fleet_padded_slots_total{model="cnn"}')).toBe(2);
+    expect(s.get('npu_fleet_batch_padding_ratio_sum{model="cnn"}')).toBeCloseTo(0.25, 12);
+  });
+
   it('batch size buckets reach the largest maxBatchSize a model config allows', async () => {
     const MAX_BATCH_SIZE = 1024; // ModelConfigSchema's maxBatchSize limit
     const m = new FleetMetrics({ processMetrics: false });
