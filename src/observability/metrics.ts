@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { MAX_PRIORITY_LEVELS } from '../contracts/request-envelope.ts';
+import { ListedGauge } from './listed-gauge.ts';
 import { LocalHistogram } from './local-histogram.ts';
 import {
   BATCH_SIZE_BUCKETS,
@@ -59,6 +60,14 @@ export interface BatchObservation {
   executeSeconds: number;
 }
 
+/** One model's local queue at a scrape, summed over its lanes (a lane per pinned version). */
+export interface LocalQueueReading {
+  /** Requests queued, by priority level. */
+  readonly depthByPriority: ReadonlyMap<number, number>;
+  /** Host memory the queued request messages hold. */
+  readonly bytes: number;
+}
+
 type Hook = () => void | Promise<void>;
 
 export class FleetMetrics {
@@ -80,9 +89,9 @@ export class FleetMetrics {
   private readonly deviceExecute: Histogram<'model' | 'device' | 'gear'>;
   private readonly inFlight: Gauge<'device'>;
   private readonly deviceMemoryUsed: Gauge<'device'>;
-  private readonly queueDepth: Gauge<'model' | 'priority'>;
-  private readonly queueBytes: Gauge<'model'>;
-  private readonly sourceLag: Gauge<'model' | 'transport'>;
+  private readonly queueDepth: ListedGauge<'model' | 'priority'>;
+  private readonly queueBytes: ListedGauge<'model'>;
+  private readonly sourceLag: ListedGauge<'model' | 'transport'>;
   private readonly deadlineMisses: Counter<'model' | 'stage'>;
   private readonly wasted: Counter<'model' | 'reason'>;
   private readonly restarts: Counter<'device'>;
@@ -127,9 +136,9 @@ export class FleetMetrics {
     this.deviceExecute = histogram(m.deviceExecute, latency);
     this.inFlight = gauge(m.batchesInFlight);
     this.deviceMemoryUsed = gauge(m.deviceMemoryUsed);
-    this.queueDepth = gauge(m.localQueueDepth);
-    this.queueBytes = gauge(m.localQueueBytes);
-    this.sourceLag = gauge(m.sourceLag);
+    this.queueDepth = new ListedGauge(gauge(m.localQueueDepth));
+    this.queueBytes = new ListedGauge(gauge(m.localQueueBytes));
+    this.sourceLag = new ListedGauge(gauge(m.sourceLag));
     this.deadlineMisses = counter(m.deadlineMisses);
     this.wasted = counter(m.wastedDeviceSeconds);
     this.restarts = counter(m.workerRestarts);
@@ -193,17 +202,24 @@ export class FleetMetrics {
     if (Number.isFinite(bytes)) this.deviceMemoryUsed.set({ device: String(device) }, Math.max(0, bytes));
   }
 
-  setQueueDepth(model: string, priority: number, n: number): void {
-    this.queueDepth.set({ model, priority: priorityLabel(priority) }, n);
+  /**
+   * Every model's local queue at once: a model missing from `queues` (unloaded in a hot reload) or
+   * a priority level missing from its reading leaves the queue gauges.
+   */
+  setLocalQueues(queues: ReadonlyMap<string, LocalQueueReading>): void {
+    const depth: Array<[{ model: string; priority: string }, number]> = [];
+    const bytes: Array<[{ model: string }, number]> = [];
+    for (const [model, q] of queues) {
+      for (const [level, n] of q.depthByPriority) depth.push([{ model, priority: priorityLabel(level) }, n]);
+      bytes.push([{ model }, q.bytes]);
+    }
+    this.queueDepth.replace(depth);
+    this.queueBytes.replace(bytes);
   }
 
-  /** Summed over the model's lanes (versions) by the caller. */
-  setQueueBytes(model: string, bytes: number): void {
-    this.queueBytes.set({ model }, bytes);
-  }
-
-  setSourceLag(model: string, transport: SourceTransport, n: number): void {
-    this.sourceLag.set({ model, transport }, n);
+  /** Every model's source lag at once, from the worker's one transport: a model missing from `lag` leaves the gauge. */
+  setSourceLag(transport: SourceTransport, lag: Readonly<Record<string, number>>): void {
+    this.sourceLag.replace(Object.entries(lag).map(([model, n]) => [{ model, transport }, n] as const));
   }
 
   deadlineMiss(model: string, stage: DeadlineStage, n = 1): void {
@@ -277,6 +293,7 @@ export class FleetMetrics {
 
   resetAll(): void {
     this.registry.resetMetrics();
+    for (const g of [this.queueDepth, this.queueBytes, this.sourceLag]) g.cleared();
     this.ready.set(0);
   }
 }

@@ -13,23 +13,23 @@ export interface GaugeSources {
 
 /**
  * A worker's gauges, read on each scrape: queue depth per model and priority, queued bytes, device
- * memory in use and source lag. A device or broker that cannot answer leaves its gauge as it was.
+ * memory in use and source lag, of the models it serves now. A device or broker that cannot answer
+ * leaves its gauge as it was.
  */
 export async function exportWorkerGauges<P>(lanes: ModelLanes<P>, o: GaugeSources): Promise<void> {
   const nowMs = Date.now();
-  const bytes = new Map<string, number>();
   // A model has several lanes (requests that pin a version queue apart): its gauges are their sums.
-  const depth = new Map<string, Map<number, number>>();
+  // An unloaded model has no lanes left, so it leaves the gauges.
+  const queues = new Map<string, { depthByPriority: Map<number, number>; bytes: number }>();
   for (const lane of lanes.allLanes()) {
     const name = lane.config.name;
     const stats = lane.scheduler.stats(nowMs);
-    let levels = depth.get(name);
-    if (levels === undefined) depth.set(name, (levels = new Map()));
-    for (const level of stats.levels) levels.set(level.level, (levels.get(level.level) ?? 0) + level.requests);
-    bytes.set(name, (bytes.get(name) ?? 0) + stats.queuedBytes);
+    let q = queues.get(name);
+    if (q === undefined) queues.set(name, (q = { depthByPriority: new Map(), bytes: 0 }));
+    for (const level of stats.levels) q.depthByPriority.set(level.level, (q.depthByPriority.get(level.level) ?? 0) + level.requests);
+    q.bytes += stats.queuedBytes;
   }
-  for (const [model, levels] of depth) for (const [level, n] of levels) o.metrics.setQueueDepth(model, level, n);
-  for (const [model, n] of bytes) o.metrics.setQueueBytes(model, n);
+  o.metrics.setLocalQueues(queues);
   try {
     const mem = await o.device.memInfo();
     o.metrics.setDeviceMemoryUsed(o.deviceId, mem.totalBytes - mem.freeBytes);
@@ -38,7 +38,9 @@ export async function exportWorkerGauges<P>(lanes: ModelLanes<P>, o: GaugeSource
   }
   try {
     const lag = await o.transport.sourceLag();
-    for (const [model, n] of Object.entries(lag)) o.metrics.setSourceLag(model, o.transport.kind, n);
+    // The transport stays subscribed to a model removed from the repository (its requests are
+    // refused): the gauges list the models this worker serves.
+    o.metrics.setSourceLag(o.transport.kind, Object.fromEntries(Object.entries(lag).filter(([model]) => lanes.serves(model))));
   } catch (err) {
     o.log.debug({ err }, 'source lag unavailable');
   }

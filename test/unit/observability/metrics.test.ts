@@ -49,14 +49,18 @@ describe('FleetMetrics', () => {
 
   it('keeps the priority label bounded: a priority no model can have (a BullMQ job priority set by hand) is "other"', async () => {
     const m = new FleetMetrics({ processMetrics: false });
-    for (const p of [99_998, 16, -1, 1.5, Number.NaN]) {
+    const odd = [99_998, 16, -1, 1.5, Number.NaN];
+    for (const p of odd) {
       m.observeResult('mlp', 'ok', 0.01, p);
       m.observeQueueWait('mlp', p, 0.01);
-      m.setQueueDepth('mlp', p, 1);
     }
+    m.setLocalQueues(new Map([['mlp', { depthByPriority: new Map(odd.map((p) => [p, 1])), bytes: 0 }]]));
     m.observeResult('mlp', 'ok', 0.01, 15);
-    const priorities = new Set([...(await m.render()).matchAll(/priority="([^"]*)"/g)].map((x) => x[1]));
+    const text = await m.render();
+    const priorities = new Set([...text.matchAll(/priority="([^"]*)"/g)].map((x) => x[1]));
     expect([...priorities].sort()).toEqual(['15', 'other']);
+    // The odd levels of one reading share one series: their depths add up.
+    expect(samples(text).get('npu_fleet_local_queue_depth{model="mlp",priority="other"}')).toBe(odd.length);
   });
 
   it('records batches: size, padding (explicit and derived from the gear), execute time per gear', async () => {
@@ -108,9 +112,9 @@ describe('FleetMetrics', () => {
     m.setBatchesInFlight(0, 2);
     m.setDeviceMemoryUsed(0, 3_145_728);
     m.setDeviceMemoryUsed(1, Number.NaN);
-    m.setQueueDepth('mlp', 1, 17);
-    m.setQueueDepth('mlp', 1, 5);
-    m.setSourceLag('mlp', 'kafka', 1234);
+    m.setLocalQueues(new Map([['mlp', { depthByPriority: new Map([[1, 17]]), bytes: 4096 }]]));
+    m.setLocalQueues(new Map([['mlp', { depthByPriority: new Map([[1, 5]]), bytes: 1024 }]]));
+    m.setSourceLag('kafka', { mlp: 1234 });
     m.observeQueueWait('mlp', 1, 0.02);
     m.deadlineMiss('mlp', 'queue', 3);
     m.deadlineMiss('mlp', 'device');
@@ -129,6 +133,7 @@ describe('FleetMetrics', () => {
     expect(s.get('npu_fleet_device_memory_used_bytes{device="0"}')).toBe(3_145_728);
     expect(s.has('npu_fleet_device_memory_used_bytes{device="1"}')).toBe(false);
     expect(s.get('npu_fleet_local_queue_depth{model="mlp",priority="1"}')).toBe(5);
+    expect(s.get('npu_fleet_local_queue_bytes{model="mlp"}')).toBe(1024);
     expect(s.get('npu_fleet_source_lag{model="mlp",transport="kafka"}')).toBe(1234);
     expect(s.get('npu_fleet_queue_wait_seconds_count{model="mlp",priority="1"}')).toBe(1);
     expect(s.get('npu_fleet_deadline_misses_total{model="mlp",stage="queue"}')).toBe(3);
@@ -145,6 +150,34 @@ describe('FleetMetrics', () => {
     expect(samples(await m.render()).get('npu_fleet_worker_ready')).toBe(0);
   });
 
+  it('per-model gauges list what the latest reading lists: a model gone from it (unloaded) and a priority level gone from its queue leave /metrics', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    const queue = (levels: Array<[number, number]>, bytes: number) => ({ depthByPriority: new Map(levels), bytes });
+    m.setLocalQueues(new Map([['mlp', queue([[0, 3], [1, 4], [2, 0]], 700)], ['cnn', queue([[0, 2]], 50)]]));
+    m.setSourceLag('kafka', { mlp: 12, cnn: 9 });
+    const before = samples(await m.render());
+    expect(before.get('npu_fleet_local_queue_depth{model="cnn",priority="0"}')).toBe(2);
+    expect(before.get('npu_fleet_local_queue_depth{model="mlp",priority="2"}')).toBe(0);
+    expect(before.get('npu_fleet_source_lag{model="cnn",transport="kafka"}')).toBe(9);
+    // cnn is unloaded; mlp's config now has two priority levels.
+    m.setLocalQueues(new Map([['mlp', queue([[0, 1], [1, 0]], 100)]]));
+    m.setSourceLag('kafka', { mlp: 2 });
+    const text = await m.render();
+    expect(text).not.toContain('model="cnn"');
+    expect(text).not.toContain('priority="2"');
+    const after = samples(text);
+    expect(after.get('npu_fleet_local_queue_depth{model="mlp",priority="0"}')).toBe(1);
+    expect(after.get('npu_fleet_local_queue_depth{model="mlp",priority="1"}')).toBe(0);
+    expect(after.get('npu_fleet_local_queue_bytes{model="mlp"}')).toBe(100);
+    expect(after.get('npu_fleet_source_lag{model="mlp",transport="kafka"}')).toBe(2);
+    // After a reset the gauges are empty, and the next reading fills them again.
+    m.resetAll();
+    m.setLocalQueues(new Map([['cnn', queue([[0, 5]], 10)]]));
+    const reset = samples(await m.render());
+    expect(reset.has('npu_fleet_local_queue_depth{model="mlp",priority="0"}')).toBe(false);
+    expect(reset.get('npu_fleet_local_queue_depth{model="cnn",priority="0"}')).toBe(5);
+  });
+
   it('keeps instances independent (own registry) and runs scrape hooks, surviving a throwing one', async () => {
     const a = new FleetMetrics({ processMetrics: false });
     const b = new FleetMetrics({ processMetrics: false, defaultLabels: { worker: 'device-1' } });
@@ -152,7 +185,7 @@ describe('FleetMetrics', () => {
     let depth = 0;
     const off = b.onScrape(() => {
       depth += 1;
-      b.setQueueDepth('mlp', 0, depth);
+      b.setLocalQueues(new Map([['mlp', { depthByPriority: new Map([[0, depth]]), bytes: 0 }]]));
     });
     b.onScrape(() => {
       throw new Error('boom');
@@ -182,7 +215,7 @@ describe('FleetMetrics', () => {
       () =>
         new Promise<void>((resolve) => {
           slowDone = () => {
-            m.setSourceLag('mlp', 'bullmq', 7);
+            m.setSourceLag('bullmq', { mlp: 7 });
             resolve();
           };
         }),
