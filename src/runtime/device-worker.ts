@@ -10,7 +10,7 @@ import { Answerer } from './answerer.ts';
 import type { Payload } from './request-admission.ts';
 import { RequestIntake } from './request-intake.ts';
 import { BatchRunner } from './batch-runner.ts';
-import { exportWorkerGauges } from './worker-gauges.ts';
+import { exportWorkerGauges, workerGaugeHooks } from './worker-gauges.ts';
 import { CrashSuspects } from './crash-suspects.ts';
 import type { InflightJournal } from './inflight-journal.ts';
 import type { RepositorySnapshot } from './model-repository.ts';
@@ -281,6 +281,11 @@ export class DeviceWorker {
   /** Queue depth per model/priority, device memory in use and source lag, for the metrics edge. */
   exportGauges(): Promise<void> {
     return exportWorkerGauges(this.lanes, this.o);
+  }
+
+  /** The same gauges as scrape hooks to register one by one (see workerGaugeHooks). */
+  gaugeHooks(): Array<() => void | Promise<void>> {
+    return workerGaugeHooks(this.lanes, this.o);
   }
 
   /**

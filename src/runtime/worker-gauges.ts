@@ -15,8 +15,21 @@ export interface GaugeSources {
  * A worker's gauges, read on each scrape: queue depth per model and priority, queued bytes, device
  * memory in use and source lag, of the models it serves now. A device or broker that cannot answer
  * leaves its gauge as it was.
+ *
+ * Three hooks, registered apart: a scrape does not start a hook whose previous run is still going,
+ * so a source-lag read hanging in a broker outage (BullMQ retries forever) would otherwise freeze
+ * the local queue gauges too, exactly when they matter.
  */
+export function workerGaugeHooks<P>(lanes: ModelLanes<P>, o: GaugeSources): Array<() => void | Promise<void>> {
+  return [() => exportLocalQueues(lanes, o.metrics), () => exportDeviceMemory(o), () => exportSourceLag(lanes, o)];
+}
+
+/** All of a worker's gauges at once (tests, and callers that read them outside a scrape). */
 export async function exportWorkerGauges<P>(lanes: ModelLanes<P>, o: GaugeSources): Promise<void> {
+  await Promise.all(workerGaugeHooks(lanes, o).map((hook) => hook()));
+}
+
+function exportLocalQueues<P>(lanes: ModelLanes<P>, metrics: FleetMetrics): void {
   const nowMs = Date.now();
   // A model has several lanes (requests that pin a version queue apart): its gauges are their sums.
   // An unloaded model has no lanes left, so it leaves the gauges.
@@ -29,13 +42,19 @@ export async function exportWorkerGauges<P>(lanes: ModelLanes<P>, o: GaugeSource
     for (const level of stats.levels) q.depthByPriority.set(level.level, (q.depthByPriority.get(level.level) ?? 0) + level.requests);
     q.bytes += stats.queuedBytes;
   }
-  o.metrics.setLocalQueues(queues);
+  metrics.setLocalQueues(queues);
+}
+
+async function exportDeviceMemory(o: GaugeSources): Promise<void> {
   try {
     const mem = await o.device.memInfo();
     o.metrics.setDeviceMemoryUsed(o.deviceId, mem.totalBytes - mem.freeBytes);
   } catch (err) {
     o.log.debug({ err }, 'device memory unavailable');
   }
+}
+
+async function exportSourceLag<P>(lanes: ModelLanes<P>, o: GaugeSources): Promise<void> {
   try {
     const lag = await o.transport.sourceLag();
     // The transport stays subscribed to a model removed from the repository (its requests are

@@ -153,11 +153,9 @@ async function startedWorker(
   edge.started(worker);
   // Not ready if the transport already failed for good while starting.
   metrics.setWorkerReady(worker.ready);
-  metrics.onScrape(() => {
-    // A broker away turns the gauge to 0 as it turns /readyz to 503 (transitions set it too).
-    metrics.setWorkerReady(worker.readiness().ready);
-    return worker.exportGauges();
-  });
+  // A broker away turns the gauge to 0 as it turns /readyz to 503 (transitions set it too).
+  metrics.onScrape(() => metrics.setWorkerReady(worker.readiness().ready));
+  for (const hook of worker.gaugeHooks()) metrics.onScrape(hook);
 
   // Hot reload by polling: fs.watch misses events on some filesystems and gives half-written files.
   let reloading = false;

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { FleetMetrics } from '../../../src/observability/metrics.ts';
 import type { DeviceLike, ModelLanes } from '../../../src/runtime/model-lanes.ts';
-import { exportWorkerGauges } from '../../../src/runtime/worker-gauges.ts';
+import { exportWorkerGauges, workerGaugeHooks } from '../../../src/runtime/worker-gauges.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import { MODEL, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
@@ -30,6 +30,34 @@ describe('exportWorkerGauges', () => {
     expect(gauge('npu_fleet_local_queue_depth', 'model="mlp",priority="1"')).toBe(42);
     expect(gauge('npu_fleet_local_queue_depth', 'model="cnn",priority="0"')).toBe(1);
     expect(gauge('npu_fleet_local_queue_bytes', 'model="mlp"')).toBe(4200);
+    await transport.close();
+  });
+});
+
+describe('workerGaugeHooks', () => {
+  it('a source-lag read that hangs (a broker outage) does not freeze the local queue gauges', async () => {
+    const metrics = new FleetMetrics({ processMetrics: false, scrapeHookTimeoutMs: 50 });
+    let depth = 3;
+    const lanes = { allLanes: () => [lane('mlp', [depth], 100 * depth)], serves: () => true } as unknown as ModelLanes<unknown>;
+    const device: DeviceLike = { id: 0, loadModel: () => Promise.reject(new Error('not used')), memInfo: () => Promise.resolve({ freeBytes: 1, totalBytes: 2 }), close: () => Promise.resolve() };
+    const transport = new MemoryTransport({ broker: new MemoryBroker() });
+    let lagReads = 0;
+    // Never answers, as a BullMQ count retried forever while Redis is away.
+    transport.sourceLag = () => {
+      lagReads += 1;
+      return new Promise(() => undefined);
+    };
+    for (const hook of workerGaugeHooks(lanes, { deviceId: 0, device, transport, metrics, log: createLogger({ level: 'silent' }) })) metrics.onScrape(hook);
+    const depthOf = (text: string): number | undefined => {
+      const m = /^npu_fleet_local_queue_depth\{model="mlp",priority="0"\} (\S+)$/m.exec(text);
+      return m ? Number(m[1]) : undefined;
+    };
+    expect(depthOf(await metrics.render())).toBe(3);
+    depth = 7;
+    const text = await metrics.render();
+    expect(depthOf(text)).toBe(7);
+    expect(text).toMatch(/^npu_fleet_local_queue_bytes\{model="mlp"\} 700$/m);
+    expect(lagReads).toBe(1); // the hung read is not started again on top of itself
     await transport.close();
   });
 });
