@@ -20,7 +20,7 @@ export interface BatchRunnerOptions {
   readonly crash: CrashSuspects;
   readonly metrics: FleetMetrics;
   readonly log: Logger;
-  /** A batch's results, member by member (DeviceWorker.finishMembers). */
+  /** A batch's results, member by member (Answerer.answerBatch). */
   readonly results: (cfg: ModelConfig, results: readonly MemberResult[]) => void;
   /** A batch is past worker.hangLimitMs on the device (DeviceWorker.hang). */
   readonly hang: (model: string, batch: Batch<Payload>, elapsedMs: number) => void;

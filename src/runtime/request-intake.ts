@@ -12,7 +12,7 @@ const ADMIT_SLICE = 256;
 /** Under sustained overload, at most one backpressure line per lane this often. */
 const BACKPRESSURE_LOG_MS = 30_000;
 
-/** Answers a delivery that is not queued (DeviceWorker.finish). */
+/** Answers a delivery that is not queued (Answerer.answer). */
 export type AnswerDelivery = (
   delivery: Delivery,
   identity: ResultIdentity,
