@@ -108,8 +108,11 @@ export interface Transport {
   /**
    * Whether the broker answers, as far as the client can tell without a round trip (a readiness
    * probe calls it on every request): Kafka, a heartbeat or fetch within a few heartbeat
-   * intervals; BullMQ, every Redis connection up; memory, not closed. False before start() and
-   * after close(). JS thread; never throws.
+   * intervals (the contact window, at least 5 s), and results getting out: false while result
+   * sends have been attempted without one succeeding for longer than that window (reply leaders
+   * unreachable while the group coordinator answers), true again at the next success; a producer
+   * with nothing to send counts as fine. BullMQ, every Redis connection up; memory, not closed.
+   * False before start() and after close(). JS thread; never throws.
    */
   connected(): boolean;
   close(): Promise<void>;

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
-import { Kafka, logLevel, type Admin, type ITopicConfig, type logCreator, type SASLOptions } from 'kafkajs';
+import { Kafka, logLevel, type Admin, type ISocketFactory, type ITopicConfig, type logCreator, type SASLOptions } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 
@@ -63,6 +63,7 @@ export function createKafka(
   settings: Pick<KafkaSettings, 'brokers' | 'clientId'> & Partial<Pick<KafkaSettings, 'ssl' | 'sasl'>>,
   logger?: TransportLogger,
   retries = 8,
+  socketFactory?: ISocketFactory,
 ): Kafka {
   process.env['KAFKAJS_NO_PARTITIONER_WARNING'] ??= '1';
   const ssl = tlsOptions(settings.ssl ?? false);
@@ -75,6 +76,7 @@ export function createKafka(
     logLevel: logger === undefined ? logLevel.NOTHING : logLevel.WARN,
     logCreator: kafkaLogCreator(logger),
     retry: { retries, initialRetryTime: 100, maxRetryTime: 5_000 },
+    ...(socketFactory === undefined ? {} : { socketFactory }),
   });
 }
 

@@ -1,3 +1,4 @@
+import type { ISocketFactory } from 'kafkajs';
 import type { TransportLogger } from './kafka-client.ts';
 
 export interface KafkaTransportOptions {
@@ -21,4 +22,9 @@ export interface KafkaTransportOptions {
   readonly retries?: number;
   /** Content-type / request-id headers on results (default off: they slow kafkajs sends a lot). */
   readonly resultHeaders?: boolean;
+  /**
+   * Opens every broker connection of this transport (kafkajs socketFactory; default: plain TCP or
+   * TLS per the settings). A test seam: network-fault tests cut off one kind of traffic with it.
+   */
+  readonly socketFactory?: ISocketFactory;
 }

@@ -5,7 +5,7 @@ import { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import { renderName, requestSources, type SourceName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
-import { ConsumerWatch } from './consumer-watch.ts';
+import type { ConsumerWatch } from './consumer-watch.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure } from './kafka-client.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
 import { messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
@@ -14,6 +14,7 @@ import { consumerLag, OffsetCommitter, tpKey } from './offset-committer.ts';
 import { PartitionTracker } from './partition-tracker.ts';
 import { predecessorMembers, predecessorMembersNote, removePredecessorMembers } from './predecessor-members.ts';
 import { RedeliveryHints } from './redelivery-hints.ts';
+import { contactWindowFor, RequestConsumer } from './request-consumer.ts';
 import { ResultSender } from './result-sender.ts';
 import type { KafkaTransportOptions } from './kafka-transport-options.ts';
 
@@ -64,7 +65,7 @@ export class KafkaTransport implements Transport {
     private readonly settings: KafkaSettings,
     private readonly options: KafkaTransportOptions = {},
   ) {
-    this.kafka = createKafka(settings, options.logger, options.retries);
+    this.kafka = createKafka(settings, options.logger, options.retries, options.socketFactory);
     this.names = {
       replies: (model) => renderName(settings.repliesTemplate, model),
       dlq: (model) => renderName(settings.dlqTemplate, model),
@@ -102,65 +103,44 @@ export class KafkaTransport implements Transport {
       await this.admin.connect();
       const topics = [...this.sources.keys(), ...models.map(this.names.replies), ...models.map(this.names.dlq)];
       await ensureTopics(this.admin, topics, this.options.partitions ?? 8);
+      // Set before the sender: the result producer is held to the consumer's contact window.
+      this.contactWindowMs = contactWindowFor(this.settings).contactWindowMs;
       const sender = new ResultSender(this.kafka, this.settings, this.admin, {
         transactionalId: this.transactionalId,
         partitions: this.options.partitions ?? 8,
+        contactWindowMs: this.contactWindowMs,
         ...(this.options.logger === undefined ? {} : { logger: this.options.logger }),
       });
       this.sender = sender;
       await sender.connect(topics);
       if (this.settings.exactlyOnce) this.committer = new TransactionalCommitter(this.settings.groupId, () => this.partitions.values(), sender);
 
-      const sessionTimeout = this.settings.sessionTimeoutMs;
-      const heartbeatInterval = Math.max(100, Math.min(3_000, Math.floor(sessionTimeout / 5)));
-      // Three missed heartbeats (at least 5 s): unreachable, not a slow answer.
-      this.contactWindowMs = Math.max(5_000, 3 * heartbeatInterval);
-      const consumer = this.kafka.consumer({
-        groupId: this.settings.groupId,
-        sessionTimeout,
-        heartbeatInterval,
-        maxWaitTimeInMs: this.options.maxWaitTimeMs ?? 100,
-        maxBytesPerPartition: this.options.maxBytesPerPartition ?? 1_048_576,
-        allowAutoTopicCreation: false,
-        readUncommitted: false,
-      });
-      this.consumer = consumer;
-      const watch = new ConsumerWatch({
+      const requests = new RequestConsumer({
         kafka: this.kafka,
         settings: this.settings,
         requestTopics: () => [...this.sources.keys()],
         partitions: this.options.partitions ?? 8,
+        maxWaitTimeMs: this.options.maxWaitTimeMs ?? 100,
+        maxBytesPerPartition: this.options.maxBytesPerPartition ?? 1_048_576,
         logger: this.options.logger,
         isClosed: () => this.closed,
         onFatal: (err) => this.onFatal?.(err),
-      });
-      watch.armStart();
-      this.watch = watch;
-      const contact = (): void => watch.onContact();
-      for (const event of [consumer.events.HEARTBEAT, consumer.events.FETCH, consumer.events.COMMIT_OFFSETS]) consumer.on(event, contact);
-      consumer.on(consumer.events.GROUP_JOIN, (e) => {
-        this.onAssignment(e.payload.memberAssignment);
-        watch.onJoin();
-        // On every join: a member that lost its session rejoins under a new id. This one consumer
-        // is the transport's only group member.
-        options.predecessor?.save(predecessorMembersNote([{ groupId: e.payload.groupId, memberId: e.payload.memberId }]));
-      });
-      consumer.on(consumer.events.CRASH, (e) => watch.onCrash(e.payload.error, e.payload.restart));
-      await predecessorsRemoved;
-      await consumer.connect();
-      // A new group starts at the beginning: requests published before the first worker count.
-      await consumer.subscribe({ topics: [...this.sources.keys()], fromBeginning: true });
-      await consumer.run({
-        autoCommit: false,
-        eachBatchAutoResolve: true,
-        partitionsConsumedConcurrently: 1,
+        onJoin: ({ groupId, memberId, memberAssignment }) => {
+          this.onAssignment(memberAssignment);
+          // On every join: a member that lost its session rejoins under a new id. This one consumer
+          // is the transport's only group member.
+          options.predecessor?.save(predecessorMembersNote([{ groupId, memberId }]));
+        },
         eachBatch: async (payload) => {
           // Once per rebalance: one admin round trip for the redelivery hints, then never waits.
           if (this.hints.loaded !== undefined) await this.hints.loaded;
           this.onBatch(payload);
         },
       });
-      await watch.untilJoined();
+      this.consumer = requests.consumer;
+      this.watch = requests.watch;
+      await predecessorsRemoved;
+      await requests.run();
     } catch (err) {
       // Nothing was delivered yet: drop the connections, or they would keep the process alive.
       this.closed = true;
@@ -362,8 +342,9 @@ export class KafkaTransport implements Transport {
     return offsets.length === deliveries.length;
   }
 
+  /** Consumer in contact, and results getting out whenever there are results to send (see ProducerWatch). */
   connected(): boolean {
-    return !this.closed && this.watch?.inContact(this.contactWindowMs) === true;
+    return !this.closed && this.watch?.inContact(this.contactWindowMs) === true && this.sender?.delivering() !== false;
   }
 
   async stopIntake(): Promise<void> {

@@ -2,6 +2,7 @@ import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { ensureTopics, isUnknownTopic, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
+import { ProducerWatch } from './producer-watch.ts';
 import { RotatingProducer } from './rotating-producer.ts';
 
 export interface ResultSenderOptions {
@@ -9,6 +10,8 @@ export interface ResultSenderOptions {
   readonly transactionalId: string;
   /** Partitions of the topics created on first use. */
   readonly partitions: number;
+  /** How long sends may go without a success while they are attempted before delivering() is false. */
+  readonly contactWindowMs: number;
   readonly logger?: TransportLogger;
 }
 
@@ -24,6 +27,7 @@ export class ResultSender {
   private readonly knownTopics = new Set<string>();
   private readonly queue: Array<{ messages: OutgoingMessage[]; resolve: () => void; reject: (err: unknown) => void }> = [];
   private sending = false;
+  private readonly watch: ProducerWatch;
 
   constructor(
     kafka: Kafka,
@@ -31,6 +35,7 @@ export class ResultSender {
     private readonly admin: Admin,
     private readonly options: ResultSenderOptions,
   ) {
+    this.watch = new ProducerWatch(options.contactWindowMs);
     this.producer = new RotatingProducer({
       // Auto-create off: topics are created explicitly (ensureKnown), never by a metadata refresh.
       create: () =>
@@ -62,11 +67,25 @@ export class ResultSender {
    * the committer's transactions (which run one at a time, so no send uses a producer while it is
    * replaced by a fresh one).
    */
-  withProducer<T>(topics: readonly string[], work: (producer: Producer) => Promise<T>): Promise<T> {
-    return this.producer.use(topics, async (producer) => {
-      await this.ensureKnown(topics);
-      return work(producer);
-    });
+  async withProducer<T>(topics: readonly string[], work: (producer: Producer) => Promise<T>): Promise<T> {
+    // Every way results leave goes through here (both modes), so readiness sees them all.
+    this.watch.onAttempt();
+    try {
+      const out = await this.producer.use(topics, async (producer) => {
+        await this.ensureKnown(topics);
+        return work(producer);
+      });
+      this.watch.onSuccess();
+      return out;
+    } catch (err) {
+      this.watch.onFailure();
+      throw err;
+    }
+  }
+
+  /** Whether results get out (see ProducerWatch); true while there is nothing to send. */
+  delivering(nowMs = Date.now()): boolean {
+    return this.watch.delivering(nowMs);
   }
 
   /** A transaction failed: the next one gets a fresh producer (see RotatingProducer.renew). */
