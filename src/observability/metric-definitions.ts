@@ -127,6 +127,36 @@ export const FLEET_METRICS = {
     help: 'Work waiting in the broker: Kafka consumer-group lag or BullMQ waiting jobs',
     labels: ['model', 'transport'],
   },
+  oldestQueuedAge: {
+    name: 'npu_fleet_oldest_queued_age_seconds',
+    kind: 'gauge',
+    help: 'Age of the oldest request in the local scheduler per priority, counted from when it reached this worker (its receive time on the worker\'s own clock: no producer clock skew; time spent in the broker before is npu_fleet_source_lag\'s). Absent while the priority level holds nothing, so max() across workers is the oldest anywhere',
+    labels: ['model', 'priority'],
+  },
+  deviceSecondsPerRequest: {
+    name: 'npu_fleet_device_seconds_per_request',
+    kind: 'gauge',
+    help: 'Learnt device seconds one request costs when batches are full: the scheduler\'s device-time estimate of a full batch (the adaptive limit\'s gear, i.e. the largest gear unless targetLatencyMs lowered the limit; host/device copies included, as batches are measured) / that gear x mean items per dispatched request. From the model\'s default lane (newest version; a model whose requests all pin a version: its costliest lane). Absent until this worker has measured a batch of the model: no guess, no 0',
+    labels: ['model'],
+  },
+  localBacklogSeconds: {
+    name: 'npu_fleet_local_backlog_seconds',
+    kind: 'gauge',
+    help: 'Device seconds this worker needs for the requests in its local queue at full batches: queued items x learnt device seconds per item of a full batch (each lane at its own estimate). Per worker: sum across workers. Absent with npu_fleet_device_seconds_per_request',
+    labels: ['model'],
+  },
+  sourceBacklogSeconds: {
+    name: 'npu_fleet_source_backlog_seconds',
+    kind: 'gauge',
+    help: 'Device seconds the broker-side backlog needs at full batches: npu_fleet_source_lag x npu_fleet_device_seconds_per_request. The lag is the whole group\'s, so every worker reports this (each at its own measured cost): max by (model) across workers, never sum. Absent until both are known',
+    labels: ['model'],
+  },
+  backlogSeconds: {
+    name: 'npu_fleet_backlog_seconds',
+    kind: 'gauge',
+    help: 'Device seconds to clear the model\'s backlog as this worker sees it: (broker-side lag + this worker\'s local queue) x learnt device seconds per request at full batches = npu_fleet_source_backlog_seconds + npu_fleet_local_backlog_seconds. Not additive across workers (each counts the same lag): the fleet\'s is max by (model) of the source part + sum by (model) of the local part',
+    labels: ['model'],
+  },
   deadlineMisses: {
     name: 'npu_fleet_deadline_misses_total',
     kind: 'counter',

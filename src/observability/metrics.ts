@@ -66,6 +66,21 @@ export interface LocalQueueReading {
   readonly depthByPriority: ReadonlyMap<number, number>;
   /** Host memory the queued request messages hold. */
   readonly bytes: number;
+  /** Seconds since the oldest queued request of each non-empty level reached this worker; an empty level is left out. */
+  readonly oldestAgeSecondsByPriority?: ReadonlyMap<number, number>;
+}
+
+/**
+ * One model's backlog in device seconds at a scrape (see FLEET_METRICS.backlogSeconds). Only for a
+ * model whose cost is measured: a model without one has no reading, and leaves the gauges.
+ */
+export interface BacklogReading {
+  /** Learnt device seconds per request at full batches (npu_fleet_device_seconds_per_request). */
+  readonly deviceSecondsPerRequest: number;
+  /** Device seconds of this worker's local queue (its queued items at their lanes' costs). */
+  readonly localSeconds: number;
+  /** Requests waiting in the broker (npu_fleet_source_lag); undefined while unknown, which leaves the source part and the total out. */
+  readonly sourceLag?: number | undefined;
 }
 
 type Hook = () => void | Promise<void>;
@@ -92,6 +107,11 @@ export class FleetMetrics {
   private readonly queueDepth: ListedGauge<'model' | 'priority'>;
   private readonly queueBytes: ListedGauge<'model'>;
   private readonly sourceLag: ListedGauge<'model' | 'transport'>;
+  private readonly oldestQueuedAge: ListedGauge<'model' | 'priority'>;
+  private readonly deviceSecondsPerRequest: ListedGauge<'model'>;
+  private readonly localBacklog: ListedGauge<'model'>;
+  private readonly sourceBacklog: ListedGauge<'model'>;
+  private readonly backlog: ListedGauge<'model'>;
   private readonly deadlineMisses: Counter<'model' | 'stage'>;
   private readonly wasted: Counter<'model' | 'reason'>;
   private readonly restarts: Counter<'device'>;
@@ -139,6 +159,11 @@ export class FleetMetrics {
     this.queueDepth = new ListedGauge(gauge(m.localQueueDepth));
     this.queueBytes = new ListedGauge(gauge(m.localQueueBytes));
     this.sourceLag = new ListedGauge(gauge(m.sourceLag));
+    this.oldestQueuedAge = new ListedGauge(gauge(m.oldestQueuedAge));
+    this.deviceSecondsPerRequest = new ListedGauge(gauge(m.deviceSecondsPerRequest));
+    this.localBacklog = new ListedGauge(gauge(m.localBacklogSeconds));
+    this.sourceBacklog = new ListedGauge(gauge(m.sourceBacklogSeconds));
+    this.backlog = new ListedGauge(gauge(m.backlogSeconds));
     this.deadlineMisses = counter(m.deadlineMisses);
     this.wasted = counter(m.wastedDeviceSeconds);
     this.restarts = counter(m.workerRestarts);
@@ -209,12 +234,46 @@ export class FleetMetrics {
   setLocalQueues(queues: ReadonlyMap<string, LocalQueueReading>): void {
     const depth: Array<[{ model: string; priority: string }, number]> = [];
     const bytes: Array<[{ model: string }, number]> = [];
+    const oldest = new Map<string, [{ model: string; priority: string }, number]>();
     for (const [model, q] of queues) {
       for (const [level, n] of q.depthByPriority) depth.push([{ model, priority: priorityLabel(level) }, n]);
       bytes.push([{ model }, q.bytes]);
+      for (const [level, seconds] of q.oldestAgeSecondsByPriority ?? []) {
+        // Levels that share a label ("other") show their oldest, not a sum of ages.
+        const labels = { model, priority: priorityLabel(level) };
+        const key = `${model}\u0000${labels.priority}`;
+        const age = Math.max(0, seconds);
+        if (Number.isFinite(age) && age >= (oldest.get(key)?.[1] ?? -1)) oldest.set(key, [labels, age]);
+      }
     }
     this.queueDepth.replace(depth);
     this.queueBytes.replace(bytes);
+    this.oldestQueuedAge.replace(oldest.values());
+  }
+
+  /**
+   * Every model's backlog in device seconds at once: a model missing from `backlog` (unloaded, or
+   * not measured yet) leaves the backlog gauges, and one whose source lag is unknown leaves the
+   * source part and the total. source = lag x cost per request; total = source + local.
+   */
+  setBacklog(backlog: ReadonlyMap<string, BacklogReading>): void {
+    const cost: Array<[{ model: string }, number]> = [];
+    const local: Array<[{ model: string }, number]> = [];
+    const source: Array<[{ model: string }, number]> = [];
+    const total: Array<[{ model: string }, number]> = [];
+    for (const [model, b] of backlog) {
+      if (!nonNegative(b.deviceSecondsPerRequest) || !nonNegative(b.localSeconds)) continue;
+      cost.push([{ model }, b.deviceSecondsPerRequest]);
+      local.push([{ model }, b.localSeconds]);
+      if (b.sourceLag === undefined || !nonNegative(b.sourceLag)) continue;
+      const sourceSeconds = b.sourceLag * b.deviceSecondsPerRequest;
+      source.push([{ model }, sourceSeconds]);
+      total.push([{ model }, sourceSeconds + b.localSeconds]);
+    }
+    this.deviceSecondsPerRequest.replace(cost);
+    this.localBacklog.replace(local);
+    this.sourceBacklog.replace(source);
+    this.backlog.replace(total);
   }
 
   /** Every model's source lag at once, from the worker's one transport: a model missing from `lag` leaves the gauge. */
@@ -293,7 +352,7 @@ export class FleetMetrics {
 
   resetAll(): void {
     this.registry.resetMetrics();
-    for (const g of [this.queueDepth, this.queueBytes, this.sourceLag]) g.cleared();
+    for (const g of [this.queueDepth, this.queueBytes, this.sourceLag, this.oldestQueuedAge, this.deviceSecondsPerRequest, this.localBacklog, this.sourceBacklog, this.backlog]) g.cleared();
     this.ready.set(0);
   }
 }
@@ -306,3 +365,6 @@ function priorityLabel(priority: number | undefined): string {
   if (priority === undefined) return 'none';
   return Number.isInteger(priority) && priority >= 0 && priority < MAX_PRIORITY_LEVELS ? String(priority) : 'other';
 }
+
+/** A finite non-negative reading. */
+const nonNegative = (n: number): boolean => Number.isFinite(n) && n >= 0;

@@ -7,7 +7,7 @@ import { RequestQueue } from './request-queue.ts';
 import { SchedulerCounters } from './scheduler-counters.ts';
 import { resolveSchedulerOptions } from './scheduler-options.ts';
 import type { SchedulerOptions, SchedulerOptionsInput } from './scheduler-options.ts';
-import type { Batch, Decision, DispatchReason, EnqueueResult, RejectReason, SchedulerRequest, SchedulerStats } from './scheduler-types.ts';
+import type { Batch, Decision, DispatchReason, EnqueueResult, FullBatchCost, RejectReason, SchedulerRequest, SchedulerStats } from './scheduler-types.ts';
 import { StaleEstimateProbe } from './stale-estimate-probe.ts';
 import { trimPadding, type TrimContext } from './trim-padding.ts';
 import { rejection, validateRequest } from './validate-request.ts';
@@ -83,6 +83,18 @@ export class BatchScheduler<P = unknown> {
 
   estimateDeviceMs(gear: number): number {
     return this.estimator.estimateMs(gear);
+  }
+
+  /**
+   * Device time per item at full batches (see FullBatchCost), for the backlog gauges. Undefined
+   * until a batch was measured: before that every estimate is the configured prior, a guess.
+   * A full gear not run yet has the estimate the deadline checks use (derived from measured gears).
+   */
+  fullBatchCost(): FullBatchCost | undefined {
+    if (!this.estimator.hasData) return undefined;
+    const gear = this.adaptive.current;
+    const { dispatchedRequests, dispatchedItems } = this.counters.snapshot();
+    return { gear, deviceMsPerItem: this.estimator.estimateMs(gear) / gear, itemsPerRequest: dispatchedRequests > 0 ? dispatchedItems / dispatchedRequests : 1 };
   }
 
   has(id: string): boolean {

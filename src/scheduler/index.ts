@@ -7,6 +7,7 @@ export type {
   Decision,
   DispatchReason,
   EnqueueResult,
+  FullBatchCost,
   LevelStats,
   RejectReason,
   SchedulerRequest,

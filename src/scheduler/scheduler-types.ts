@@ -88,6 +88,20 @@ export interface LevelStats {
   readonly dispatched: number;
 }
 
+/**
+ * What queued work costs on the device when batches are full: under a backlog every batch holds
+ * `gear` items (the adaptive limit, a gear), so that gear's learnt estimate over its size is the
+ * device time one item takes.
+ */
+export interface FullBatchCost {
+  /** The full batch: the adaptive limit (the largest gear unless targetLatencyMs lowered it). */
+  readonly gear: number;
+  /** Learnt device time of `gear` (host/device copies included, as recorded) ÷ gear. */
+  readonly deviceMsPerItem: number;
+  /** Mean items (samples) per dispatched request, 1 before any dispatch. */
+  readonly itemsPerRequest: number;
+}
+
 export interface SchedulerStats {
   readonly queuedRequests: number;
   readonly queuedItems: number;

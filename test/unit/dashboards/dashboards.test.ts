@@ -119,7 +119,7 @@ describe('dashboards/ files', () => {
     const groupId = defaults.transport.kind === 'kafka' ? defaults.transport.kafka.groupId : '';
     const load = (f: string) => obj(yamlDoc(`dashboards/keda/${f}`));
     const triggersOf = (so: Obj) => arr(obj(so.spec).triggers).map(obj);
-    for (const f of ['scaledobject-kafka.yaml', 'scaledobject-bullmq.yaml', 'scaledobject-prometheus.yaml']) {
+    for (const f of ['scaledobject-kafka.yaml', 'scaledobject-bullmq.yaml', 'scaledobject-prometheus.yaml', 'scaledobject-backlog.yaml']) {
       const so = load(f);
       expect(so.apiVersion).toBe('keda.sh/v1alpha1');
       expect(so.kind).toBe('ScaledObject');
@@ -139,6 +139,29 @@ describe('dashboards/ files', () => {
     const query = String(obj(triggersOf(load('scaledobject-prometheus.yaml'))[0]?.metadata).query);
     expect(checkExpression(query, known)).toEqual([]);
     expect(metricNamesIn(query)).toContain('npu_fleet_source_lag');
+  });
+
+  it('the backlog ScaledObject adds the broker part once (max by model) and the local parts of all workers, over a drain target', () => {
+    const so = obj(yamlDoc('dashboards/keda/scaledobject-backlog.yaml'));
+    expect(obj(obj(so.spec).scaleTargetRef).name).toBe('npu-fleet-worker');
+    const trigger = obj(arr(obj(so.spec).triggers)[0]);
+    expect(trigger.type).toBe('prometheus');
+    const meta = obj(trigger.metadata);
+    const query = String(meta.query);
+    expect(checkExpression(query, known)).toEqual([]);
+    const flat = query.replace(/\s+/g, ' ');
+    // Every worker reports the group's lag: summed, it would count it once per worker.
+    expect(flat).toContain('max by (model) (npu_fleet_source_backlog_seconds{');
+    expect(flat).toMatch(/sum\(npu_fleet_local_backlog_seconds\{/);
+    // The per-worker view (lag + own queue) is not additive across workers.
+    expect(metricNamesIn(query)).not.toContain('npu_fleet_backlog_seconds');
+    expect(flat).toContain(') / 30');
+    expect(meta.threshold).toBe('1');
+    // promtool's test of the query (dashboards/keda/backlog-query.test.yml) tests this very query.
+    const promtool = obj(yamlDoc('dashboards/keda/backlog-query.test.yml'));
+    const tested = arr(promtool.tests).flatMap((t) => arr(obj(t).promql_expr_test).map((e) => String(obj(e).expr)));
+    expect(tested.length).toBeGreaterThan(0);
+    for (const expr of tested) expect(expr).toBe(query);
   });
 });
 

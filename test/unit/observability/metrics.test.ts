@@ -178,6 +178,52 @@ describe('FleetMetrics', () => {
     expect(reset.get('npu_fleet_local_queue_depth{model="cnn",priority="0"}')).toBe(5);
   });
 
+  it('oldest queued age per priority: absent for an empty level, and the oldest (not a sum) of levels sharing the label "other"', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    const queue = (depth: Array<[number, number]>, ages: Array<[number, number]>) => ({ depthByPriority: new Map(depth), bytes: 0, oldestAgeSecondsByPriority: new Map(ages) });
+    m.setLocalQueues(new Map([['mlp', queue([[0, 2], [1, 0], [20, 1], [21, 1]], [[0, 1.5], [20, 3], [21, 7]])]]));
+    const first = samples(await m.render());
+    expect(first.get('npu_fleet_oldest_queued_age_seconds{model="mlp",priority="0"}')).toBe(1.5);
+    expect(first.has('npu_fleet_oldest_queued_age_seconds{model="mlp",priority="1"}')).toBe(false);
+    expect(first.get('npu_fleet_oldest_queued_age_seconds{model="mlp",priority="other"}')).toBe(7);
+    // Level 0 emptied, level 1 filled: the series follow the reading.
+    m.setLocalQueues(new Map([['mlp', queue([[0, 0], [1, 1]], [[1, 0.25]])]]));
+    const text = await m.render();
+    expect(text).not.toMatch(/^npu_fleet_oldest_queued_age_seconds\{model="mlp",priority="(0|other)"\}/m);
+    expect(samples(text).get('npu_fleet_oldest_queued_age_seconds{model="mlp",priority="1"}')).toBe(0.25);
+  });
+
+  it('backlog in device seconds: source = lag x cost per request, total = source + local; no lag, no source part or total; a model gone from the reading leaves all four', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    // 4 ms for a full batch of 32 → 0.125 ms a request; 100 queued here, 900 in the broker.
+    m.setBacklog(
+      new Map([
+        ['mlp', { deviceSecondsPerRequest: 0.004 / 32, localSeconds: (100 * 0.004) / 32, sourceLag: 900 }],
+        ['cnn', { deviceSecondsPerRequest: 0.5, localSeconds: 2 }],
+        ['bad', { deviceSecondsPerRequest: Number.NaN, localSeconds: 1, sourceLag: 1 }],
+      ]),
+    );
+    const s = samples(await m.render());
+    expect(s.get('npu_fleet_device_seconds_per_request{model="mlp"}')).toBe(0.000125);
+    expect(s.get('npu_fleet_local_backlog_seconds{model="mlp"}')).toBe(0.0125);
+    expect(s.get('npu_fleet_source_backlog_seconds{model="mlp"}')).toBeCloseTo(0.1125, 12);
+    expect(s.get('npu_fleet_backlog_seconds{model="mlp"}')).toBeCloseTo(0.125, 12);
+    expect(s.get('npu_fleet_device_seconds_per_request{model="cnn"}')).toBe(0.5);
+    expect(s.get('npu_fleet_local_backlog_seconds{model="cnn"}')).toBe(2);
+    expect(s.has('npu_fleet_source_backlog_seconds{model="cnn"}')).toBe(false);
+    expect(s.has('npu_fleet_backlog_seconds{model="cnn"}')).toBe(false);
+    expect([...s.keys()].filter((k) => k.includes('model="bad"'))).toEqual([]);
+
+    m.setBacklog(new Map([['cnn', { deviceSecondsPerRequest: 0.5, localSeconds: 2, sourceLag: 4 }]]));
+    const text = await m.render();
+    expect(text).not.toContain('model="mlp"');
+    expect(samples(text).get('npu_fleet_source_backlog_seconds{model="cnn"}')).toBe(2);
+    expect(samples(text).get('npu_fleet_backlog_seconds{model="cnn"}')).toBe(4);
+    m.resetAll();
+    m.setBacklog(new Map());
+    expect(await m.render()).not.toContain('model="cnn"');
+  });
+
   it('keeps instances independent (own registry) and runs scrape hooks, surviving a throwing one', async () => {
     const a = new FleetMetrics({ processMetrics: false });
     const b = new FleetMetrics({ processMetrics: false, defaultLabels: { worker: 'device-1' } });
