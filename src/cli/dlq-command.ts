@@ -41,7 +41,8 @@ function describeLetter(l: DeadLetter): string {
   const at = Number.isFinite(l.deadAt) ? new Date(l.deadAt).toISOString() : '(time unknown)';
   const id = l.requestId === undefined ? 'no id' : `id ${l.requestId}`;
   const from = l.source === undefined ? 'source unknown' : `from ${l.source}${l.priority === undefined ? '' : ` p${l.priority}`}`;
-  return `  ${at}  ${l.reason.padEnd(16)} ${id}, ${from}, ${l.bytes} B: ${l.message.slice(0, 160)}  [${l.ref}]`;
+  const replayed = l.replayedAt === undefined ? '' : ` (replayed ${new Date(l.replayedAt).toISOString()})`;
+  return `  ${at}  ${l.reason.padEnd(16)} ${id}, ${from}, ${l.bytes} B: ${l.message.slice(0, 160)}  [${l.ref}]${replayed}`;
 }
 
 /**
@@ -107,7 +108,9 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       out(`DLQ of ${query.model} (${where}): ${listing.scanned} record(s)${query.sinceAt === undefined ? '' : ` since ${new Date(query.sinceAt).toISOString()}`}`);
       if (reasons.length > 0) out(`  by reason: ${reasons.join(', ')}`);
       if (listing.matched > 0) {
-        out(`${listing.matched} match${query.reasons === undefined ? '' : `ing ${query.reasons.join(',')}`}; the oldest ${listing.letters.length}:`);
+        // Kafka keeps replayed records: say how many a replay would pass over.
+        const replayed = listing.alreadyReplayed === undefined || listing.alreadyReplayed === 0 ? '' : `, ${listing.alreadyReplayed} of them already replayed`;
+        out(`${listing.matched} match${query.reasons === undefined ? '' : `ing ${query.reasons.join(',')}`}${replayed}; the oldest ${listing.letters.length}:`);
         for (const l of listing.letters) out(describeLetter(l));
       }
       return 0;
@@ -124,11 +127,12 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     }
     const verb = values['dry-run'] ? 'would re-send' : 're-sent';
     out(`${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) to their request ${config.transport.kind === 'kafka' ? 'topics' : 'queues'}`);
+    if (report.alreadyReplayed !== undefined && report.alreadyReplayed > 0) {
+      // Not skips (exit 0): nothing is left to do for them, as for BullMQ records a replay removed.
+      out(`  ${values['dry-run'] ? 'would pass' : 'passed'} over ${report.alreadyReplayed} already re-sent by an earlier replay (the DLQ topic keeps replayed records; their re-sends carry npu-fleet-replay-of; dlq list shows when)`);
+    }
     for (const s of report.skipped.slice(0, SHOWN_SKIPS)) out(`  skipped ${s.ref}: ${s.why}`);
     if (report.skipped.length > SHOWN_SKIPS) out(`  ... and ${report.skipped.length - SHOWN_SKIPS} more skipped`);
-    if (config.transport.kind === 'kafka' && !values['dry-run'] && report.replayed > 0) {
-      out('  (the DLQ topic keeps its records: running the same replay again re-sends them again; narrow it with --since)');
-    }
     return report.skipped.length > 0 ? 1 : 0;
   } finally {
     await dl.close();

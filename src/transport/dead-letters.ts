@@ -8,8 +8,8 @@ import { HEADERS, renderName } from './names.ts';
  * transport implements DeadLetters and passes the same conformance tests; what differs is what
  * replay does to the record itself:
  * - Kafka: the DLQ is a log, so a replayed record stays in it; the re-sent message carries the
- *   header `npu-fleet-replay-of` naming the record, and a second replay of the same window sends
- *   it again (narrow the window with `sinceAt`).
+ *   header `npu-fleet-replay-of` naming the record, and a marker written with it makes later
+ *   replays (also ones running at the same time) pass over it (`replayedAt`, `alreadyReplayed`).
  * - BullMQ and memory: a replayed record leaves the DLQ, so replaying twice cannot send it twice;
  *   BullMQ replays running at the same time claim each record first, so they send it once.
  * A replayed request is new work: a request that hung devices runs unbatched only after it hangs
@@ -34,6 +34,8 @@ export interface DeadLetter {
   readonly deadAt: number;
   /** Size of the original message (bytes, or its JSON text for BullMQ job data). */
   readonly bytes: number;
+  /** Kafka, whose DLQ keeps replayed records: when a replay re-sent it (epoch ms); replays pass it over. */
+  readonly replayedAt?: number | undefined;
 }
 
 export interface DeadLetterQuery {
@@ -65,6 +67,8 @@ export interface DeadLetterListing {
   readonly letters: readonly DeadLetter[];
   /** Matching records in all (also those beyond `limit`). */
   readonly matched: number;
+  /** Kafka: of the matching records, those a replay already re-sent (elsewhere a replayed record leaves the DLQ). */
+  readonly alreadyReplayed?: number | undefined;
 }
 
 export interface ReplayReport {
@@ -74,6 +78,11 @@ export interface ReplayReport {
   readonly replayed: number;
   /** Matching records that could not be re-sent, each with why. */
   readonly skipped: ReadonlyArray<{ readonly ref: string; readonly why: string }>;
+  /**
+   * Kafka: matching records an earlier replay re-sent (the DLQ keeps them), passed over; not
+   * skips, since nothing is left to do for them (elsewhere a replayed record leaves the DLQ).
+   */
+  readonly alreadyReplayed?: number | undefined;
 }
 
 export interface DeadLetters {

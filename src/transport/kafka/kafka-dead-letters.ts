@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import type { Admin, ConfigResourceTypes, IHeaders, Kafka, KafkaMessage, Message, Producer } from 'kafkajs';
+import type { ConfigResourceTypes, IHeaders, Kafka, KafkaMessage, Message } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { checkQuery, inWindow, ListingBuilder, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, inWindow, ListingBuilder, matchesReason, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, renderName } from '../names.ts';
 import { createKafka, kafkaError, type TransportLogger } from './kafka-client.ts';
-import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
+import { chunkByBytes, type OutgoingMessage } from './kafka-outcomes.ts';
+import { readRanges, topicRanges } from './read-ranges.ts';
+import { ReplayLedger } from './replay-ledger.ts';
+import { ReplayProducer, replayTakenOver } from './replay-producer.ts';
 
 const STALL_MS = 30_000;
 /**
@@ -37,7 +40,7 @@ function headerText(v: IHeaders[string]): string | undefined {
   return first === undefined ? undefined : Buffer.isBuffer(first) ? first.toString('utf8') : String(first);
 }
 
-type Visit = (batch: Array<{ letter: DeadLetter; message: KafkaMessage }>) => Promise<boolean>;
+type Visit = (batch: Array<{ letter: DeadLetter; message: KafkaMessage }>, ledger: ReplayLedger) => Promise<boolean>;
 
 /**
  * A model's Kafka DLQ topic (see DeadLetters). Each list/replay reads the partitions from the
@@ -45,12 +48,17 @@ type Visit = (batch: Array<{ letter: DeadLetter; message: KafkaMessage }>) => Pr
  * with a consumer group of its own (`npu-fleet-dlq-<uuid>`: the principal needs Read and Delete
  * on such groups) that commits nothing and is deleted afterwards, so it never moves anyone's
  * offsets. Replay re-sends the original key, value and headers (minus the DLQ's) to the topic in
- * the record's `npu-fleet-dlq-source`, with `npu-fleet-replay-of` added; the DLQ record stays (a
- * log is not edited). Sends fit each request topic's max.message.bytes (read with DescribeConfigs;
- * the broker default where that is refused), and a record over it is skipped. JS thread only.
+ * the record's `npu-fleet-dlq-source`, with `npu-fleet-replay-of` added. The DLQ record stays (a
+ * log is not edited), so each re-send goes out in one transaction with a marker saying so
+ * (ReplayLedger), and replays pass over records with a marker: a record is re-sent once, by one
+ * replay, also when replays run at the same time (ReplayProducer fences the earlier one). Sends fit
+ * each request topic's max.message.bytes (read with DescribeConfigs; the broker default where that
+ * is refused), and a record over it is skipped. JS thread only.
  */
 export class KafkaDeadLetters implements DeadLetters {
   private readonly kafka: Kafka;
+  /** The replay producer's: more retries, since taking over from a replay waits until the broker aborted its transaction. */
+  private readonly replayKafka: Kafka;
 
   constructor(
     private readonly settings: KafkaSettings,
@@ -59,33 +67,41 @@ export class KafkaDeadLetters implements DeadLetters {
     private readonly stallMs = STALL_MS,
   ) {
     this.kafka = createKafka({ ...settings, clientId: `${settings.clientId}-dlq` }, logger, 3);
+    this.replayKafka = createKafka({ ...settings, clientId: `${settings.clientId}-dlq` }, logger, 8);
   }
 
   async list(query: DeadLetterQuery): Promise<DeadLetterListing> {
     checkQuery(query);
     const listing = new ListingBuilder(query);
-    await this.scan(query, (batch) => {
-      for (const { letter } of batch) listing.add(letter);
+    let alreadyReplayed = 0;
+    await this.scan(query, false, (batch) => {
+      for (const { letter } of batch) {
+        listing.add(letter);
+        if (letter.replayedAt !== undefined && matchesReason(letter, query)) alreadyReplayed++;
+      }
       return Promise.resolve(false);
     });
-    return listing.build();
+    return { ...listing.build(), alreadyReplayed };
   }
 
   async replay(options: ReplayOptions): Promise<ReplayReport> {
     checkQuery(options);
     const tally = new ReplayTally(options);
-    const producer: Producer | undefined = options.dryRun === true ? undefined : this.kafka.producer({ allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1 });
+    let alreadyReplayed = 0;
+    const dlqTopic = renderName(this.settings.dlqTemplate, options.model);
+    // Opened, fencing any replay of this DLQ still running, before the markers are read (scan):
+    // see ReplayProducer. A dry run fences nothing and writes nothing.
+    const producer = options.dryRun === true ? undefined : new ReplayProducer(this.replayKafka, dlqTopic);
     try {
-      await producer?.connect().catch((err: unknown) => {
-        throw kafkaError(err, 'connecting the replay producer failed; check transport.kafka.brokers');
-      });
+      await producer?.open();
       // A send to a topic that does not exist, or over what it takes, fails the whole batch, and
       // with it the replay: such records (a priority the model no longer has, a deleted topic, a
       // limit lowered since) are skipped instead.
       const topics = await this.requestTopics(options.model);
-      await this.scan(options, async (batch) => {
-        const out: OutgoingMessage[] = [];
+      await this.scan(options, producer !== undefined, async (batch, ledger) => {
+        const out: Array<OutgoingMessage & { ref: string }> = [];
         let stop = false;
+        const nowMs = Date.now();
         for (const { letter, message } of batch) {
           if (!tally.read(letter)) continue;
           // Counts this batch's records too: tally.replayed grows only once the batch is sent.
@@ -94,8 +110,12 @@ export class KafkaDeadLetters implements DeadLetters {
             break;
           }
           tally.matched++;
+          if (letter.replayedAt !== undefined) {
+            alreadyReplayed++;
+            continue;
+          }
           // The topic is the priority on Kafka.
-          const target = replayTarget(letter, { template: this.settings.topicTemplate, model: options.model, nowMs: Date.now(), priorityRequired: false });
+          const target = replayTarget(letter, { template: this.settings.topicTemplate, model: options.model, nowMs, priorityRequired: false });
           if ('why' in target) {
             tally.skipped.push({ ref: letter.ref, why: target.why });
             continue;
@@ -111,18 +131,20 @@ export class KafkaDeadLetters implements DeadLetters {
             tally.skipped.push({ ref: letter.ref, why: `it is ${bytes} bytes or more re-sent, over max.message.bytes (${maxBytes}) of ${target.source}; raise that topic's max.message.bytes and replay again` });
             continue;
           }
-          out.push({ topic: target.source, message: resend });
+          out.push({ topic: target.source, message: resend, ref: letter.ref });
         }
         if (producer === undefined) tally.replayed += out.length;
         else {
-          // One chunk after another (in DLQ order), counted as each is acknowledged: a failure part
-          // way reports what went out before it. Chunks fit the smallest limit of the batch's topics
-          // (mostly all the broker default) with the margin chunkByBytes keeps below 1 MiB.
+          // One chunk after another (in DLQ order), each in a transaction with its markers, counted
+          // as each commits: a failure part way reports what went out before it. Chunks fit the
+          // smallest limit of the batch's topics (mostly all the broker default) with the margin
+          // chunkByBytes keeps below 1 MiB; the markers (~100 bytes each) go to another topic.
           const maxBytes = out.reduce((n, m) => Math.min(n, Math.floor((topics.get(m.topic) ?? DEFAULT_MAX_MESSAGE_BYTES) * 0.875)), SEND_BYTES);
           for (const bytesChunk of chunkByBytes(out, maxBytes)) {
             for (let i = 0; i < bytesChunk.length; i += SEND_RECORDS) {
               const chunk = bytesChunk.slice(i, i + SEND_RECORDS);
-              await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+              const replayedAt = Date.now();
+              await producer.send([...chunk.map(({ topic, message }) => ({ topic, message })), ...chunk.map((m) => ledger.marker(m.ref, m.topic, replayedAt))]);
               tally.replayed += chunk.length;
               tally.progress();
             }
@@ -132,12 +154,19 @@ export class KafkaDeadLetters implements DeadLetters {
         return stop;
       });
     } catch (err) {
+      if (replayTakenOver(err)) {
+        throw new FleetError(
+          'TRANSPORT_ERROR',
+          `replaying the DLQ of ${options.model} stopped: another replay of it started and took over (${(err as FleetError).message}); this one re-sent ${tally.replayed} record(s) before that, each with its marker, so no replay re-sends them. The other one passes over them; if its --reason/--since/--limit do not cover the rest of this one's, run this replay again once it has finished`,
+          { cause: err, retriable: false, details: { replayTakenOver: true, replayed: tally.replayed } },
+        );
+      }
       throw tally.failed(err, `replaying the DLQ of ${options.model} failed`);
     } finally {
-      await producer?.disconnect().catch(() => undefined);
+      await producer?.close();
     }
     tally.progress(true);
-    return tally.report();
+    return { ...tally.report(), alreadyReplayed };
   }
 
   async close(): Promise<void> {}
@@ -174,10 +203,12 @@ export class KafkaDeadLetters implements DeadLetters {
   }
 
   /**
-   * Feeds `visit` the DLQ records in fetch batches (per partition, in offset order) until every
-   * partition reached its end as of the start or `visit` returns true.
+   * Feeds `visit` the DLQ records in fetch batches (per partition, in offset order), each with when
+   * it was replayed (from the ledger, read first), until every partition reached its end as of the
+   * start or `visit` returns true. `writeMarkers`: the ledger is for a replay that writes markers
+   * (its topic is created if missing).
    */
-  private async scan(query: DeadLetterQuery, visit: Visit): Promise<void> {
+  private async scan(query: DeadLetterQuery, writeMarkers: boolean, visit: Visit): Promise<void> {
     const topic = renderName(this.settings.dlqTemplate, query.model);
     const admin = this.kafka.admin();
     await admin.connect().catch((err: unknown) => {
@@ -185,119 +216,41 @@ export class KafkaDeadLetters implements DeadLetters {
     });
     const groupId = `npu-fleet-dlq-${randomUUID()}`;
     try {
-      const ranges = await this.ranges(admin, topic, query.sinceAt);
+      const { partitions, ranges } = await topicRanges(admin, topic, query.sinceAt);
       if (ranges.size === 0) return;
-      await this.consume(topic, groupId, ranges, query, visit);
+      const ledger = await ReplayLedger.load({ kafka: this.kafka, admin, dlqTopic: topic, dlqPartitions: partitions, dlqRanges: ranges, create: writeMarkers, stallMs: this.stallMs });
+      await readRanges({
+        kafka: this.kafka,
+        topic,
+        what: `DLQ topic ${topic}`,
+        groupId,
+        ranges,
+        stallMs: this.stallMs,
+        visit: (partition, messages) => {
+          const items: Array<{ letter: DeadLetter; message: KafkaMessage }> = [];
+          for (const message of messages) {
+            const letter = letterOf(topic, partition, message, (source) => sourcePriority(this.settings.topicTemplate, query.model, source) ?? undefined, ledger);
+            if (inWindow(letter, query)) items.push({ letter, message });
+          }
+          return visit(items, ledger);
+        },
+      });
     } finally {
       await admin.deleteGroups([groupId]).catch(() => undefined);
       await admin.disconnect();
     }
   }
-
-  /** Per partition with records to read: [first offset, end offset) as of now. */
-  private async ranges(admin: Admin, topic: string, sinceAt: number | undefined): Promise<Map<number, { from: number; end: number }>> {
-    const ranges = new Map<number, { from: number; end: number }>();
-    try {
-      // listTopics reads metadata without naming the topic, so a broker with auto-create on does not create it.
-      if (!(await admin.listTopics()).includes(topic)) return ranges;
-      const ends = await admin.fetchTopicOffsets(topic);
-      const starts = sinceAt === undefined ? undefined : await admin.fetchTopicOffsetsByTimestamp(topic, sinceAt);
-      for (const e of ends) {
-        const end = Number(e.high);
-        const since = starts?.find((s) => s.partition === e.partition);
-        // No record at or after sinceAt: the broker answers the end offset (or -1).
-        const from = Math.max(Number(e.low), since === undefined ? 0 : Number(since.offset) < 0 ? end : Number(since.offset));
-        if (from < end) ranges.set(e.partition, { from, end });
-      }
-    } catch (err) {
-      throw kafkaError(err, `reading the offsets of DLQ topic ${topic} failed`);
-    }
-    return ranges;
-  }
-
-  private async consume(topic: string, groupId: string, ranges: Map<number, { from: number; end: number }>, query: DeadLetterQuery, visit: Visit): Promise<void> {
-    const consumer = this.kafka.consumer({ groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 500 });
-    const open = new Set(ranges.keys());
-    // Per partition, the next offset not yet visited: a rejoin restarts from the oldest offset,
-    // and what was visited before must not be visited (re-sent) again.
-    const next = new Map([...ranges].map(([p, r]) => [p, r.from]));
-    let lastProgressAt = Date.now();
-    // Re-sending may take a while (broker retries, slow acks): that is progress, not a stall, and
-    // the producer's own timeouts bound it.
-    let visiting = 0;
-    let failure: unknown;
-    let finish: () => void = () => undefined;
-    const finished = new Promise<void>((resolve) => (finish = resolve));
-    const fail = (err: unknown): void => {
-      failure ??= err;
-      finish();
-    };
-    const stalled = setInterval(() => {
-      if (visiting > 0 || Date.now() - lastProgressAt < this.stallMs) return;
-      fail(new FleetError('TIMEOUT', `reading DLQ topic ${topic} made no progress for ${this.stallMs / 1000} s (${open.size} partition(s) unfinished); check transport.kafka.brokers`, { retriable: true }));
-    }, 1_000);
-    try {
-      // Partitions close on this event, not in eachBatch: kafkajs skips eachBatch for a batch
-      // holding only control records (exactlyOnce writes them), which may end a range.
-      consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
-        const range = ranges.get(payload.partition);
-        if (payload.topic !== topic || range === undefined || Number(payload.lastOffset) < range.end - 1) return;
-        lastProgressAt = Date.now();
-        open.delete(payload.partition);
-        if (open.size === 0) finish();
-      });
-      // kafkajs does not restart a consumer the broker refused for good (ACLs on the group): say so now.
-      consumer.on(consumer.events.CRASH, ({ payload }) => {
-        if (!payload.restart) fail(kafkaError(payload.error, `reading DLQ topic ${topic} failed (group ${groupId}: its principal needs Read and Delete on npu-fleet-dlq-* groups)`));
-      });
-      await consumer.connect();
-      await consumer.subscribe({ topics: [topic], fromBeginning: true });
-      await consumer.run({
-        autoCommit: false,
-        eachBatch: async ({ batch }) => {
-          const range = ranges.get(batch.partition);
-          if (range === undefined || !open.has(batch.partition) || failure !== undefined) return;
-          const from = next.get(batch.partition) ?? range.from;
-          const items: Array<{ letter: DeadLetter; message: KafkaMessage }> = [];
-          for (const message of batch.messages) {
-            const offset = Number(message.offset);
-            if (offset < from || offset >= range.end) continue;
-            next.set(batch.partition, offset + 1);
-            const letter = letterOf(topic, batch.partition, message, (source) => sourcePriority(this.settings.topicTemplate, query.model, source) ?? undefined);
-            if (inWindow(letter, query)) items.push({ letter, message });
-          }
-          visiting++;
-          try {
-            if (await visit(items)) {
-              open.clear();
-              finish();
-            }
-          } catch (err) {
-            fail(err);
-          } finally {
-            visiting--;
-            lastProgressAt = Date.now();
-          }
-        },
-      });
-      for (const [partition, { from }] of ranges) consumer.seek({ topic, partition, offset: String(from) });
-      await finished;
-    } finally {
-      clearInterval(stalled);
-      await consumer.disconnect().catch(() => undefined);
-    }
-    if (failure !== undefined) throw FleetError.from(failure, 'TRANSPORT_ERROR');
-  }
 }
 
-function letterOf(topic: string, partition: number, message: KafkaMessage, priorityOf: (source: string) => number | undefined): DeadLetter {
+function letterOf(topic: string, partition: number, message: KafkaMessage, priorityOf: (source: string) => number | undefined, ledger: ReplayLedger): DeadLetter {
   const headers = message.headers ?? {};
   // "topic/partition/offset"; Kafka topic names have no '/'.
   const source = headerText(headers[HEADERS.dlqSource])?.split('/')[0] || undefined;
   const value = message.value ?? Buffer.alloc(0);
   const facts = requestFacts(value);
+  const ref = `${topic}/${partition}/${message.offset}`;
   return {
-    ref: `${topic}/${partition}/${message.offset}`,
+    ref,
     reason: headerText(headers[HEADERS.dlqReason]) ?? '',
     message: headerText(headers[HEADERS.dlqMessage]) ?? '',
     source,
@@ -306,5 +259,6 @@ function letterOf(topic: string, partition: number, message: KafkaMessage, prior
     deadlineAt: facts.deadlineAt,
     deadAt: Number(message.timestamp),
     bytes: value.byteLength,
+    replayedAt: ledger.replayedAt(ref),
   };
 }

@@ -115,5 +115,16 @@ describe.each(['kafka', 'bullmq'] as const)('npu-fleet dlq on %s', (kind) => {
 
     const after = await dl.list({ model });
     expect(after.byReason).toEqual(kind === 'kafka' ? { UNKNOWN_MODEL: 2, INVALID_ARGUMENT: 1 } : { INVALID_ARGUMENT: 1 });
+    if (kind === 'kafka') {
+      // The Kafka DLQ keeps replayed records, marked: the same replay again re-sends nothing, and says why.
+      const rerun = cli(['dlq', 'replay', '--config', configFile, '--model', model, '--reason', 'UNKNOWN_MODEL']);
+      expect(rerun.code, rerun.stderr + rerun.stdout).toBe(0);
+      expect(rerun.stdout).toMatch(/re-sent 0 of 2 matching dead letter\(s\)/);
+      expect(rerun.stdout).toMatch(/passed over 2 already re-sent by an earlier replay/);
+      const listed = cli(['dlq', 'list', '--config', configFile, '--model', model, '--reason', 'UNKNOWN_MODEL']);
+      expect(listed.stdout).toMatch(/2 matching UNKNOWN_MODEL, 2 of them already replayed; the oldest 2:/);
+      expect(listed.stdout).toMatch(/id later-1, .*\(replayed \d{4}-\d\d-\d\dT/);
+      expect(await inbox.quietFor(1_000)).toEqual([]);
+    }
   }, 180_000);
 });

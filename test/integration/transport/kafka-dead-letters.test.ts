@@ -1,9 +1,11 @@
 import { CompressionTypes, ConfigResourceTypes, Kafka, type IHeaders, type Producer } from 'kafkajs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { KafkaDeadLetters } from '../../../src/transport/kafka/kafka-dead-letters.ts';
+import { replayTransactionalId } from '../../../src/transport/kafka/replay-producer.ts';
 import { HEADERS } from '../../../src/transport/names.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { adminKafka, kafkaSettings } from './kafka-harness.ts';
+import { readCommitted, transactionsSettled } from './kafka-topic-reader.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -31,6 +33,12 @@ async function setup(partitions = 1, stallMs?: number): Promise<{ model: string;
   return { model, tag, dlq: `${tag}.m.dlq`, source: (p) => `${tag}.m.requests.p${p}`, dl };
 }
 
+/** The committed messages of `topic` once no replay transaction of `dlq` is in progress (see transactionsSettled). */
+async function resent(dlq: string, topic: string): ReturnType<typeof readCommitted> {
+  await transactionsSettled(replayTransactionalId(dlq));
+  return readCommitted(topic);
+}
+
 /** A DLQ record as the transport writes it: the original key, value and headers plus the DLQ's. */
 const record = (source: string, n: number, extra: IHeaders = {}): { key: string; value: Buffer; headers: IHeaders; partition?: number } => ({
   key: `k${n}`,
@@ -48,35 +56,13 @@ async function writeDlq(topic: string, messages: ReturnType<typeof record>[]): P
   }
 }
 
-/** Every message of `topic` as of now (raw headers), read from the beginning. */
-async function readAll(topic: string): Promise<Array<{ key: Buffer | null; value: Buffer | null; headers: IHeaders }>> {
-  const kafka = adminKafka();
-  const admin = kafka.admin();
-  await admin.connect();
-  const total = (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
-  await admin.disconnect();
-  const out: Array<{ key: Buffer | null; value: Buffer | null; headers: IHeaders }> = [];
-  if (total === 0) return out;
-  const consumer = kafka.consumer({ groupId: uniqueName('kdl-reader'), maxWaitTimeInMs: 100 });
-  await consumer.connect();
-  try {
-    await consumer.subscribe({ topics: [topic], fromBeginning: true });
-    await consumer.run({ eachMessage: async ({ message }) => void out.push({ key: message.key, value: message.value, headers: message.headers ?? {} }) });
-    const deadline = Date.now() + 30_000;
-    while (out.length < total && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  } finally {
-    await consumer.disconnect();
-  }
-  return out;
-}
-
 describe('KafkaDeadLetters', () => {
   it('replay --limit N re-sends N records, also when they arrive in one fetch batch', async () => {
     const { model, dlq, source, dl } = await setup();
     await writeDlq(dlq, [1, 2, 3, 4, 5].map((n) => record(source(1), n)));
     const report = await dl.replay({ model, limit: 2 });
     expect(report.replayed).toBe(2);
-    const sent = await readAll(source(1));
+    const sent = await resent(dlq, source(1));
     expect(sent.map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-2']);
   }, 90_000);
 });
@@ -90,13 +76,13 @@ describe('KafkaDeadLetters: what replay and list promise', () => {
       { ...record(source(0), 2), key: null as unknown as string },
     ]);
     expect(await dl.replay({ model })).toMatchObject({ replayed: 2, skipped: [] });
-    const [one] = await readAll(source(1));
+    const [one] = await resent(dlq, source(1));
     expect(one?.key).toEqual(Buffer.from([0xc3, 0x28]));
     expect(one?.headers['bin']).toEqual(bin);
     expect((one?.headers['dup'] as Buffer[]).map(String)).toEqual(['x', 'y']);
     expect(String(one?.headers['content-type'])).toBe('application/vnd.npu-fleet.request+frame');
     expect(Object.keys(one?.headers ?? {}).filter((k) => k.startsWith('npu-fleet-dlq-'))).toEqual([]);
-    const [two] = await readAll(source(0));
+    const [two] = await resent(dlq, source(0));
     expect(two?.key).toBeNull();
     expect(two?.value?.toString()).toBe('garbage-2');
   }, 90_000);
@@ -150,7 +136,7 @@ describe('KafkaDeadLetters: what replay and list promise', () => {
     await writeDlq(dlq, [record(source(1), 1), record(`${tag}.m.requests.p5`, 2), record(source(1), 3)]);
     const report = await dl.replay({ model });
     expect(report).toMatchObject({ matched: 3, replayed: 2, skipped: [{ ref: `${dlq}/0/1`, why: expect.stringMatching(/p5/) }] });
-    expect((await readAll(source(1))).map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-3']);
+    expect((await resent(dlq, source(1))).map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-3']);
   }, 120_000);
 
   it('a replay whose records add up to more than one produce request takes (the broker\'s 1 MiB message.max.bytes) re-sends each once', async () => {
@@ -167,7 +153,7 @@ describe('KafkaDeadLetters: what replay and list promise', () => {
     }
     const progress: number[] = [];
     expect(await dl.replay({ model, progressEvery: 1, onProgress: (p) => progress.push(p.replayed) })).toMatchObject({ scanned: 8, replayed: 8, skipped: [] });
-    const sent = await readAll(source(1));
+    const sent = await resent(dlq, source(1));
     expect(sent.map((m) => m.value?.subarray(0, 6).toString())).toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => `big-${n}:`));
     expect(sent.every((m, i) => m.value?.length === 300_000 + `big-${i + 1}:`.length)).toBe(true);
     // Progress is reported as the chunks go out, not only once the whole fetch batch is sent.
@@ -187,7 +173,7 @@ describe('KafkaDeadLetters: what replay and list promise', () => {
     await writeDlq(dlq, [sized(1, 100), sized(2, 30_000), sized(3, 8_000), sized(4, 8_000), sized(5, 8_000), sized(6, 8_000)]);
     const report = await dl.replay({ model });
     expect(report).toMatchObject({ matched: 6, replayed: 5, skipped: [{ ref: `${dlq}/0/1`, why: expect.stringMatching(/max\.message\.bytes \(20000\) of \S+p1/) }] });
-    expect((await readAll(source(1))).map((m) => m.value?.subarray(0, 3).toString())).toEqual(['r1:', 'r3:', 'r4:', 'r5:', 'r6:']);
+    expect((await resent(dlq, source(1))).map((m) => m.value?.subarray(0, 3).toString())).toEqual(['r1:', 'r3:', 'r4:', 'r5:', 'r6:']);
   }, 90_000);
 
   it('a broker slow to acknowledge the re-sends is not taken for a stalled read: the replay finishes', async () => {
@@ -195,17 +181,26 @@ describe('KafkaDeadLetters: what replay and list promise', () => {
     await writeDlq(dlq, [1, 2, 3].map((n) => record(source(1), n)));
     // Each acknowledgement takes longer than the stall limit (acks=all on a busy cluster).
     const producer = Kafka.prototype.producer;
+    let delayed = 0;
     vi.spyOn(Kafka.prototype, 'producer').mockImplementation(function (this: Kafka, ...args: Parameters<Kafka['producer']>): Producer {
       const p = producer.apply(this, args);
-      const send = p.sendBatch.bind(p);
-      p.sendBatch = async (batch) => {
-        await new Promise((r) => setTimeout(r, 2_500));
-        return send(batch);
+      // Replays send in transactions: each transaction's send is the slow one.
+      const transaction = p.transaction.bind(p);
+      p.transaction = async () => {
+        const txn = await transaction();
+        const send = txn.sendBatch.bind(txn);
+        txn.sendBatch = async (batch) => {
+          delayed++;
+          await new Promise((r) => setTimeout(r, 2_500));
+          return send(batch);
+        };
+        return txn;
       };
       return p;
     });
     expect(await dl.replay({ model })).toMatchObject({ replayed: 3, skipped: [] });
-    expect((await readAll(source(1))).map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-2', 'garbage-3']);
+    expect(delayed).toBeGreaterThan(0);
+    expect((await resent(dlq, source(1))).map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-2', 'garbage-3']);
   }, 90_000);
 
   it('list and replay of a model whose DLQ topic does not exist answer at once with nothing', async () => {
