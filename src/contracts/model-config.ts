@@ -17,6 +17,7 @@ export const MODEL_DEFAULTS = {
   lateResults: 'deliver',
   targetLatencyMs: 50,
   execTimeoutMs: 1000,
+  streamsSuperseded: 'serve',
 } as const;
 
 export const ModelTensorSchema = z.strictObject({
@@ -41,6 +42,19 @@ export const BucketsSchema = z
     padValue: z.number().default(0).describe('Value written into padding positions'),
   })
   .describe('Bucketing of a variable-length input');
+
+export const StreamsSchema = z
+  .strictObject({
+    superseded: z
+      .enum(['serve', 'drop'])
+      .default(MODEL_DEFAULTS.streamsSuperseded)
+      .describe(
+        'serve: every frame of a stream is served; drop (latest frame wins): a queued request whose streamKey has a newer ' +
+          'request queued on the same worker (by createdAt) leaves the queue unserved, answered rejected/SUPERSEDED, and a ' +
+          'late older one is answered so on arrival; requests already on the device are never touched',
+      ),
+  })
+  .describe('Requests with a streamKey (e.g. video frames of one camera)');
 
 export const VersionPolicySchema = z
   .discriminatedUnion('kind', [
@@ -138,6 +152,7 @@ export const ModelConfigSchema = z
       .default(MODEL_DEFAULTS.execTimeoutMs)
       .describe('A batch still on the device after this is late (it is let finish)'),
     versionPolicy: VersionPolicySchema.default({ kind: 'latest', count: 1 }),
+    streams: StreamsSchema.default({ superseded: MODEL_DEFAULTS.streamsSuperseded }),
   })
   .superRefine((c, ctx) => {
     if (c.defaultPriority >= c.priorityLevels) {

@@ -15,6 +15,9 @@ export const ERROR_CODES = {
   MODEL_LOAD_FAILED: false,
   // admission / lifecycle
   QUEUE_FULL: true,
+  // a newer frame of the same streamKey arrived while this one was queued (model streams.superseded: drop);
+  // retrying would only be superseded again
+  SUPERSEDED: false,
   SHUTTING_DOWN: true,
   DEADLINE_EXCEEDED: false,
   CLOSED: false,

@@ -10,7 +10,7 @@ import type { SchedulerOptions, SchedulerOptionsInput } from './scheduler-option
 import type { Batch, Decision, DispatchReason, EnqueueResult, FullBatchCost, RejectReason, SchedulerRequest, SchedulerStats } from './scheduler-types.ts';
 import { StaleEstimateProbe } from './stale-estimate-probe.ts';
 import { trimPadding, type TrimContext } from './trim-padding.ts';
-import { rejection, validateRequest } from './validate-request.ts';
+import { frameAt, rejection, supersededError, validateRequest } from './validate-request.ts';
 
 /**
  * The pure batching core for one model: per-level queues, deadlines, gears, buckets and the
@@ -101,20 +101,46 @@ export class BatchScheduler<P = unknown> {
     return this.queue.has(id);
   }
 
-  enqueue(req: SchedulerRequest<P>): EnqueueResult {
+  /** Stream keys with a queued request; always 0 unless streamSuperseded is 'drop'. */
+  get queuedStreams(): number {
+    return this.queue.streamCount;
+  }
+
+  /**
+   * Queues `req`, or refuses it. With streamSuperseded 'drop' a request with a streamKey displaces
+   * the queued request of its key when it is not older (by createdAt; on a tie the later arrival
+   * is the newer), which the result's `superseded` hands back for the runtime to answer; an older
+   * one is refused ('superseded') and the queued one stays. Either way the queue holds one per key.
+   */
+  enqueue(req: SchedulerRequest<P>): EnqueueResult<P> {
     const o = this.options;
     const q = this.queue;
     const invalid = validateRequest(req, o);
     if (invalid !== null) return this.reject(invalid[0], invalid[1], req);
     if (q.has(req.id)) return this.reject('duplicate', `request ${req.id} is already queued`, req);
-    if (q.items + req.items > o.hardLimitItems) {
-      return this.reject('queue-full', `queue holds ${q.items} items; ${req.items} more would pass hardLimitItems ${o.hardLimitItems}`, req);
+    const displaced = req.streamKey !== undefined && q.tracksStreams ? q.ofStream(req.streamKey) : undefined;
+    if (displaced !== undefined && frameAt(req) < frameAt(displaced.req)) {
+      // A late older frame (a redelivery, a slow partition): the newer one queued already wins.
+      this.counters.countRejected();
+      this.counters.countSuperseded();
+      return { kind: 'rejected', reason: 'superseded', error: supersededError(req, displaced.req) };
+    }
+    // The limits see the queue as it will be: a newer frame replacing an older one of its stream
+    // must not be refused for room the older one frees.
+    const freedItems = displaced?.items ?? 0;
+    if (q.items - freedItems + req.items > o.hardLimitItems) {
+      return this.reject('queue-full', `queue holds ${q.items - freedItems} items; ${req.items} more would pass hardLimitItems ${o.hardLimitItems}`, req);
     }
     const bytes = req.bytes ?? 0;
+    const heldBytes = q.bytes - (displaced?.bytes ?? 0);
     // An empty queue takes any one request: the wire limits bound its size, and refusing it here
     // would refuse it forever.
-    if (q.size > 0 && q.bytes + bytes > o.hardLimitBytes) {
-      return this.reject('queue-full', `queue holds ${q.bytes} bytes; ${bytes} more would pass hardLimitBytes ${o.hardLimitBytes}`, req);
+    if (q.size - (displaced === undefined ? 0 : 1) > 0 && heldBytes + bytes > o.hardLimitBytes) {
+      return this.reject('queue-full', `queue holds ${heldBytes} bytes; ${bytes} more would pass hardLimitBytes ${o.hardLimitBytes}`, req);
+    }
+    if (displaced !== undefined) {
+      q.remove(displaced);
+      this.counters.countSuperseded();
     }
     let bucket = 0;
     if (o.buckets.length > 0) {
@@ -137,7 +163,8 @@ export class BatchScheduler<P = unknown> {
       fifoPos: -1,
       expiryPos: -1,
     });
-    return q.pauseAtSoftLimit() ? { kind: 'backpressure' } : { kind: 'accepted' };
+    const kind = q.pauseAtSoftLimit() ? 'backpressure' : 'accepted';
+    return displaced === undefined ? { kind } : { kind, superseded: [displaced.req] };
   }
 
   /**
@@ -245,7 +272,7 @@ export class BatchScheduler<P = unknown> {
 
   // ---- internals -------------------------------------------------------------------------------
 
-  private reject(reason: RejectReason, message: string, req: SchedulerRequest<P>): EnqueueResult {
+  private reject(reason: RejectReason, message: string, req: SchedulerRequest<P>): EnqueueResult<P> {
     this.counters.countRejected();
     return rejection(reason, message, req);
   }

@@ -13,6 +13,7 @@ export type {
   SchedulerRequest,
   SchedulerStats,
 } from './scheduler-types.ts';
+export { supersededError } from './validate-request.ts';
 export { DTYPES, DTYPE_BYTES, elementCount, encodeScalar, float16Bits, gatherBatch, scatterBatch, tensorBytes } from './gather.ts';
 export type { DType, GatherOptions, Tensor } from './gather.ts';
 export { AdaptiveLimit, quantile } from './adaptive-limit.ts';

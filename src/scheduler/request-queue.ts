@@ -14,6 +14,12 @@ export class RequestQueue<P> {
   readonly lanes: readonly Lane<P>[];
   readonly bucketCount: number;
   private readonly byId = new Map<string, Entry<P>>();
+  /**
+   * With streamSuperseded 'drop' (else null): the one queued request of each streamKey. Kept in
+   * add/remove, the two doors every entry passes (enqueue, dispatch, expiry, trim, cancel, drain),
+   * so a key leaves with its request and the map never outgrows the queue.
+   */
+  private readonly streams: Map<string, Entry<P>> | null;
   private readonly expiry = new ExpiryIndex<P>();
   private readonly bucketItems: number[];
   private readonly levelRequests: number[];
@@ -23,6 +29,7 @@ export class RequestQueue<P> {
   private paused = false;
 
   constructor(private readonly o: SchedulerOptions) {
+    this.streams = o.streamSuperseded === 'drop' ? new Map() : null;
     this.bucketCount = Math.max(1, o.buckets.length);
     const lanes: Lane<P>[] = [];
     for (let level = 0; level < o.priorityLevels; level++) {
@@ -59,6 +66,21 @@ export class RequestQueue<P> {
     return this.byId.get(id);
   }
 
+  /** Whether a stream's frames supersede each other here (streamSuperseded 'drop'). */
+  get tracksStreams(): boolean {
+    return this.streams !== null;
+  }
+
+  /** The queued request of `streamKey`, when streams are tracked. */
+  ofStream(streamKey: string): Entry<P> | undefined {
+    return this.streams?.get(streamKey);
+  }
+
+  /** Stream keys with a queued request (0 when streams are not tracked). */
+  get streamCount(): number {
+    return this.streams?.size ?? 0;
+  }
+
   itemsInBucket(bucket: number): number {
     return this.bucketItems[bucket] as number;
   }
@@ -88,6 +110,8 @@ export class RequestQueue<P> {
     lane.fifo.push(entry);
     this.expiry.add(entry);
     this.byId.set(entry.req.id, entry);
+    const streamKey = entry.req.streamKey;
+    if (this.streams !== null && streamKey !== undefined) this.streams.set(streamKey, entry);
     this.itemCount += entry.items;
     // remove took its bytes off: without this, a handed-back request's bytes drift out of the
     // count and the byte limits loosen.
@@ -109,6 +133,9 @@ export class RequestQueue<P> {
     lane.fifo.removeAt(entry.fifoPos);
     this.expiry.remove(entry);
     this.byId.delete(entry.req.id);
+    const streamKey = entry.req.streamKey;
+    // Only if it holds the slot: one request per key is BatchScheduler.enqueue's rule, not this class's.
+    if (this.streams !== null && streamKey !== undefined && this.streams.get(streamKey) === entry) this.streams.delete(streamKey);
     this.itemCount -= entry.items;
     this.byteCount -= entry.bytes;
     this.bucketItems[entry.bucket] = (this.bucketItems[entry.bucket] as number) - entry.items;

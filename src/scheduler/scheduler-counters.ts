@@ -2,7 +2,7 @@ import type { SchedulerStats } from './scheduler-types.ts';
 
 type CounterStats = Pick<
   SchedulerStats,
-  'dispatchedBatches' | 'dispatchedRequests' | 'dispatchedItems' | 'paddedItems' | 'paddingRatio' | 'recentPaddingRatio' | 'expiredRequests' | 'rejectedRequests'
+  'dispatchedBatches' | 'dispatchedRequests' | 'dispatchedItems' | 'paddedItems' | 'paddingRatio' | 'recentPaddingRatio' | 'expiredRequests' | 'rejectedRequests' | 'supersededRequests'
 >;
 
 /** What one scheduler has done so far (cumulative, plus the recent padding EWMA), for its stats. */
@@ -16,6 +16,7 @@ export class SchedulerCounters {
   private realSlots = 0;
   private expired = 0;
   private rejected = 0;
+  private superseded = 0;
   private recentPaddingRatio = 0;
   private readonly levelExpired: number[];
   private readonly levelDispatched: number[];
@@ -30,6 +31,10 @@ export class SchedulerCounters {
 
   countRejected(): void {
     this.rejected++;
+  }
+
+  countSuperseded(): void {
+    this.superseded++;
   }
 
   countExpired(level: number): void {
@@ -67,6 +72,7 @@ export class SchedulerCounters {
       recentPaddingRatio: this.recentPaddingRatio,
       expiredRequests: this.expired,
       rejectedRequests: this.rejected,
+      supersededRequests: this.superseded,
     };
   }
 }

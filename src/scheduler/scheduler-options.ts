@@ -29,6 +29,7 @@ export const SCHEDULER_DEFAULTS = {
   trimPadding: true,
   estimateTrustMs: 5000,
   probeIntervalMs: 1000,
+  streamSuperseded: 'serve' as 'serve' | 'drop',
 } as const;
 
 const positiveInt = z.number().int().min(1);
@@ -103,6 +104,13 @@ export const schedulerOptionsSchema = z
     estimateTrustMs: durationMs.default(SCHEDULER_DEFAULTS.estimateTrustMs),
     /** @defaultValue 1000 */
     probeIntervalMs: durationMs.default(SCHEDULER_DEFAULTS.probeIntervalMs),
+    /**
+     * Requests with a streamKey (video frames): 'serve' queues every one; 'drop' keeps only the
+     * newest queued per key (by createdAt, ties to the later arrival): a newer one displaces the
+     * queued one, an older one is refused on arrival, both with reason 'superseded'. Requests
+     * already dispatched are never touched. @defaultValue 'serve'
+     */
+    streamSuperseded: z.enum(['serve', 'drop']).default(SCHEDULER_DEFAULTS.streamSuperseded),
   })
   .strict()
   .superRefine((o, ctx) => {
@@ -158,6 +166,7 @@ export interface SchedulerOptions {
   readonly trimPadding: boolean;
   readonly estimateTrustMs: number;
   readonly probeIntervalMs: number;
+  readonly streamSuperseded: 'serve' | 'drop';
 }
 
 /** Validates and resolves options; throws FleetError INVALID_CONFIG naming the path and the fix. */
@@ -199,6 +208,7 @@ export function resolveSchedulerOptions(input: SchedulerOptionsInput = {}): Sche
     trimPadding: o.trimPadding,
     estimateTrustMs: o.estimateTrustMs,
     probeIntervalMs: o.probeIntervalMs,
+    streamSuperseded: o.streamSuperseded,
   };
 }
 

@@ -24,16 +24,29 @@ export interface SchedulerRequest<P = unknown> {
    * down with it again, and a second hang pins the blame on it alone.
    */
   readonly alone?: boolean | undefined;
+  /**
+   * The stream (e.g. a camera) this request is a frame of. With `streamSuperseded: 'drop'` at most
+   * one request per key is queued: the newer frame displaces the older (see EnqueueResult).
+   */
+  readonly streamKey?: string | undefined;
+  /** When the producer made it (epoch ms): which of two frames of a stream is newer. Default: arrivedAt. */
+  readonly createdAt?: number | undefined;
   readonly payload: P;
 }
 
-export type EnqueueResult =
-  | { readonly kind: 'accepted' }
+/**
+ * `superseded` (only with `streamSuperseded: 'drop'`, absent when empty): queued requests this one
+ * displaced, as an older frame of its streamKey. They left the queue and never reach a device; the
+ * runtime answers them `rejected` (see supersededError).
+ */
+export type EnqueueResult<P = unknown> =
+  | { readonly kind: 'accepted'; readonly superseded?: readonly SchedulerRequest<P>[] }
   /** Accepted, and the soft limit is reached: the runtime should pause intake until `intakePaused` is false. */
-  | { readonly kind: 'backpressure' }
+  | { readonly kind: 'backpressure'; readonly superseded?: readonly SchedulerRequest<P>[] }
   | { readonly kind: 'rejected'; readonly reason: RejectReason; readonly error: FleetError };
 
-export type RejectReason = 'queue-full' | 'too-large' | 'too-long' | 'invalid' | 'duplicate';
+/** 'superseded': an older frame than the one of its streamKey already queued (a late redelivery). */
+export type RejectReason = 'queue-full' | 'too-large' | 'too-long' | 'invalid' | 'duplicate' | 'superseded';
 
 /** Why a batch left now. */
 export type DispatchReason = 'full' | 'delay' | 'deadline';
@@ -118,7 +131,10 @@ export interface SchedulerStats {
   /** Same, as an EWMA over recent batches. */
   readonly recentPaddingRatio: number;
   readonly expiredRequests: number;
+  /** Refused by enqueue, cumulative (a frame superseded on arrival included). */
   readonly rejectedRequests: number;
+  /** Frames answered superseded, cumulative: displaced from the queue plus refused on arrival. */
+  readonly supersededRequests: number;
   readonly adaptiveLimit: number;
   readonly adaptiveLastP90Ms: number | null;
   readonly adaptiveChanges: number;

@@ -29,3 +29,18 @@ describe('model config buckets', () => {
     expect(() => parseModelConfig(withOutput([-1, -1, -1]))).toThrow(/outputs\[0\]\.dims: output y \[-1, -1, -1\] has dynamic axes 1 and 2; a bucketed model's output may vary along one axis past the batch/);
   });
 });
+
+describe('model config streams', () => {
+  const plain = { name: 'cam', inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 4] }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 2] }] };
+
+  it("serves every frame by default (streams.superseded 'serve') and takes 'drop'", () => {
+    expect(parseModelConfig(plain).streams).toEqual({ superseded: 'serve' });
+    expect(parseModelConfig({ ...plain, streams: {} }).streams.superseded).toBe('serve');
+    expect(parseModelConfig({ ...plain, streams: { superseded: 'drop' } }).streams.superseded).toBe('drop');
+  });
+
+  it('refuses another policy or a misspelt key, naming the path', () => {
+    expect(() => parseModelConfig({ ...plain, streams: { superseded: 'latest' } })).toThrow(/streams\.superseded/);
+    expect(() => parseModelConfig({ ...plain, streams: { supersede: 'drop' } })).toThrow(/supersede/);
+  });
+});
