@@ -4,6 +4,7 @@ import { FleetError } from '../errors/fleet-error.ts';
 import type { FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
+import { supersededError } from '../scheduler/validate-request.ts';
 import type { Delivery, Outcome, Transport } from '../transport/transport.ts';
 import type { MemberResult } from './batch-results.ts';
 import { OutcomePublisher } from './outcome-publisher.ts';
@@ -53,6 +54,23 @@ export class Answerer {
         timings: { queuedMs: r.arrivedAt - request.createdAt, batchWaitMs: nowMs - r.arrivedAt },
         device: -1,
       }, undefined, r.payload.duplicates, r.priority);
+    }
+  }
+
+  /**
+   * Requests that left the queue because `by`, a newer frame of their stream, arrived (model
+   * streams.superseded: drop): rejected without device time, with their riding duplicates.
+   */
+  answerSuperseded(superseded: readonly SchedulerRequest<Payload>[], by: SchedulerRequest<Payload>, nowMs: number): void {
+    for (const r of superseded) {
+      const { request, delivery, duplicates } = r.payload;
+      this.answer(delivery, identityOfRequest(request), request.replyTo, {
+        status: 'rejected',
+        error: supersededError(r, by),
+        nowMs,
+        timings: { queuedMs: r.arrivedAt - request.createdAt, batchWaitMs: nowMs - r.arrivedAt },
+        device: -1,
+      }, undefined, duplicates, r.priority);
     }
   }
 

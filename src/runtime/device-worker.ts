@@ -82,6 +82,7 @@ export class DeviceWorker {
       log,
       running: () => this.state === 'running',
       answer: (delivery, identity, replyTo, b, dlq) => this.answers.answer(delivery, identity, replyTo, b, dlq),
+      answerSuperseded: (superseded, by, nowMs) => this.answers.answerSuperseded(superseded, by, nowMs),
       pump: () => this.pump(),
     });
     this.runner = new BatchRunner({

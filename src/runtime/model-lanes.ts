@@ -62,6 +62,7 @@ export function schedulerOptionsFor(config: ModelConfig): SchedulerOptionsInput 
     hardLimitBytes: config.queue.hardLimitBytes,
     buckets: config.buckets ? [...config.buckets.bounds] : [],
     targetLatencyMs: config.targetLatencyMs,
+    streamSuperseded: config.streams.superseded,
   };
 }
 

@@ -127,6 +127,8 @@ export function admitDelivery(delivery: Delivery, nowMs: number, ctx: AdmissionC
       bytes: heldBytes(delivery, request),
       // On a device that hung before: alone, so it cannot take others down again.
       alone: hangs > 0,
+      streamKey: request.streamKey,
+      createdAt: request.createdAt,
       payload: { request, delivery, validated, duplicates: [] },
     },
   };

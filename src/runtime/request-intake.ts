@@ -1,6 +1,7 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import type { FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
+import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import type { Delivery, Outcome, Transport } from '../transport/transport.ts';
 import type { CrashSuspects } from './crash-suspects.ts';
 import type { Lane, ModelLanes } from './model-lanes.ts';
@@ -32,6 +33,8 @@ export interface RequestIntakeOptions {
   readonly running: () => boolean;
   /** Invalid, expired and rejected deliveries are answered at once, never queued. */
   readonly answer: AnswerDelivery;
+  /** Queued requests displaced by a newer frame of their stream, `by` (Answerer.answerSuperseded). */
+  readonly answerSuperseded: (superseded: readonly SchedulerRequest<Payload>[], by: SchedulerRequest<Payload>, nowMs: number) => void;
   /** The scheduling loop: runs after each admission slice. */
   readonly pump: () => void;
 }
@@ -149,6 +152,7 @@ export class RequestIntake {
       return;
     }
     this.queued.set(request.id, entry.payload);
+    if (verdict.superseded !== undefined) this.o.answerSuperseded(verdict.superseded, entry, nowMs);
     if (entry.priority === 0) this.lastUrgent = nowMs;
     if (this.seen.has(request.id)) this.o.metrics.duplicateSeen(request.model);
     if (verdict.kind === 'backpressure') this.applyBackpressure(lane);
