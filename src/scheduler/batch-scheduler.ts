@@ -10,7 +10,8 @@ import type { SchedulerOptions, SchedulerOptionsInput } from './scheduler-option
 import type { Batch, Decision, DispatchReason, EnqueueResult, FullBatchCost, RejectReason, SchedulerRequest, SchedulerStats } from './scheduler-types.ts';
 import { StaleEstimateProbe } from './stale-estimate-probe.ts';
 import { trimPadding, type TrimContext } from './trim-padding.ts';
-import { frameAt, rejection, supersededError, validateRequest } from './validate-request.ts';
+import { admission } from './queue-admission.ts';
+import { rejection, supersededError } from './validate-request.ts';
 
 /**
  * The pure batching core for one model: per-level queues, deadlines, gears, buckets and the
@@ -115,29 +116,14 @@ export class BatchScheduler<P = unknown> {
   enqueue(req: SchedulerRequest<P>): EnqueueResult<P> {
     const o = this.options;
     const q = this.queue;
-    const invalid = validateRequest(req, o);
-    if (invalid !== null) return this.reject(invalid[0], invalid[1], req);
-    if (q.has(req.id)) return this.reject('duplicate', `request ${req.id} is already queued`, req);
-    const displaced = req.streamKey !== undefined && q.tracksStreams ? q.ofStream(req.streamKey) : undefined;
-    if (displaced !== undefined && frameAt(req) < frameAt(displaced.req)) {
-      // A late older frame (a redelivery, a slow partition): the newer one queued already wins.
+    const verdict = admission(q, o, req);
+    if (verdict.kind === 'refuse') return this.reject(verdict.reason, verdict.message, req);
+    if (verdict.kind === 'older-frame') {
       this.counters.countRejected();
       this.counters.countSuperseded();
-      return { kind: 'rejected', reason: 'superseded', error: supersededError(req, displaced.req) };
+      return { kind: 'rejected', reason: 'superseded', error: supersededError(req, verdict.newer.req) };
     }
-    // The limits see the queue as it will be: a newer frame replacing an older one of its stream
-    // must not be refused for room the older one frees.
-    const freedItems = displaced?.items ?? 0;
-    if (q.items - freedItems + req.items > o.hardLimitItems) {
-      return this.reject('queue-full', `queue holds ${q.items - freedItems} items; ${req.items} more would pass hardLimitItems ${o.hardLimitItems}`, req);
-    }
-    const bytes = req.bytes ?? 0;
-    const heldBytes = q.bytes - (displaced?.bytes ?? 0);
-    // An empty queue takes any one request: the wire limits bound its size, and refusing it here
-    // would refuse it forever.
-    if (q.size - (displaced === undefined ? 0 : 1) > 0 && heldBytes + bytes > o.hardLimitBytes) {
-      return this.reject('queue-full', `queue holds ${heldBytes} bytes; ${bytes} more would pass hardLimitBytes ${o.hardLimitBytes}`, req);
-    }
+    const { displaced } = verdict;
     if (displaced !== undefined) {
       q.remove(displaced);
       this.counters.countSuperseded();
@@ -154,7 +140,7 @@ export class BatchScheduler<P = unknown> {
       bucket,
       items: req.items,
       gear: this.gearOf[req.items] as number,
-      bytes,
+      bytes: req.bytes ?? 0,
       arrivedAt: req.arrivedAt,
       deadline: req.deadlineAt ?? Infinity,
       agedAt: o.agingMs === null ? Infinity : req.arrivedAt + (level + 1) * o.agingMs,
