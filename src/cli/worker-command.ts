@@ -1,5 +1,6 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { childLogger, createLogger } from '../observability/logger.ts';
+import { missingWorkerFlags } from '../runtime/worker-node-flags.ts';
 import { EXIT_HANG, runWorker } from '../runtime/worker-process.ts';
 import { workerDeps } from './worker-deps.ts';
 
@@ -14,6 +15,11 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   const root = createLogger({ level: config.log.level });
   const log = childLogger(root, { component: 'worker', device: deviceId });
   const restarts = Number(process.env.NPU_FLEET_RESTARTS ?? 0) || 0;
+  const missing = missingWorkerFlags(config.worker);
+  if (missing.length > 0) {
+    // Started on its own (a container per NPU), not by `npu-fleet start`, which passes them.
+    log.warn({ missing, fix: `NODE_OPTIONS=${missing.join(' ')}` }, `worker runs without ${missing.join(' ')} (worker.maxSemiSpaceMb): start it as \`node ${missing.join(' ')} bin/npu-fleet.js worker ...\` or set NODE_OPTIONS=${missing.join(' ')}; more old-space collections and tail latency without it`);
+  }
   // Fault drills: inject simulator faults into a worker's first incarnation only, so the restarted
   // worker shows recovery instead of hitting the same injected fault again.
   if (restarts > 0 && process.env.NPU_FLEET_SIM_FAULTS_FIRST_RUN_ONLY === '1') delete process.env.NPU_FLEET_SIM_FAULTS;

@@ -7,9 +7,9 @@ import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 /** `npu-fleet worker --device 0` on a config file, its stdout and stderr gathered as one text. */
-function spawnWorker(configFile: string) {
+function spawnWorker(configFile: string, env: Record<string, string> = {}) {
   const child = spawn(process.execPath, ['bin/npu-fleet.js', 'worker', '--device', '0', '--config', configFile], {
-    env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
+    env: { ...process.env, NPU_FLEET_DEVICE: 'sim', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -26,7 +26,8 @@ describe('npu-fleet worker', () => {
     const configFile = join(dir, 'fleet.yaml');
     // Port 1 refuses connections: start-up waits in the Redis check (15 s) until the signal.
     writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://127.0.0.1:1' } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));
-    const { child, exited, output } = spawnWorker(configFile);
+    // Started on its own without the worker's V8 flag: it runs, and says how to give it.
+    const { child, exited, output } = spawnWorker(configFile, { NODE_OPTIONS: '' });
     const deadline = Date.now() + 20_000;
     while (!output().includes('model version loaded') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     expect(output(), 'start-up reached the broker check').toContain('model version loaded');
@@ -37,6 +38,8 @@ describe('npu-fleet worker', () => {
     expect(result, output()).toEqual({ code: 0, signal: null });
     expect(Date.now() - signalledAt).toBeLessThan(5_000);
     expect(output()).toContain('stopped during start-up; nothing to drain');
+    expect(output()).toContain('worker runs without --max-semi-space-size=64 (worker.maxSemiSpaceMb)');
+    expect(output()).toContain('NODE_OPTIONS=--max-semi-space-size=64');
   }, 60_000);
 
   it('a worker the Kafka brokers refuse (session timeout below their minimum) exits non-zero at start-up, naming the setting, instead of idling as ready', async () => {
@@ -44,12 +47,13 @@ describe('npu-fleet worker', () => {
     const configFile = join(dir, 'fleet.yaml');
     const kafka = { brokers: getServices().kafkaBrokers, groupId: uniqueName('refused'), sessionTimeoutMs: 3_000, topicTemplate: `${uniqueName('refused')}.{model}.p{priority}` };
     writeFileSync(configFile, stringify({ transport: { kind: 'kafka', kafka }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));
-    const { child, exited, output } = spawnWorker(configFile);
+    const { child, exited, output } = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=64' });
     const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 40_000))]);
     if (result === 'slow') child.kill('SIGKILL');
     expect(result, output()).not.toBe('slow');
     expect(result, output()).not.toEqual({ code: 0, signal: null });
     expect(output()).toContain('the brokers refused transport.kafka.sessionTimeoutMs (3000 ms)');
     expect(output()).not.toContain('worker ready');
+    expect(output(), 'the flag came in NODE_OPTIONS').not.toContain('worker runs without');
   }, 60_000);
 });
