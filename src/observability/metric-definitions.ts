@@ -2,8 +2,23 @@
  * The fleet's metric names, kinds, help texts and label sets, and the types of their bounded label
  * values: the one table FleetMetrics registers from and dashboards/alert rules are checked against.
  */
+import { ERROR_CODES, type ErrorCode } from '../errors/fleet-error.ts';
 
 export type RequestStatus = 'ok' | 'late' | 'expired' | 'rejected' | 'invalid' | 'failed';
+/** A request answered without being served: every status but ok and late (served, past its deadline). */
+export type UnservedStatus = Exclude<RequestStatus, 'ok' | 'late'>;
+export const isUnserved = (status: RequestStatus): status is UnservedStatus => status !== 'ok' && status !== 'late';
+/** The `code` label of npu_fleet_unserved_total: a FleetError code, or OTHER. */
+export type UnservedCode = ErrorCode | 'OTHER';
+/**
+ * A result's error code as a label value. A result envelope's code is any string (the schema says
+ * z.string(), and a transport or an older worker could put anything there): each one would be a
+ * new series, so only the closed list of FleetError codes passes, and a result without one is OTHER too.
+ */
+export function unservedCodeLabel(code: string | undefined): UnservedCode {
+  // hasOwn, not `in`: "toString" or "__proto__" must not pass as codes.
+  return code !== undefined && Object.hasOwn(ERROR_CODES, code) ? (code as ErrorCode) : 'OTHER';
+}
 /**
  * admission: already past when the message reached this worker (broker lag, a slow producer);
  * queue: passed in the local queue (expired, never sent to the device); device: passed while its
@@ -42,6 +57,12 @@ export const FLEET_METRICS = {
     kind: 'counter',
     help: 'Requests answered, by outcome (ok|late|expired|rejected|invalid|failed)',
     labels: ['model', 'status'],
+  },
+  unserved: {
+    name: 'npu_fleet_unserved_total',
+    kind: 'counter',
+    help: 'Requests answered without being served (status expired|rejected|invalid|failed), by the FleetError code of their result: why (QUEUE_FULL, UNKNOWN_MODEL, SUPERSEDED, DEADLINE_EXCEEDED, DEVICE_ERROR...; OTHER for a code outside that list or none). Counted with npu_fleet_requests_total: its sum over code is that counter for these statuses',
+    labels: ['model', 'status', 'code'],
   },
   endToEndLatency: {
     name: 'npu_fleet_end_to_end_latency_seconds',

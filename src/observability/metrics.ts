@@ -8,6 +8,8 @@ import {
   LATENCY_BUCKETS_SECONDS,
   PADDING_RATIO_BUCKETS,
   PROCESS_METRICS_PREFIX,
+  isUnserved,
+  unservedCodeLabel,
   type DeadlineStage,
   type MetricDefinition,
   type RequestStatus,
@@ -21,7 +23,7 @@ export * from './metric-definitions.ts';
 /**
  * All npu-fleet metrics. Each FleetMetrics owns its own Registry (never prom-client's global one) so
  * several instances in one process (tests, an embedded fleet) do not collide. Label sets are fixed
- * and bounded — model, version, priority, status, device, gear, stage, transport, reason — never
+ * and bounded — model, version, priority, status, code, device, gear, stage, transport, reason — never
  * request ids. The runtime calls the typed helpers at its edges; core modules hold no metrics.
  */
 
@@ -88,6 +90,7 @@ type Hook = () => void | Promise<void>;
 export class FleetMetrics {
   readonly registry: Registry;
   private readonly requests: Counter<'model' | 'status'>;
+  private readonly unserved: Counter<'model' | 'status' | 'code'>;
   private readonly endToEnd: LocalHistogram<'model' | 'priority'>;
   private readonly queueWait: LocalHistogram<'model' | 'priority'>;
   /**
@@ -142,6 +145,7 @@ export class FleetMetrics {
       new Histogram<L>({ name: d.name, help: d.help, labelNames: d.labels, buckets: [...buckets], registers });
 
     this.requests = counter(m.requests);
+    this.unserved = counter(m.unserved);
     // Observed once or twice per request: the cheap local kind (see LocalHistogram).
     const perRequest = <L extends string>(d: MetricDefinition & { labels: readonly L[] }) =>
       new LocalHistogram<L>(d.name, d.help, d.labels, latency, this.registry);
@@ -177,9 +181,15 @@ export class FleetMetrics {
   /**
    * One request's outcome. `e2eSeconds` (createdAt → result published) is observed when given and
    * finite; rejected/invalid requests often have no trustworthy createdAt, so it is optional.
+   * `errorCode` is the result's `error.code`: an unserved result is counted by it here, in the same
+   * call as npu_fleet_requests_total, so the two never disagree.
    */
-  observeResult(model: string, status: RequestStatus, e2eSeconds?: number, priority?: number): void {
+  observeResult(model: string, status: RequestStatus, e2eSeconds?: number, priority?: number, errorCode?: string): void {
     this.child(`r\u0000${model}\u0000${status}`, () => this.requests.labels({ model, status })).inc();
+    if (isUnserved(status)) {
+      const code = unservedCodeLabel(errorCode);
+      this.child(`u\u0000${model}\u0000${status}\u0000${code}`, () => this.unserved.labels({ model, status, code })).inc();
+    }
     if (e2eSeconds !== undefined && Number.isFinite(e2eSeconds)) {
       const p = priorityLabel(priority);
       this.child(`e\u0000${model}\u0000${p}`, () => this.endToEnd.labels({ model, priority: p })).observe(Math.max(0, e2eSeconds));

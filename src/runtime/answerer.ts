@@ -121,7 +121,8 @@ export class Answerer {
       // A message can name any model (unknown, or undecodable with a 256-character name): as a
       // label that would be a new series per name. The topic/queue it came from is one we subscribe to.
       const model = this.o.serves(o.result.model) ? o.result.model : o.delivery.model;
-      this.o.metrics.observeResult(model, status, createdAt === undefined ? undefined : Math.max(0, settledAt - createdAt) / 1000, o.delivery.priority);
+      const e2eSeconds = createdAt === undefined ? undefined : Math.max(0, settledAt - createdAt) / 1000;
+      this.o.metrics.observeResult(model, status, e2eSeconds, o.delivery.priority, o.result.error?.code);
       const dueAt = this.dueAt.get(o.result);
       if (dueAt !== undefined) {
         this.dueAt.delete(o.result); // once per request, not per duplicate delivery

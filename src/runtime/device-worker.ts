@@ -134,7 +134,8 @@ export class DeviceWorker {
       onDeliveries: (deliveries) => this.intake.push(deliveries),
       onFatal: (err) => this.transportFailed(err),
       onAnswered: (model, dlqReason) => {
-        this.o.metrics.observeResult(model, 'failed');
+        // Its dead-letter reason is its failed result's error code (WORKER_CRASHED).
+        this.o.metrics.observeResult(model, 'failed', undefined, undefined, dlqReason);
         this.o.metrics.deadLettered(model, dlqReason);
       },
       ...(this.o.predecessor === undefined ? {} : { predecessor: this.o.predecessor }),

@@ -22,7 +22,7 @@ describe('FleetMetrics', () => {
       expect(text).toContain(`# TYPE ${def.name} ${def.kind}`);
       expect(def.name).toMatch(/^npu_fleet_[a-z_]+$/);
       for (const label of def.labels) {
-        expect(['model', 'version', 'priority', 'status', 'device', 'gear', 'stage', 'transport', 'reason']).toContain(label);
+        expect(['model', 'version', 'priority', 'status', 'code', 'device', 'gear', 'stage', 'transport', 'reason']).toContain(label);
       }
     }
     expect(text).not.toContain('npu_fleet_process_');
@@ -45,6 +45,39 @@ describe('FleetMetrics', () => {
     // invalid had no latency: only the three timed results are in the histogram
     const counts = [...s].filter(([k]) => k.startsWith('npu_fleet_end_to_end_latency_seconds_count'));
     expect(counts.reduce((a, [, v]) => a + v, 0)).toBe(3);
+  });
+
+  it('counts unserved results by status and code in the same call, served ones (ok, late) not at all', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    m.observeResult('mlp', 'ok', 0.01, 0);
+    m.observeResult('mlp', 'late', 2, 0, 'DEADLINE_EXCEEDED');
+    m.observeResult('mlp', 'rejected', undefined, 1, 'QUEUE_FULL');
+    m.observeResult('mlp', 'rejected', undefined, 1, 'QUEUE_FULL');
+    m.observeResult('mlp', 'rejected', undefined, 1, 'SUPERSEDED');
+    m.observeResult('mlp', 'expired', 0.5, 1, 'DEADLINE_EXCEEDED');
+    m.observeResult('mlp', 'failed', undefined, undefined, 'DEVICE_HANG');
+    m.observeResult('mlp', 'invalid');
+    const s = samples(await m.render());
+    expect(s.get('npu_fleet_unserved_total{model="mlp",status="rejected",code="QUEUE_FULL"}')).toBe(2);
+    expect(s.get('npu_fleet_unserved_total{model="mlp",status="rejected",code="SUPERSEDED"}')).toBe(1);
+    expect(s.get('npu_fleet_unserved_total{model="mlp",status="expired",code="DEADLINE_EXCEEDED"}')).toBe(1);
+    expect(s.get('npu_fleet_unserved_total{model="mlp",status="failed",code="DEVICE_HANG"}')).toBe(1);
+    // A non-ok result without an error code is still counted, under OTHER.
+    expect(s.get('npu_fleet_unserved_total{model="mlp",status="invalid",code="OTHER"}')).toBe(1);
+    const unserved = [...s].filter(([k]) => k.startsWith('npu_fleet_unserved_total{'));
+    expect(unserved.some(([k]) => /status="(?:ok|late)"/.test(k))).toBe(false);
+    expect(unserved.reduce((a, [, v]) => a + v, 0)).toBe(6);
+  });
+
+  it('keeps the code label bounded: a code outside the FleetError list is OTHER, one series for all of them', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    const odd = ['NOT_A_CODE', 'queue_full', 'toString', '__proto__', 'constructor', '', ...Array.from({ length: 50 }, (_, i) => `E${i}`)];
+    for (const code of odd) m.observeResult('mlp', 'failed', undefined, undefined, code);
+    m.observeResult('mlp', 'failed', undefined, undefined, 'DEVICE_ERROR');
+    const text = await m.render();
+    const codes = new Set([...text.matchAll(/npu_fleet_unserved_total\{[^}]*code="([^"]*)"/g)].map((x) => x[1]));
+    expect([...codes].sort()).toEqual(['DEVICE_ERROR', 'OTHER']);
+    expect(samples(text).get('npu_fleet_unserved_total{model="mlp",status="failed",code="OTHER"}')).toBe(odd.length);
   });
 
   it('keeps the priority label bounded: a priority no model can have (a BullMQ job priority set by hand) is "other"', async () => {

@@ -24,6 +24,8 @@ interface Execution {
   readonly version: string;
   readonly gear: number;
   release(): void;
+  /** Ends the batch with `error`, as a device fault would. */
+  fail(error: Error): void;
 }
 
 /**
@@ -54,18 +56,29 @@ export function controlledDevice(opts: { unloadWaitsForExecutions?: boolean } = 
         execute(_inputs, gear) {
           if (!loaded.has(version)) return Promise.reject(new Error(`version ${version} executed after it was unloaded`));
           running.set(version, (running.get(version) ?? 0) + 1);
-          return new Promise((resolve) => {
+          let settled = false;
+          // stopWorker releases every execution, including those a test already ended.
+          const finished = (): boolean => {
+            if (settled) return false;
+            settled = true;
+            running.set(version, (running.get(version) ?? 1) - 1);
+            if (runningTotal() === 0) {
+              const waiters = idleWaiters;
+              idleWaiters = [];
+              for (const w of waiters) w();
+            }
+            return true;
+          };
+          return new Promise((resolve, reject) => {
             executions.push({
               version,
               gear,
               release: () => {
-                running.set(version, (running.get(version) ?? 1) - 1);
-                if (runningTotal() === 0) {
-                  const waiters = idleWaiters;
-                  idleWaiters = [];
-                  for (const w of waiters) w();
-                }
+                if (!finished()) return;
                 resolve({ outputs: [{ data: new Uint8Array(gear * 10 * 4), dims: [gear, 10] }], timings: { copyInMs: 0.1, executeMs: 1, copyOutMs: 0.1 } });
+              },
+              fail: (error) => {
+                if (finished()) reject(error);
               },
             });
           });
