@@ -24,7 +24,7 @@ export class AdaptiveLimit {
 
   constructor(
     private readonly gears: readonly number[],
-    private readonly options: AdaptiveLimitOptions,
+    private options: AdaptiveLimitOptions,
   ) {
     this.index = gears.length - 1;
   }
@@ -67,6 +67,24 @@ export class AdaptiveLimit {
       const next = this.gears[this.index + 1] as number;
       const bound = Math.min(estimateMs(next), (estimateMs(this.current) * next) / this.current);
       if (bound <= target) this.change(this.index + 1, nowMs);
+    }
+  }
+
+  /**
+   * A new target (a model config reload). The window's device times stay: they do not depend on
+   * the target, and the next evaluation judges them against the new one. Off: the limit goes back
+   * to the largest gear, where a scheduler without a target stays (a shrunk limit would never grow
+   * back). On from off: the growth interval counts from now.
+   */
+  retarget(targetLatencyMs: number | null, nowMs: number): void {
+    const was = this.options.targetLatencyMs;
+    if (was === targetLatencyMs) return;
+    this.options = { ...this.options, targetLatencyMs };
+    if (targetLatencyMs === null) {
+      this.window.length = 0;
+      this.change(this.gears.length - 1, nowMs);
+    } else if (was === null) {
+      this.lastChangeAt = nowMs;
     }
   }
 

@@ -1,13 +1,15 @@
 import { AdaptiveLimit } from './adaptive-limit.ts';
 import { DeviceTimeEstimator } from './device-time-estimator.ts';
 import { GearTable } from './gear-table.ts';
-import { passesOver, ranksBefore } from './lane.ts';
+import { agedAtFor, passesOver, ranksBefore } from './lane.ts';
 import type { Entry } from './lane.ts';
 import { RequestQueue } from './request-queue.ts';
-import { SchedulerCounters } from './scheduler-counters.ts';
+import { levelStats, SchedulerCounters } from './scheduler-counters.ts';
+import { reconfiguredOptions, type LiveSchedulerOption, type LiveSchedulerOptionsInput } from './live-options.ts';
 import { resolveSchedulerOptions } from './scheduler-options.ts';
 import type { SchedulerOptions, SchedulerOptionsInput } from './scheduler-options.ts';
 import type { Batch, Decision, DispatchReason, EnqueueResult, FullBatchCost, RejectReason, SchedulerRequest, SchedulerStats } from './scheduler-types.ts';
+import { finishBatch } from './finish-batch.ts';
 import { StaleEstimateProbe } from './stale-estimate-probe.ts';
 import { trimPadding, type TrimContext } from './trim-padding.ts';
 import { admission } from './queue-admission.ts';
@@ -19,7 +21,8 @@ import { rejection, supersededError } from './validate-request.ts';
  * Call `decide` on every arrival, every completion, and at the `untilAt` of a `wait`.
  */
 export class BatchScheduler<P = unknown> {
-  readonly options: SchedulerOptions;
+  private opts: SchedulerOptions;
+  private input: SchedulerOptionsInput;
   private readonly queue: RequestQueue<P>;
   private readonly counters: SchedulerCounters;
   private readonly gears: GearTable;
@@ -28,12 +31,13 @@ export class BatchScheduler<P = unknown> {
   private readonly estimator: DeviceTimeEstimator;
   private readonly adaptive: AdaptiveLimit;
   private readonly probe: StaleEstimateProbe;
-  private readonly trim: TrimContext<P>;
+  private trim: TrimContext<P>;
   private seq = 0;
 
   constructor(options: SchedulerOptionsInput = {}) {
     const o = resolveSchedulerOptions(options);
-    this.options = o;
+    this.opts = o;
+    this.input = { ...options };
     this.queue = new RequestQueue<P>(o);
     this.counters = new SchedulerCounters(o.priorityLevels, o.ewmaAlpha);
     this.estimator = new DeviceTimeEstimator(o.ewmaAlpha, o.priorDeviceBaseMs, o.priorDevicePerItemMs);
@@ -47,6 +51,26 @@ export class BatchScheduler<P = unknown> {
       growIntervalMs: o.adaptiveGrowIntervalMs,
     });
     this.trim = { options: o, gears: this.gears, estimator: this.estimator, queue: this.queue, releaseAt: (e, limit) => this.releaseAt(e, limit) };
+  }
+
+  get options(): SchedulerOptions {
+    return this.opts;
+  }
+
+  /**
+   * Takes on new values of the live options from now on (LIVE_SCHEDULER_OPTIONS; see there for
+   * what becomes of the requests already queued: they keep their arrival and deadline). A
+   * restart-only or invalid option throws INVALID_CONFIG and changes nothing. Returns the options
+   * whose value changed.
+   */
+  reconfigure(change: LiveSchedulerOptionsInput, nowMs: number): readonly LiveSchedulerOption[] {
+    const next = reconfiguredOptions(this.input, this.opts, change);
+    this.input = next.input;
+    this.opts = next.options;
+    this.queue.reconfigure(next.options);
+    this.trim = { ...this.trim, options: next.options };
+    this.adaptive.retarget(next.options.targetLatencyMs, nowMs);
+    return next.changed;
   }
 
   get queuedRequests(): number {
@@ -143,7 +167,7 @@ export class BatchScheduler<P = unknown> {
       bytes: req.bytes ?? 0,
       arrivedAt: req.arrivedAt,
       deadline: req.deadlineAt ?? Infinity,
-      agedAt: o.agingMs === null ? Infinity : req.arrivedAt + (level + 1) * o.agingMs,
+      agedAt: agedAtFor(req.arrivedAt, level, o.agingMs),
       seq: this.seq++,
       edfPos: -1,
       fifoPos: -1,
@@ -231,17 +255,7 @@ export class BatchScheduler<P = unknown> {
     const c = this.counters;
     const adaptive = this.adaptive.stats;
     const q = this.queue;
-    const levels = Array.from({ length: this.options.priorityLevels }, (_, level) => {
-      const oldest = q.oldestArrivedAt(level);
-      return {
-        level,
-        requests: q.requestsAtLevel(level),
-        items: q.itemsAtLevel(level),
-        oldestAgeMs: oldest === Infinity ? 0 : Math.max(0, nowMs - oldest),
-        expired: c.expiredAtLevel(level),
-        dispatched: c.dispatchedAtLevel(level),
-      };
-    });
+    const levels = levelStats(c, q, this.options.priorityLevels, nowMs);
     return {
       queuedRequests: q.size,
       queuedItems: q.items,
@@ -365,37 +379,6 @@ export class BatchScheduler<P = unknown> {
     }
     if (members.length === 0) return null;
     items = trimPadding(this.trim, members, items, limit, nowMs, startAt);
-    return this.finish(members, items, bucket, limit, reason, startAt);
-  }
-
-  private finish(members: Entry<P>[], items: number, bucket: number, limit: number, reason: DispatchReason, startAt: number): Batch<P> {
-    let minDeadline = Infinity;
-    for (const e of members) if (e.deadline < minDeadline) minDeadline = e.deadline;
-    const gear = this.gears.runGear(items, startAt, minDeadline);
-    const estimatedDeviceMs = this.estimator.estimateMs(gear);
-    const bound = this.options.buckets.length > 0 ? (this.options.buckets[bucket] as number) : null;
-    let realSlots = items;
-    let paddedLengthSlots = 0;
-    if (bound !== null) {
-      realSlots = 0;
-      for (const e of members) realSlots += e.items * (e.req.length as number);
-      paddedLengthSlots = items * bound - realSlots;
-    }
-    this.counters.countBatch(members, items, gear, gear * (bound ?? 1), realSlots);
-    return {
-      members: members.map((e) => e.req),
-      items,
-      gear,
-      paddedItems: gear - items,
-      bucket: bound === null ? null : bucket,
-      boundLength: bound,
-      paddedLengthSlots,
-      startAt,
-      estimatedDeviceMs,
-      // Only the stale-estimate allowance lets a member in past the estimate.
-      probe: startAt + estimatedDeviceMs > minDeadline,
-      reason,
-      limit,
-    };
+    return finishBatch(this.trim, this.counters, members, items, bucket, limit, reason, startAt);
   }
 }

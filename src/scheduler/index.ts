@@ -2,6 +2,8 @@
 export { BatchScheduler } from './batch-scheduler.ts';
 export { SCHEDULER_DEFAULTS, resolveSchedulerOptions, schedulerOptionsSchema } from './scheduler-options.ts';
 export type { SchedulerOptions, SchedulerOptionsInput } from './scheduler-options.ts';
+export { LIVE_SCHEDULER_OPTIONS } from './live-options.ts';
+export type { LiveSchedulerOption, LiveSchedulerOptionsInput } from './live-options.ts';
 export type {
   Batch,
   Decision,

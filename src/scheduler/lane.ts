@@ -13,13 +13,16 @@ export interface Entry<P> {
   readonly arrivedAt: number;
   /** Infinity when the request has no deadline. */
   readonly deadline: number;
-  /** arrivedAt + (level + 1) × agingMs; Infinity when aging is off. */
-  readonly agedAt: number;
+  /** agedAtFor its arrival: recomputed when agingMs changes (BatchScheduler.reconfigure). */
+  agedAt: number;
   readonly seq: number;
   edfPos: number;
   fifoPos: number;
   expiryPos: number;
 }
+
+/** When a request of `level` arrived at `arrivedAt` is overdue: (level + 1) × agingMs later; Infinity when aging is off. */
+export const agedAtFor = (arrivedAt: number, level: number, agingMs: number | null): number => (agingMs === null ? Infinity : arrivedAt + (level + 1) * agingMs);
 
 export const edfLess = <P>(a: Entry<P>, b: Entry<P>): boolean =>
   a.deadline < b.deadline || (a.deadline === b.deadline && (a.arrivedAt < b.arrivedAt || (a.arrivedAt === b.arrivedAt && a.seq < b.seq)));

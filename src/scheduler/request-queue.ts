@@ -1,5 +1,5 @@
 import { ExpiryIndex } from './expiry-index.ts';
-import { Lane, fifoLess, ranksBefore } from './lane.ts';
+import { Lane, agedAtFor, fifoLess, ranksBefore } from './lane.ts';
 import type { Entry } from './lane.ts';
 import type { SchedulerOptions } from './scheduler-options.ts';
 
@@ -17,9 +17,10 @@ export class RequestQueue<P> {
   /**
    * With streamSuperseded 'drop' (else null): the one queued request of each streamKey. Kept in
    * add/remove, the two doors every entry passes (enqueue, dispatch, expiry, trim, cancel, drain),
-   * so a key leaves with its request and the map never outgrows the queue.
+   * so a key leaves with its request and the map never outgrows the queue. Switched on by a
+   * reconfigure, it knows only the requests queued from then on.
    */
-  private readonly streams: Map<string, Entry<P>> | null;
+  private streams: Map<string, Entry<P>> | null;
   private readonly expiry = new ExpiryIndex<P>();
   private readonly bucketItems: number[];
   private readonly levelRequests: number[];
@@ -28,7 +29,7 @@ export class RequestQueue<P> {
   private byteCount = 0;
   private paused = false;
 
-  constructor(private readonly o: SchedulerOptions) {
+  constructor(private o: SchedulerOptions) {
     this.streams = o.streamSuperseded === 'drop' ? new Map() : null;
     this.bucketCount = Math.max(1, o.buckets.length);
     const lanes: Lane<P>[] = [];
@@ -142,6 +143,22 @@ export class RequestQueue<P> {
     this.levelRequests[entry.level] = (this.levelRequests[entry.level] as number) - 1;
     this.levelItems[entry.level] = (this.levelItems[entry.level] as number) - entry.items;
     if (this.paused && this.itemCount <= this.o.resumeBelowItems && this.byteCount <= this.o.resumeBelowBytes) this.paused = false;
+  }
+
+  /**
+   * Takes on new live options (see live-options.ts); the lanes and counts stand, as the options
+   * that shape them are restart-only. The pause is judged again now: set at or over a new soft
+   * limit (the next enqueue answers backpressure), released at or under both new watermarks.
+   */
+  reconfigure(o: SchedulerOptions): void {
+    if (o.agingMs !== this.o.agingMs) for (const e of this.byId.values()) e.agedAt = agedAtFor(e.arrivedAt, e.level, o.agingMs);
+    // A map built now from the queue would find several frames of a key queued while they were
+    // all served: one would have to be answered superseded by a reconfigure, which answers nothing.
+    if (o.streamSuperseded === 'serve') this.streams = null;
+    else this.streams ??= new Map();
+    this.o = o;
+    if (this.itemCount >= o.softLimitItems || this.byteCount >= o.softLimitBytes) this.paused = true;
+    else if (this.itemCount <= o.resumeBelowItems && this.byteCount <= o.resumeBelowBytes) this.paused = false;
   }
 
   /** Removes and returns everything, oldest first. */

@@ -1,4 +1,4 @@
-import type { SchedulerStats } from './scheduler-types.ts';
+import type { LevelStats, SchedulerStats } from './scheduler-types.ts';
 
 type CounterStats = Pick<
   SchedulerStats,
@@ -75,4 +75,24 @@ export class SchedulerCounters {
       supersededRequests: this.superseded,
     };
   }
+}
+
+/** Per priority level: what is queued (from `queue`) and what `counters` counted. */
+export function levelStats(
+  counters: SchedulerCounters,
+  queue: { requestsAtLevel(level: number): number; itemsAtLevel(level: number): number; oldestArrivedAt(level: number): number },
+  levels: number,
+  nowMs: number,
+): LevelStats[] {
+  return Array.from({ length: levels }, (_, level) => {
+    const oldest = queue.oldestArrivedAt(level);
+    return {
+      level,
+      requests: queue.requestsAtLevel(level),
+      items: queue.itemsAtLevel(level),
+      oldestAgeMs: oldest === Infinity ? 0 : Math.max(0, nowMs - oldest),
+      expired: counters.expiredAtLevel(level),
+      dispatched: counters.dispatchedAtLevel(level),
+    };
+  });
 }
