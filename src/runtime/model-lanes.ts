@@ -1,5 +1,5 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
-import { effectiveGears, effectiveQueueDelaysMs, type ModelConfig } from '../contracts/model-config.ts';
+import { effectiveGears, type ModelConfig } from '../contracts/model-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import type { Logger } from '../observability/logger.ts';
 import { BatchScheduler } from '../scheduler/batch-scheduler.ts';
@@ -7,7 +7,8 @@ import type { SchedulerOptionsInput } from '../scheduler/scheduler-options.ts';
 import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import type { ModelSubscription } from '../transport/transport.ts';
 import { modelConfigMismatches, type ModelTensorSpec } from './model-io-check.ts';
-import type { RepositorySnapshot } from './model-repository.ts';
+import { fieldPaths, liveSchedulerOptionsFor, reloadModelConfig } from './model-config-reload.ts';
+import type { RepositoryModel, RepositorySnapshot } from './model-repository.ts';
 
 /** The slice of src/device the runtime uses (structural, so the runtime never loads the addon). */
 export interface ExecutableModel {
@@ -41,6 +42,7 @@ export interface LoadedVersion {
 
 export interface Lane<P> {
   readonly key: string;
+  /** The model's running config: a reload changes its live fields (model-config-reload.ts). */
   readonly config: ModelConfig;
   readonly scheduler: BatchScheduler<P>;
   /** Pinned version, or undefined for the default lane (follows the newest served version). */
@@ -55,14 +57,8 @@ export function schedulerOptionsFor(config: ModelConfig): SchedulerOptionsInput 
     maxBatchSize: config.maxBatchSize,
     gears: effectiveGears(config),
     priorityLevels: config.priorityLevels,
-    maxQueueDelayMs: effectiveQueueDelaysMs(config),
-    softLimitItems: config.queue.softLimitItems,
-    hardLimitItems: config.queue.hardLimitItems,
-    softLimitBytes: config.queue.softLimitBytes,
-    hardLimitBytes: config.queue.hardLimitBytes,
     buckets: config.buckets ? [...config.buckets.bounds] : [],
-    targetLatencyMs: config.targetLatencyMs,
-    streamSuperseded: config.streams.superseded,
+    ...liveSchedulerOptionsFor(config),
   };
 }
 
@@ -155,8 +151,12 @@ export class ModelLanes<P = unknown> {
    */
   private readonly failedLoads = new Map<string, number>();
 
-  /** Models that had a version loaded at some point (subscribed when served at start). */
-  private readonly everServed = new Set<string>();
+  /**
+   * Models that had a version loaded at some point (subscribed when served at start): the config
+   * they run with, which outlives their entry (the subscriptions do), and the config.yaml it was
+   * last reconciled with.
+   */
+  private readonly servedConfigs = new Map<string, { config: ModelConfig; file: ModelConfig }>();
 
   /**
    * Applies a repository snapshot; returns names of models that were not served before. At start
@@ -169,6 +169,7 @@ export class ModelLanes<P = unknown> {
     const added: string[] = [];
     for (const repoModel of snapshot.models.values()) {
       if (repoModel.served.length === 0) continue;
+      const config = this.reconcileConfig(repoModel);
       let entry = this.models.get(repoModel.name);
       for (const v of repoModel.served) {
         // Each load below awaits; batches completing meanwhile may unload versions (see after load).
@@ -188,7 +189,8 @@ export class ModelLanes<P = unknown> {
         const started = Date.now();
         let executable: ExecutableModel;
         try {
-          executable = await loadChecked(this.device, v.artifactPath, repoModel.config, `${v.model} version ${v.version}`);
+          // Checked against the running config: a new version made for new tensors waits for a restart.
+          executable = await loadChecked(this.device, v.artifactPath, config, `${v.model} version ${v.version}`);
         } catch (err) {
           if (options.reload !== true) throw err;
           this.failedLoads.set(key, v.modifiedAt);
@@ -206,11 +208,13 @@ export class ModelLanes<P = unknown> {
         // meanwhile, taking the entry with it; adding to that entry would lose this version.
         entry = this.models.get(repoModel.name);
         if (!entry) {
-          entry = { config: repoModel.config, versions: new Map(), defaultVersion: v.version, lanes: new Map() };
+          entry = { config, versions: new Map(), defaultVersion: v.version, lanes: new Map() };
           this.models.set(repoModel.name, entry);
           // Only a model never served is new to the transport; one served before is still subscribed.
-          if (!this.everServed.has(repoModel.name)) added.push(repoModel.name);
-          this.everServed.add(repoModel.name);
+          if (!this.servedConfigs.has(repoModel.name)) {
+            added.push(repoModel.name);
+            this.servedConfigs.set(repoModel.name, { config, file: repoModel.config });
+          }
         }
         entry.versions.set(v.version, loaded);
       }
@@ -224,7 +228,6 @@ export class ModelLanes<P = unknown> {
         this.log.info({ model: repoModel.name, from: entry.defaultVersion, to: newest }, 'switching new batches to version');
         entry.defaultVersion = newest;
       }
-      entry.config = repoModel.config;
       const served = new Set(repoModel.served.map((v) => v.version));
       for (const loaded of entry.versions.values()) {
         if (!served.has(loaded.version) && !loaded.retiring) {
@@ -245,6 +248,33 @@ export class ModelLanes<P = unknown> {
       }
     }
     return added;
+  }
+
+  /**
+   * The config `repoModel` runs with here: its config.yaml for a model never served; for one
+   * served, the running config with the live fields of a changed config.yaml laid over it, applied
+   * to every lane of the model at once (default and pinned), the rest warned about once per change.
+   */
+  private reconcileConfig(repoModel: RepositoryModel): ModelConfig {
+    const known = this.servedConfigs.get(repoModel.name);
+    if (known === undefined) return repoModel.config;
+    // The scan hands back the same parsed object while the file is unchanged (its config cache).
+    if (known.file === repoModel.config || JSON.stringify(known.file) === JSON.stringify(repoModel.config)) return known.config;
+    const model = repoModel.name;
+    const { config, applied, held } = reloadModelConfig(known.config, repoModel.config);
+    const entry = this.models.get(model);
+    if (applied.length > 0) {
+      // Every lane takes the same options: refused (a valid config cannot be), the first lane throws before any changed.
+      const nowMs = Date.now();
+      for (const lane of entry?.lanes.values() ?? []) lane.scheduler.reconfigure(liveSchedulerOptionsFor(config), nowMs);
+      this.log.info({ model, fields: fieldPaths(applied, known.config, config) }, 'config.yaml changed; applied to the running worker');
+    }
+    if (held.length > 0) {
+      this.log.warn({ model, fields: fieldPaths(held, known.config, repoModel.config) }, 'config.yaml changed in fields a running worker cannot apply; they apply to workers started from now on (restart the workers to apply them)');
+    }
+    if (entry !== undefined) entry.config = config;
+    this.servedConfigs.set(model, { config, file: repoModel.config });
+    return config;
   }
 
   /** A served version whose earlier load failed and whose artifact has since changed. */
@@ -285,7 +315,9 @@ export class ModelLanes<P = unknown> {
       const pinned = version;
       lane = {
         key,
-        config: entry.config,
+        get config() {
+          return entry.config;
+        },
         scheduler,
         pinned,
         current: () => {

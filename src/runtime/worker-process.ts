@@ -167,19 +167,18 @@ async function startedWorker(
         const next = scanRepository(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models, configCache, previous: snapshot });
         for (const p of newProblems(snapshot, next)) log.warn({ path: p.path }, `model repository: ${p.message}`);
         const diff = diffServed(snapshot, next);
-        if (diff.configChanged.length > 0) {
-          // Schedulers are built from the config when a worker starts; only versions reload live.
-          log.warn({ models: diff.configChanged }, 'config.yaml changed; its batching and queue settings apply to workers started from now on (restart the workers to apply them)');
-        }
         for (const v of diff.replaced) {
           log.warn({ model: v.model, version: v.version, path: v.artifactPath }, 'model file replaced in place; running workers keep the bytes they loaded (workers started later load the new file): deploy new bytes as a new version directory');
         }
         // The snapshot advances even when a version failed to load (it is not retried each poll);
         // reloadPending() notices when that version's file has changed since.
-        if (diff.added.length > 0 || diff.removed.length > 0 || worker.reloadPending(next)) {
+        const versionsChanged = diff.added.length > 0 || diff.removed.length > 0 || worker.reloadPending(next);
+        if (versionsChanged) {
           log.info({ added: diff.added.map((v) => `${v.model}@${v.version}`), removed: diff.removed.map((v) => `${v.model}@${v.version}`) }, 'model repository changed');
-          await worker.applySnapshot(next);
         }
+        // A changed config.yaml goes to the running lanes: its live fields apply now, the others
+        // are warned about until a restart (ModelLanes, model-config-reload.ts).
+        if (versionsChanged || diff.configChanged.length > 0) await worker.applySnapshot(next);
         snapshot = next;
       } catch (err) {
         log.error({ err }, 'model repository reload failed; keeping the current versions');
