@@ -5,6 +5,7 @@ import { inject } from 'vitest';
 
 import { TEST_SASL } from './local-kafka-service.ts';
 
+import { uniqueName } from './unique-name.ts';
 export { uniqueName } from './unique-name.ts';
 
 export interface TestServices {
@@ -88,6 +89,24 @@ export function getServices(): TestServices {
     get redisUrl(): string {
       if (!p.redisUrl) throw new Error(`Redis is not available for this test run: ${p.redisError ?? 'unknown reason'}`);
       return p.redisUrl;
+    },
+  };
+}
+
+/**
+ * A Kafka transport section of a fleet config whose group and every topic (requests, replies, DLQ)
+ * are this test's own: `<prefix><unique>.{model}...` on the test broker.
+ */
+export function uniqueKafkaTransport(prefix: string): { kind: 'kafka'; kafka: { brokers: string[]; groupId: string; topicTemplate: string; repliesTemplate: string; dlqTemplate: string } } {
+  const tag = uniqueName(prefix).replace(/-/g, '');
+  return {
+    kind: 'kafka',
+    kafka: {
+      brokers: getServices().kafkaBrokers,
+      groupId: `${tag}.g`,
+      topicTemplate: `${tag}.{model}.requests.p{priority}`,
+      repliesTemplate: `${tag}.{model}.replies`,
+      dlqTemplate: `${tag}.{model}.dlq`,
     },
   };
 }

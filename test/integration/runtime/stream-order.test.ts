@@ -14,7 +14,7 @@ import { runWorker, type RunningWorker } from '../../../src/runtime/worker-proce
 import { transportFor } from '../../../src/cli/worker-deps.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
-import { getServices, uniqueName } from '../../helpers/services.ts';
+import { uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
 
 const STREAMS = 6;
 const FRAMES = 150;
@@ -78,18 +78,8 @@ describe('one stream\'s results come back in frame order', () => {
   }, 90_000);
 
   it('on Kafka (one partition per stream key)', async () => {
-    const tag = uniqueName('order').replace(/-/g, '');
     const config = parseFleetConfig({
-      transport: {
-        kind: 'kafka',
-        kafka: {
-          brokers: getServices().kafkaBrokers,
-          groupId: `${tag}.g`,
-          topicTemplate: `${tag}.{model}.requests.p{priority}`,
-          repliesTemplate: `${tag}.{model}.replies`,
-          dlqTemplate: `${tag}.{model}.dlq`,
-        },
-      },
+      transport: uniqueKafkaTransport('order'),
       devices: { count: 1, backend: 'sim' },
       models: ['mlp-classifier'],
       worker: { metricsPort: 0 },

@@ -21,7 +21,7 @@ import type { DeviceLike, ExecutableModel } from '../../../src/runtime/model-lan
 import { runWorker } from '../../../src/runtime/worker-process.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
-import { getServices, uniqueName } from '../../helpers/services.ts';
+import { getServices, uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
 
 process.env['NPU_FLEET_DEVICE'] = 'sim';
 // Every batch takes 40 ms whatever its size: three frames arrive far faster than that.
@@ -106,19 +106,7 @@ const setups: Setup[] = [
   {
     // A camera's frames share one partition (message key = streamKey), read by one consumer.
     name: 'Kafka',
-    transport: () => {
-      const tag = uniqueName('supersede').replace(/-/g, '');
-      return {
-        kind: 'kafka',
-        kafka: {
-          brokers: getServices().kafkaBrokers,
-          groupId: `${tag}.g`,
-          topicTemplate: `${tag}.{model}.requests.p{priority}`,
-          repliesTemplate: `${tag}.{model}.replies`,
-          dlqTemplate: `${tag}.{model}.dlq`,
-        },
-      };
-    },
+    transport: () => uniqueKafkaTransport('supersede'),
   },
   {
     // No per-stream partitioning, but one queue per model, FIFO within a priority, and here one
