@@ -14,6 +14,7 @@ import { runWorker, type RunningWorker } from '../../../src/runtime/worker-proce
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { until } from '../../helpers/until.ts';
 
 const MODEL = 'mlp-classifier';
 const APPLIED = 'config.yaml changed; applied to the running worker';
@@ -27,14 +28,6 @@ afterEach(async () => {
   worker = undefined;
   producer = undefined;
 });
-
-const until = async (cond: () => boolean, ms: number, what: string): Promise<void> => {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
 
 /** A worker on a copy of the example model whose config.yaml says `maxQueueDelayMs: <delays>`. */
 async function workerWithDelays(delays: string) {

@@ -14,6 +14,7 @@ import { runWorker, type RunningWorker } from '../../../src/runtime/worker-proce
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { until } from '../../helpers/until.ts';
 
 const MODEL = 'mlp-classifier';
 let worker: RunningWorker | undefined;
@@ -21,14 +22,6 @@ afterEach(async () => {
   await worker?.stop();
   worker = undefined;
 });
-
-const until = async (cond: () => boolean, ms: number, what: string): Promise<void> => {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
 
 async function fleetOnCopiedRepo() {
   process.env.NPU_FLEET_DEVICE = 'sim';

@@ -10,14 +10,20 @@ import type { DeviceLike, ExecutableModel } from '../../../src/runtime/model-lan
 import type { RepositorySnapshot } from '../../../src/runtime/model-repository.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
+import { until as untilHelper } from '../../helpers/until.ts';
 
 export const MODEL = 'mlp-classifier';
 export const modelConfig: ModelConfig = loadModelConfig(`examples/models/${MODEL}/config.yaml`);
 
 /** A repository snapshot serving these versions of mlp-classifier (none: the model is gone). */
 export function snapshotOf(...versions: string[]): RepositorySnapshot {
+  return snapshotWith(modelConfig, ...versions);
+}
+
+/** The same with `config` as the model's config.yaml. */
+export function snapshotWith(config: ModelConfig, ...versions: string[]): RepositorySnapshot {
   const served = versions.map((version) => ({ model: MODEL, version, artifactPath: `/fake/${MODEL}/${version}/model.onnx`, modifiedAt: 1 }));
-  return { dir: '/fake', models: new Map([[MODEL, { name: MODEL, config: modelConfig, versions: served, served }]]), problems: [] };
+  return { dir: '/fake', models: new Map([[MODEL, { name: MODEL, config, versions: served, served }]]), problems: [] };
 }
 
 interface Execution {
@@ -94,13 +100,7 @@ export function controlledDevice(opts: { unloadWaitsForExecutions?: boolean } = 
   return { device, executions, loaded, unloadedWhileRunning };
 }
 
-export const until = async (cond: () => boolean, ms: number, what: string): Promise<void> => {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
+export const until = (cond: () => boolean, ms: number, what: string): Promise<void> => untilHelper(cond, ms, what, 10);
 
 export function request(id: string, priority: number, extra: Partial<RequestEnvelope> = {}): RequestEnvelope {
   return {

@@ -3,8 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ModelConfigSchema, type ModelConfig } from '../../../src/contracts/model-config.ts';
 import { fieldPaths, reloadModelConfig } from '../../../src/runtime/model-config-reload.ts';
-import type { RepositorySnapshot } from '../../../src/runtime/model-repository.ts';
-import { MODEL, modelConfig, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+import { MODEL, modelConfig, request, snapshotOf, snapshotWith, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 /** mlp-classifier's config (3 levels, maxQueueDelayMs [0, 2, 20]) with `change` laid over it, validated. */
 const edited = (change: Record<string, unknown>): ModelConfig => ModelConfigSchema.parse({ ...modelConfig, ...change });
@@ -62,13 +61,6 @@ describe('reloadModelConfig', () => {
   });
 });
 
-/** A snapshot serving `versions` of mlp-classifier with `config` as its config.yaml. */
-function snapshotWith(config: ModelConfig, ...versions: string[]): RepositorySnapshot {
-  const base = snapshotOf(...versions);
-  const model = base.models.get(MODEL);
-  if (model === undefined) throw new Error('no model');
-  return { ...base, models: new Map([[MODEL, { ...model, config }]]) };
-}
 
 let h: WorkerHarness | undefined;
 afterEach(async () => {

@@ -3,7 +3,7 @@
 // and neither takes device time.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RepositorySnapshot } from '../../../src/runtime/model-repository.ts';
-import { MODEL, modelConfig, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+import { modelConfig, request, snapshotWith, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 let h: WorkerHarness | undefined;
 afterEach(async () => {
@@ -12,12 +12,7 @@ afterEach(async () => {
 });
 
 /** snapshotOf('1'), its model set to drop superseded frames. */
-function dropping(): RepositorySnapshot {
-  const snap = snapshotOf('1');
-  const m = snap.models.get(MODEL);
-  if (m === undefined) throw new Error('no model in the snapshot');
-  return { ...snap, models: new Map([[MODEL, { ...m, config: { ...modelConfig, streams: { superseded: 'drop' } } }]]) };
-}
+const dropping = (): RepositorySnapshot => snapshotWith({ ...modelConfig, streams: { superseded: 'drop' } }, '1');
 
 const frame = (id: string, createdAt: number) => request(id, 1, { streamKey: 'cam1', createdAt });
 

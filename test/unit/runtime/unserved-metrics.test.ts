@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { RepositorySnapshot } from '../../../src/runtime/model-repository.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import type { TransportStartOptions } from '../../../src/transport/transport.ts';
-import { MODEL, modelConfig, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+import { MODEL, modelConfig, request, snapshotOf, snapshotWith, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 let h: WorkerHarness | undefined;
 afterEach(async () => {
@@ -15,11 +15,7 @@ afterEach(async () => {
 
 /** snapshotOf('1') dropping superseded frames, with a queue of 3 items (soft = hard: p0 still flows at the soft limit). */
 function smallQueueDropping(): RepositorySnapshot {
-  const snap = snapshotOf('1');
-  const m = snap.models.get(MODEL);
-  if (m === undefined) throw new Error('no model in the snapshot');
-  const config = { ...modelConfig, streams: { superseded: 'drop' as const }, queue: { ...modelConfig.queue, softLimitItems: 3, hardLimitItems: 3 } };
-  return { ...snap, models: new Map([[MODEL, { ...m, config }]]) };
+  return snapshotWith({ ...modelConfig, streams: { superseded: 'drop' }, queue: { ...modelConfig.queue, softLimitItems: 3, hardLimitItems: 3 } }, '1');
 }
 
 /** Every sample of `name` as labels → value. */
