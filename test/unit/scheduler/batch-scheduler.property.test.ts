@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { padUpToleranceMs } from '../../../src/scheduler/gear-table.ts';
 import type { SchedulerOptionsInput } from '../../../src/scheduler/index.ts';
 import { simulate } from './sim-driver.ts';
 import type { Arrival, SimOutcome } from './sim-driver.ts';
@@ -56,7 +57,7 @@ const run = ({ options, stream, device }: { options: SchedulerOptionsInput; stre
 
 function checkBatchLimits(out: SimOutcome): void {
   const o = out.scheduler.options;
-  for (const { batch } of out.batches) {
+  for (const { batch, estimatesMs } of out.batches) {
     expect(batch.items).toBe(batch.members.reduce((a, m) => a + m.items, 0));
     expect(batch.items).toBeLessThanOrEqual(batch.gear);
     expect(o.gears).toContain(batch.gear);
@@ -64,11 +65,18 @@ function checkBatchLimits(out: SimOutcome): void {
     const own = out.scheduler.gearFor(batch.items) as number;
     if (batch.gear !== own) {
       // GearTable.runGear: a batch whose own gear's estimate would end past a member's deadline runs
-      // in the smallest larger configured gear estimated to end in time (learnt estimates need not
-      // grow with the gear; they can differ by a rounding error). Only then, and only upwards.
+      // in the smallest larger configured gear estimated faster than the own gear beyond
+      // padUpToleranceMs and to end in time (learnt estimates need not grow with the gear). Only
+      // then, and only upwards; never on a rounding-only difference.
       expect(o.gearsConfigured, `gear ${batch.gear} for ${batch.items} items without configured gears`).toBe(true);
       expect(batch.gear).toBeGreaterThan(own);
-      expect(batch.members.some((m) => m.deadlineAt !== undefined), 'padded up without a deadline to meet').toBe(true);
+      const deadline = Math.min(...batch.members.map((m) => m.deadlineAt ?? Infinity));
+      const ownMs = estimatesMs.get(own) as number;
+      const qualifies = (g: number) => (estimatesMs.get(g) as number) < ownMs - padUpToleranceMs(ownMs) && batch.startAt + (estimatesMs.get(g) as number) <= deadline;
+      expect(batch.startAt + ownMs, 'padded up though the own gear ends in time').toBeGreaterThan(deadline);
+      expect(qualifies(batch.gear), `gear ${batch.gear} (${estimatesMs.get(batch.gear)} ms) not faster than gear ${own} (${ownMs} ms) beyond the tolerance, or late`).toBe(true);
+      expect(o.gears.filter((g) => g > own && g < batch.gear && qualifies(g)), 'a smaller gear would do').toEqual([]);
+      expect(batch.estimatedDeviceMs).toBe(estimatesMs.get(batch.gear));
     }
     if (batch.members.length > 1) expect(batch.items).toBeLessThanOrEqual(batch.limit);
     if (batch.boundLength !== null) for (const m of batch.members) expect(m.length).toBeLessThanOrEqual(batch.boundLength);
@@ -82,6 +90,30 @@ describe('BatchScheduler properties (random streams, simulated device)', () => {
   it('no batch exceeds the limit or its gear; buckets are respected', () => {
     fc.assert(fc.property(arbRun('any'), (r) => checkBatchLimits(run(r))), { numRuns: 150 });
     fc.assert(fc.property(arbRun('any', true), (r) => checkBatchLimits(run(r))), { numRuns: 100 });
+  });
+
+  it('the CI stream (seed 1501690798, shrunk): no 4x padding for a 1.8e-15 ms gain', () => {
+    // Every gear takes 0.5 ms; gear 1 learnt 0.5000000000000018 ms (end - start rounding), and a
+    // batch of one request ran padded in gear 4 for a deadline the own gear missed by 1.8e-15 ms.
+    const options: SchedulerOptionsInput = {
+      maxBatchSize: 4, gears: [1, 4, 16], priorityLevels: 3, maxQueueDelayMs: [0, null, 30], agingMs: null, buckets: [4, 8, 16],
+      targetLatencyMs: null, adaptiveWindowBatches: 4, adaptiveGrowIntervalMs: 20, trimPadding: false, softLimitItems: 10, hardLimitItems: 20,
+      priorDeviceBaseMs: 3, priorDevicePerItemMs: 0.5,
+    };
+    const stream: Arrival[] = [
+      { gapMs: 7.9999999999990905, priority: 0, items: 1, deadlineMs: 0, length: 0 },
+      { gapMs: 0, priority: 2, items: 1, deadlineMs: 14.999999999999982, length: 0 },
+      { gapMs: 7.999999999999082, priority: 0, items: 1, deadlineMs: 0, length: 0 },
+      { gapMs: 0, priority: 1, items: 2, deadlineMs: null, length: 0 },
+      { gapMs: 0, priority: 0, items: 1, deadlineMs: null, length: 0 },
+      { gapMs: 0, priority: 0, items: 2, deadlineMs: null, length: 5 },
+      { gapMs: 0, priority: 1, items: 2, deadlineMs: null, length: 9 },
+      { gapMs: 0, priority: 0, items: 1, deadlineMs: 0, length: 0 },
+    ];
+    const out = simulate(options, stream, { baseMs: 0.5, perItemMs: 0 });
+    expect(out.scheduler.estimateDeviceMs(1)).toBe(0.5000000000000018);
+    checkBatchLimits(out);
+    for (const { batch } of out.batches) expect(batch.gear).toBe(out.scheduler.gearFor(batch.items));
   });
 
   it('no request that had expired at dispatch time is ever dispatched', () => {

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { DeviceTimeEstimator } from '../../../src/scheduler/device-time-estimator.ts';
+import { GearTable, padUpToleranceMs } from '../../../src/scheduler/gear-table.ts';
 import { BatchScheduler } from '../../../src/scheduler/index.ts';
 import type { SchedulerOptionsInput } from '../../../src/scheduler/index.ts';
-import { ids, req } from './scheduler-fixtures.ts';
+import { ManualClock, ids, req } from './scheduler-fixtures.ts';
 import type { ReqSpec } from './scheduler-fixtures.ts';
 
 // Learnt estimates that are not monotone in the gear (e.g. after 0 ms samples or a slow warm-up):
@@ -98,5 +100,111 @@ describe('BatchScheduler: estimates that make a bigger gear look faster', () => 
     if (second.kind !== 'dispatch') throw new Error(second.kind);
     expect(ids(second.batch.members)).toEqual(['e']);
     expect(second.batch.startAt + second.batch.estimatedDeviceMs).toBeLessThanOrEqual(eDeadlineAt);
+  });
+});
+
+// A larger gear counts only when estimated faster than the own gear by more than
+// padUpToleranceMs(own) = max(1 µs, 1e-6 × own). Estimates are set exactly: a gear's first sample
+// becomes its estimate. The clock is manual; batches start at 1 ms, where 1.8e-15 ms still shows
+// (at 100 ms a double cannot hold it and every case below would fit in its own gear).
+describe('GearTable: padding up needs a larger gear faster beyond the tolerance', () => {
+  const startAt = 1;
+  const ci = 0.5000000000000018;
+
+  interface GearCase {
+    name: string;
+    /** Estimates of gears 1, 4 and 16. */
+    ms: [number, number, number];
+    /** Deadline, relative to startAt. */
+    dueInMs: number;
+    /** Premise: the own gear (1) ends past the deadline. */
+    ownMisses: boolean;
+    /** The gear runGear picks for one item. */
+    gear: number;
+    /** reachMs(1): the least estimate of gear 1 and the gears above faster beyond the tolerance. */
+    reach: number;
+  }
+  const withGain = (ownMs: number, largerMs: number, gear: number, reach: number) => ({ ms: [ownMs, largerMs, ownMs] as [number, number, number], dueInMs: largerMs, ownMisses: true, gear, reach });
+  const exactTolerance = (ownMs: number) => ownMs - padUpToleranceMs(ownMs);
+  const cases: GearCase[] = [
+    { name: 'CI stream: gear 1 0.5000000000000018 ms misses by 1.8e-15, gear 4 0.5 ms: own gear', ms: [ci, 0.5, 0.5], dueInMs: 0.5, ownMisses: true, gear: 1, reach: ci },
+    { name: 'a real gain (gear 1 0.6 ms, gear 4 0.5 ms): padded to gear 4', ms: [0.6, 0.5, 0.5], dueInMs: 0.5, ownMisses: true, gear: 4, reach: 0.5 },
+    { name: 'own gear ends in time: not padded, however fast gear 4 is', ms: [0.6, 0.2, 0.2], dueInMs: 0.6, ownMisses: false, gear: 1, reach: 0.2 },
+    { name: 'no gear ends in time: own gear', ms: [0.6, 0.5, 0.5], dueInMs: 0.4, ownMisses: true, gear: 1, reach: 0.5 },
+    { name: 'gain exactly 1 µs (the tolerance): own gear', ...withGain(2, exactTolerance(2), 1, 2) },
+    { name: 'gain 1 µs + 1e-9 ms: padded', ...withGain(2, exactTolerance(2) - 1e-9, 4, exactTolerance(2) - 1e-9) },
+    { name: 'gain 1 µs - 1e-9 ms: own gear', ...withGain(2, exactTolerance(2) + 1e-9, 1, 2) },
+    { name: 'own 4 s, gain 2 µs (over 1 µs, under 1e-6 x 4 s = 4 µs): own gear', ...withGain(4000, 4000 - 0.002, 1, 4000) },
+    { name: 'own 4 s, gain exactly 4 µs: own gear', ...withGain(4000, exactTolerance(4000), 1, 4000) },
+    { name: 'own 4 s, gain 5 µs: padded', ...withGain(4000, 4000 - 0.005, 4, 4000 - 0.005) },
+    { name: 'gear 4 ends in time but within the tolerance, gear 16 faster beyond it: padded to 16', ms: [2, 2 - 0.0005, 1.5], dueInMs: 2 - 0.0005, ownMisses: true, gear: 16, reach: 1.5 },
+    { name: 'gear 4 within the tolerance, gear 16 faster beyond it but too slow: own gear', ms: [2, 2 - 0.0005, 1.9985], dueInMs: 1.998, ownMisses: true, gear: 1, reach: 1.9985 },
+  ];
+
+  const table = (ms: readonly number[], padUp = true) => {
+    const estimator = new DeviceTimeEstimator(0.2, 1, 0.1);
+    const clock = new ManualClock(-10);
+    [1, 4, 16].forEach((gear, i) => estimator.record(gear, ms[i] as number, clock.advance(1)));
+    [1, 4, 16].forEach((gear, i) => expect(estimator.estimateMs(gear)).toBe(ms[i]));
+    return { table: new GearTable([1, 4, 16], padUp, estimator), estimator };
+  };
+
+  it.each(cases)('$name', (c) => {
+    const { table: t, estimator } = table(c.ms);
+    const deadline = startAt + c.dueInMs;
+    expect(startAt + c.ms[0] > deadline).toBe(c.ownMisses);
+    expect(t.runGear(1, startAt, deadline)).toBe(c.gear);
+    expect(t.reachMs(1)).toBe(c.reach);
+    // reach agrees with runGear: in reach exactly when the gear it runs in ends in time.
+    expect(startAt + t.reachMs(1) <= deadline).toBe(startAt + estimator.estimateMs(c.gear) <= deadline);
+  });
+
+  it('without configured gears nothing is padded and reach is the own estimate', () => {
+    const { table: t } = table([0.6, 0.5, 0.5], false);
+    expect(t.runGear(1, startAt, startAt + 0.5)).toBe(1);
+    expect(t.reachMs(1)).toBe(0.6);
+  });
+
+  it('refresh re-judges the gain as gear 1 learns it is as fast as gear 4', () => {
+    const { table: t, estimator } = table([0.6, 0.5, 0.7]);
+    const clock = new ManualClock(0);
+    const picks: number[] = [];
+    // EWMA (alpha 0.2) of 0.5 ms samples from 0.6: the gain is 0.1 × 0.8^n ms after n samples,
+    // over 1 µs up to n = 20 (1.15 µs), under it from n = 21 (0.92 µs).
+    for (let n = 1; n <= 22; n++) {
+      estimator.record(1, 0.5, clock.advance(1));
+      t.refresh();
+      picks.push(t.runGear(1, startAt, startAt + 0.5));
+      expect(t.reachMs(1)).toBe(n <= 20 ? 0.5 : estimator.estimateMs(1));
+    }
+    expect(picks).toEqual([...Array<number>(20).fill(4), 1, 1]);
+  });
+});
+
+describe('BatchScheduler: a rounding-only gain does not pad a batch up', () => {
+  const options: SchedulerOptionsInput = { priorityLevels: 1, maxQueueDelayMs: [0], agingMs: null, gears: [1, 4, 16], maxBatchSize: 16, deadlineMarginMs: 0 };
+  const learn = (s: BatchScheduler<string>, gear1Ms: number) =>
+    [[1, gear1Ms], [4, 0.5], [16, 0.5]].forEach(([gear, ms], i) => s.recordCompletion(gear as number, ms as number, i / 4));
+
+  it.each([
+    // The CI case: padding to gear 4 would end in time, the own gear misses by 1.8e-15 ms. Neither
+    // is known to be faster, so the own gear judges and the request is out of reach.
+    { name: 'gear 1 0.5000000000000018 ms, due in 0.5 ms: expired, not padded to gear 4', gear1Ms: 0.5000000000000018, dueInMs: 0.5, expired: ['r'], gear: undefined },
+    { name: 'gear 1 0.5000000000000018 ms, due in 0.6 ms: runs in gear 1', gear1Ms: 0.5000000000000018, dueInMs: 0.6, expired: [], gear: 1 },
+    { name: 'gear 1 0.6 ms, due in 0.5 ms: runs padded in gear 4', gear1Ms: 0.6, dueInMs: 0.5, expired: [], gear: 4 },
+  ])('$name', ({ gear1Ms, dueInMs, expired, gear }) => {
+    const s = new BatchScheduler<string>(options);
+    learn(s, gear1Ms);
+    const clock = new ManualClock(1);
+    s.enqueue(req({ id: 'r', at: clock.nowMs, deadlineAt: clock.nowMs + dueInMs }));
+    const d = s.decide(clock.nowMs);
+    expect(ids(d.expired)).toEqual(expired);
+    if (gear === undefined) {
+      expect(d.kind).not.toBe('dispatch');
+      return;
+    }
+    if (d.kind !== 'dispatch') throw new Error(d.kind);
+    expect(d.batch.gear).toBe(gear);
+    expect(d.batch.probe).toBe(false);
   });
 });

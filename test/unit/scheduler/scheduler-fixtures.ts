@@ -1,3 +1,4 @@
+import { padUpToleranceMs } from '../../../src/scheduler/gear-table.ts';
 import type { BatchScheduler, SchedulerRequest } from '../../../src/scheduler/index.ts';
 
 export interface ReqSpec {
@@ -43,10 +44,12 @@ export const ids = (xs: readonly { id: string }[]): string[] => xs.map((x) => x.
 
 /**
  * The oracle for "can a batch holding `items` end in time": the least estimate over the request's
- * own gear and, with configured gears, every larger one (a batch may be padded up).
+ * own gear and, with configured gears, every larger one estimated faster than the own gear beyond
+ * padUpToleranceMs (a batch may be padded up to such a gear).
  */
 export function reachMs<P>(s: BatchScheduler<P>, items: number): number {
   const own = s.gearFor(items) as number;
-  const gears = s.options.gearsConfigured ? s.options.gears.filter((g) => g >= own) : [own];
-  return Math.min(...gears.map((g) => s.estimateDeviceMs(g)));
+  const ownMs = s.estimateDeviceMs(own);
+  const larger = s.options.gearsConfigured ? s.options.gears.filter((g) => g > own).map((g) => s.estimateDeviceMs(g)) : [];
+  return Math.min(ownMs, ...larger.filter((ms) => ms < ownMs - padUpToleranceMs(ownMs)));
 }

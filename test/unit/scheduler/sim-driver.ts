@@ -15,6 +15,8 @@ export interface DispatchRecord {
   index: number;
   nowMs: number;
   batch: Batch<number>;
+  /** Every gear's estimate when the batch was decided (they move at each completion). */
+  estimatesMs: Map<number, number>;
 }
 
 export interface SimOutcome {
@@ -79,7 +81,7 @@ export function simulate(options: SchedulerOptionsInput, stream: readonly Arriva
       for (const e of d.expired) end(e.id, 'expired');
       seq++;
       if (d.kind === 'dispatch') {
-        out.batches.push({ index: seq, nowMs: now, batch: d.batch });
+        out.batches.push({ index: seq, nowMs: now, batch: d.batch, estimatesMs: new Map(s.options.gears.map((g) => [g, s.estimateDeviceMs(g)])) });
         for (const m of d.batch.members) {
           end(m.id, 'batch');
           out.dispatchedAt.set(m.id, now);
