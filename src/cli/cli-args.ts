@@ -12,8 +12,11 @@ export const COMMAND_USAGE = {
     One device worker (what a Kubernetes pod runs). Serves /metrics /healthz /readyz.`,
   models: `npu-fleet models validate DIR [--load [--device N]]
     Checks a model repository (config.yaml schema, version directories, artifacts). --load also
-    loads every served version on device N (default 0) as a worker would and checks its tensors
-    against config.yaml.`,
+    loads every version on device N (default 0) as a worker would and checks its tensors against
+    config.yaml: the served ones, and the ones the versionPolicy does not serve now (marked "not
+    served under versionPolicy ...", counted apart), since a rollback or a policy change would
+    serve them. Any failure exits 1; move a version you will not serve out of DIR (or hide it with
+    a leading '.').`,
   publish: `npu-fleet publish --model NAME [--count N] [--priority P] [--deadline-ms MS] [--await]
                   [--file REQUEST.json] [--timeout-ms MS] [--reply-to NAME] [--config FILE]
     Publishes requests (synthetic ones fitting the model, or a JSON request file) and

@@ -1,4 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
+import type { ModelConfig } from '../contracts/model-config.ts';
 import { backendInfo, openDevice } from '../device/index.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { loadChecked } from '../runtime/model-lanes.ts';
@@ -36,36 +37,55 @@ export function loadedBackendArtifact(): ArtifactKind {
   return artifactFor(backendInfo().kind);
 }
 
+/** Why a version on disk is not served now, e.g. "versionPolicy latest 1" or "versionPolicy specific [2, 3]". */
+function policyText(policy: ModelConfig['versionPolicy']): string {
+  return policy.kind === 'latest' ? `versionPolicy latest ${policy.count}` : `versionPolicy specific [${policy.versions.join(', ')}]`;
+}
+
 /**
- * `npu-fleet models validate DIR --load`: loads every served version on one device exactly as a
- * worker would (gears, buffer sizes) and checks its tensors against config.yaml, so a corrupt or
- * mismatched artifact is caught before a fleet picks it up. Exit 0 when all load, else 1.
+ * `npu-fleet models validate DIR --load`: loads every version on one device exactly as a worker
+ * would (gears, buffer sizes) and checks its tensors against config.yaml, so a corrupt or
+ * mismatched artifact is caught before a fleet picks it up. That includes the version directories
+ * the versionPolicy does not serve today: one kept for rollback becomes served when the newest is
+ * removed (or the policy changes), and if it then fails to load, running workers keep the removed
+ * version (the rollback silently does not happen) and a worker starting up fails. They are
+ * labelled and counted apart; a failure of either kind exits 1.
  */
 export async function loadCheckModelsCommand(dir: string, deviceId: number, out: Out = stdout): Promise<number> {
   const { kind } = backendInfo();
   const artifact = artifactFor(kind);
   const snapshot = scanRepository(dir, { artifact });
   const device = await openDevice(deviceId);
-  let loaded = 0;
-  let failed = 0;
+  const served = { loaded: 0, failed: 0 };
+  const unserved = { loaded: 0, failed: 0 };
   try {
     for (const m of snapshot.models.values()) {
-      for (const v of m.served) {
+      const servedNow = new Set(m.served.map((v) => v.version));
+      for (const v of m.versions) {
+        const isServed = servedNow.has(v.version);
+        const count = isServed ? served : unserved;
+        const label = isServed ? `${m.name}@${v.version}` : `${m.name}@${v.version} (not served under ${policyText(m.config.versionPolicy)})`;
         const startedAt = Date.now();
         try {
           const model = await loadChecked(device, v.artifactPath, m.config, `${m.name} version ${v.version}`);
           await model.unload();
-          loaded++;
-          out(`ok   ${m.name}@${v.version}: loads on ${kind} device ${deviceId} in ${Date.now() - startedAt} ms; its tensors match config.yaml`);
+          count.loaded++;
+          out(`ok   ${label}: loads on ${kind} device ${deviceId} in ${Date.now() - startedAt} ms; its tensors match config.yaml`);
         } catch (err) {
-          failed++;
-          out(`FAIL ${m.name}@${v.version}: ${(err as Error).message}`);
+          count.failed++;
+          const rollback = isServed ? '' : "; serving it (a rollback, a versionPolicy change) would fail: fix it, or move its directory out or hide it with a leading '.'";
+          out(`FAIL ${label}: ${(err as Error).message}${rollback}`);
         }
       }
     }
   } finally {
     await device.close();
   }
-  out(`${loaded} version(s) loaded, ${failed} failed (artifact: model.${artifact}, ${kind} device ${deviceId})`);
-  return failed === 0 && loaded > 0 ? 0 : 1;
+  const unservedCount = unserved.loaded + unserved.failed;
+  const counts =
+    unservedCount === 0
+      ? `${served.loaded} version(s) loaded, ${served.failed} failed`
+      : `${served.loaded} served version(s) loaded, ${served.failed} failed; ${unservedCount} not served now: ${unserved.loaded} loaded, ${unserved.failed} failed`;
+  out(`${counts} (artifact: model.${artifact}, ${kind} device ${deviceId})`);
+  return served.failed === 0 && unserved.failed === 0 && served.loaded > 0 ? 0 : 1;
 }

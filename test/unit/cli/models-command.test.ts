@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadCheckModelsCommand, validateModelsCommand } from '../../../src/cli/models-command.ts';
@@ -40,6 +40,62 @@ describe('npu-fleet models validate', () => {
     expect(await loadCheckModelsCommand(dir, 0, (l) => lines.push(l))).toBe(1);
     expect(lines[0]).toMatch(/^FAIL mlp-classifier@1: .*config\.yaml lists \[input\] but the model has \[image\]/);
     expect(lines.at(-1)).toMatch(/^0 version\(s\) loaded, 1 failed/);
+  });
+
+  // Version 2 is served (versionPolicy latest 1); version 1 stays on disk for a rollback: removing
+  // 2 makes it served, so --load checks it too, labelled, and a broken one fails the check.
+  const rollbackRepo = (v1: 'good' | 'mismatched' | 'truncated'): string => {
+    const dir = tempDir('npu-fleet-validate-rollback-');
+    const model = join(dir, 'mlp-classifier');
+    cpSync('examples/models/mlp-classifier', model, { recursive: true });
+    cpSync(join(model, '1'), join(model, '2'), { recursive: true });
+    if (v1 === 'mismatched') cpSync('examples/models/small-cnn/1/model.onnx', join(model, '1', 'model.onnx'));
+    if (v1 === 'truncated') {
+      const bytes = readFileSync(join(model, '1', 'model.onnx'));
+      writeFileSync(join(model, '1', 'model.onnx'), bytes.subarray(0, bytes.length >> 1));
+    }
+    return dir;
+  };
+  const okLine = (label: string) => new RegExp(`^ok {3}${label.replace(/[()[\]]/g, '\\$&')}: loads on sim device 0 in \\d+ ms; its tensors match config\\.yaml$`);
+
+  it.each([
+    { v1: 'mismatched' as const, why: /config\.yaml does not match .*config\.yaml lists \[input\] but the model has \[image\]/ },
+    { v1: 'truncated' as const, why: /aclmdlLoadFromFile failed: .*ACL_ERROR_DESERIALIZE_MODEL/ },
+  ])('--load fails a $v1 version not served now (kept for rollback), naming it, while the served one loads', async ({ v1, why }) => {
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    const dir = rollbackRepo(v1);
+    const lines: string[] = [];
+    expect(validateModelsCommand(dir, () => {}, 'onnx')).toBe(0); // the static check cannot see it
+    expect(await loadCheckModelsCommand(dir, 0, (l) => lines.push(l))).toBe(1);
+    expect(lines).toHaveLength(3);
+    const fail = lines[0] as string;
+    expect(fail.startsWith('FAIL mlp-classifier@1 (not served under versionPolicy latest 1): ')).toBe(true);
+    expect(fail).toMatch(why);
+    expect(fail).toMatch(/serving it \(a rollback, a versionPolicy change\) would fail/);
+    expect(lines[1]).toMatch(okLine('mlp-classifier@2'));
+    expect(lines[2]).toBe('1 served version(s) loaded, 0 failed; 1 not served now: 0 loaded, 1 failed (artifact: model.onnx, sim device 0)');
+  });
+
+  it('--load passes when the served and the unserved version both load, listing both', async () => {
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    const dir = rollbackRepo('good');
+    const lines: string[] = [];
+    expect(await loadCheckModelsCommand(dir, 0, (l) => lines.push(l))).toBe(0);
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatch(okLine('mlp-classifier@1 (not served under versionPolicy latest 1)'));
+    expect(lines[1]).toMatch(okLine('mlp-classifier@2'));
+    expect(lines[2]).toBe('1 served version(s) loaded, 0 failed; 1 not served now: 1 loaded, 0 failed (artifact: model.onnx, sim device 0)');
+  });
+
+  it('--load names a specific versionPolicy, and the CLI exits 1 for a broken version it does not serve', async () => {
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    const dir = rollbackRepo('mismatched');
+    const config = join(dir, 'mlp-classifier', 'config.yaml');
+    writeFileSync(config, readFileSync(config, 'utf8').replace('versionPolicy: { kind: latest }', 'versionPolicy: { kind: specific, versions: [2] }'));
+    const lines: string[] = [];
+    expect(await loadCheckModelsCommand(dir, 0, (l) => lines.push(l))).toBe(1);
+    expect(lines[0]).toMatch(/^FAIL mlp-classifier@1 \(not served under versionPolicy specific \[2\]\): /);
+    expect(await main(['models', 'validate', dir, '--load'])).toBe(1);
   });
 
   it('fails an empty model file without loading it (a copy that died, a placeholder)', () => {
