@@ -294,8 +294,8 @@ export class DeviceWorker {
    * SIGTERM path: stop intake → finish queued and in-flight batches → publish → ack → close.
    * Whatever is still queued when the drain timeout hits is released back to the broker.
    */
-  async drain(timeoutMs = this.o.config.worker.drainTimeoutMs): Promise<{ released: number }> {
-    if (this.state === 'stopped') return { released: 0 };
+  async drain(timeoutMs = this.o.config.worker.drainTimeoutMs): Promise<{ released: number; timedOut: boolean }> {
+    if (this.state === 'stopped') return { released: 0, timedOut: false };
     this.state = 'draining';
     let timedOut = false;
     // One deadline for the whole drain: a broker that does not answer stopIntake must not hold the
@@ -319,10 +319,10 @@ export class DeviceWorker {
     // A hang during the drain took over: the state stays 'hung' (the caller must not unload what
     // the hung batch uses) and the journal stays as hang() left it (emptied once the broker holds
     // the counts: rewriting it would count the hang twice).
-    if (this.status === 'hung') return { released };
+    if (this.status === 'hung') return { released, timedOut };
     this.state = 'stopped';
     this.crash.record();
-    return { released };
+    return { released, timedOut };
   }
 
   /**

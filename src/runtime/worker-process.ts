@@ -14,6 +14,8 @@ import { openPredecessorNote, predecessorNotePath } from './predecessor-note.ts'
 export const EXIT_OK = 0;
 export const EXIT_HANG = 75;
 export const EXIT_FATAL = 70;
+/** Stopped, but the drain did not finish within worker.drainTimeoutMs: work was handed back to the broker. */
+export const EXIT_DRAIN_TIMEOUT = 71;
 
 export interface WorkerDeps {
   openDevice(deviceId: number): Promise<DeviceLike>;
@@ -202,13 +204,23 @@ async function startedWorker(
         log.warn('stopped after a device hang; the device is left to process exit');
         return EXIT_HANG;
       };
+      let timedOut = false;
       try {
         const hung = (): boolean => worker.status === 'hung';
         if (hung()) return await afterHang();
-        const { released } = await worker.drain();
-        log.info({ released }, 'drained');
+        const drained = await worker.drain();
+        timedOut = drained.timedOut;
+        log.info({ released: drained.released, timedOut }, 'drained');
         // The device hung while draining (the drain timed out behind the hung batch).
         if (hung()) return await afterHang();
+        if (timedOut && worker.inflightBatches > 0) {
+          // Unloading a model or closing the device would wait for the batches still on it, up to
+          // the hang limit: past the drain timeout the stop is over. The broker session ends so their
+          // requests are redelivered at once; the device is left to process exit (its grace period).
+          await Promise.race([transport.close().catch((err: unknown) => log.warn({ err }, 'transport close after the drain timeout failed')), sleep(ABANDON_CLOSE_MS)]);
+          log.warn({ inflightBatches: worker.inflightBatches, drainTimeoutMs: config.worker.drainTimeoutMs }, 'drain timed out with batches on the device; their requests go back to the broker, the device is left to process exit');
+          return EXIT_DRAIN_TIMEOUT;
+        }
         await worker.close();
         log.info('transport closed');
         await device.close();
@@ -220,7 +232,7 @@ async function startedWorker(
         journal?.close();
         await server.close();
       }
-      return transportFailed ? EXIT_FATAL : EXIT_OK;
+      return transportFailed ? EXIT_FATAL : timedOut ? EXIT_DRAIN_TIMEOUT : EXIT_OK;
     })());
   const abandon = async (timeoutMs = ABANDON_CLOSE_MS): Promise<void> => {
     clearInterval(poll);
