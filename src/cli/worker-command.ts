@@ -34,7 +34,8 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   process.on('SIGINT', duringStartUp);
   // Set once the worker is ready: starts its drain (at most once).
   const ready: { drain?: (why: NodeJS.Signals | 'supervisor gone') => void } = {};
-  if (process.env.NPU_FLEET_SUPERVISED === '1') {
+  const supervised = process.env.NPU_FLEET_SUPERVISED === '1';
+  if (supervised) {
     // Under `npu-fleet start`: if the supervisor dies (even by SIGKILL), drain and exit instead of
     // living on as an orphan that nobody will stop. Watched from the start: a supervisor gone while
     // we load models or wait for the broker would otherwise be missed (ppid read after start-up is
@@ -44,8 +45,7 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
       if (process.ppid !== parent) {
         clearInterval(watch);
         log.warn({ parent }, 'supervisor is gone; draining and exiting');
-        // Not a SIGTERM to ourselves: one arriving while a drain runs would kill it (the first
-        // signal's handler is gone by then, so a second Ctrl-C still forces an exit).
+        // The drain itself, not a SIGTERM to ourselves: it starts at most once, whatever comes first.
         if (ready.drain !== undefined) ready.drain('supervisor gone');
         else duringStartUp('SIGTERM');
       }
@@ -82,9 +82,17 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   log.info({ metricsPort: running.metricsPort }, 'worker ready');
   let draining = false;
   const onSignal = (signal: NodeJS.Signals | 'supervisor gone'): void => {
-    process.off('SIGTERM', onSignal);
-    process.off('SIGINT', onSignal);
-    if (draining) return;
+    if (draining) {
+      // Under `npu-fleet start` a second signal is the same stop: Ctrl-C and systemd signal every
+      // process of the group, then the supervisor forwards its own SIGTERM. Its SIGKILL bounds us.
+      log.info({ signal }, 'already draining');
+      return;
+    }
+    // On its own, a second Ctrl-C forces the exit (the signal's default action).
+    if (!supervised) {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+    }
     draining = true;
     log.info({ signal }, 'draining');
     void running.stop().then(finish);

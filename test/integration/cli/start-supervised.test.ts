@@ -90,6 +90,39 @@ describe('npu-fleet start (one worker process per device)', () => {
     }
   }, 90_000);
 
+  // Ctrl-C in a terminal signals the whole foreground process group, and systemd's default
+  // KillMode=control-group signals every process of the unit: each worker gets the signal itself
+  // and then the supervisor's forwarded SIGTERM a moment later.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    it(`${signal} to the whole process group drains the workers (the forwarded SIGTERM used to kill them mid-drain) and exits 0`, async () => {
+      const fleet = spawnFleet(1, { NPU_FLEET_SIM_PROFILE: 'base=3000ms' });
+      const producer = new BullmqProducer(bullmqSettings({ prefix: fleet.prefix }));
+      const replyTo = uniqueName('group-signal-replies');
+      const results = new Map<string, string>();
+      try {
+        expect(await until(() => fleet.lines('worker ready').length === 1, 30_000), fleet.output()).toBe(true);
+        await producer.subscribeReplies(replyTo, (r) => results.set(r.id, r.status));
+        const input = { name: 'input', dtype: 'float32' as const, shape: [1, 64], data: new Uint8Array(64 * 4) };
+        await producer.publish(Array.from({ length: 4 }, (_, i) => makeRequest('mlp-classifier', `g${i}`, 0, { replyTo, inputs: [input] })));
+        await new Promise((r) => setTimeout(r, 1000)); // the batch is on the device
+        expect(results.size, 'answered before the signal: the batch was not slow').toBe(0);
+        process.kill(-(fleet.child.pid as number), signal);
+        const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 30_000))]);
+        expect(result, fleet.output()).toEqual({ code: 0, signal: null });
+        expect(fleet.lines('drained'), fleet.output()).toHaveLength(1);
+        expect(await until(() => results.size === 4, 10_000), fleet.output()).toBe(true);
+        expect([...results.values()]).toEqual(['ok', 'ok', 'ok', 'ok']);
+      } finally {
+        try {
+          process.kill(-(fleet.child.pid as number), 'SIGKILL');
+        } catch {
+          // already gone
+        }
+        await producer.close();
+      }
+    }, 90_000);
+  }
+
   it('a worker draining when its supervisor dies finishes the drain (it used to SIGTERM itself, which killed the drain)', async () => {
     // Batches of 3 s: the drain is still running when the worker notices its supervisor is gone.
     const fleet = spawnFleet(1, { NPU_FLEET_SIM_PROFILE: 'base=3000ms' });
