@@ -45,5 +45,11 @@ export async function startCommand(config: FleetConfig, configFile: string | und
   supervisor.start();
   const signal = await untilSignal();
   log.info({ signal }, 'draining all workers');
+  // A second signal forces the stop. Left to its default action it would end this process alone,
+  // its workers draining on as orphans that a restarted supervisor would start beside.
+  void untilSignal().then((again) => {
+    log.warn({ signal: again }, 'second signal: killing the workers without waiting for their drain');
+    supervisor.kill();
+  });
   return await supervisor.stop();
 }

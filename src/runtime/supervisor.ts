@@ -117,9 +117,21 @@ export class Supervisor {
         clearTimeout(killTimer);
         // A worker handles SIGTERM from its first line of the CLI on; dying of our one SIGTERM means
         // it was still loading node and the CLI, with nothing to drain: as clean as a drain.
-        if (code !== 0 && signal !== 'SIGTERM') exitCode = 1;
+        if (code !== 0 && signal !== 'SIGTERM') {
+          exitCode = 1;
+          this.o.log.warn({ device: slot.deviceId, code, signal }, 'worker did not stop cleanly');
+        }
       }),
     );
     return exitCode;
+  }
+
+  /** A forced stop (a second signal): SIGKILL every worker; a pending stop() then resolves with 1. */
+  kill(): void {
+    this.stopping = true;
+    for (const slot of this.slots) {
+      if (slot.timer) clearTimeout(slot.timer);
+      slot.child?.kill('SIGKILL');
+    }
   }
 }

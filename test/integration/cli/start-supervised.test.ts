@@ -123,6 +123,31 @@ describe('npu-fleet start (one worker process per device)', () => {
     }, 90_000);
   }
 
+  it('a second SIGTERM during the drain forces the stop: the workers are killed and the supervisor exits 1, leaving no worker behind', async () => {
+    // Batches of 20 s: the drain would take that long.
+    const fleet = spawnFleet(1, { NPU_FLEET_SIM_PROFILE: 'base=20000ms' });
+    const producer = new BullmqProducer(bullmqSettings({ prefix: fleet.prefix }));
+    let workerPid: number | undefined;
+    try {
+      expect(await until(() => fleet.lines('worker ready').length === 1, 30_000), fleet.output()).toBe(true);
+      workerPid = fleet.lines('worker started')[0]?.workerPid as number;
+      const input = { name: 'input', dtype: 'float32' as const, shape: [1, 64], data: new Uint8Array(64 * 4) };
+      await producer.publish([makeRequest('mlp-classifier', 'forced', 0, { replyTo: uniqueName('forced-replies'), inputs: [input] })]);
+      await new Promise((r) => setTimeout(r, 1000)); // the batch is on the device
+      fleet.child.kill('SIGTERM');
+      expect(await until(() => fleet.lines('draining').length > 0, 5_000), fleet.output()).toBe(true);
+      fleet.child.kill('SIGTERM');
+      const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 5_000))]);
+      // It used to die of the second signal at once, its worker draining on as an orphan.
+      expect(result, fleet.output()).toEqual({ code: 1, signal: null });
+      expect(alive(workerPid), 'the worker outlived its supervisor').toBe(false);
+      expect(fleet.output()).toContain('second signal');
+    } finally {
+      if (workerPid !== undefined && alive(workerPid)) process.kill(workerPid, 'SIGKILL');
+      await producer.close();
+    }
+  }, 90_000);
+
   it('a worker draining when its supervisor dies finishes the drain (it used to SIGTERM itself, which killed the drain)', async () => {
     // Batches of 3 s: the drain is still running when the worker notices its supervisor is gone.
     const fleet = spawnFleet(1, { NPU_FLEET_SIM_PROFILE: 'base=3000ms' });

@@ -47,6 +47,20 @@ describe('Supervisor', () => {
     expect(await sup.stop()).toBe(0);
   });
 
+  it('kill() during a stop (a second signal) SIGKILLs a worker still draining: stop() resolves 1 at once, not after the drain timeout', async () => {
+    const draining = ['-e', "process.on('SIGTERM', () => undefined); setInterval(() => undefined, 1000);"];
+    const { sup, exits } = supervisor({ workerArgs: () => draining, drainTimeoutMs: 30_000 });
+    sup.start();
+    await new Promise((r) => setTimeout(r, 500));
+    const stopping = sup.stop();
+    await new Promise((r) => setTimeout(r, 200));
+    const killedAt = Date.now();
+    sup.kill();
+    expect(await stopping).toBe(1);
+    expect(Date.now() - killedAt).toBeLessThan(2_000);
+    expect(exits).toEqual([{ device: 0, code: null }]);
+  });
+
   it('SIGTERM reaching a worker before it installed its handlers (node still loading) is a clean stop: exit 0, not 1', async () => {
     // The stand-in installs its handler after 1 s, as a real worker does once tsx and the CLI loaded.
     const lateHandler = ['-e', "setTimeout(() => process.on('SIGTERM', () => process.exit(0)), 1000); setInterval(() => undefined, 1000);"];
