@@ -5,9 +5,9 @@ import { EXIT_HANG, runWorker } from '../runtime/worker-process.ts';
 import { workerDeps } from './worker-deps.ts';
 
 /**
- * `npu-fleet worker --device N`: runs until SIGTERM/SIGINT (drain, exit 0) or a device hang (the
- * process kills itself at once: the hung batch's native thread cannot be joined; the supervisor
- * restarts us and the broker redelivers what we never acked).
+ * `npu-fleet worker --device N`: runs until SIGTERM/SIGINT (drain, exit 0; 71 if the drain timed
+ * out) or a device hang (exit 75 without waiting for the hung batch; the supervisor restarts us and
+ * the broker redelivers what we never acked).
  */
 export async function workerCommand(config: FleetConfig, deviceId: number): Promise<number> {
   // runWorker binds component and device itself: it gets the root, this file's own lines the child
@@ -61,12 +61,10 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
     restarts,
     onHang: () => {
       log.fatal('exiting for restart after device hang');
-      // process.exit would run the addon's teardown, which waits for the hung device thread; a
-      // hard kill is the only exit that cannot hang. The supervisor restarts us either way.
-      void (late.abandon?.() ?? Promise.resolve()).finally(() => {
-        process.exitCode = EXIT_HANG;
-        process.kill(process.pid, 'SIGKILL');
-      });
+      // The exit code tells a hang from an OOM kill or a crash. process.exit cannot hang on the
+      // device: the addon's teardown waits for it only NPU_FLEET_EXIT_GRACE_MS, then _exits with
+      // this code (a SIGKILL of ourselves hid it). The supervisor restarts us either way.
+      void (late.abandon?.() ?? Promise.resolve()).finally(() => process.exit(EXIT_HANG));
     },
     onTransportFailure: () => {
       // Drain what is held (its results still publish), then exit non-zero: the supervisor

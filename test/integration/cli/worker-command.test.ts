@@ -5,6 +5,10 @@ import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
+import { EXIT_HANG } from '../../../src/runtime/worker-process.ts';
+import { makeRequest } from '../transport/conformance-kit.ts';
+import { bullmqSettings } from '../transport/bullmq-harness.ts';
 
 /** `npu-fleet worker --device 0` on a config file, its stdout and stderr gathered as one text. */
 function spawnWorker(configFile: string, env: Record<string, string> = {}) {
@@ -40,6 +44,29 @@ describe('npu-fleet worker', () => {
     expect(output()).toContain('stopped during start-up; nothing to drain');
     expect(output()).toContain('worker runs without --max-semi-space-size=64 (worker.maxSemiSpaceMb)');
     expect(output()).toContain('NODE_OPTIONS=--max-semi-space-size=64');
+  }, 60_000);
+
+  it('a device hang exits with EXIT_HANG (75), the code a supervisor or Kubernetes can tell from an OOM kill, not by SIGKILL', async () => {
+    const dir = tempDir('npu-fleet-worker-');
+    const configFile = join(dir, 'fleet.yaml');
+    const prefix = uniqueName('hang-exit');
+    writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0, hangLimitMs: 1_000 } }));
+    // The first execution never ends.
+    const { child, exited, output } = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=64', NPU_FLEET_SIM_FAULTS: 'hang@1' });
+    const producer = new BullmqProducer(bullmqSettings({ prefix }));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (!output().includes('worker ready') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(output()).toContain('worker ready');
+      const input = { name: 'input', dtype: 'float32' as const, shape: [1, 64], data: new Uint8Array(64 * 4) };
+      await producer.publish([makeRequest('mlp-classifier', 'hangs', 0, { replyTo: uniqueName('hang-replies'), inputs: [input] })]);
+      const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
+      if (result === 'slow') child.kill('SIGKILL');
+      expect(output()).toContain('exiting for restart after device hang');
+      expect(result, output()).toEqual({ code: EXIT_HANG, signal: null });
+    } finally {
+      await producer.close();
+    }
   }, 60_000);
 
   it('a worker the Kafka brokers refuse (session timeout below their minimum) exits non-zero at start-up, naming the setting, instead of idling as ready', async () => {
