@@ -120,6 +120,7 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       dryRun: values['dry-run'],
       ...(priority === undefined ? {} : { priority }),
       onProgress: ({ scanned, replayed }) => process.stderr.write(`dlq replay: ${scanned} read, ${replayed} ${values['dry-run'] ? 'would be ' : ''}re-sent\n`),
+      onWarning: (message) => process.stderr.write(`dlq replay: warning: ${message}\n`),
     });
     if (values.json) {
       out(JSON.stringify(report));

@@ -56,6 +56,8 @@ export interface ReplayOptions extends DeadLetterQuery {
   /** Called every `progressEvery` records read or re-sent, and once at the end. */
   readonly onProgress?: ((progress: { scanned: number; replayed: number }) => void) | undefined;
   readonly progressEvery?: number | undefined;
+  /** Kafka: something the operator should fix that does not stop the replay (the marker topic's retention). */
+  readonly onWarning?: ((message: string) => void) | undefined;
 }
 
 export interface DeadLetterListing {

@@ -62,7 +62,7 @@ export class KafkaDeadLetters implements DeadLetters {
 
   constructor(
     private readonly settings: KafkaSettings,
-    logger?: TransportLogger,
+    private readonly logger?: TransportLogger,
     /** A read that makes no progress for this long (time spent re-sending not counted) has stalled. */
     private readonly stallMs = STALL_MS,
   ) {
@@ -92,14 +92,16 @@ export class KafkaDeadLetters implements DeadLetters {
     // Opened, fencing any replay of this DLQ still running, before the markers are read (scan):
     // see ReplayProducer. A dry run fences nothing and writes nothing.
     const producer = options.dryRun === true ? undefined : new ReplayProducer(this.replayKafka, dlqTopic);
+    const warn = options.onWarning ?? ((message: string) => this.logger?.warn({ dlqTopic }, message));
     try {
       await producer?.open();
       // A send to a topic that does not exist, or over what it takes, fails the whole batch, and
       // with it the replay: such records (a priority the model no longer has, a deleted topic, a
       // limit lowered since) are skipped instead.
       const topics = await this.requestTopics(options.model);
-      await this.scan(options, producer !== undefined, async (batch, ledger) => {
-        const out: Array<OutgoingMessage & { ref: string }> = [];
+      const markers = producer === undefined ? false : { bootstrap: this.settings.brokers[0] ?? 'BROKER', warn };
+      await this.scan(options, markers, async (batch, ledger) => {
+        const out: Array<OutgoingMessage & { ref: string; deadAt: number }> = [];
         let stop = false;
         const nowMs = Date.now();
         for (const { letter, message } of batch) {
@@ -131,7 +133,7 @@ export class KafkaDeadLetters implements DeadLetters {
             tally.skipped.push({ ref: letter.ref, why: `it is ${bytes} bytes or more re-sent, over max.message.bytes (${maxBytes}) of ${target.source}; raise that topic's max.message.bytes and replay again` });
             continue;
           }
-          out.push({ topic: target.source, message: resend, ref: letter.ref });
+          out.push({ topic: target.source, message: resend, ref: letter.ref, deadAt: letter.deadAt });
         }
         if (producer === undefined) tally.replayed += out.length;
         else {
@@ -144,7 +146,7 @@ export class KafkaDeadLetters implements DeadLetters {
             for (let i = 0; i < bytesChunk.length; i += SEND_RECORDS) {
               const chunk = bytesChunk.slice(i, i + SEND_RECORDS);
               const replayedAt = Date.now();
-              await producer.send([...chunk.map(({ topic, message }) => ({ topic, message })), ...chunk.map((m) => ledger.marker(m.ref, m.topic, replayedAt))]);
+              await producer.send([...chunk.map(({ topic, message }) => ({ topic, message })), ...chunk.map((m) => ledger.marker(m.ref, m.topic, replayedAt, m.deadAt))]);
               tally.replayed += chunk.length;
               tally.progress();
             }
@@ -205,10 +207,10 @@ export class KafkaDeadLetters implements DeadLetters {
   /**
    * Feeds `visit` the DLQ records in fetch batches (per partition, in offset order), each with when
    * it was replayed (from the ledger, read first), until every partition reached its end as of the
-   * start or `visit` returns true. `writeMarkers`: the ledger is for a replay that writes markers
-   * (its topic is created if missing).
+   * start or `visit` returns true. `markers`: the ledger is for a replay that writes markers (its
+   * topic is created if missing, its retention brought in line; see ReplayLedger.load).
    */
-  private async scan(query: DeadLetterQuery, writeMarkers: boolean, visit: Visit): Promise<void> {
+  private async scan(query: DeadLetterQuery, markers: Parameters<typeof ReplayLedger.load>[0]['create'], visit: Visit): Promise<void> {
     const topic = renderName(this.settings.dlqTemplate, query.model);
     const admin = this.kafka.admin();
     await admin.connect().catch((err: unknown) => {
@@ -218,7 +220,7 @@ export class KafkaDeadLetters implements DeadLetters {
     try {
       const { partitions, ranges } = await topicRanges(admin, topic, query.sinceAt);
       if (ranges.size === 0) return;
-      const ledger = await ReplayLedger.load({ kafka: this.kafka, admin, dlqTopic: topic, dlqPartitions: partitions, dlqRanges: ranges, create: writeMarkers, stallMs: this.stallMs });
+      const ledger = await ReplayLedger.load({ kafka: this.kafka, admin, dlqTopic: topic, dlqPartitions: partitions, dlqRanges: ranges, create: markers, stallMs: this.stallMs });
       await readRanges({
         kafka: this.kafka,
         topic,

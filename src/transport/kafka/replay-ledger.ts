@@ -3,7 +3,16 @@ import type { Admin, Kafka, KafkaMessage } from 'kafkajs';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { kafkaError } from './kafka-client.ts';
 import type { OutgoingMessage } from './kafka-outcomes.ts';
+import { alignMarkerTopic, alterCommand, MARKER_RETENTION_MARGIN_MS, markerRetentionMs, markerTopicConfigs, readDlqRetention } from './marker-retention.ts';
 import { readRanges, topicRanges, type PartitionRanges } from './read-ranges.ts';
+
+/**
+ * Answers about a topic another replay has just created: it is listed before its partitions have
+ * taken up leadership, and kafkajs asks for their offsets only once then.
+ */
+const SETTLING = new Set(['NOT_LEADER_FOR_PARTITION', 'LEADER_NOT_AVAILABLE']);
+const SETTLE_TRIES = 10;
+const SETTLE_STEP_MS = 200;
 
 /** The marker topic of a DLQ topic: `<dlq topic>.replayed`. */
 export function markerTopicOf(dlqTopic: string): string {
@@ -26,9 +35,18 @@ function parseRef(ref: string): { topic: string; partition: number; offset: numb
  * topic `<dlq topic>.replayed` (key: the record's ref `topic/partition/offset`; value:
  * `{"replayedAt": epoch ms, "source": topic}`), in the same transaction as the re-send itself
  * (ReplayProducer): a marker is visible exactly when its re-send is. Replays read the markers
- * (committed ones only) and pass over what has one. Compaction keeps one marker per record; markers
- * of records gone from the DLQ by retention stay (about 100 bytes each) and are ignored. A
- * tombstone (null value) for a ref takes its marker back, so the next replay re-sends it.
+ * (committed ones only) and pass over what has one. A tombstone (null value) for a ref takes its
+ * marker back, so the next replay re-sends it.
+ *
+ * Compaction keeps one marker per record, and time retention derived from the DLQ's
+ * (markerRetentionMs: the DLQ's retention.ms plus its segment.ms plus a day, so a marker outlives
+ * its record) deletes markers once their records are gone: every replay reads all markers, so
+ * markers kept forever (as topics made before this had it: compacted only) make replays slower
+ * and the topic larger without bound. A replay that writes markers brings the topic's configs in
+ * line with the DLQ's retention (alignMarkerTopic), or warns naming the command when it may not.
+ * Only markers of records still in the DLQ ranges read (from the partitions' log-start offsets, or
+ * --since, to their end) are held in memory, so markers the DLQ no longer has records for cost
+ * reading, not memory.
  *
  * Markers of DLQ partition p go to marker partition p modulo the marker topic's partition count,
  * so a record's markers always share a partition (compaction works per partition).
@@ -44,14 +62,23 @@ export class ReplayLedger {
 
   /**
    * The committed markers of the DLQ records in `dlqRanges`. `create`: a replay that will write
-   * markers creates the marker topic when it is missing (with the DLQ's partition count);
-   * list and dry runs only read.
+   * markers creates the marker topic when it is missing (with the DLQ's partition count) and
+   * brings its retention in line with the DLQ's, calling `warn` with what it could not do and the
+   * command that does it (`bootstrap`: a broker to name in it); list and dry runs only read.
    */
-  static async load(o: { kafka: Kafka; admin: Admin; dlqTopic: string; dlqPartitions: number; dlqRanges: PartitionRanges; create: boolean; stallMs: number }): Promise<ReplayLedger> {
+  static async load(o: {
+    kafka: Kafka;
+    admin: Admin;
+    dlqTopic: string;
+    dlqPartitions: number;
+    dlqRanges: PartitionRanges;
+    create: false | { readonly bootstrap: string; readonly warn: (message: string) => void };
+    stallMs: number;
+  }): Promise<ReplayLedger> {
     const topic = markerTopicOf(o.dlqTopic);
-    const found = await topicRanges(o.admin, topic);
+    const found = await markerRanges(o.admin, topic);
     const ranges = found.ranges;
-    const partitions = found.partitions === 0 && o.create ? await createMarkerTopic(o.admin, topic, Math.max(1, o.dlqPartitions)) : found.partitions;
+    const partitions = o.create === false ? found.partitions : await ensureMarkerTopic(o.admin, topic, o.dlqTopic, Math.max(1, o.dlqPartitions), found.partitions, o.create);
     const replayed = new Map<string, number>();
     if (ranges.size === 0 || o.dlqRanges.size === 0) return new ReplayLedger(topic, partitions, replayed);
     const groupId = `npu-fleet-dlq-${randomUUID()}`;
@@ -79,13 +106,18 @@ export class ReplayLedger {
     return this.replayed.get(ref);
   }
 
-  /** The marker saying the DLQ record `ref` was re-sent to `source` at `replayedAt`. */
-  marker(ref: string, source: string, replayedAt: number): OutgoingMessage {
+  /**
+   * The marker saying the DLQ record `ref` (timestamped `recordAt`) was re-sent to `source` at
+   * `replayedAt`. Its record timestamp, which its retention counts from, is never before the
+   * record's, also when this host's clock is behind the workers': so it outlives the record.
+   */
+  marker(ref: string, source: string, replayedAt: number, recordAt?: number): OutgoingMessage {
     const at = parseRef(ref);
     if (this.partitions === 0 || at === undefined) throw new FleetError('INTERNAL', `no replay marker for ${ref} in ${this.topic} (${this.partitions} partitions)`);
+    const timestamp = recordAt !== undefined && Number.isFinite(recordAt) ? Math.max(replayedAt, recordAt) : replayedAt;
     return {
       topic: this.topic,
-      message: { key: ref, value: JSON.stringify({ replayedAt, source }), partition: at.partition % this.partitions, timestamp: String(replayedAt) },
+      message: { key: ref, value: JSON.stringify({ replayedAt, source }), partition: at.partition % this.partitions, timestamp: String(timestamp) },
     };
   }
 }
@@ -110,11 +142,47 @@ function markerInto(replayed: Map<string, number>, m: KafkaMessage, dlqTopic: st
   replayed.set(ref, replayedAt);
 }
 
-/** Creates the compacted marker topic; a concurrent replay creating it first is fine. Its partition count. */
-async function createMarkerTopic(admin: Admin, topic: string, partitions: number): Promise<number> {
+/** topicRanges of the marker topic, asked again while its leadership settles (about 10 s at most). */
+async function markerRanges(admin: Admin, topic: string): ReturnType<typeof topicRanges> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await topicRanges(admin, topic);
+    } catch (err) {
+      if (attempt >= SETTLE_TRIES || !(err instanceof FleetError) || !SETTLING.has(String(err.details['kafkaError']))) throw err;
+      await new Promise((resolve) => setTimeout(resolve, SETTLE_STEP_MS * attempt));
+    }
+  }
+}
+
+/**
+ * The marker topic's partition count once it exists with configs that follow the DLQ's retention
+ * (created so when missing, else altered; `existing`: its partition count, 0 when missing).
+ */
+async function ensureMarkerTopic(admin: Admin, topic: string, dlqTopic: string, dlqPartitions: number, existing: number, o: { readonly bootstrap: string; readonly warn: (message: string) => void }): Promise<number> {
+  const dlq = await readDlqRetention(admin, dlqTopic);
+  if ('why' in dlq) {
+    // Without the DLQ's retention any bound could be too short: markers are kept forever, as before.
+    const partitions = existing > 0 ? existing : await createMarkerTopic(admin, topic, dlqPartitions, { 'cleanup.policy': 'compact' });
+    const what = existing > 0 ? 'its retention was not checked' : 'it was created compacted only, keeping every marker';
+    o.warn(`could not read the retention of the DLQ topic ${dlqTopic} (${dlq.why}), which the replay marker topic ${topic} follows, so ${what}; grant this client DESCRIBE_CONFIGS on ${dlqTopic} and replay again, or run: ${alterCommand(o.bootstrap, topic, { ...markerTopicConfigs(-1), 'retention.ms': 'N' })} with N the DLQ's retention.ms + segment.ms + ${MARKER_RETENTION_MARGIN_MS} (-1 if it keeps records forever)`);
+    return partitions;
+  }
+  const wanted = markerTopicConfigs(markerRetentionMs(dlq));
+  if (existing === 0) {
+    // Made just now, by this replay or (the topic existed) by one racing it: with `wanted` either
+    // way, and its configs may not be readable on every broker yet.
+    return createMarkerTopic(admin, topic, dlqPartitions, wanted);
+  }
+  const warning = await alignMarkerTopic({ admin, topic, dlqTopic, wanted, bootstrap: o.bootstrap });
+  if (warning !== undefined) o.warn(warning);
+  return existing;
+}
+
+/** Creates the marker topic with `configs`; a concurrent replay creating it first is fine. Its partition count. */
+async function createMarkerTopic(admin: Admin, topic: string, partitions: number, configs: Readonly<Record<string, string>>): Promise<number> {
   try {
     await admin.createTopics({
-      topics: [{ topic, numPartitions: partitions, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }],
+      topics: [{ topic, numPartitions: partitions, configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })) }],
       waitForLeaders: true,
     });
     return partitions;
@@ -122,7 +190,8 @@ async function createMarkerTopic(admin: Admin, topic: string, partitions: number
     const nested = (err as { errors?: Array<{ type?: string }> }).errors;
     const exists = (err as { type?: string }).type === 'TOPIC_ALREADY_EXISTS' || (Array.isArray(nested) && nested.every((e) => e.type === 'TOPIC_ALREADY_EXISTS'));
     // The other creator used the same count (this code); metadata may lag just after.
-    if (exists) return (await topicRanges(admin, topic)).partitions || partitions;
-    throw kafkaError(err, `creating the replay marker topic ${topic} failed (create it with cleanup.policy=compact, or grant this client CREATE on it)`);
+    if (exists) return (await markerRanges(admin, topic)).partitions || partitions;
+    const settings = Object.entries(configs).map(([k, v]) => `${k}=${v}`).join(', ');
+    throw kafkaError(err, `creating the replay marker topic ${topic} failed (create it with ${partitions} partition(s) and ${settings}, or grant this client CREATE on it)`);
   }
 }
