@@ -47,6 +47,45 @@ describe('Supervisor', () => {
     expect(await sup.stop()).toBe(0);
   });
 
+  it('a crash loop backs off exponentially up to the maximum, back to the minimum after a healthy run, counting every restart', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    let healthy = false;
+    const restartsGiven: number[] = [];
+    const { sup } = supervisor({
+      log,
+      restartBackoffMinMs: 50,
+      restartBackoffMaxMs: 200,
+      stableAfterMs: 800,
+      workerArgs: (_device, restarts) => (restartsGiven.push(restarts), ['-e', healthy ? 'setTimeout(() => process.exit(3), 1000)' : 'process.exit(1)']),
+    });
+    sup.start();
+    await until(() => lines.filter((l) => l.msg === 'worker exited; restarting').length >= 5);
+    healthy = true;
+    await until(() => lines.some((l) => l.msg === 'worker exited; restarting' && l.code === 3));
+    await sup.stop();
+    const backoffs = lines.filter((l) => l.msg === 'worker exited; restarting').map((l) => `${String(l.code)}:${String(l.backoffMs)}`);
+    expect(backoffs.slice(0, 5)).toEqual(['1:50', '1:100', '1:200', '1:200', '1:200']);
+    expect(backoffs.at(-1)).toBe('3:50');
+    expect(restartsGiven).toEqual(restartsGiven.map((_, i) => i));
+    expect(sup.restarts[0]).toBe(backoffs.length);
+  });
+
+  it('a worker still running 5 s past the drain timeout is SIGKILLed, reported, and the stop resolves 1', async () => {
+    const stuck = ['-e', "process.on('SIGTERM', () => undefined); setInterval(() => undefined, 1000);"];
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const { sup, exits } = supervisor({ workerArgs: () => stuck, drainTimeoutMs: 200, log });
+    sup.start();
+    await new Promise((r) => setTimeout(r, 500));
+    const stoppedAt = Date.now();
+    expect(await sup.stop()).toBe(1);
+    expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(5_000);
+    expect(exits).toEqual([{ device: 0, code: null }]);
+    expect(lines.map((l) => l.msg)).toContain('worker did not drain in time; killing it');
+    expect(lines.find((l) => l.msg === 'worker did not stop cleanly')).toMatchObject({ device: 0, signal: 'SIGKILL' });
+  });
+
   it('kill() during a stop (a second signal) SIGKILLs a worker still draining: stop() resolves 1 at once, not after the drain timeout', async () => {
     const draining = ['-e', "process.on('SIGTERM', () => undefined); setInterval(() => undefined, 1000);"];
     const { sup, exits } = supervisor({ workerArgs: () => draining, drainTimeoutMs: 30_000 });
