@@ -19,8 +19,13 @@ export const COMMAND_USAGE = {
     a leading '.').`,
   publish: `npu-fleet publish --model NAME [--count N] [--priority P] [--deadline-ms MS] [--await]
                   [--file REQUEST.json] [--timeout-ms MS] [--reply-to NAME] [--config FILE]
+  npu-fleet publish --file DATA.jsonl [--await --out RESULTS.jsonl [--resume]] [--in-flight N] [...]
     Publishes requests (synthetic ones fitting the model, or a JSON request file) and
-    optionally waits for each reply (--timeout-ms, default 30000, bounds the wait).`,
+    optionally waits for each reply (--timeout-ms, default 30000, bounds the wait).
+    DATA.jsonl (or .ndjson, or a .json array): many requests, read as a stream; with --out each
+    reply (or why there is none: a bad line is an invalid record naming it) is appended to
+    RESULTS.jsonl, at most --in-flight (default 1000) awaiting at once, progress on stderr.
+    RESULTS is never overwritten: --resume sends only the ids without an ok result there.`,
   dlq: `npu-fleet dlq list|replay --model NAME [--reason CODE[,CODE...]] [--since 2h|ISO-TIME] [--limit N]
                   [--priority P] [--dry-run] [--json] [--config FILE]
     list: the model's dead letters by reason, and the oldest matching ones (default 20).

@@ -1,15 +1,18 @@
 import { readFileSync } from 'node:fs';
-import { requestFromJson } from '../codec/index.ts';
 import { loadFleetConfig } from '../contracts/config-loader.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { answeredCount, bulkPublish, DEFAULT_IN_FLIGHT, newBulkStats } from '../producer/bulk-publish.ts';
 import { createProducer } from '../producer/index.ts';
+import { checkRequests } from '../producer/request-check.ts';
+import { countRequests, isJsonLines, readRequestFile, type FileEntry } from '../producer/request-file.ts';
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs } from './cli-args.ts';
+import { progressLine, ResultFile, summaryLine } from './publish-output.ts';
 
 /**
  * `npu-fleet publish`: synthetic requests that fit the model's config (or one JSON request file),
@@ -26,45 +29,73 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     file: { type: 'string' },
     'timeout-ms': { type: 'string', default: '30000' },
     'reply-to': { type: 'string' },
+    out: { type: 'string' },
+    resume: { type: 'boolean', default: false },
+    'in-flight': { type: 'string' },
   });
   if (parsed === undefined) return 0;
   const { values, positionals } = parsed;
   noPositionals('publish', positionals);
   // Every flag is checked before anything connects: a typo must not publish half a run.
   if (values.file !== undefined && (values.model !== undefined || values.count !== undefined)) {
-    throw new FleetError('INVALID_ARGUMENT', '--file publishes the one request in the file; drop --model and --count');
+    throw new FleetError('INVALID_ARGUMENT', '--file publishes the requests in the file; drop --model and --count');
+  }
+  if (values.out !== undefined && !values.await) {
+    throw new FleetError('INVALID_ARGUMENT', '--out records the replies: add --await', { details: { field: 'out' } });
+  }
+  if (values.resume && values.out === undefined) {
+    throw new FleetError('INVALID_ARGUMENT', '--resume continues an --out FILE: name it', { details: { field: 'resume' } });
   }
   const count = values.count === undefined ? 1 : intOption('count', values.count, 1, 1_000_000);
   const priority = values.priority === undefined ? undefined : intOption('priority', values.priority, 0);
   const deadlineMs = values['deadline-ms'] === undefined ? undefined : msOption('deadline-ms', values['deadline-ms']);
   const timeoutMs = msOption('timeout-ms', values['timeout-ms']);
+  const inFlight = values['in-flight'] === undefined ? DEFAULT_IN_FLIGHT : intOption('in-flight', values['in-flight'], 1, 100_000);
   const config = loadFleetConfig({ file: values.config });
   if (config.transport.kind === 'memory') {
     throw new FleetError('INVALID_ARGUMENT', 'publish needs a Kafka or BullMQ transport in --config (the memory broker lives inside `npu-fleet start`)');
   }
-  const requests: RequestEnvelope[] = [];
+  const override = (r: RequestEnvelope): void => {
+    if (priority !== undefined) r.priority = priority;
+    if (deadlineMs !== undefined) r.deadlineAt = Date.now() + deadlineMs;
+    if (values['reply-to']) r.replyTo = values['reply-to'];
+  };
   // Priority levels by model, for the check below; the synthetic path has its model at hand.
   const levels = new Map<string, number | undefined>();
-  if (values.file !== undefined) {
-    requests.push(requestFromFile(values.file, config.limits));
+  let source: { entries: AsyncIterable<FileEntry>; total: number | undefined; prepare?: (r: RequestEnvelope) => void } | undefined;
+  const requests: RequestEnvelope[] = [];
+  if (values.file !== undefined && isManyRequestsFile(values.file)) {
+    // A data set: read as a stream, each request checked as it goes out; a bad one is recorded
+    // as invalid and the run goes on.
+    const file = values.file;
+    source = {
+      entries: readRequestFile(file, config.limits),
+      total: await countRequests(file),
+      prepare: (r) => {
+        override(r);
+        checkRequests([r], config.transport.kind, config.limits);
+        checkPriorities([r], config.modelRepository, levels);
+      },
+    };
+  } else if (values.file !== undefined) {
+    requests.push(await requestFromFile(values.file, config.limits));
   } else {
-    if (!values.model) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (or --file REQUEST.json)');
+    if (!values.model) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (or --file REQUESTS)');
     const model = findModel(config.modelRepository, values.model);
     if (!model) throw new FleetError('UNKNOWN_MODEL', `model ${values.model} is not in ${config.modelRepository}`);
     levels.set(model.name, model.priorityLevels);
     const rand = prng(Date.now());
     for (let i = 0; i < count; i++) requests.push(syntheticRequest(model, i, rand, { idPrefix: `cli-${process.pid}-${Date.now()}`, deadlineShare: 0 }));
   }
-  for (const r of requests) {
-    if (priority !== undefined) r.priority = priority;
-    if (deadlineMs !== undefined) r.deadlineAt = Date.now() + deadlineMs;
-    if (values['reply-to']) r.replyTo = values['reply-to'];
+  if (source === undefined) {
+    requests.forEach(override);
+    checkPriorities(requests, config.modelRepository, levels);
   }
-  checkPriorities(requests, config.modelRepository, levels);
+  const out = values.out === undefined ? undefined : await ResultFile.open(values.out, values.resume);
   const producer = createProducer(config.transport, { limits: config.limits });
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => (closing ??= producer.close());
-  if (!values.await) {
+  if (!values.await && source === undefined) {
     try {
       await producer.publish(requests);
       process.stdout.write(`published ${requests.length} request(s)\n`);
@@ -73,8 +104,8 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
       await close();
     }
   }
-  // Ctrl-C while waiting: close the producer (its private inbox topic / queue is removed, not left
-  // behind) and say how far it got, instead of dying with the inbox still there.
+  // Ctrl-C: stop reading, close the producer (its private inbox topic / queue is removed, not
+  // left behind) and say how far it got, instead of dying with the inbox still there.
   let interruptedBy: NodeJS.Signals | undefined;
   const onSignal = (signal: NodeJS.Signals): void => {
     interruptedBy = signal;
@@ -82,30 +113,66 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  const stats = newBulkStats();
+  const total = source?.total ?? requests.length;
+  // Progress on stderr for a long run (results go to stdout or --out): each second on a terminal.
+  const startedAt = Date.now();
+  const showProgress = source !== undefined || out !== undefined;
+  const progress = showProgress
+    ? setInterval(() => process.stderr.write(`${progressLine(stats, total, Date.now() - startedAt, values.await)}\n`), process.stderr.isTTY ? 1_000 : 10_000)
+    : undefined;
+  progress?.unref();
   try {
-    // Each result is printed as it arrives: a long run shows progress.
-    const settled = await Promise.allSettled(
-      requests.map(async (r) => {
-        const result = await producer.request(r, { timeoutMs });
-        process.stdout.write(`${resultLine(result)}\n`);
-        return result;
-      }),
-    );
-    const results = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    await bulkPublish({
+      producer,
+      entries: source?.entries ?? entriesOf(requests),
+      awaitReplies: values.await,
+      timeoutMs,
+      inFlight,
+      ...(source?.prepare === undefined ? {} : { prepare: source.prepare }),
+      ...(out === undefined ? {} : { done: out.done }),
+      onRecord: (r) => (out === undefined ? void process.stdout.write(`${resultLine(r)}\n`) : out.write(r)),
+      stopped: () => interruptedBy !== undefined,
+      stats,
+    });
     if (interruptedBy !== undefined) {
+      const answered = answeredCount(stats);
       process.stderr.write(
-        `npu-fleet: interrupted by ${interruptedBy} after ${results.length} of ${requests.length} result(s); ` +
-          'the others were published and may still be served, but their results will not be read here\n',
+        `npu-fleet: interrupted by ${interruptedBy} after ${answered} of ${stats.published} result(s); ` +
+          'the others were published and may still be served, but their results will not be read here' +
+          (out === undefined ? '' : `; rerun with --out ${values.out} --resume to send the rest`) +
+          '\n',
       );
       return 130;
     }
-    const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    if (failure !== undefined) throw failure.reason;
-    return results.every((r) => r.status === 'ok') ? 0 : 1;
+    if (showProgress) process.stderr.write(`${summaryLine(stats, values.out)}\n`);
+    if (!values.await) {
+      process.stdout.write(`published ${stats.published} request(s)\n`);
+      return stats.invalidEntries === 0 ? 0 : 1;
+    }
+    if (out?.unreadable) process.stderr.write(`npu-fleet: ${out.unreadable} line(s) of ${values.out} were not results (cut off by a crash?) and were ignored\n`);
+    const allOk = stats.answered.ok === stats.published && stats.invalidEntries === 0 && stats.unanswered === 0;
+    return allOk ? 0 : 1;
   } finally {
+    clearInterval(progress);
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await close();
+    await out?.close();
+  }
+}
+
+async function* entriesOf(requests: readonly RequestEnvelope[]): AsyncGenerator<FileEntry> {
+  for (let i = 0; i < requests.length; i++) yield { line: i + 1, request: requests[i] as RequestEnvelope };
+}
+
+/** A JSON Lines file, or a JSON file holding an array: many requests, not one. */
+function isManyRequestsFile(path: string): boolean {
+  if (isJsonLines(path)) return true;
+  try {
+    return readFileSync(path, 'utf8').trimStart().startsWith('[');
+  } catch {
+    return false; // the one-request path words the error
   }
 }
 
@@ -124,35 +191,14 @@ function resultLine(r: ResultEnvelope): string {
   });
 }
 
-function requestFromFile(path: string, limits: CodecLimits): RequestEnvelope {
-  try {
-    return requestFromJson(readRequestFile(path), limits);
-  } catch (err) {
-    if (err instanceof FleetError && err.code !== 'INVALID_ARGUMENT') {
-      throw new FleetError('INVALID_ARGUMENT', `--file ${path}: ${err.message}`, { cause: err, details: err.details });
-    }
-    throw err;
+/** The one request of a JSON file; any problem with it is an error naming the file (nothing is sent). */
+async function requestFromFile(path: string, limits: CodecLimits): Promise<RequestEnvelope> {
+  for await (const entry of readRequestFile(path, limits)) {
+    if ('request' in entry) return entry.request;
+    const err = entry.error;
+    throw new FleetError('INVALID_ARGUMENT', `--file ${path}: ${err.message}`, { cause: err, details: err.details });
   }
-}
-
-function readRequestFile(path: string): unknown {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (cause) {
-    throw new FleetError('INVALID_ARGUMENT', `--file ${path} cannot be read (${(cause as NodeJS.ErrnoException).code ?? (cause as Error).message})`, { cause });
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (cause) {
-    throw new FleetError('INVALID_ARGUMENT', `--file ${path} is not JSON: ${(cause as Error).message}; it holds one request as JSON (README, "Commands")`, { cause });
-  }
-  // publish is the producer here: a request file need not carry createdAt (latency starts now).
-  if (value !== null && typeof value === 'object' && !Array.isArray(value) && (value as Record<string, unknown>).createdAt === undefined) {
-    return { ...value, createdAt: Date.now() };
-  }
-  return value;
+  throw new FleetError('INVALID_ARGUMENT', `--file ${path} holds no request`);
 }
 
 function findModel(repository: string, name: string): ModelConfig | undefined {

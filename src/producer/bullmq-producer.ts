@@ -29,6 +29,7 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './producer.ts';
+import { EarlierJobs } from './earlier-jobs.ts';
 import { ReplyRouter } from './reply-router.ts';
 import { checkRequests } from './request-check.ts';
 
@@ -53,6 +54,7 @@ export class BullmqProducer implements Producer {
   readonly kind = 'bullmq' as const;
   readonly inbox: string;
   private readonly router = new ReplyRouter();
+  private readonly earlier: EarlierJobs;
   private readonly queues = new Map<string, Queue>();
   /** Reply workers and their own connections: BullMQ leaves a connection it was given open on close. */
   private readonly workers = new Map<Worker, Redis>();
@@ -74,6 +76,15 @@ export class BullmqProducer implements Producer {
     this.defaultPriority = options.defaultPriority ?? 0;
     this.limits = options.limits ?? DEFAULT_LIMITS;
     this.inbox = `${options.clientId ?? 'producer'}.inbox.${randomUUID()}`;
+    this.earlier = new EarlierJobs({
+      redis: () => {
+        if (this.connection === undefined) throw new FleetError('CLOSED', 'bullmq producer is closed');
+        return this.connection;
+      },
+      jobKey: (r) => `${settings.prefix}:${renderName(settings.queueTemplate, r.model)}:${jobIdFor(r.id)}`,
+      router: this.router,
+      limits: this.limits,
+    });
   }
 
   private queue(name: string): Queue {
@@ -129,7 +140,11 @@ export class BullmqProducer implements Producer {
   }
 
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], _options: PublishOptions = {}): Promise<void> {
-    const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
+    await this.add(Array.isArray(requests) ? requests : [requests as RequestEnvelope]);
+  }
+
+  /** `timestamp`: the jobs' BullMQ timestamp, telling this add's jobs from earlier ones of the same id (EarlierJobs). */
+  private async add(list: readonly RequestEnvelope[], timestamp?: number): Promise<void> {
     checkRequests(list, 'bullmq', this.limits);
     await this.addByModel(
       list.map((r) => ({
@@ -141,9 +156,20 @@ export class BullmqProducer implements Producer {
           priority: toBullmqPriority(r.priority ?? this.defaultPriority),
           removeOnComplete: KEEP_COMPLETED,
           removeOnFail: KEEP_FAILED,
+          ...(timestamp === undefined ? {} : { timestamp }),
         },
       })),
     );
+  }
+
+  /** request()/requestMany(): publish to the inbox, then take the answer of any earlier job of the same id (EarlierJobs). */
+  private async addAwaited(list: readonly RequestEnvelope[]): Promise<void> {
+    const stampedAt = Date.now();
+    await this.add(
+      list.map((r) => ({ ...r, replyTo: this.inbox })),
+      stampedAt,
+    );
+    await this.earlier.check(list, stampedAt);
   }
 
   async publishRaw(messages: readonly RawMessage[]): Promise<void> {
@@ -163,7 +189,24 @@ export class BullmqProducer implements Producer {
   }
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
-    // A failed start is not kept: once Redis answers again the next request() opens the inbox.
+    await this.openInbox();
+    return this.router.roundTrip(request.id, options.timeoutMs, () => this.addAwaited([request]));
+  }
+
+  requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
+    return this.router.roundTripMany(
+      requests.map((r) => r.id),
+      options.timeoutMs,
+      async (waiting) => {
+        await this.openInbox();
+        const due = requests.filter((_, i) => waiting(i));
+        if (due.length > 0) await this.addAwaited(due);
+      },
+    );
+  }
+
+  /** The inbox's reply worker, started once. A failed start is not kept: once Redis answers again the next call opens it. */
+  private openInbox(): Promise<void> {
     this.inboxReady ??= this.listen(this.inbox, (r) => this.router.deliver(r), undefined).then(
       () => void (this.inboxOpened = true),
       (err: unknown) => {
@@ -171,8 +214,7 @@ export class BullmqProducer implements Producer {
         throw err;
       },
     );
-    await this.inboxReady;
-    return this.router.roundTrip(request.id, options.timeoutMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
+    return this.inboxReady;
   }
 
   async subscribeReplies(
@@ -276,6 +318,7 @@ export class BullmqProducer implements Producer {
 
   private async closeNow(): Promise<void> {
     this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
+    this.earlier.close();
     await Promise.allSettled([...this.workers.keys()].map((w) => this.closeWorker(w)));
     if (this.inboxOpened) {
       // Bounded: with Redis away the command would wait for it forever (and close with it).

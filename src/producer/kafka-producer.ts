@@ -201,10 +201,7 @@ export class KafkaProducer implements Producer {
     const startedAt = Date.now();
     // A failed opening is forgotten, so a later request tries again (a broker down for a moment
     // would otherwise fail every request of this producer for good).
-    const inboxReady = (this.inboxReady ??= this.openInbox().catch((err: unknown) => {
-      this.inboxReady = undefined;
-      throw err;
-    }));
+    const inboxReady = this.inboxOpened();
     // Handled here: the wait below may give up first, and the opening goes on for later requests.
     inboxReady.catch(() => undefined);
     // timeoutMs bounds the whole request: opening the inbox against an unreachable broker retries
@@ -225,6 +222,28 @@ export class KafkaProducer implements Producer {
     }
     const leftMs = Math.max(1, options.timeoutMs - (Date.now() - startedAt));
     return this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
+  }
+
+  requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
+    return this.router.roundTripMany(
+      requests.map((r) => r.id),
+      options.timeoutMs,
+      async (waiting) => {
+        await this.inboxOpened();
+        // Those whose wait ended while the inbox opened are not sent.
+        const due = requests.filter((_, i) => waiting(i));
+        if (due.length > 0) await this.publish(due.map((r) => ({ ...r, replyTo: this.inbox })), options);
+      },
+    );
+  }
+
+  /** Opens the inbox once; a failed opening is forgotten, so a later call tries again. */
+  private inboxOpened(): Promise<void> {
+    const ready = (this.inboxReady ??= this.openInbox().catch((err: unknown) => {
+      this.inboxReady = undefined;
+      throw err;
+    }));
+    return ready;
   }
 
   private async openInbox(): Promise<void> {

@@ -80,6 +80,18 @@ export class MemoryProducer implements Producer {
     return this.router.roundTrip(request.id, options.timeoutMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
   }
 
+  requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
+    return this.router.roundTripMany(
+      requests.map((r) => r.id),
+      options.timeoutMs,
+      async (waiting) => {
+        this.checkOpen();
+        this.inboxConsumer ??= this.broker.consume(this.inbox, (msgs) => this.route(msgs, (r) => this.router.deliver(r)), { autoAck: true });
+        await this.publish(requests.filter((_, i) => waiting(i)).map((r) => ({ ...r, replyTo: this.inbox })), options);
+      },
+    );
+  }
+
   async subscribeReplies(
     replyTo: string,
     onResult: (result: ResultEnvelope) => void,

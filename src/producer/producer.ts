@@ -23,6 +23,11 @@ export interface Producer {
    * inbox, the reply is correlated by `id`. Rejects with FleetError TIMEOUT after `timeoutMs`.
    */
   request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope>;
+  /**
+   * request() for many at once (bulk scoring): one publish for all of them, one reply promise
+   * each, in order; each rejects on its own (TIMEOUT, CLOSED, a repeated id, a failed publish).
+   */
+  requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>>;
   /** Bulk use: every result arriving on `replyTo` (a topic / queue name) goes to `onResult`. */
   subscribeReplies(replyTo: string, onResult: (result: ResultEnvelope) => void, options?: SubscribeOptions): Promise<ReplySubscription>;
   /** Rejects pending requests with CLOSED, closes subscriptions and connections. */

@@ -32,19 +32,47 @@ export class ReplyRouter {
     return reply;
   }
 
+  /**
+   * roundTrip for many requests published together (bulk scoring): one publish carries them all,
+   * each gets its own reply promise, in the order of `ids`. `publish` is told which of them (by
+   * index) are still waiting when it runs: a slow inbox opening may outlast some timeouts, and
+   * those are not sent. An id repeated in `ids` or already waiting gets INVALID_ARGUMENT and is
+   * not sent: its reply could not be told from the other's.
+   */
+  roundTripMany(ids: readonly string[], timeoutMs: number, publish: (waiting: (index: number) => boolean) => Promise<void>): Array<Promise<ResultEnvelope>> {
+    const registered = new Set<string>();
+    const own: boolean[] = [];
+    const replies = ids.map((id) => {
+      const repeat = this.pending.has(id) || registered.has(id);
+      own.push(!repeat);
+      registered.add(id);
+      const reply = repeat ? this.refuseRepeat(id) : this.expect(id, timeoutMs);
+      // Handled now: a timeout can fire while the publish is still under way.
+      reply.catch(() => undefined);
+      return reply;
+    });
+    const waiting = (index: number): boolean => own[index] === true && this.pending.has(ids[index] as string);
+    publish(waiting).catch((err: unknown) => {
+      const error = FleetError.from(err, 'TRANSPORT_ERROR');
+      ids.forEach((id, i) => {
+        if (own[i] === true) this.fail(id, error);
+      });
+    });
+    return replies;
+  }
+
+  /** Whether a reply for `id` is awaited. */
+  isWaiting(id: string): boolean {
+    return this.pending.has(id);
+  }
+
   get waiting(): number {
     return this.pending.size;
   }
 
   /** Registers before publishing so a fast reply cannot arrive unclaimed. */
   expect(id: string, timeoutMs: number): Promise<ResultEnvelope> {
-    if (this.pending.has(id)) {
-      return Promise.reject(
-        new FleetError('INVALID_ARGUMENT', `a request with id "${id}" is already awaiting its reply on this producer; ids must be unique`, {
-          details: { id },
-        }),
-      );
-    }
+    if (this.pending.has(id)) return this.refuseRepeat(id);
     return new Promise<ResultEnvelope>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
@@ -52,6 +80,14 @@ export class ReplyRouter {
       }, timeoutMs);
       this.pending.set(id, { resolve, reject, timer });
     });
+  }
+
+  private refuseRepeat(id: string): Promise<never> {
+    return Promise.reject(
+      new FleetError('INVALID_ARGUMENT', `a request with id "${id}" is already awaiting its reply on this producer; ids must be unique`, {
+        details: { id },
+      }),
+    );
   }
 
   deliver(result: ResultEnvelope): void {

@@ -47,7 +47,7 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
       [['--file', requestFile('bad.json', '{oops')], /--file .*bad\.json is not JSON: .*; it holds one request as JSON/],
       [['--file', requestFile('short.json', { ...goodRequest, inputs: [{ ...goodRequest.inputs[0], data: 'AAAA' }] })], /--file .*short\.json: inputs\[0\]\.data holds 3 bytes but float32 \[1,64\] needs 256/],
       [['--file', requestFile('prio.json', { ...goodRequest, priority: 7 })], /priority must be from 0 to 2: model mlp-classifier has 3 priority levels, got 7/],
-      [['--file', requestFile('ok.json', goodRequest), '--model', 'mlp-classifier'], /--file publishes the one request in the file; drop --model and --count/],
+      [['--file', requestFile('ok.json', goodRequest), '--model', 'mlp-classifier'], /--file publishes the requests in the file; drop --model and --count/],
     ];
     for (const [args, message] of cases) {
       stderr = [];

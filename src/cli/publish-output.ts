@@ -1,0 +1,122 @@
+import { closeSync, createReadStream, createWriteStream, existsSync, openSync, readSync, statSync, type WriteStream } from 'node:fs';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { resultToJson } from '../codec/index.ts';
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import { answeredCount, type BulkStats } from '../producer/bulk-publish.ts';
+
+/**
+ * `publish --out FILE`: one JSON line per record (the result in its JSON form, outputs base64),
+ * appended as it arrives, so a crash or Ctrl-C leaves every answer received so far on disk and
+ * `--resume` carries on from there. JS thread only.
+ */
+export class ResultFile {
+  private constructor(
+    private readonly stream: WriteStream,
+    /** Ids with an ok result in the file before this run (--resume): not sent again. */
+    readonly done: ReadonlySet<string>,
+    /** Lines of the resumed file that are not a result (a write cut off by a crash): ignored. */
+    readonly unreadable: number,
+  ) {}
+
+  /**
+   * Opens FILE for a run. An existing FILE is continued only with `resume` (its ok ids are read
+   * first), never overwritten: it holds results already paid for in device time.
+   */
+  static async open(path: string, resume: boolean): Promise<ResultFile> {
+    const exists = existsSync(path);
+    if (exists && !resume) {
+      throw new FleetError('INVALID_ARGUMENT', `--out ${path} exists: add --resume to continue it (requests with an ok result there are not sent again), or name another file`, {
+        details: { field: 'out' },
+      });
+    }
+    let done = new Set<string>();
+    let unreadable = 0;
+    let needsNewline = false;
+    if (exists) {
+      ({ done, unreadable } = await readDone(path));
+      needsNewline = endsWithoutNewline(path);
+    }
+    const stream = createWriteStream(path, { flags: exists ? 'a' : 'wx' });
+    try {
+      await once(stream, 'open');
+    } catch (cause) {
+      throw new FleetError('INVALID_ARGUMENT', `--out ${path} cannot be written (${(cause as NodeJS.ErrnoException).code ?? (cause as Error).message})`, { cause });
+    }
+    // A line cut off by a crash stays a line of its own, not the start of the next record.
+    if (needsNewline) stream.write('\n');
+    return new ResultFile(stream, done, unreadable);
+  }
+
+  /** Appends one record; waits while the file is behind (the run then waits too). */
+  async write(record: ResultEnvelope): Promise<void> {
+    if (!this.stream.write(`${JSON.stringify(resultToJson(record))}\n`)) await once(this.stream, 'drain');
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve, reject) => this.stream.end((err?: Error | null) => (err ? reject(err) : resolve())));
+  }
+}
+
+async function readDone(path: string): Promise<{ done: Set<string>; unreadable: number }> {
+  const done = new Set<string>();
+  let unreadable = 0;
+  const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
+  for await (const line of lines) {
+    if (line.trim() === '') continue;
+    try {
+      const r = JSON.parse(line) as { id?: unknown; status?: unknown };
+      if (r.status === 'ok' && typeof r.id === 'string' && r.id !== '') done.add(r.id);
+    } catch {
+      unreadable++;
+    }
+  }
+  return { done, unreadable };
+}
+
+function endsWithoutNewline(path: string): boolean {
+  const size = statSync(path).size;
+  if (size === 0) return false;
+  const fd = openSync(path, 'r');
+  try {
+    const last = Buffer.alloc(1);
+    readSync(fd, last, 0, 1, size - 1);
+    return last[0] !== 0x0a;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The progress line of a long run: how far, how fast, what came back, about how long is left. */
+export function progressLine(stats: BulkStats, total: number | undefined, elapsedMs: number, awaiting: boolean): string {
+  const secs = Math.max(elapsedMs / 1000, 0.001);
+  const handled = awaiting ? answeredCount(stats) + stats.unanswered + stats.invalidEntries + stats.skipped : stats.read;
+  const rate = (awaiting ? answeredCount(stats) + stats.unanswered : stats.published) / secs;
+  const parts = [`${handled}${total === undefined ? '' : ` of ${total}`} handled`, `${stats.published} published`];
+  if (awaiting) {
+    const notOk = answeredCount(stats) - stats.answered.ok;
+    parts.push(`${stats.answered.ok} ok`, `${notOk} not ok`, `${stats.unanswered} unanswered`);
+  }
+  if (stats.invalidEntries > 0) parts.push(`${stats.invalidEntries} invalid`);
+  if (stats.skipped > 0) parts.push(`${stats.skipped} skipped (done before)`);
+  parts.push(`${Math.round(rate)}/s`);
+  if (total !== undefined && rate > 0 && handled < total) parts.push(`~${Math.ceil((total - handled) / Math.max(rate, 1))} s left`);
+  return `publish: ${parts.join(', ')}`;
+}
+
+/** The end-of-run summary: counts by outcome. */
+export function summaryLine(stats: BulkStats, out: string | undefined): string {
+  const byStatus = Object.entries(stats.answered)
+    .filter(([, n]) => n > 0)
+    .map(([s, n]) => `${n} ${s}`);
+  const parts = [
+    `${stats.read} read`,
+    `${stats.published} published`,
+    ...(byStatus.length > 0 ? byStatus : []),
+    ...(stats.invalidEntries > 0 ? [`${stats.invalidEntries} refused before sending (invalid)`] : []),
+    ...(stats.unanswered > 0 ? [`${stats.unanswered} unanswered (failed: TIMEOUT or the publish failed)`] : []),
+    ...(stats.skipped > 0 ? [`${stats.skipped} skipped (ok in the file before)`] : []),
+  ];
+  return `publish: ${parts.join(', ')}${out === undefined ? '' : `; records in ${out}`}`;
+}

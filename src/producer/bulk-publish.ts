@@ -1,0 +1,178 @@
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import { ZERO_TIMINGS, type ResultEnvelope, type ResultStatus } from '../contracts/result-envelope.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import type { Producer } from './producer.ts';
+import type { FileEntry } from './request-file.ts';
+
+/** Requests published per call (one Kafka sendBatch / one BullMQ addBulk per model queue). */
+export const BULK_CHUNK = 200;
+/** Default bound on requests awaiting their reply at once: the memory a run holds. */
+export const DEFAULT_IN_FLIGHT = 1000;
+
+/** Live counts of a bulk run, read by the progress line while it goes on. */
+export interface BulkStats {
+  /** Entries read from the source (lines or items), valid or not. */
+  read: number;
+  published: number;
+  /** Results received, by status (a late ok counts as ok). */
+  readonly answered: Record<ResultStatus, number>;
+  /** Entries refused before sending (not a request, a repeated id, a check failed): an invalid record each. */
+  invalidEntries: number;
+  /** Skipped: the resumed output already holds an ok result for their id. */
+  skipped: number;
+  /** Published, but no reply within timeoutMs (or the publish failed): a failed record each. */
+  unanswered: number;
+  /** Published, then given up when the run was stopped (no record written: a resumed run re-sends them). */
+  abandoned: number;
+}
+
+export function newBulkStats(): BulkStats {
+  return { read: 0, published: 0, answered: { ok: 0, expired: 0, rejected: 0, invalid: 0, failed: 0 }, invalidEntries: 0, skipped: 0, unanswered: 0, abandoned: 0 };
+}
+
+export const answeredCount = (s: BulkStats): number => Object.values(s.answered).reduce((a, b) => a + b, 0);
+
+export interface BulkPublishOptions {
+  readonly producer: Pick<Producer, 'publish' | 'requestMany'>;
+  readonly entries: AsyncIterable<FileEntry>;
+  /** Await each reply (request-and-reply) or only publish. */
+  readonly awaitReplies: boolean;
+  /** Per request, from its publish. */
+  readonly timeoutMs: number;
+  /** At most this many requests await their reply at once (awaitReplies). */
+  readonly inFlight?: number;
+  /** Last changes and checks before a request is sent (overrides, priority range): throws FleetError to refuse it. */
+  readonly prepare?: (request: RequestEnvelope) => void;
+  /** Ids already answered ok (a resumed run): not sent again. */
+  readonly done?: ReadonlySet<string>;
+  /**
+   * Every record of the run, in arrival order: each result, and an `invalid` / `failed` result
+   * made here for an entry refused before sending or a request left unanswered. Awaited: a slow
+   * writer holds the run back (the in-flight bound still holds).
+   */
+  readonly onRecord: (record: ResultEnvelope) => void | Promise<void>;
+  /** Whether to stop reading (Ctrl-C): what is in flight is then left to close(). */
+  readonly stopped?: () => boolean;
+  readonly stats?: BulkStats;
+  readonly nowMs?: () => number;
+}
+
+/**
+ * Publishes a stream of requests (a data set to score) in chunks, with at most `inFlight` awaiting
+ * their reply, and accounts for every entry: one record each in `onRecord` (a result, or why there
+ * is none) except those skipped as already done and those abandoned by a stop. Nothing is lost to
+ * a bad line: it gets an `invalid` record naming the line and the field, and the run goes on.
+ * Ids must be unique in a run (replies are matched by id): a repeat is refused as invalid.
+ */
+export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
+  const stats = o.stats ?? newBulkStats();
+  const now = o.nowMs ?? Date.now;
+  const inFlight = Math.max(1, o.inFlight ?? DEFAULT_IN_FLIGHT);
+  const chunkSize = Math.min(BULK_CHUNK, inFlight);
+  const firstLineOf = new Map<string, number>();
+  const pending = new Set<Promise<void>>();
+  let chunk: RequestEnvelope[] = [];
+  let sendFailure: FleetError | undefined;
+
+  const local = (status: 'invalid' | 'failed', error: FleetError, id: string, model: string, device = -1): ResultEnvelope => ({
+    id,
+    model,
+    version: '',
+    status,
+    error: error.toResultError(),
+    timings: ZERO_TIMINGS,
+    batchSize: 0,
+    gear: 0,
+    device,
+    worker: 'npu-fleet publish',
+    completedAt: now(),
+  });
+
+  const settle = async (reply: Promise<ResultEnvelope>, request: RequestEnvelope): Promise<void> => {
+    let record: ResultEnvelope;
+    try {
+      record = await reply;
+      stats.answered[record.status]++;
+    } catch (err) {
+      const error = FleetError.from(err, 'TRANSPORT_ERROR');
+      if (error.code === 'CLOSED' && o.stopped?.() === true) {
+        stats.abandoned++;
+        return;
+      }
+      // A broker refusing publishes would fail every later chunk too: the run stops reading.
+      if (error.code !== 'TIMEOUT') sendFailure ??= error;
+      stats.unanswered++;
+      record = local('failed', error, request.id, request.model);
+    }
+    await o.onRecord(record);
+  };
+
+  const flush = async (): Promise<void> => {
+    if (chunk.length === 0) return;
+    const sending = chunk;
+    chunk = [];
+    if (!o.awaitReplies) {
+      try {
+        await o.producer.publish(sending);
+        stats.published += sending.length;
+      } catch (err) {
+        sendFailure ??= FleetError.from(err, 'TRANSPORT_ERROR');
+      }
+      return;
+    }
+    while (pending.size > 0 && pending.size + sending.length > inFlight) await Promise.race(pending);
+    // Stopped or failing while waiting for room: the chunk stays unsent (a resumed run sends it).
+    if (o.stopped?.() === true || sendFailure !== undefined) return;
+    const replies = o.producer.requestMany(sending, { timeoutMs: o.timeoutMs });
+    stats.published += sending.length;
+    replies.forEach((reply, i) => {
+      const tracked: Promise<void> = settle(reply, sending[i] as RequestEnvelope).finally(() => pending.delete(tracked));
+      pending.add(tracked);
+    });
+  };
+
+  for await (const entry of o.entries) {
+    if (o.stopped?.() === true || sendFailure !== undefined) break;
+    stats.read++;
+    if ('error' in entry) {
+      stats.invalidEntries++;
+      await o.onRecord(local('invalid', entry.error, entry.id ?? '', entry.model ?? ''));
+      continue;
+    }
+    const request = entry.request;
+    // Repeats first, so a repeated id is refused alike whether or not a resumed run skips it.
+    const first = firstLineOf.get(request.id);
+    if (first !== undefined) {
+      stats.invalidEntries++;
+      const error = new FleetError('INVALID_ARGUMENT', `line ${entry.line}: id "${request.id}" repeats line ${first}; ids must be unique in a run (replies are matched by id)`, {
+        details: { field: 'id', line: entry.line },
+      });
+      await o.onRecord(local('invalid', error, '', request.model));
+      continue;
+    }
+    firstLineOf.set(request.id, entry.line);
+    if (o.done?.has(request.id) === true) {
+      stats.skipped++;
+      continue;
+    }
+    try {
+      o.prepare?.(request);
+    } catch (err) {
+      stats.invalidEntries++;
+      const e = FleetError.from(err, 'INVALID_ARGUMENT');
+      await o.onRecord(local('invalid', new FleetError(e.code, `line ${entry.line}: ${e.message}`, { cause: e, details: { ...e.details, line: entry.line } }), request.id, request.model));
+      continue;
+    }
+    chunk.push(request);
+    if (chunk.length >= chunkSize) await flush();
+  }
+  if (o.stopped?.() !== true && sendFailure === undefined) await flush();
+  await Promise.all(pending);
+  if (sendFailure !== undefined) {
+    throw new FleetError(sendFailure.code, `publishing stopped after ${stats.published} of ${stats.read} requests read were published: ${sendFailure.message}`, {
+      cause: sendFailure,
+      retriable: true,
+    });
+  }
+  return stats;
+}

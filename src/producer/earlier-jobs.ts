@@ -1,0 +1,109 @@
+import type { Redis } from 'ioredis';
+import { resultFromJson } from '../codec/index.ts';
+import type { CodecLimits } from '../contracts/limits.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import type { ReplyRouter } from './reply-router.ts';
+
+/** How often a request whose earlier job is still queued or running looks for that job's answer. */
+export const EARLIER_POLL_MS = 250;
+
+export interface EarlierJobsOptions {
+  /** The producer's shared connection. */
+  readonly redis: () => Redis;
+  /** The Redis key of the job a request maps to (`prefix:queue:jobId`). */
+  readonly jobKey: (request: RequestEnvelope) => string;
+  readonly router: ReplyRouter;
+  readonly limits: CodecLimits;
+  readonly pollMs?: number;
+}
+
+/**
+ * On BullMQ `jobId = id`, and BullMQ keeps one job per id: an add while an earlier job of that id
+ * is retained (answered within KEEP_COMPLETED, or still queued) is dropped without a word. So a
+ * request-and-await whose id was asked before (a retry after a timeout, a resumed bulk run) would
+ * wait for a reply that never comes: the earlier job answered, or will answer, the earlier
+ * replyTo. After each awaited publish this reads the jobs back; one that is not this publish's
+ * (another `timestamp`) gives its answer instead: its return value at once when it completed, or
+ * as soon as it completes (polled), a FleetError when it failed for good. The device does not
+ * run the request twice. JS thread only.
+ */
+export class EarlierJobs {
+  private readonly watched = new Map<string, { key: string; id: string }>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly o: EarlierJobsOptions) {}
+
+  /** After publishing `requests` with job timestamp `stampedAt`: answers those that met an earlier job. */
+  async check(requests: readonly RequestEnvelope[], stampedAt: number): Promise<void> {
+    const keys = requests.map((r) => this.o.jobKey(r));
+    const pipeline = this.o.redis().pipeline();
+    for (const key of keys) pipeline.hmget(key, 'timestamp', 'finishedOn', 'returnvalue', 'failedReason');
+    const rows = (await pipeline.exec()) ?? [];
+    requests.forEach((r, i) => {
+      const [err, fields] = rows[i] ?? [null, null];
+      const [timestamp] = (fields ?? []) as Array<string | null>;
+      // Ours, or already gone (answered and trimmed): the reply comes through the inbox.
+      if (err !== null || timestamp === null || timestamp === undefined || Number(timestamp) === stampedAt) return;
+      if (!this.settle(r.id, (fields ?? []) as Array<string | null>)) this.watch(r.id, keys[i] as string);
+    });
+  }
+
+  /** Answers `id` from its earlier job's fields; false while that job is not finished. */
+  private settle(id: string, [, finishedOn, returnValue, failedReason]: Array<string | null>): boolean {
+    if (!this.o.router.isWaiting(id)) return true;
+    if (returnValue !== null && returnValue !== undefined && finishedOn !== null && finishedOn !== undefined) {
+      try {
+        this.o.router.deliver(resultFromJson(JSON.parse(returnValue), this.o.limits));
+      } catch (cause) {
+        this.o.router.fail(id, new FleetError('INTERNAL', `the earlier job of request "${id}" holds a return value that is not a result (${(cause as Error).message})`, { cause }));
+      }
+      return true;
+    }
+    if (failedReason !== null && failedReason !== undefined && failedReason !== '') {
+      this.o.router.fail(
+        id,
+        new FleetError(
+          'INVALID_ARGUMENT',
+          `request id "${id}" belongs to an earlier job that failed for good (${failedReason}) and is kept for a day; ` +
+            'its answer went to that job\'s replyTo. Replay it from the DLQ (npu-fleet dlq replay) or publish it under a new id',
+          { details: { field: 'id', id } },
+        ),
+      );
+      return true;
+    }
+    return false;
+  }
+
+  private watch(id: string, key: string): void {
+    this.watched.set(id, { key, id });
+    this.timer ??= setInterval(() => void this.poll(), this.o.pollMs ?? EARLIER_POLL_MS);
+    this.timer.unref();
+  }
+
+  private async poll(): Promise<void> {
+    const list = [...this.watched.values()].filter((w) => this.o.router.isWaiting(w.id) || !this.watched.delete(w.id));
+    if (list.length === 0) {
+      this.close();
+      return;
+    }
+    const pipeline = this.o.redis().pipeline();
+    for (const w of list) pipeline.hmget(w.key, 'timestamp', 'finishedOn', 'returnvalue', 'failedReason');
+    let rows: Array<[Error | null, unknown]>;
+    try {
+      rows = (await pipeline.exec()) ?? [];
+    } catch {
+      return; // Redis away for a moment: the next poll asks again; the request's timeout bounds it
+    }
+    list.forEach((w, i) => {
+      const [err, fields] = rows[i] ?? [null, null];
+      if (err === null && fields !== null && this.settle(w.id, fields as Array<string | null>)) this.watched.delete(w.id);
+    });
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.watched.clear();
+  }
+}

@@ -1,0 +1,133 @@
+import { createReadStream, readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { requestFromJson } from '../codec/index.ts';
+import { identityOf } from '../codec/frame.ts';
+import type { CodecLimits } from '../contracts/limits.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+
+/**
+ * One request of a request file, or why its line (or array item) is not one. `line` is the line
+ * number in a JSON Lines file, the 1-based item number in a JSON array.
+ */
+export type FileEntry =
+  | { readonly line: number; readonly request: RequestEnvelope }
+  | { readonly line: number; readonly error: FleetError; readonly id?: string | undefined; readonly model?: string | undefined };
+
+/**
+ * What a request file holds: `.jsonl` / `.ndjson` are JSON Lines, one request per line, read as a
+ * stream (a data set of millions of lines never sits in memory); anything else is one JSON value,
+ * a request or an array of requests, read whole.
+ */
+export function isJsonLines(path: string): boolean {
+  return /\.(jsonl|ndjson)$/i.test(path);
+}
+
+/**
+ * The requests of a file, lazily: an entry is parsed when the caller pulls it, so a request that
+ * carries no `createdAt` gets the time it is about to be sent (its latency starts then). A line
+ * that is not a valid request becomes an error entry naming the line and the field; reading goes
+ * on. A file that cannot be read, or a `.json` file that is not JSON, throws (nothing was sent).
+ */
+export async function* readRequestFile(path: string, limits: CodecLimits, nowMs: () => number = Date.now): AsyncGenerator<FileEntry> {
+  if (!isJsonLines(path)) {
+    const value = readJsonFile(path);
+    const items = Array.isArray(value) ? value : [value];
+    for (let i = 0; i < items.length; i++) yield parseEntry(items[i], i + 1, limits, nowMs, Array.isArray(value) ? 'item' : 'request');
+    return;
+  }
+  const stream = createReadStream(path, { encoding: 'utf8' });
+  const opened = new Promise<void>((resolve, reject) => {
+    stream.once('open', () => resolve());
+    stream.once('error', reject);
+  });
+  try {
+    await opened;
+  } catch (cause) {
+    throw unreadable(path, cause);
+  }
+  const lines = createInterface({ input: stream, crlfDelay: Infinity });
+  let line = 0;
+  try {
+    for await (const text of lines) {
+      line++;
+      if (text.trim() === '') continue;
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch (cause) {
+        yield { line, error: new FleetError('INVALID_MESSAGE', `line ${line} is not JSON: ${(cause as Error).message}`, { cause, details: { line } }) };
+        continue;
+      }
+      yield parseEntry(value, line, limits, nowMs, 'line');
+    }
+  } finally {
+    lines.close();
+    stream.destroy();
+  }
+}
+
+function parseEntry(value: unknown, line: number, limits: CodecLimits, nowMs: () => number, what: 'line' | 'item' | 'request'): FileEntry {
+  const identity = identityOf(value);
+  try {
+    return { line, request: requestFromJson(withCreatedAt(value, nowMs), limits) };
+  } catch (err) {
+    const e = FleetError.from(err, 'INVALID_MESSAGE');
+    const where = what === 'request' ? '' : `${what} ${line}: `;
+    return {
+      line,
+      error: new FleetError(e.code, `${where}${e.message}`, { cause: e, details: { ...e.details, line } }),
+      id: identity['id'],
+      model: identity['model'],
+    };
+  }
+}
+
+/** publish is the producer here: a request in a file need not carry createdAt. */
+function withCreatedAt(value: unknown, nowMs: () => number): unknown {
+  if (value !== null && typeof value === 'object' && !Array.isArray(value) && (value as Record<string, unknown>)['createdAt'] === undefined) {
+    return { ...value, createdAt: nowMs() };
+  }
+  return value;
+}
+
+function readJsonFile(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (cause) {
+    throw unreadable(path, cause);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (cause) {
+    const hint = /}\s*\n\s*{/.test(text) ? '; it looks like JSON Lines (one request per line): name it .jsonl' : '';
+    throw new FleetError('INVALID_ARGUMENT', `--file ${path} is not JSON: ${(cause as Error).message}; it holds one request as JSON, or an array of them${hint} (README, "Commands")`, { cause });
+  }
+}
+
+function unreadable(path: string, cause: unknown): FleetError {
+  return new FleetError('INVALID_ARGUMENT', `--file ${path} cannot be read (${(cause as NodeJS.ErrnoException).code ?? (cause as Error).message})`, { cause });
+}
+
+/** Non-blank lines of a JSON Lines file (or items of a JSON file: 1, or the array's length), for progress. Streams. */
+export async function countRequests(path: string): Promise<number> {
+  if (!isJsonLines(path)) {
+    const value = readJsonFile(path);
+    return Array.isArray(value) ? value.length : 1;
+  }
+  let count = 0;
+  let content = false;
+  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i] as number;
+      if (b === 0x0a) {
+        if (content) count++;
+        content = false;
+      } else if (b !== 0x20 && b !== 0x09 && b !== 0x0d) {
+        content = true;
+      }
+    }
+  }
+  return content ? count + 1 : count;
+}

@@ -1,0 +1,158 @@
+// `npu-fleet publish --file DATA.jsonl --await --out RESULTS.jsonl`: scoring a data set through a
+// real worker on a real Kafka and a real Redis (BullMQ). Every good line gets its one ok result
+// with the model's outputs; every bad line gets an invalid record naming it; the run goes on. A
+// run cut off (the results file truncated mid-line, as a crash leaves it) is finished by
+// `--resume`, which sends only what has no ok result yet.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { stringify } from 'yaml';
+import type { z } from 'zod';
+import { encodeModel } from '../../../scripts/onnx/onnx-model.ts';
+import { f32 } from '../../../scripts/onnx/tensors.ts';
+import { main } from '../../../src/cli/main.ts';
+import { transportFor } from '../../../src/cli/worker-deps.ts';
+import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import type { TransportSettingsSchema } from '../../../src/contracts/fleet-config.ts';
+import { openDevice } from '../../../src/device/index.ts';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { runWorker } from '../../../src/runtime/worker-process.ts';
+import { getServices, uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+
+process.env['NPU_FLEET_DEVICE'] = 'sim';
+const MODEL = 'affine';
+const GOOD = 300;
+const log = createLogger({ level: 'warn' });
+
+/** y = 2x + 1 over [batch, 4]: exact in float32 for the small integers used here. */
+function writeRepository(dir: string): void {
+  mkdirSync(join(dir, MODEL, '1'), { recursive: true });
+  writeFileSync(
+    join(dir, MODEL, 'config.yaml'),
+    stringify({ name: MODEL, inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 4] }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 4] }], maxBatchSize: 8, batchGears: [1, 2, 4, 8], priorityLevels: 2, maxQueueDelayMs: [1, 2] }),
+  );
+  writeFileSync(
+    join(dir, MODEL, '1', 'model.onnx'),
+    encodeModel({
+      graph: {
+        name: 'affine',
+        nodes: [
+          { opType: 'Mul', inputs: ['x', 'k'], outputs: ['xk'] },
+          { opType: 'Add', inputs: ['xk', 'v'], outputs: ['y'] },
+        ],
+        inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 4] }],
+        outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', 4] }],
+        initializers: [f32('k', [1], [2]), f32('v', [1], [1])],
+      },
+      irVersion: 8,
+      opsetImports: [{ domain: '', version: 17 }],
+    }),
+  );
+}
+
+const rowsOf = (i: number): number => 1 + (i % 3);
+const inputOf = (i: number): Float32Array => Float32Array.from({ length: rowsOf(i) * 4 }, (_, k) => ((i * 7 + k * 13) % 41) - 20);
+const b64 = (a: Float32Array): string => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('base64');
+const line = (id: string, x: Float32Array, rows: number, extra: Record<string, unknown> = {}): string =>
+  JSON.stringify({ id, model: MODEL, inputs: [{ name: 'x', dtype: 'float32', shape: [rows, 4], data: b64(x) }], ...extra });
+
+interface Rec {
+  id: string;
+  status: string;
+  error?: { code: string; message: string };
+  outputs?: Array<{ name: string; shape: number[]; data: string }>;
+}
+const records = (path: string): Rec[] =>
+  readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .flatMap((l) => {
+      try {
+        return [JSON.parse(l) as Rec];
+      } catch {
+        return [];
+      }
+    });
+
+let stderr: string[] = [];
+const cleanup: Array<() => Promise<unknown> | void> = [];
+beforeEach(() => {
+  stderr = [];
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => (stderr.push(String(chunk)), true));
+  vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+});
+afterEach(async () => {
+  vi.restoreAllMocks();
+  for (const c of cleanup.splice(0).reverse()) await c();
+});
+
+const setups: Array<{ name: string; transport: () => z.input<typeof TransportSettingsSchema> }> = [
+  { name: 'Kafka', transport: () => uniqueKafkaTransport('pubfile') },
+  { name: 'BullMQ', transport: () => ({ kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix: uniqueName('pubfile') } }) },
+];
+
+describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $name', (setup) => {
+  it('scores every good line once with the model outputs, records each bad line as invalid, and --resume finishes a cut-off run', { timeout: 180_000 }, async () => {
+    const dir = tempDir('npu-fleet-pubfile-');
+    writeRepository(join(dir, 'models'));
+    const fleet = { transport: setup.transport(), devices: { count: 1, backend: 'sim' }, modelRepository: join(dir, 'models'), models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
+    const configFile = join(dir, 'fleet.yaml');
+    writeFileSync(configFile, stringify(fleet));
+    const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+    cleanup.push(() => worker.stop());
+
+    const good = Array.from({ length: GOOD }, (_, i) => `g${i}`);
+    const lines = good.map((id, i) => line(id, inputOf(i), rowsOf(i), { priority: i % 2 }));
+    // Bad lines between good ones: not JSON; an id used before; a priority the model lacks; a
+    // shape the model refuses (caught by the worker: an invalid result of its own).
+    lines.splice(10, 0, '{"id": "broken"');
+    lines.splice(50, 0, line('g3', inputOf(3), rowsOf(3)));
+    lines.splice(90, 0, line('too-low', inputOf(1), rowsOf(1), { priority: 5 }));
+    lines.splice(130, 0, line('wide', new Float32Array(5), 1).replace('[1,4]', '[1,5]'));
+    const data = join(dir, 'data.jsonl');
+    writeFileSync(data, `${lines.join('\n')}\n`);
+    const out = join(dir, 'results.jsonl');
+    const publish = (...extra: string[]): Promise<number> => main(['publish', '--config', configFile, '--file', data, '--await', '--out', out, '--in-flight', '64', '--timeout-ms', '60000', ...extra]);
+
+    // Some lines were bad: exit 1, and a summary of the run on stderr.
+    expect(await publish(), stderr.join('')).toBe(1);
+    expect(stderr.join('')).toMatch(new RegExp(`publish: ${GOOD + 4} read, ${GOOD + 1} published, ${GOOD} ok, 1 invalid, 3 refused before sending \\(invalid\\); records in `));
+    const first = records(out);
+    expect(first).toHaveLength(GOOD + 4);
+    const byId = new Map(first.map((r) => [r.id, r]));
+    good.forEach((id, i) => {
+      const r = byId.get(id);
+      expect(r?.status, id).toBe('ok');
+      const x = inputOf(i);
+      const y = new Float32Array(Uint8Array.from(Buffer.from(r?.outputs?.[0]?.data ?? '', 'base64')).buffer);
+      expect(r?.outputs?.[0]?.shape, id).toEqual([rowsOf(i), 4]);
+      expect(Array.from(y), id).toEqual(Array.from(x, (v) => 2 * v + 1));
+    });
+    const invalid = first.filter((r) => r.status === 'invalid');
+    const messages = invalid.map((r) => r.error?.message ?? '');
+    expect(invalid).toHaveLength(4);
+    for (const re of [/^line 11 is not JSON: /, /^line 51: id "g3" repeats line 4; ids must be unique/, /^line 91: priority must be from 0 to 1: model affine has 2 priority levels, got 5/]) {
+      expect(messages.some((m) => re.test(m)), `${String(re)} in\n${messages.join('\n')}`).toBe(true);
+    }
+    expect(byId.get('wide')).toMatchObject({ status: 'invalid' });
+
+    // A crash after some records: the file ends mid-line. --resume sends only the ids without an
+    // ok result (the bad lines are judged again) and leaves one ok result per id.
+    const keep = first.slice(0, 120);
+    const okKept = new Set(keep.filter((r) => r.status === 'ok').map((r) => r.id));
+    writeFileSync(out, `${keep.map((r) => JSON.stringify(r)).join('\n')}\n{"id":"g29`);
+    stderr = [];
+    expect(await publish('--resume'), stderr.join('')).toBe(1);
+    const text = stderr.join('');
+    expect(text).toMatch(new RegExp(`${GOOD - okKept.size + 1} published, ${GOOD - okKept.size} ok, .*${okKept.size} skipped \\(ok in the file before\\)`));
+    expect(text).toMatch(/1 line\(s\) of .*results\.jsonl were not results \(cut off by a crash\?\) and were ignored/);
+    const finalOk = records(out).filter((r) => r.status === 'ok');
+    expect(finalOk.map((r) => r.id).sort()).toEqual([...good].sort());
+
+    // The same file again without --resume is refused: it holds results already paid for.
+    stderr = [];
+    expect(await publish(), stderr.join('')).toBe(2);
+    expect(stderr.join('')).toMatch(/--out .*results\.jsonl exists: add --resume to continue it/);
+  });
+});

@@ -1,0 +1,116 @@
+// BullMQ keeps one job per id (jobId = id): a request-and-await whose id was asked before (a retry
+// after a timeout, a resumed bulk run) used to wait for a reply that never came, because BullMQ
+// dropped the second add and the earlier job answered the earlier replyTo. The producer now takes
+// the earlier job's answer: at once when it is done, as soon as it completes when it is still
+// queued, an error naming the way out when it failed for good. Real Redis, a real worker.
+import { Queue, Worker } from 'bullmq';
+import { afterEach, describe, expect, it } from 'vitest';
+import { transportFor } from '../../../src/cli/worker-deps.ts';
+import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import type { BullmqSettings } from '../../../src/contracts/fleet-config.ts';
+import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
+import { openDevice } from '../../../src/device/index.ts';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
+import { runWorker } from '../../../src/runtime/worker-process.ts';
+import { getServices, uniqueName } from '../../helpers/services.ts';
+import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
+
+process.env['NPU_FLEET_DEVICE'] = 'sim';
+const MODEL = 'mlp-classifier';
+const log = createLogger({ level: 'warn' });
+const cleanup: Array<() => Promise<unknown> | void> = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c();
+});
+
+const request = (id: string): RequestEnvelope => ({
+  id,
+  model: MODEL,
+  priority: 0,
+  createdAt: Date.now(),
+  inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data: new Uint8Array(Float32Array.from({ length: 64 }, (_, i) => (i % 7) / 7).buffer) }],
+});
+
+function setup(): { bullmq: BullmqSettings; producer: () => BullmqProducer; startWorker: () => Promise<void>; okCount: () => Promise<number> } {
+  const config = parseFleetConfig({
+    transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix: uniqueName('earlier') } },
+    devices: { count: 1, backend: 'sim' },
+    modelRepository: 'examples/models',
+    models: [MODEL],
+    worker: { metricsPort: 0 },
+    log: { level: 'warn' },
+  });
+  if (config.transport.kind !== 'bullmq') throw new Error('bullmq config expected');
+  const bullmq = config.transport.bullmq;
+  let worker: Awaited<ReturnType<typeof runWorker>> | undefined;
+  return {
+    bullmq,
+    producer: () => {
+      const p = new BullmqProducer(bullmq);
+      cleanup.push(() => p.close());
+      return p;
+    },
+    startWorker: async () => {
+      worker = await runWorker(config, 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+      cleanup.push(() => worker?.stop());
+    },
+    // Device work done: ok results the worker produced.
+    okCount: async () => {
+      const text = (await worker?.metrics.render()) ?? '';
+      const line = text.split('\n').find((l) => l.startsWith('npu_fleet_requests_total{') && l.includes(`model="${MODEL}"`) && l.includes('status="ok"'));
+      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+    },
+  };
+}
+
+describe('BullMQ request-and-await of an id asked before', () => {
+  it('gets the earlier answer at once when that job is done, without running it again', async () => {
+    const s = setup();
+    await s.startWorker();
+    const first = await s.producer().request(request('twice'), { timeoutMs: 30_000 });
+    expect(first.status).toBe('ok');
+    // Another client (a new inbox), the same id: before, a TIMEOUT after 30 s.
+    const startedAt = Date.now();
+    const again = await s.producer().request(request('twice'), { timeoutMs: 30_000 });
+    expect(Date.now() - startedAt).toBeLessThan(5_000);
+    expect(again).toEqual(first);
+    // And through requestMany, mixed with a new id.
+    const [old, fresh] = s.producer().requestMany([request('twice'), request('new')], { timeoutMs: 30_000 });
+    expect(await old).toEqual(first);
+    expect((await fresh)?.status).toBe('ok');
+    expect(await s.okCount()).toBe(2);
+  });
+
+  it('a retry after a timeout gets the answer of the first attempt once a worker serves it', async () => {
+    const s = setup();
+    const err = await s.producer().request(request('retried'), { timeoutMs: 300 }).catch((e: unknown) => e);
+    expect(fleetErrorOf(() => { throw err; }).code).toBe('TIMEOUT');
+    // The first job still waits in the queue; the retry's add is dropped by BullMQ. It is answered
+    // when that job is: the worker starts now.
+    const retry = s.producer().request(request('retried'), { timeoutMs: 30_000 });
+    await s.startWorker();
+    const result = await retry;
+    expect(result).toMatchObject({ id: 'retried', status: 'ok' });
+    expect(await s.okCount()).toBe(1);
+  });
+
+  it('an earlier job that failed for good is named, with the way out, instead of a silent timeout', async () => {
+    const s = setup();
+    const queueName = s.bullmq.queueTemplate.replace('{model}', MODEL);
+    const queue = new Queue(queueName, { connection: { url: getServices().redisUrl }, prefix: s.bullmq.prefix });
+    cleanup.push(() => queue.close());
+    // A job of that id that its worker failed (attempts 1): kept for a day by KEEP_FAILED.
+    await queue.add('request', { id: 'doomed' }, { jobId: 'doomed', removeOnFail: { age: 86_400 } });
+    const failing = new Worker(queueName, async () => { throw new Error('stalled out (test)'); }, { connection: { url: getServices().redisUrl }, prefix: s.bullmq.prefix });
+    cleanup.push(() => failing.close());
+    for (const end = Date.now() + 10_000; (await queue.getJobState('doomed')) !== 'failed' && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
+    await failing.close();
+    const startedAt = Date.now();
+    const err = await s.producer().request(request('doomed'), { timeoutMs: 30_000 }).catch((e: unknown) => e);
+    expect(Date.now() - startedAt).toBeLessThan(5_000);
+    const e = fleetErrorOf(() => { throw err; });
+    expect(e.code).toBe('INVALID_ARGUMENT');
+    expect(e.message).toMatch(/request id "doomed" belongs to an earlier job that failed for good \(stalled out \(test\)\).*npu-fleet dlq replay.*new id/);
+  });
+});

@@ -1,0 +1,166 @@
+import { describe, expect, it } from 'vitest';
+import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
+import { ZERO_TIMINGS, type ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { BULK_CHUNK, bulkPublish } from '../../../src/producer/bulk-publish.ts';
+import type { Producer } from '../../../src/producer/producer.ts';
+import type { FileEntry } from '../../../src/producer/request-file.ts';
+
+const req = (id: string): RequestEnvelope => ({ id, model: 'm', createdAt: 1, inputs: [] });
+async function* entries(list: readonly FileEntry[]): AsyncGenerator<FileEntry> {
+  for (const e of list) yield e;
+}
+const lines = (ids: readonly string[]): FileEntry[] => ids.map((id, i) => ({ line: i + 1, request: req(id) }));
+const ok = (r: RequestEnvelope): ResultEnvelope => ({ id: r.id, model: r.model, version: '1', status: 'ok', timings: ZERO_TIMINGS, batchSize: 1, gear: 1, device: 0, worker: 'w' });
+const tick = (): Promise<void> => new Promise((r) => setTimeout(r, Math.random() * 3));
+
+/**
+ * The producer side of bulkPublish, answering each request after a short random delay the way
+ * `answer` says. Counts how many await a reply at once and what each publish call carried.
+ */
+function answeringProducer(answer: (r: RequestEnvelope) => ResultEnvelope | FleetError = ok): Pick<Producer, 'publish' | 'requestMany'> & { maxOutstanding: number; calls: number[]; published: string[] } {
+  let outstanding = 0;
+  const p = {
+    maxOutstanding: 0,
+    calls: [] as number[],
+    published: [] as string[],
+    async publish(requests: RequestEnvelope | readonly RequestEnvelope[]): Promise<void> {
+      const list = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
+      p.calls.push(list.length);
+      p.published.push(...list.map((r) => r.id));
+    },
+    requestMany(requests: readonly RequestEnvelope[]): Array<Promise<ResultEnvelope>> {
+      p.calls.push(requests.length);
+      p.published.push(...requests.map((r) => r.id));
+      outstanding += requests.length;
+      p.maxOutstanding = Math.max(p.maxOutstanding, outstanding);
+      return requests.map(async (r) => {
+        await tick();
+        outstanding--;
+        const a = answer(r);
+        if (a instanceof FleetError) throw a;
+        return a;
+      });
+    },
+  };
+  return p;
+}
+
+describe('bulkPublish', () => {
+  it.each([
+    [1, 50],
+    [7, 100],
+    [250, 1000],
+    [1000, 2500],
+  ])('with inFlight %i, never more than that await a reply, publishes go out in chunks, and every entry gets one record', async (inFlight, n) => {
+    const ids = Array.from({ length: n }, (_, i) => `r${i}`);
+    const producer = answeringProducer();
+    const records: ResultEnvelope[] = [];
+    const stats = await bulkPublish({ producer, entries: entries(lines(ids)), awaitReplies: true, timeoutMs: 1000, inFlight, onRecord: (r) => void records.push(r) });
+    expect(producer.maxOutstanding).toBeLessThanOrEqual(inFlight);
+    expect(Math.max(...producer.calls)).toBeLessThanOrEqual(Math.min(BULK_CHUNK, inFlight));
+    expect(records.map((r) => r.id).sort()).toEqual([...ids].sort());
+    expect(stats).toMatchObject({ read: n, published: n, unanswered: 0, invalidEntries: 0 });
+    expect(stats.answered.ok).toBe(n);
+  });
+
+  it('a bad entry, a repeated id and a request prepare refuses each get an invalid record naming the line; the rest are sent', async () => {
+    const list: FileEntry[] = [
+      { line: 1, request: req('a') },
+      { line: 2, error: new FleetError('INVALID_MESSAGE', 'line 2 is not JSON: x') },
+      { line: 3, request: req('b') },
+      { line: 4, request: req('a') },
+      { line: 5, request: req('too-urgent') },
+      { line: 6, error: new FleetError('INVALID_ARGUMENT', 'line 6: inputs[0].dtype ...'), id: 'f', model: 'm' },
+    ];
+    const producer = answeringProducer();
+    const records: ResultEnvelope[] = [];
+    const stats = await bulkPublish({
+      producer,
+      entries: entries(list),
+      awaitReplies: true,
+      timeoutMs: 1000,
+      prepare: (r) => {
+        if (r.id === 'too-urgent') throw new FleetError('INVALID_ARGUMENT', 'priority must be from 0 to 2', { details: { field: 'priority' } });
+        r.priority = 1;
+      },
+      onRecord: (r) => void records.push(r),
+    });
+    expect(producer.published.sort()).toEqual(['a', 'b']);
+    const invalid = records.filter((r) => r.status === 'invalid');
+    expect(invalid.map((r) => [r.id, r.error?.message])).toEqual([
+      ['', 'line 2 is not JSON: x'],
+      ['', 'line 4: id "a" repeats line 1; ids must be unique in a run (replies are matched by id)'],
+      ['too-urgent', 'line 5: priority must be from 0 to 2'],
+      ['f', 'line 6: inputs[0].dtype ...'],
+    ]);
+    for (const r of invalid) expect(r).toMatchObject({ device: -1, version: '', worker: 'npu-fleet publish' });
+    expect(stats).toMatchObject({ read: 6, published: 2, invalidEntries: 4 });
+    expect(stats.answered.ok).toBe(2);
+  });
+
+  it('resuming: ids already done are skipped, not sent', async () => {
+    const producer = answeringProducer();
+    const records: ResultEnvelope[] = [];
+    const stats = await bulkPublish({ producer, entries: entries(lines(['a', 'b', 'c', 'd'])), awaitReplies: true, timeoutMs: 1000, done: new Set(['b', 'd']), onRecord: (r) => void records.push(r) });
+    expect(producer.published.sort()).toEqual(['a', 'c']);
+    expect(records.map((r) => r.id).sort()).toEqual(['a', 'c']);
+    expect(stats.skipped).toBe(2);
+  });
+
+  it('a request with no reply in time gets a failed TIMEOUT record; results that are not ok are recorded as they are', async () => {
+    const producer = answeringProducer((r) =>
+      r.id === 'slow' ? new FleetError('TIMEOUT', 'no reply for request "slow" within 1000 ms') : r.id === 'late' ? { ...ok(r), status: 'expired' } : ok(r),
+    );
+    const records: ResultEnvelope[] = [];
+    const stats = await bulkPublish({ producer, entries: entries(lines(['a', 'slow', 'late'])), awaitReplies: true, timeoutMs: 1000, onRecord: (r) => void records.push(r) });
+    const byId = new Map(records.map((r) => [r.id, r]));
+    expect(byId.get('slow')).toMatchObject({ status: 'failed', error: { code: 'TIMEOUT' } });
+    expect(byId.get('late')?.status).toBe('expired');
+    expect(stats).toMatchObject({ unanswered: 1, published: 3 });
+    expect(stats.answered).toMatchObject({ ok: 1, expired: 1 });
+  });
+
+  it('a publish the broker refuses stops the run after the requests in flight: it throws, saying how far it got', async () => {
+    const producer = answeringProducer((r) => (r.id.startsWith('x') ? new FleetError('TRANSPORT_ERROR', 'publishing requests failed: broker down') : ok(r)));
+    const ids = [...Array.from({ length: 10 }, (_, i) => `a${i}`), ...Array.from({ length: 10 }, (_, i) => `x${i}`), ...Array.from({ length: 500 }, (_, i) => `b${i}`)];
+    const records: ResultEnvelope[] = [];
+    const run = bulkPublish({ producer, entries: entries(lines(ids)), awaitReplies: true, timeoutMs: 1000, inFlight: 10, onRecord: (r) => void records.push(r) });
+    await expect(run).rejects.toThrow(/^publishing stopped after \d+ of \d+ requests read were published: publishing requests failed: broker down/);
+    // Far fewer than all: reading stopped at the failure, and every request sent has a record.
+    expect(producer.published.length).toBeLessThan(60);
+    expect(records.map((r) => r.id).sort()).toEqual([...producer.published].sort());
+  });
+
+  it('without awaiting: publishes in chunks and counts; a refused publish stops and throws', async () => {
+    const producer = answeringProducer();
+    const ids = Array.from({ length: 450 }, (_, i) => `p${i}`);
+    const stats = await bulkPublish({ producer, entries: entries(lines(ids)), awaitReplies: false, timeoutMs: 1000, onRecord: () => undefined });
+    expect(producer.calls).toEqual([BULK_CHUNK, BULK_CHUNK, 50]);
+    expect(stats.published).toBe(450);
+    const refusing = { ...answeringProducer(), publish: async (): Promise<void> => Promise.reject(new Error('connection refused')) };
+    await expect(bulkPublish({ producer: refusing, entries: entries(lines(ids)), awaitReplies: false, timeoutMs: 1000, onRecord: () => undefined })).rejects.toThrow(
+      /^publishing stopped after 0 of 200 requests read were published: connection refused/,
+    );
+  });
+
+  it('stopped (Ctrl-C): reading ends; replies given up by close() are counted abandoned, not recorded', async () => {
+    let stop = false;
+    const pending: Array<(e: FleetError) => void> = [];
+    const producer: Pick<Producer, 'publish' | 'requestMany'> = {
+      publish: async () => undefined,
+      requestMany: (requests) => requests.map(() => new Promise<ResultEnvelope>((_, reject) => pending.push(reject))),
+    };
+    const records: ResultEnvelope[] = [];
+    const run = bulkPublish({ producer, entries: entries(lines(Array.from({ length: 1000 }, (_, i) => `s${i}`))), awaitReplies: true, timeoutMs: 1000, inFlight: 300, stopped: () => stop, onRecord: (r) => void records.push(r) });
+    // The first chunk goes out; the second waits for room, and must not go out once stopped.
+    while (pending.length < BULK_CHUNK) await tick();
+    await tick();
+    stop = true;
+    for (const reject of pending) reject(new FleetError('CLOSED', 'producer closed before the reply arrived'));
+    const stats = await run;
+    expect(records).toEqual([]);
+    expect(stats).toMatchObject({ published: BULK_CHUNK, abandoned: BULK_CHUNK, unanswered: 0 });
+    expect(pending).toHaveLength(BULK_CHUNK);
+  });
+});

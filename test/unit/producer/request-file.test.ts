@@ -1,0 +1,93 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_LIMITS } from '../../../src/contracts/limits.ts';
+import { countRequests, readRequestFile, type FileEntry } from '../../../src/producer/request-file.ts';
+import type { FleetError } from '../../../src/errors/fleet-error.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+
+const dir = tempDir('npu-fleet-request-file-');
+const write = (name: string, text: string): string => {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+};
+const request = (id: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  id,
+  model: 'mlp-classifier',
+  inputs: [{ name: 'input', dtype: 'float32', shape: [1, 2], data: Buffer.alloc(8).toString('base64') }],
+  ...extra,
+});
+const all = async (path: string, nowMs = (): number => 1_000): Promise<FileEntry[]> => {
+  const out: FileEntry[] = [];
+  for await (const e of readRequestFile(path, DEFAULT_LIMITS, nowMs)) out.push(e);
+  return out;
+};
+const errorOf = (e: FileEntry | undefined): FleetError => {
+  if (e === undefined || !('error' in e)) throw new Error(`expected an error entry, got ${JSON.stringify(e)}`);
+  return e.error;
+};
+
+describe('readRequestFile', () => {
+  it('JSON Lines: one entry per non-blank line, numbered by line; a bad line is an error entry naming it, and reading goes on', async () => {
+    const lines = [
+      JSON.stringify(request('a')),
+      '',
+      '{not json',
+      JSON.stringify(request('b', { inputs: [{ name: 'input', dtype: 'float32', shape: [1, 2], data: 'AAAA' }] })),
+      '   ',
+      `${JSON.stringify(request('c', { createdAt: 5 }))}\r`,
+      JSON.stringify(request('d')),
+    ];
+    const entries = await all(write('set.jsonl', lines.join('\n')));
+    expect(entries.map((e) => e.line)).toEqual([1, 3, 4, 6, 7]);
+    const [a, bad, short, c, d] = entries;
+    expect(a && 'request' in a ? a.request.id : undefined).toBe('a');
+    // createdAt filled in when the line is read (it is about to be sent); one given is kept.
+    expect(a && 'request' in a ? a.request.createdAt : undefined).toBe(1_000);
+    expect(c && 'request' in c ? c.request.createdAt : undefined).toBe(5);
+    expect(d && 'request' in d ? d.request.id : undefined).toBe('d');
+    expect(errorOf(bad).message).toMatch(/^line 3 is not JSON: /);
+    expect(errorOf(bad).code).toBe('INVALID_MESSAGE');
+    const e = errorOf(short);
+    expect(e.message).toMatch(/^line 4: inputs\[0\]\.data holds 3 bytes but float32 \[1,2\] needs 8/);
+    expect(e.details).toMatchObject({ line: 4, field: 'inputs[0].data' });
+    expect(short && 'error' in short ? [short.id, short.model] : []).toEqual(['b', 'mlp-classifier']);
+  });
+
+  it('reads lazily: createdAt is the time each line is pulled, not the time the file was opened', async () => {
+    const path = write('lazy.ndjson', [request('x'), request('y')].map((r) => JSON.stringify(r)).join('\n'));
+    let now = 10;
+    const times: number[] = [];
+    for await (const e of readRequestFile(path, DEFAULT_LIMITS, () => now)) {
+      if ('request' in e) times.push(e.request.createdAt);
+      now += 100;
+    }
+    expect(times).toEqual([10, 110]);
+  });
+
+  it('a .json file holds one request or an array of them; an array item that is bad is an error entry', async () => {
+    const one = await all(write('one.json', JSON.stringify(request('solo'))));
+    expect(one).toHaveLength(1);
+    const many = await all(write('many.json', JSON.stringify([request('p'), { id: 'q' }, request('r')])));
+    expect(many.map((e) => ('request' in e ? e.request.id : `error ${e.line}`))).toEqual(['p', 'error 2', 'r']);
+    expect(errorOf(many[1]).message).toMatch(/^item 2: /);
+  });
+
+  it('an unreadable file, or a .json file that is not JSON, throws before anything is yielded; JSON Lines named .json get a hint', async () => {
+    await expect(all(join(dir, 'missing.jsonl'))).rejects.toThrow(/--file .*missing\.jsonl cannot be read \(ENOENT\)/);
+    await expect(all(join(dir, 'missing.json'))).rejects.toThrow(/--file .*missing\.json cannot be read \(ENOENT\)/);
+    const linesAsJson = write('lines.json', `${JSON.stringify(request('a'))}\n${JSON.stringify(request('b'))}\n`);
+    await expect(all(linesAsJson)).rejects.toThrow(/is not JSON: .*it looks like JSON Lines \(one request per line\): name it \.jsonl/);
+  });
+});
+
+describe('countRequests', () => {
+  it('counts non-blank lines of JSON Lines (with or without a final newline) and items of a JSON array', async () => {
+    expect(await countRequests(write('c1.jsonl', '{"a":1}\n\n  \n{"b":2}\r\n{"c":3}'))).toBe(3);
+    expect(await countRequests(write('c2.jsonl', '{"a":1}\n{"b":2}\n'))).toBe(2);
+    expect(await countRequests(write('c3.jsonl', ''))).toBe(0);
+    expect(await countRequests(write('c4.json', '[{}, {}, {}, {}]'))).toBe(4);
+    expect(await countRequests(write('c5.json', '{}'))).toBe(1);
+  });
+});
