@@ -6,6 +6,7 @@ import { workerCommand } from './worker-command.ts';
 import { loadCheckModelsCommand, loadedBackendArtifact, validateModelsCommand } from './models-command.ts';
 import { publishCommand } from './publish-command.ts';
 import { dlqCommand } from './dlq-command.ts';
+import { framesCommand, loadCommand } from './load-command.ts';
 import { COMMAND_USAGE, intOption, noPositionals, parseCommandArgs } from './cli-args.ts';
 
 export const USAGE = `npu-fleet — queue-driven inference workers for Ascend NPUs
@@ -56,6 +57,10 @@ export async function main(argv: readonly string[]): Promise<number> {
         return await publishCommand(rest);
       case 'dlq':
         return await dlqCommand(rest);
+      case 'load':
+        return await loadCommand(rest);
+      case 'frames':
+        return await framesCommand(rest);
       case undefined:
       case 'help':
       case '--help':

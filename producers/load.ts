@@ -1,0 +1,4 @@
+// Thin entry point: `npu-fleet load`. Logic in src/cli/load-command.ts and src/producer/open-loop.ts.
+import { main } from '../src/cli/main.ts';
+
+process.exitCode = await main(['load', ...process.argv.slice(2)]);

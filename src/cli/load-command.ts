@@ -1,0 +1,215 @@
+import { loadFleetConfig } from '../contracts/config-loader.ts';
+import type { FleetConfig } from '../contracts/fleet-config.ts';
+import type { ModelConfig } from '../contracts/model-config.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import { createProducer } from '../producer/index.ts';
+import { runOpenLoop } from '../producer/open-loop.ts';
+import { RunStats } from '../producer/run-stats.ts';
+import { prng, syntheticInputs, syntheticRequest } from '../runtime/demo-load.ts';
+import { scanRepository } from '../runtime/model-repository.ts';
+import { intOption, msOption, noPositionals, parseCommandArgs } from './cli-args.ts';
+
+const COMMON = {
+  config: { type: 'string' },
+  model: { type: 'string' },
+  seconds: { type: 'string' },
+  priority: { type: 'string' },
+  'timeout-ms': { type: 'string', default: '30000' },
+  'max-outstanding': { type: 'string', default: '20000' },
+  'drain-ms': { type: 'string', default: '5000' },
+} as const;
+
+/**
+ * `npu-fleet load`: an open-loop synthetic load at a fixed rate, for capacity tests and autoscaling
+ * drills: requests fitting the model(s), mixed priorities (or one), a share with deadlines. One
+ * line a second (sent, answered, ok latency, batch fill, outcomes), a summary at the end.
+ */
+export async function loadCommand(args: readonly string[]): Promise<number> {
+  const parsed = parseCommandArgs('load', args, {
+    ...COMMON,
+    rate: { type: 'string', default: '100' },
+    'deadline-ms': { type: 'string', default: '50-500' },
+    'deadline-share': { type: 'string', default: '0.5' },
+    'max-samples': { type: 'string', default: '4' },
+  });
+  if (parsed === undefined) return 0;
+  const { values, positionals } = parsed;
+  noPositionals('load', positionals);
+  const rate = intOption('rate', values.rate, 1, 1_000_000);
+  const deadlineMs = rangeOption('deadline-ms', values['deadline-ms']);
+  const deadlineShare = shareOption('deadline-share', values['deadline-share']);
+  const maxSamples = intOption('max-samples', values['max-samples'], 1, 65_536);
+  const run = commonOptions(values);
+  const models = run.models;
+  const rand = prng(Date.now());
+  const idPrefix = `load-${process.pid}-${Date.now()}`;
+  return drive(run, rate, `load: ${rate} req/s of ${models.map((m) => m.name).join(', ')}`, (seq) => {
+    const model = models[seq % models.length] as ModelConfig;
+    const r = syntheticRequest(model, seq, rand, { idPrefix, deadlineShare, deadlineMs, maxSamples });
+    if (run.priority !== undefined) r.priority = run.priority;
+    return r;
+  });
+}
+
+/**
+ * `npu-fleet frames`: a video pipeline's traffic. Each of `--streams` cameras sends one frame
+ * (a one-sample request) every 1/fps s with `streamKey` = the camera and a deadline a few frame
+ * intervals out; a model with `streams: { superseded: drop }` answers the frames a newer one
+ * displaced as superseded. Same progress lines and summary as `load`.
+ */
+export async function framesCommand(args: readonly string[]): Promise<number> {
+  const parsed = parseCommandArgs('frames', args, {
+    ...COMMON,
+    streams: { type: 'string', default: '4' },
+    fps: { type: 'string', default: '25' },
+    'deadline-ms': { type: 'string' },
+  });
+  if (parsed === undefined) return 0;
+  const { values, positionals } = parsed;
+  noPositionals('frames', positionals);
+  const streams = intOption('streams', values.streams, 1, 100_000);
+  const fps = intOption('fps', values.fps, 1, 1_000);
+  // A frame is worth little once the next two have been taken.
+  const deadlineMs = values['deadline-ms'] === undefined ? Math.ceil(2_000 / fps) : msOption('deadline-ms', values['deadline-ms']);
+  const run = commonOptions(values);
+  if (run.models.length !== 1) throw new FleetError('INVALID_ARGUMENT', '--model names one model for frames', { details: { field: 'model' } });
+  const model = run.models[0] as ModelConfig;
+  const rand = prng(Date.now());
+  const idPrefix = `frames-${process.pid}-${Date.now()}`;
+  // Strictly increasing per camera: the fleet tells newer frames by createdAt.
+  const lastCreatedAt = new Float64Array(streams);
+  return drive(run, streams * fps, `frames: ${streams} stream(s) x ${fps} fps of ${model.name}, deadline ${deadlineMs} ms`, (seq) => {
+    const stream = seq % streams;
+    const frame = Math.floor(seq / streams);
+    const createdAt = Math.max(Date.now(), (lastCreatedAt[stream] ?? 0) + 1);
+    lastCreatedAt[stream] = createdAt;
+    const r: RequestEnvelope = {
+      id: `${idPrefix}-cam${stream}-${frame}`,
+      model: model.name,
+      streamKey: `${idPrefix}-cam${stream}`,
+      createdAt,
+      deadlineAt: createdAt + deadlineMs,
+      inputs: syntheticInputs(model, 1, rand),
+    };
+    if (run.priority !== undefined) r.priority = run.priority;
+    return r;
+  });
+}
+
+interface RunOptions {
+  readonly config: FleetConfig;
+  readonly models: readonly ModelConfig[];
+  readonly durationMs: number | undefined;
+  readonly priority: number | undefined;
+  readonly timeoutMs: number;
+  readonly maxOutstanding: number;
+  readonly drainMs: number;
+}
+
+function commonOptions(values: { config?: string; model?: string; seconds?: string; priority?: string; 'timeout-ms': string; 'max-outstanding': string; 'drain-ms': string }): RunOptions {
+  const durationMs = values.seconds === undefined ? undefined : secondsOption(values.seconds) * 1000;
+  const priority = values.priority === undefined ? undefined : intOption('priority', values.priority, 0);
+  const timeoutMs = msOption('timeout-ms', values['timeout-ms']);
+  const maxOutstanding = intOption('max-outstanding', values['max-outstanding'], 1, 10_000_000);
+  const drainMs = intOption('drain-ms', values['drain-ms'], 0, 3_600_000);
+  if (!values.model) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (several: --model a,b)', { details: { field: 'model' } });
+  const config = loadFleetConfig({ file: values.config });
+  if (config.transport.kind === 'memory') {
+    throw new FleetError('INVALID_ARGUMENT', 'load and frames need a Kafka or BullMQ transport in --config (the memory broker lives inside `npu-fleet start`)');
+  }
+  const names = values.model.split(',').map((n) => n.trim()).filter((n) => n !== '');
+  const found = scanRepository(config.modelRepository, { artifact: 'onnx', only: names }).models;
+  const models = names.map((name) => {
+    const m = found.get(name)?.config;
+    if (m === undefined) throw new FleetError('UNKNOWN_MODEL', `model ${name} is not in ${config.modelRepository}`, { details: { field: 'model' } });
+    if (priority !== undefined && priority >= m.priorityLevels) {
+      throw new FleetError('INVALID_ARGUMENT', `priority must be from 0 to ${m.priorityLevels - 1}: model ${name} has ${m.priorityLevels} priority levels, got ${priority}`, {
+        details: { field: 'priority' },
+      });
+    }
+    return m;
+  });
+  return { config, models, durationMs, priority, timeoutMs, maxOutstanding, drainMs };
+}
+
+/** Runs the open loop with progress lines each second and a summary; Ctrl-C ends it like --seconds. */
+async function drive(run: RunOptions, rate: number, title: string, next: (seq: number) => RequestEnvelope): Promise<number> {
+  const producer = createProducer(run.config.transport, { limits: run.config.limits });
+  const stats = new RunStats();
+  let stopBy: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    // A second one: stop waiting for the replies still out.
+    if (stopBy !== undefined) void producer.close();
+    stopBy = signal;
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  process.stdout.write(`${title}${run.durationMs === undefined ? ', until Ctrl-C' : ` for ${run.durationMs / 1000} s`} (${run.config.transport.kind})\n`);
+  let sentBefore = 0;
+  let sentNow = 0;
+  let last = Date.now();
+  const progress = setInterval(() => {
+    const now = Date.now();
+    process.stdout.write(`${stats.line(now - last, sentNow - sentBefore)}\n`);
+    sentBefore = sentNow;
+    last = now;
+  }, 1_000);
+  try {
+    const outcome = await runOpenLoop({
+      producer: {
+        requestMany: (requests, options) => {
+          sentNow += requests.length;
+          return producer.requestMany(requests, options);
+        },
+      },
+      next,
+      ratePerSecond: rate,
+      durationMs: run.durationMs,
+      timeoutMs: run.timeoutMs,
+      maxOutstanding: run.maxOutstanding,
+      drainMs: run.drainMs,
+      onResult: (r) => void stats.result(r),
+      onError: (e) => void (e.code === 'CLOSED' ? undefined : stats.noReply(e)),
+      stopped: () => stopBy !== undefined,
+    });
+    process.stdout.write(
+      `${stopBy === undefined ? 'done' : `stopped by ${stopBy}`}: sent ${outcome.sent}` +
+        `${outcome.heldBack > 0 ? `, held back ${outcome.heldBack} (over --max-outstanding: the fleet did not keep up)` : ''}` +
+        `${outcome.outstanding > 0 ? `, ${outcome.outstanding} without a reply after --drain-ms` : ''} | ${stats.summary()}\n`,
+    );
+    return 0;
+  } finally {
+    clearInterval(progress);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await producer.close();
+  }
+}
+
+/** `MS` or `LO-HI` (ms). */
+function rangeOption(flag: string, value: string): [number, number] {
+  const m = /^(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?$/.exec(value.trim());
+  const lo = Number(m?.[1]);
+  const hi = m?.[2] === undefined ? lo : Number(m[2]);
+  if (m === null || !(lo > 0) || hi < lo) {
+    throw new FleetError('INVALID_ARGUMENT', `--${flag} must be MS or LO-HI milliseconds (e.g. 50-500), got "${value}"`, { details: { field: flag } });
+  }
+  return [lo, hi];
+}
+
+function shareOption(flag: string, value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) {
+    throw new FleetError('INVALID_ARGUMENT', `--${flag} must be a number from 0 to 1, got "${value}"`, { details: { field: flag } });
+  }
+  return n;
+}
+
+function secondsOption(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n <= 0) {
+    throw new FleetError('INVALID_ARGUMENT', `--seconds must be a positive number of seconds, got "${value}"`, { details: { field: 'seconds' } });
+  }
+  return n;
+}

@@ -1,0 +1,101 @@
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
+import type { FleetError } from '../errors/fleet-error.ts';
+
+/**
+ * Latencies in log buckets 1 % wide (0.01 ms to about 30 min in ~1,900 buckets): percentiles of a
+ * run of any length in fixed memory, within 1 % of the exact value.
+ */
+export class LatencyHistogram {
+  private static readonly BASE = Math.log(1.01);
+  private static readonly MIN_MS = 0.01;
+  private readonly counts = new Float64Array(1_900);
+  count = 0;
+
+  add(ms: number): void {
+    const i = ms <= LatencyHistogram.MIN_MS ? 0 : Math.min(this.counts.length - 1, Math.ceil(Math.log(ms / LatencyHistogram.MIN_MS) / LatencyHistogram.BASE));
+    this.counts[i] = (this.counts[i] ?? 0) + 1;
+    this.count++;
+  }
+
+  /** The bucket bound holding the p-quantile (0 when empty). */
+  percentile(p: number): number {
+    if (this.count === 0) return 0;
+    const rank = Math.max(1, Math.ceil(p * this.count));
+    let seen = 0;
+    for (let i = 0; i < this.counts.length; i++) {
+      seen += this.counts[i] ?? 0;
+      if (seen >= rank) return LatencyHistogram.MIN_MS * Math.exp(i * LatencyHistogram.BASE);
+    }
+    return LatencyHistogram.MIN_MS * Math.exp((this.counts.length - 1) * LatencyHistogram.BASE);
+  }
+}
+
+/** What a reply (or its absence) counts as: a status, ok split into in time and late, rejected by its code. */
+export function outcomeOf(result: ResultEnvelope): string {
+  if (result.status === 'ok') return result.late === true ? 'late' : 'ok';
+  if (result.status === 'rejected' && result.error?.code === 'SUPERSEDED') return 'superseded';
+  return result.status;
+}
+
+/** The counts and latencies of a load or frames run: per interval (the progress line) and overall. */
+export class RunStats {
+  readonly total = new Map<string, number>();
+  readonly overall = new LatencyHistogram();
+  private interval = new LatencyHistogram();
+  private intervalCounts = new Map<string, number>();
+  private intervalFills: number[] = [];
+
+  result(result: ResultEnvelope): string {
+    const outcome = outcomeOf(result);
+    this.count(outcome);
+    // Latency of what was served: an expired or superseded answer comes fast and says nothing of it.
+    if (result.status === 'ok') {
+      this.overall.add(result.timings.totalMs);
+      this.interval.add(result.timings.totalMs);
+      if (result.gear > 0) this.intervalFills.push(result.batchSize / result.gear);
+    }
+    return outcome;
+  }
+
+  noReply(error: FleetError): string {
+    const outcome = error.code === 'TIMEOUT' ? 'no reply' : `error ${error.code}`;
+    this.count(outcome);
+    return outcome;
+  }
+
+  private count(outcome: string): void {
+    this.total.set(outcome, (this.total.get(outcome) ?? 0) + 1);
+    this.intervalCounts.set(outcome, (this.intervalCounts.get(outcome) ?? 0) + 1);
+  }
+
+  /** One progress line for the interval just ended, then a new interval. */
+  line(intervalMs: number, sent: number): string {
+    const answered = [...this.intervalCounts.values()].reduce((a, b) => a + b, 0);
+    const fill = this.intervalFills.length ? this.intervalFills.reduce((a, b) => a + b, 0) / this.intervalFills.length : 0;
+    const text =
+      `sent ${Math.round((sent * 1000) / intervalMs)}/s | answered ${Math.round((answered * 1000) / intervalMs)}/s | ` +
+      `ok p50 ${this.interval.percentile(0.5).toFixed(1)} ms p99 ${this.interval.percentile(0.99).toFixed(1)} ms | ` +
+      `batch fill ${(fill * 100).toFixed(0)}% | ${counts(this.intervalCounts)}`;
+    this.interval = new LatencyHistogram();
+    this.intervalCounts = new Map();
+    this.intervalFills = [];
+    return text;
+  }
+
+  summary(): string {
+    const h = this.overall;
+    return `${counts(this.total)} | ok latency p50 ${h.percentile(0.5).toFixed(1)} ms, p95 ${h.percentile(0.95).toFixed(1)} ms, p99 ${h.percentile(0.99).toFixed(1)} ms, max ${h.percentile(1).toFixed(1)} ms`;
+  }
+}
+
+const ORDER = ['ok', 'late', 'expired', 'superseded', 'rejected', 'invalid', 'failed', 'no reply'];
+
+function counts(m: ReadonlyMap<string, number>): string {
+  const keys = [...m.keys()].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  return keys.length === 0 ? 'no replies' : keys.map((k) => `${k} ${m.get(k)}`).join(' ');
+}
+
+const rank = (k: string): number => {
+  const i = ORDER.indexOf(k);
+  return i === -1 ? ORDER.length : i;
+};

@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { ZERO_TIMINGS, type ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { LatencyHistogram, outcomeOf, RunStats } from '../../../src/producer/run-stats.ts';
+
+const result = (extra: Partial<ResultEnvelope>, totalMs = 5): ResultEnvelope => ({
+  id: 'r',
+  model: 'm',
+  version: '1',
+  status: 'ok',
+  timings: { ...ZERO_TIMINGS, totalMs },
+  batchSize: 3,
+  gear: 4,
+  device: 0,
+  worker: 'w',
+  ...extra,
+});
+
+describe('LatencyHistogram', () => {
+  it('percentiles within 1 % of the exact ones, over a wide range, in fixed memory', () => {
+    const h = new LatencyHistogram();
+    const values: number[] = [];
+    let s = 7;
+    for (let i = 0; i < 20_000; i++) {
+      s = (s * 1103515245 + 12345) >>> 0;
+      const v = 0.05 * Math.exp((s / 2 ** 32) * Math.log(200_000)); // 0.05 ms .. 10 s, log-uniform
+      values.push(v);
+      h.add(v);
+    }
+    values.sort((a, b) => a - b);
+    for (const p of [0.01, 0.5, 0.9, 0.99, 0.999, 1]) {
+      const exact = values[Math.max(0, Math.ceil(p * values.length) - 1)] as number;
+      const got = h.percentile(p);
+      expect(got / exact, `p${p}`).toBeGreaterThanOrEqual(1);
+      expect(got / exact, `p${p}`).toBeLessThanOrEqual(1.01);
+    }
+    expect(new LatencyHistogram().percentile(0.5)).toBe(0);
+  });
+});
+
+describe('RunStats', () => {
+  it('counts outcomes (late and superseded apart), ok latency only, and resets each interval', () => {
+    expect(outcomeOf(result({ late: true }))).toBe('late');
+    expect(outcomeOf(result({ status: 'rejected', error: { code: 'SUPERSEDED', message: 'newer frame' } }))).toBe('superseded');
+    expect(outcomeOf(result({ status: 'rejected', error: { code: 'QUEUE_FULL', message: 'full' } }))).toBe('rejected');
+    const s = new RunStats();
+    s.result(result({}, 10));
+    s.result(result({}, 20));
+    s.result(result({ status: 'expired' }, 900));
+    s.result(result({ status: 'rejected', error: { code: 'SUPERSEDED', message: '' } }, 1));
+    s.noReply(new FleetError('TIMEOUT', 'no reply'));
+    const line = s.line(1000, 7);
+    expect(line).toMatch(/^sent 7\/s \| answered 5\/s \| ok p50 10\.\d ms p99 20\.\d ms \| batch fill 75% \| ok 2 expired 1 superseded 1 no reply 1$/);
+    expect(s.line(1000, 0)).toMatch(/answered 0\/s .*\| no replies$/);
+    expect(s.summary()).toMatch(/^ok 2 expired 1 superseded 1 no reply 1 \| ok latency p50 10\.\d ms, p95 20\.\d ms, p99 20\.\d ms, max 20\.\d ms$/);
+  });
+});
