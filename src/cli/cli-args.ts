@@ -43,7 +43,8 @@ export const COMMAND_USAGE = {
     list: the model's dead letters by reason, and the oldest matching ones (default 20).
     replay: re-sends each matching dead letter's original message to the request topic/queue it
     came from, at its priority, once the cause is fixed; the workers answer it again. BullMQ: a
-    replayed record leaves the DLQ. Kafka: the DLQ topic keeps it (narrow reruns with --since).
+    replayed record leaves the DLQ. Kafka: the DLQ topic keeps it, and a marker in <dlq>.replayed
+    makes later replays pass it over (re-sent once).
     Records whose own deadline has passed are skipped (they would only be answered expired).
     --dry-run counts what would be re-sent; --priority P is used for BullMQ records that recorded
     no priority (Kafka records have theirs in their topic).`,
