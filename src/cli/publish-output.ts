@@ -12,13 +12,20 @@ import { answeredCount, type BulkStats } from '../producer/bulk-publish.ts';
  * `--resume` carries on from there. JS thread only.
  */
 export class ResultFile {
+  /** A write that failed (a full disk): every later write throws it. */
+  private failure: Error | undefined;
+
   private constructor(
     private readonly stream: WriteStream,
     /** Ids with an ok result in the file before this run (--resume): not sent again. */
     readonly done: ReadonlySet<string>,
     /** Lines of the resumed file that are not a result (a write cut off by a crash): ignored. */
     readonly unreadable: number,
-  ) {}
+    private readonly path: string,
+  ) {
+    // Kept, not thrown at the event loop: the run stops at its next record, saying why.
+    stream.on('error', (err) => (this.failure ??= err));
+  }
 
   /**
    * Opens FILE for a run. An existing FILE is continued only with `resume` (its ok ids are read
@@ -34,6 +41,9 @@ export class ResultFile {
     let done = new Set<string>();
     let unreadable = 0;
     let needsNewline = false;
+    if (exists && !statSync(path).isFile()) {
+      throw new FleetError('INVALID_ARGUMENT', `--out ${path} is not a regular file: name a file to write the results to`, { details: { field: 'out' } });
+    }
     if (exists) {
       ({ done, unreadable } = await readDone(path));
       needsNewline = endsWithoutNewline(path);
@@ -46,16 +56,30 @@ export class ResultFile {
     }
     // A line cut off by a crash stays a line of its own, not the start of the next record.
     if (needsNewline) stream.write('\n');
-    return new ResultFile(stream, done, unreadable);
+    return new ResultFile(stream, done, unreadable, path);
   }
 
   /** Appends one record; waits while the file is behind (the run then waits too). */
   async write(record: ResultEnvelope): Promise<void> {
-    if (!this.stream.write(`${JSON.stringify(resultToJson(record))}\n`)) await once(this.stream, 'drain');
+    this.throwIfFailed();
+    if (!this.stream.write(`${JSON.stringify(resultToJson(record))}\n`)) {
+      await Promise.race([once(this.stream, 'drain'), once(this.stream, 'close')]).catch(() => undefined);
+      this.throwIfFailed();
+    }
+  }
+
+  private throwIfFailed(): void {
+    if (this.failure !== undefined) {
+      throw new FleetError('INTERNAL', `writing ${this.path} failed (${(this.failure as NodeJS.ErrnoException).code ?? this.failure.message}); the records written before are kept: free space and rerun with --resume`, {
+        cause: this.failure,
+      });
+    }
   }
 
   async close(): Promise<void> {
-    await new Promise<void>((resolve, reject) => this.stream.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    if (this.stream.destroyed) return;
+    await new Promise<void>((resolve) => this.stream.end(() => resolve()));
+    this.throwIfFailed();
   }
 }
 

@@ -73,6 +73,16 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   const pending = new Set<Promise<void>>();
   let chunk: RequestEnvelope[] = [];
   let sendFailure: FleetError | undefined;
+  /** The records' writer failed (a full disk): the run stops, as nothing more could be kept. */
+  let recordFailure: FleetError | undefined;
+  const record = async (r: ResultEnvelope): Promise<void> => {
+    if (recordFailure !== undefined) return;
+    try {
+      await o.onRecord(r);
+    } catch (err) {
+      recordFailure = FleetError.from(err, 'INTERNAL');
+    }
+  };
 
   const local = (status: 'invalid' | 'failed', error: FleetError, id: string, model: string, device = -1): ResultEnvelope => ({
     id,
@@ -89,10 +99,10 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   });
 
   const settle = async (reply: Promise<ResultEnvelope>, request: RequestEnvelope): Promise<void> => {
-    let record: ResultEnvelope;
+    let result: ResultEnvelope;
     try {
-      record = await reply;
-      stats.answered[record.status]++;
+      result = await reply;
+      stats.answered[result.status]++;
     } catch (err) {
       const error = FleetError.from(err, 'TRANSPORT_ERROR');
       if (error.code === 'CLOSED' && o.stopped?.() === true) {
@@ -102,9 +112,9 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
       // A broker refusing publishes would fail every later chunk too: the run stops reading.
       if (error.code !== 'TIMEOUT') sendFailure ??= error;
       stats.unanswered++;
-      record = local('failed', error, request.id, request.model);
+      result = local('failed', error, request.id, request.model);
     }
-    await o.onRecord(record);
+    await record(result);
   };
 
   const flush = async (): Promise<void> => {
@@ -122,7 +132,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     }
     while (pending.size > 0 && pending.size + sending.length > inFlight) await Promise.race(pending);
     // Stopped or failing while waiting for room: the chunk stays unsent (a resumed run sends it).
-    if (o.stopped?.() === true || sendFailure !== undefined) return;
+    if (o.stopped?.() === true || sendFailure !== undefined || recordFailure !== undefined) return;
     const replies = o.producer.requestMany(sending, { timeoutMs: o.timeoutMs });
     stats.published += sending.length;
     replies.forEach((reply, i) => {
@@ -132,11 +142,11 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   };
 
   for await (const entry of o.entries) {
-    if (o.stopped?.() === true || sendFailure !== undefined) break;
+    if (o.stopped?.() === true || sendFailure !== undefined || recordFailure !== undefined) break;
     stats.read++;
     if ('error' in entry) {
       stats.invalidEntries++;
-      await o.onRecord(local('invalid', entry.error, entry.id ?? '', entry.model ?? ''));
+      await record(local('invalid', entry.error, entry.id ?? '', entry.model ?? ''));
       continue;
     }
     const request = entry.request;
@@ -147,7 +157,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
       const error = new FleetError('INVALID_ARGUMENT', `line ${entry.line}: id "${request.id}" repeats line ${first}; ids must be unique in a run (replies are matched by id)`, {
         details: { field: 'id', line: entry.line },
       });
-      await o.onRecord(local('invalid', error, '', request.model));
+      await record(local('invalid', error, '', request.model));
       continue;
     }
     firstLineOf.set(request.id, entry.line);
@@ -160,14 +170,17 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     } catch (err) {
       stats.invalidEntries++;
       const e = FleetError.from(err, 'INVALID_ARGUMENT');
-      await o.onRecord(local('invalid', new FleetError(e.code, `line ${entry.line}: ${e.message}`, { cause: e, details: { ...e.details, line: entry.line } }), request.id, request.model));
+      await record(local('invalid', new FleetError(e.code, `line ${entry.line}: ${e.message}`, { cause: e, details: { ...e.details, line: entry.line } }), request.id, request.model));
       continue;
     }
     chunk.push(request);
     if (chunk.length >= chunkSize) await flush();
   }
-  if (o.stopped?.() !== true && sendFailure === undefined) await flush();
+  if (o.stopped?.() !== true && sendFailure === undefined && recordFailure === undefined) await flush();
   await Promise.all(pending);
+  if (recordFailure !== undefined) {
+    throw new FleetError(recordFailure.code, `stopped after ${stats.read} entries read: recording a result failed: ${recordFailure.message}`, { cause: recordFailure });
+  }
   if (sendFailure !== undefined) {
     throw new FleetError(sendFailure.code, `publishing stopped after ${stats.published} of ${stats.read} requests read were published: ${sendFailure.message}`, {
       cause: sendFailure,

@@ -144,6 +144,23 @@ describe('bulkPublish', () => {
     );
   });
 
+  it('a record that cannot be written (a full disk) stops the run and throws, with no stray rejection', async () => {
+    const producer = answeringProducer();
+    let written = 0;
+    const run = bulkPublish({
+      producer,
+      entries: entries(lines(Array.from({ length: 2000 }, (_, i) => `w${i}`))),
+      awaitReplies: true,
+      timeoutMs: 1000,
+      inFlight: 100,
+      onRecord: async () => {
+        if (++written > 150) throw new Error('ENOSPC: no space left on device');
+      },
+    });
+    await expect(run).rejects.toThrow(/^stopped after \d+ entries read: recording a result failed: ENOSPC: no space left on device/);
+    expect(producer.published.length).toBeLessThan(600);
+  });
+
   it('stopped (Ctrl-C): reading ends; replies given up by close() are counted abandoned, not recorded', async () => {
     let stop = false;
     const pending: Array<(e: FleetError) => void> = [];
