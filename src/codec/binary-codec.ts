@@ -14,6 +14,7 @@ import {
   align8,
   checkMessageSize,
   checkMetaSize,
+  checkTensorsBeforeSchema,
   checkTensorCount,
   checkedTensorBytes,
   identityOf,
@@ -123,6 +124,12 @@ function decodeFrame<S extends z.ZodType>(
       cause,
       details: { field: '(header)' },
     });
+  }
+  try {
+    checkTensorsBeforeSchema(raw, key, limits);
+  } catch (err) {
+    if (err instanceof FleetError) Object.assign(err.details, identityOf(raw));
+    throw err;
   }
   let data: z.infer<S>;
   if (isPlain?.(raw) === true) {

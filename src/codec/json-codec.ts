@@ -6,7 +6,7 @@ import { isPlainRequest } from '../contracts/request-fast-check.ts';
 import type { Tensor } from '../contracts/tensor.ts';
 import { validationError } from '../contracts/validation-error.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { checkMessageSize, checkMetaSize, checkTensorCount, checkedTensorBytes, identityOf, invalid } from './frame.ts';
+import { checkTensorsBeforeSchema, checkMessageSize, checkMetaSize, checkTensorCount, checkedTensorBytes, identityOf, invalid } from './frame.ts';
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
@@ -93,6 +93,7 @@ export function requestToJson(request: RequestEnvelope): RequestJson {
 
 /** Decodes the JSON form from an already-parsed object (BullMQ job data). */
 export function requestFromJson(value: unknown, limits: CodecLimits = DEFAULT_LIMITS): RequestEnvelope {
+  withIdentity(value, () => checkTensorsBeforeSchema(value, 'inputs', limits));
   const parsed = isPlainRequest(value, 'json') ? (value as RequestJson) : parseWith(RequestJsonSchema, value);
   return withIdentity(value, () => {
     checkMetaSize(parsed.meta, limits);
@@ -115,6 +116,7 @@ export function resultToJson(result: ResultEnvelope): ResultJson {
 }
 
 export function resultFromJson(value: unknown, limits: CodecLimits = DEFAULT_LIMITS): ResultEnvelope {
+  withIdentity(value, () => checkTensorsBeforeSchema(value, 'outputs', limits));
   const parsed = parseWith(ResultJsonSchema, value);
   return withIdentity(value, () => {
     checkMetaSize(parsed.meta, limits);

@@ -412,6 +412,17 @@ function outcome(decode: () => unknown): unknown {
   }
 }
 
+/**
+ * The one intended difference: the tensor count is checked before the schema since the codec-fuzz
+ * session (zod's issue per bad tensor ran the heap out), so a frame with too many tensors is refused
+ * for that even where the reference, validating first, refused it for another field.
+ */
+function expectSameOutcome(actual: unknown, reference: unknown): void {
+  const a = actual as { threw?: { code: string; message: string } };
+  if (a.threw?.code === 'LIMIT_EXCEEDED' && /limits\.maxTensors/.test(a.threw.message) && 'threw' in (reference as object)) return;
+  expect(actual).toEqual(reference);
+}
+
 /** An envelope as the decoder should give it back: no undefined keys, bytes as arrays, -0 as JSON's 0. */
 function normal(value: unknown): unknown {
   if (Object.is(value, -0)) return 0;
@@ -490,10 +501,8 @@ describe('binary codec against its reference copy', () => {
         const bytes = offsetView ? asOffsetView(damagedFrame) : damagedFrame;
         const limits: CodecLimits = tight ? tightLimits : DEFAULT_LIMITS;
         // A request frame fed to the result decoder (and back) must fail the same way too.
-        const asRequest = outcome(() => decodeRequestBinary(bytes, limits));
-        expect(asRequest).toEqual(outcome(() => referenceDecodeRequestBinary(bytes, limits)));
-        const asResult = outcome(() => decodeResultBinary(bytes, limits));
-        expect(asResult).toEqual(outcome(() => referenceDecodeResultBinary(bytes, limits)));
+        expectSameOutcome(outcome(() => decodeRequestBinary(bytes, limits)), outcome(() => referenceDecodeRequestBinary(bytes, limits)));
+        expectSameOutcome(outcome(() => decodeResultBinary(bytes, limits)), outcome(() => referenceDecodeResultBinary(bytes, limits)));
       }),
       { numRuns: 3000 },
     );

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeRequest, decodeResult, encodeResult } from '../../../src/codec/index.ts';
+import { decodeRequest, decodeResult, encodeResult, requestFromJson } from '../../../src/codec/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { buildResult } from '../../../src/runtime/result-builder.ts';
 
@@ -60,5 +60,42 @@ describe('hostile requests', () => {
     for (const encoding of ['binary', 'json'] as const) {
       expect(decodeResult(encodeResult(result, encoding))).toMatchObject({ status: 'invalid', error: { code: err.code } });
     }
+  });
+});
+
+// Zod reports one issue per bad element of an array, each with its message and path. A 64 MiB JSON
+// body of 5.7 million `{"name":1}` tensors (inside limits.maxMessageBytes) made 23 million issues:
+// the worker's heap ran out, a fatal error no catch sees. 5,000 of them in a 16 KiB frame header
+// took 90 ms. The tensor count is now measured before zod sees the tensors.
+describe('more tensors than limits.maxTensors', () => {
+  const many = (n: number, item: string): string => Array.from({ length: n }, () => item).join(',');
+  const requestJson = (inputs: string): string => `{"id":"r1","model":"m","createdAt":1,"inputs":[${inputs}]}`;
+  const resultJson = (outputs: string): string =>
+    `{"id":"r1","model":"m","version":"","status":"ok","timings":{"queuedMs":0,"batchWaitMs":0,"deviceMs":0,"totalMs":0},"batchSize":1,"gear":1,"device":0,"worker":"w","outputs":[${outputs}]}`;
+
+  function timedError(fn: () => unknown): { err: FleetError; ms: number } {
+    const t0 = performance.now();
+    try {
+      fn();
+    } catch (err) {
+      if (err instanceof FleetError) return { err, ms: performance.now() - t0 };
+      throw err;
+    }
+    throw new Error('decode accepted the message');
+  }
+
+  // JSON text stays under the structure bound (limits.maxHeaderBytes structural characters): zod is reached.
+  it.each([
+    ['a JSON request with 16,000', () => Buffer.from(requestJson(many(16_000, '{"name":1}'))), decodeRequest],
+    ['a BullMQ job with 100,000', () => JSON.parse(requestJson(many(100_000, '{"name":1}'))) as unknown, requestFromJson],
+    ['a frame header with 5,000', () => frameOf(requestJson(many(5_000, '{}'))), decodeRequest],
+    ['a JSON result with 16,000', () => Buffer.from(resultJson(many(16_000, '{"name":1}'))), decodeResult],
+  ] as Array<[string, () => unknown, (body: never) => unknown]>)('%s bad tensors: LIMIT_EXCEEDED naming the tensors, at once', (_what, make, decode) => {
+    const body = make();
+    const { err, ms } = timedError(() => decode(body as never));
+    expect(err.code).toBe('LIMIT_EXCEEDED');
+    expect(err.details).toMatchObject({ field: expect.stringMatching(/^(inputs|outputs)$/), id: 'r1', model: 'm' });
+    expect(err.message).toMatch(/limits\.maxTensors/);
+    expect(ms).toBeLessThan(50);
   });
 });
