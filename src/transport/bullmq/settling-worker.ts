@@ -1,8 +1,11 @@
-import { Worker, type Job } from 'bullmq';
+import { Worker, type Job, type JobJson } from 'bullmq';
 
 type CompletionListener = (error: Error | undefined) => void;
 
-/** A Worker that reports when moveToCompleted has really happened (or failed) for a job. */
+/**
+ * A Worker that reports when moveToCompleted has really happened (or failed) for a job, and keeps
+ * a job whose data is not JSON as text.
+ */
 export class SettlingWorker extends Worker {
   readonly completions = new Map<string, CompletionListener>();
 
@@ -23,6 +26,21 @@ export class SettlingWorker extends Worker {
     } catch (err) {
       listener?.(err as Error);
       throw err;
+    }
+  }
+
+  /**
+   * Why: BullMQ parses job data as JSON while fetching; data some other writer left that is not
+   * JSON throws there, before any processor runs, so the job sat active until its lock lapsed,
+   * again at every fetch, and after maxStalledCount stalls failed as a stalled-out job (answered
+   * WORKER_CRASHED). Kept as text instead, the job reaches the transport and is answered invalid.
+   */
+  protected override createJob(data: JobJson, jobId: string): Job {
+    try {
+      return super.createJob(data, jobId);
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      return super.createJob({ ...data, data: JSON.stringify(data.data) }, jobId);
     }
   }
 }
