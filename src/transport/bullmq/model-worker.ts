@@ -2,7 +2,7 @@ import { Queue, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
-import { redisConnection } from './bullmq-names.ts';
+import { fromBullmqPriority, redisConnection } from './bullmq-names.ts';
 import { ErrorThrottle, isRedisRefusal } from './error-throttle.ts';
 import { reclaimLostJobs, RECLAIM_DELAY_MS } from './lost-job-reclaimer.ts';
 import { SettlingWorker } from './settling-worker.ts';
@@ -78,6 +78,14 @@ export class ModelWorker {
     // Without a listener BullMQ prints connection errors with console.error.
     this.counter.on('error', (err) => tuning.logger?.warn({ err, queue }, 'bullmq queue error'));
     this.worker.on('error', (err) => this.onError(err));
+    // BullMQ fetches up to `prefetch` jobs in a row before processing the first, so the processor
+    // alone met a paused priority only after a whole window was fetched, to be put back job by
+    // job: with large free windows thousands of fetches and put-backs a second, each carrying the
+    // job's data. Resting on the first one met stops the run there.
+    this.worker.onFetched = (job) => {
+      const priority = fromBullmqPriority(job.priority);
+      if (priority !== undefined && this.paused.has(priority) && !this.o.intakeOff()) void this.rest();
+    };
     // Every 'ready' after the first is a reconnect: a fetch may have been cut off with the
     // old connection (see reclaimLostJobs).
     let readies = 0;

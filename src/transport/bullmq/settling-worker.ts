@@ -3,11 +3,13 @@ import { Worker, type Job, type JobJson } from 'bullmq';
 type CompletionListener = (error: Error | undefined) => void;
 
 /**
- * A Worker that reports when moveToCompleted has really happened (or failed) for a job, and keeps
- * a job whose data is not JSON as text.
+ * A Worker that reports when moveToCompleted has really happened (or failed) for a job, tells of
+ * each job it fetches, and keeps a job whose data is not JSON as text.
  */
 export class SettlingWorker extends Worker {
   readonly completions = new Map<string, CompletionListener>();
+  /** Told of every job fetched, before BullMQ fetches the next one (ModelWorker rests on a paused priority). */
+  onFetched: ((job: Job) => void) | undefined;
 
   protected override async handleCompleted(
     result: unknown,
@@ -42,5 +44,11 @@ export class SettlingWorker extends Worker {
       if (!(err instanceof SyntaxError)) throw err;
       return super.createJob({ ...data, data: JSON.stringify(data.data) }, jobId);
     }
+  }
+
+  protected override async nextJobFromJobData(jobData?: JobJson, jobId?: string, token?: string): Promise<Job> {
+    const job = await super.nextJobFromJobData(jobData, jobId, token);
+    if (job !== undefined) this.onFetched?.(job);
+    return job;
   }
 }

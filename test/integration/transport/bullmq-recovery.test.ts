@@ -1,12 +1,14 @@
-// BullMQ transport under trouble: job data that is not JSON. Real Redis, a unique prefix per test.
+// BullMQ transport under trouble: job data that is not JSON, and fetching while only some
+// priorities are paused. Real Redis, a unique prefix per test.
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { bullmqSettings, queueJobs } from './bullmq-harness.ts';
-import { Inbox, outcomeFor, startWith } from './conformance-kit.ts';
+import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
 
 const track = closeAfterEach();
 
@@ -40,5 +42,36 @@ describe('bullmq transport recovery', () => {
     } finally {
       admin2.disconnect();
     }
+  }, 20_000);
+
+  it('while low priorities are paused, fetching rests after the first paused job it meets instead of fetching and putting back a whole window', async () => {
+    const settings = bullmqSettings({ lockDurationMs: 5_000 });
+    const model = uniqueName('bounces');
+    const queue = `${model}.requests`;
+    const producer = track(new BullmqProducer(settings));
+    await producer.publish(Array.from({ length: 300 }, (_, i) => makeRequest(model, `low-${i}`, 2)));
+    const t = track(new BullmqTransport(settings, { stalledIntervalMs: 1_000, prefetch: 256, pausedPollMs: 200 }));
+    const inbox = new Inbox();
+    t.pause(model, [1, 2]);
+    await startWith(t, model, inbox);
+    t.pause(model, [1, 2]);
+    const admin = new Redis(settings.redisUrl);
+    try {
+      const events = `${settings.prefix}:${queue}:events`;
+      const from = String((await admin.xrevrange(events, '+', '-', 'COUNT', 1))[0]?.[0] ?? '0');
+      await sleep(2_000);
+      const sentAt = Date.now();
+      await producer.publish(makeRequest(model, 'urgent', 0));
+      const [urgent] = await inbox.waitFor(1, 5_000);
+      expect(idOf(urgent!)).toBe('urgent');
+      expect(Date.now() - sentAt).toBeLessThan(1_000);
+      const putBack = (await admin.xrange(events, `(${from}`, '+')).filter(([, f]) => f.includes('waiting') && f.includes('active')).length;
+      // One job met per rest of 200 ms (about 11 in 2.2 s); the whole window of 256 each time was about 4,000.
+      expect(putBack).toBeLessThan(40);
+      expect(putBack).toBeGreaterThan(0);
+    } finally {
+      admin.disconnect();
+    }
+    expect(inbox.all.map(idOf)).toEqual(['urgent']);
   }, 20_000);
 });
