@@ -347,7 +347,22 @@ void FinalizeAtExit(void *) {
 
 }  // namespace
 
+// Keeps this shared object mapped until the process ends. Node dlcloses an addon when the last
+// env that loaded it is torn down (a worker thread exiting, when the main thread never loaded
+// it), and glibc then runs the handlers this object registered with std::atexit: the
+// process-exit teardown (ShutdownAtExit) would run at that worker's exit, closing every device
+// in the process and, with one busy, _Exit-ing the whole process with the worker's exit code;
+// and a device thread left running past the exit grace would execute unmapped code. Pinned, the
+// atexit handler runs at process exit only and device threads may outlive any env.
+static void PinAddon() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void *>(&PinAddon), &info) == 0 || info.dli_fname == nullptr) return;
+  dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);  // never closed, on purpose
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  static std::once_flag pinned;
+  std::call_once(pinned, PinAddon);
   auto *data = new AddonData();
   data->addonDir = AddonDir();
   data->deviceCtor = Napi::Persistent(NativeDevice::Define(env));

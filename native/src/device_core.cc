@@ -156,7 +156,11 @@ bool DeviceCore::ShutdownForExit(int waitMs) {
       cv_.notify_one();
     }
     if (!cv_.wait_for(lock, std::chrono::milliseconds(waitMs), [&] { return finished_; })) {
+      // The caller goes on to tear down the env (or the process): from here the thread
+      // finishes its work without posting it (Post) or releasing the TSFN (ThreadMain).
+      envGone_ = true;
       lock.unlock();
+      { std::lock_guard<std::mutex> copying(jsInputsMu_); }  // waits out a copy in progress
       if (thread_.joinable()) thread_.detach();
       return false;
     }
@@ -167,7 +171,10 @@ bool DeviceCore::ShutdownForExit(int waitMs) {
 
 void DeviceCore::Post(Work *work) {
   if (work == nullptr) return;
-  if (tsfn_.NonBlockingCall(work) != napi_ok) delete work;
+  // Under mu_, so ShutdownForExit cannot give up (and the env free the TSFN) mid-call. Work
+  // destructors make no N-API calls, so deleting it here is safe; its promise is gone anyway.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (envGone_ || tsfn_.NonBlockingCall(work) != napi_ok) delete work;
 }
 
 void DeviceCore::ThreadMain(Request *open) {
@@ -203,7 +210,10 @@ void DeviceCore::ThreadMain(Request *open) {
     w->Fail(f);
     Post(w.release());
   }
-  tsfn_.Release();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!envGone_) tsfn_.Release();
+  }
   --g_runningDevices;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -249,7 +259,23 @@ void DeviceCore::Dispatch(ModelCore &model) {
   for (int slot = model.FreeSlot(); slot >= 0 && !model.pending.empty(); slot = model.FreeSlot()) {
     ExecJob *job = model.pending.front();
     model.pending.pop_front();
-    model.Start(slot, job);
+    std::unique_lock<std::mutex> copying(jsInputsMu_);
+    bool envGone;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      envGone = envGone_;
+    }
+    if (envGone) {
+      // Its inputs were JS memory of an env that is gone; nobody awaits the result either.
+      copying.unlock();
+      Failure f;
+      f.kind = "closed";
+      f.message = "device " + std::to_string(id) + " was abandoned at env teardown";
+      job->Fail(f);
+      Post(job);
+      continue;
+    }
+    model.Start(slot, job, copying);  // releases `copying` once the inputs are copied
     for (auto &m : models_) {
       if (m.get() == &model) {
         inflight_.emplace_back(m, slot);

@@ -3,8 +3,8 @@
 //
 // Threads: methods marked [JS] run on the JS thread only; [device] on this device's own thread
 // only. Every ACL call for the device is made from [device] methods (and ModelCore, which only
-// the device thread drives). The queue (`mu_`, `queue_`, `accepting_`) is the only state both
-// threads touch.
+// the device thread drives). The state under `mu_` (the queue, `accepting_`, `finished_`,
+// `envGone_`) and `jsInputsMu_` are the only things both threads touch.
 #pragma once
 
 #include <napi.h>
@@ -47,7 +47,8 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   bool ShutdownForExit(int waitMs);
   bool Accepting();
 
-  // [device] Sends `work` to the JS thread for Settle(); deletes it if JS is gone.
+  // [device] Sends `work` to the JS thread for Settle(); deletes it if JS is gone (the TSFN is
+  // closing, or the env was torn down while this thread was still busy).
   void Post(Work *work);
   // [device] Used by Work::Begin implementations.
   const AclApi &api() const { return backend_.api; }
@@ -86,6 +87,13 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   std::deque<std::unique_ptr<Work>> queue_;
   bool accepting_ = true;
   bool finished_ = false;  // the thread has posted its last work and released the TSFN
+  // ShutdownForExit gave up waiting: the env, and with it the TSFN, may be gone (node frees a
+  // TSFN at env teardown whoever still holds it), so the thread must not touch it any more.
+  bool envGone_ = false;
+  // Held by the device thread while it copies a batch's inputs out of JS memory (ModelCore::Start)
+  // and by ShutdownForExit right after it sets envGone_: the env's heap, those inputs included,
+  // is freed once ShutdownForExit returns, so no copy may be running then or start later.
+  std::mutex jsInputsMu_;
 
   // [device] only.
   aclrtContext context_ = nullptr;

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,7 +91,9 @@ class ModelCore {
   int FreeSlot() const;
   // Enqueues copy-in, execute and copy-out of `job` on the device streams using `slot`.
   // On failure the job is failed; the slot stays in flight until its events complete.
-  void Start(int slot, ExecJob *job);
+  // `copyingJsInputs` is held on entry and released as soon as the job's inputs (JS memory) have
+  // been copied into staging, before any ACL call that might block.
+  void Start(int slot, ExecJob *job, std::unique_lock<std::mutex> &copyingJsInputs);
   // Queries the slot's evOut without blocking; true once the batch (copy-out included) is done.
   bool Poll(int slot);
   const Slot &SlotAt(int slot) const { return slots_[static_cast<size_t>(slot)]; }

@@ -73,7 +73,7 @@ std::vector<int64_t> ModelCore::ReadOutputDims(Slot &s, size_t o, bool afterRun)
   return dims;
 }
 
-void ModelCore::Start(int slotIndex, ExecJob *job) {
+void ModelCore::Start(int slotIndex, ExecJob *job, std::unique_lock<std::mutex> &copyingJsInputs) {
   Slot &s = slots_[static_cast<size_t>(slotIndex)];
   s.job = job;
   ++inflight_;
@@ -91,6 +91,7 @@ void ModelCore::Start(int slotIndex, ExecJob *job) {
       }
       if (in.bytes > 0) std::memcpy(s.hostIn[k], in.data, in.bytes);
     }
+    copyingJsInputs.unlock();
     s.enqueuedAt = Clock::now();
     s.hostCopyInMs = MsBetween(t0, s.enqueuedAt);
 
@@ -145,6 +146,7 @@ void ModelCore::Start(int slotIndex, ExecJob *job) {
     }
     ACL_CHECK(api_, aclrtRecordEvent, s.evOut, s.stream);
   } catch (const FailureException &e) {
+    if (copyingJsInputs.owns_lock()) copyingJsInputs.unlock();
     Fail(s, e.failure());
     // Whatever was already enqueued may still read or write this slot: fence the stream so the
     // slot is recycled (and the next execute chained) only after the device is done with it.
