@@ -33,8 +33,14 @@ interface PrefixOf {
  * transaction at a time (kafkajs producers cannot run concurrent transactions); settles that
  * arrive meanwhile ride in the next one.
  *
- * kafkajs sends TxnOffsetCommit v0-v1 (no KIP-447 group metadata), so a zombie worker is fenced by
- * transactional id only, not by consumer generation; see the transport docs.
+ * kafkajs sends TxnOffsetCommit v0-v1 (no KIP-447 group metadata): the broker takes this worker's
+ * offsets for a partition that a rebalance already gave another worker, whose own offset fetch
+ * then missed them, and both answer the same requests. So no transaction commits while a
+ * rebalance is under way: from the moment the consumer learns of it (REBALANCING, before it
+ * rejoins) until its new assignment is known, transactions wait, and one in flight is aborted
+ * before its commit and goes again without the revoked partitions. Left open: a commit already
+ * sent as the rebalance starts, and a worker evicted from the group without knowing it (a session
+ * lost to a stalled process), which learns of it only at its next heartbeat.
  */
 export class TransactionalCommitter {
   private running: Promise<void> | undefined;
@@ -42,6 +48,11 @@ export class TransactionalCommitter {
   /** Revoked partitions whose settled payloads still wait: they are let go between transactions. */
   private revoked: TrackedPartition[] = [];
   private closing = false;
+  /** Set from the start of a rebalance until its assignment: transactions wait for the wake. */
+  private rebalancing = false;
+  private wake: (() => void) | undefined;
+  /** Group changes seen (starts and assignments): a transaction that saw one must not commit. */
+  private groupChanges = 0;
 
   constructor(
     private readonly groupId: string,
@@ -78,12 +89,25 @@ export class TransactionalCommitter {
   /**
    * The partitions were revoked: their offsets are the new owner's to commit, and it answers their
    * uncommitted requests again, so this worker's results for them must not be written (that would
-   * answer them twice). Their settled payloads resolve unwritten; a transaction in flight finishes.
+   * answer them twice). Their settled payloads resolve unwritten.
    */
   revoke(parts: readonly TrackedPartition[]): void {
     if (parts.length === 0) return;
     this.revoked.push(...parts);
     this.kick();
+  }
+
+  /** The consumer learnt of a rebalance and rejoins: nothing commits until assigned(). */
+  rebalanceStarted(): void {
+    this.groupChanges++;
+    this.rebalancing = true;
+  }
+
+  /** The new assignment is in place (after revoke() of what it took away). */
+  assigned(): void {
+    this.groupChanges++;
+    this.rebalancing = false;
+    this.wake?.();
   }
 
   /**
@@ -92,8 +116,19 @@ export class TransactionalCommitter {
    */
   async close(): Promise<void> {
     this.closing = true;
+    this.wake?.();
     this.kick();
     await this.idle();
+  }
+
+  /** Until the rebalance under way ends (or close). */
+  private untilAssigned(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.wake = () => {
+        this.wake = undefined;
+        resolve();
+      };
+    });
   }
 
   private async loop(): Promise<void> {
@@ -102,7 +137,14 @@ export class TransactionalCommitter {
     // Otherwise everyone in it would get the refusal, and the runtime replaces refused results.
     let soloLeft = 0;
     for (;;) {
+      while (this.rebalancing && !this.closing) await this.untilAssigned();
       for (const tp of this.revoked.splice(0)) for (const p of tp.tracker.stuckPayloads()) p.resolve();
+      if (this.rebalancing && this.closing) {
+        // Closing mid-rebalance: what is settled cannot be written safely; it is redelivered.
+        this.rejectStuck();
+        return;
+      }
+      const seen = this.groupChanges;
       const batch = this.nextBatch(soloLeft > 0);
       if (batch.length === 0) {
         if (this.closing) this.rejectStuck();
@@ -110,8 +152,9 @@ export class TransactionalCommitter {
       }
       const payloads = batch.flatMap((b) => b.payloads);
       const topics = [...new Set(payloads.flatMap((p) => p.messages.map((m) => m.topic)))];
+      let committed: boolean;
       try {
-        await this.producers.withProducer(topics, (producer) => this.transaction(producer, batch, payloads));
+        committed = await this.producers.withProducer(topics, (producer) => this.transaction(producer, batch, payloads, seen));
       } catch (err) {
         const error = kafkaError(err, 'exactly-once transaction (results + offsets) failed');
         // Its sequence numbers may be out of step with the broker now (RotatingProducer.renew).
@@ -132,6 +175,8 @@ export class TransactionalCommitter {
         for (const b of batch) for (const p of b.tp.tracker.stuckPayloads()) p.reject(behind);
         continue;
       }
+      // Aborted for a rebalance: the same deliveries go again once it is over, unless revoked.
+      if (!committed) continue;
       if (soloLeft > 0) soloLeft--;
       for (const b of batch) b.tp.tracker.advance(b.count);
       for (const p of payloads) p.resolve();
@@ -155,7 +200,8 @@ export class TransactionalCommitter {
     for (const tp of this.partitions()) for (const p of tp.tracker.stuckPayloads()) p.reject(error);
   }
 
-  private async transaction(producer: Producer, batch: readonly PrefixOf[], payloads: readonly EosPayload[]): Promise<void> {
+  /** False when aborted because the group changed since `seen` (nothing of it is visible). */
+  private async transaction(producer: Producer, batch: readonly PrefixOf[], payloads: readonly EosPayload[], seen: number): Promise<boolean> {
     const txn = await producer.transaction();
     try {
       for (const chunk of chunkByBytes(payloads.flatMap((p) => p.messages))) {
@@ -171,7 +217,12 @@ export class TransactionalCommitter {
         consumerGroupId: this.groupId,
         topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
       });
+      if (this.groupChanges !== seen) {
+        await txn.abort();
+        return false;
+      }
       await txn.commit();
+      return true;
     } catch (err) {
       await txn.abort().catch(() => undefined);
       throw err;

@@ -125,6 +125,7 @@ export class KafkaTransport implements Transport {
         logger: this.options.logger,
         isClosed: () => this.closed,
         onFatal: (err) => this.onFatal?.(err),
+        onRebalancing: () => this.committer?.rebalanceStarted(),
         onJoin: ({ groupId, memberId, memberAssignment }) => {
           this.onAssignment(memberAssignment);
           // On every join: a member that lost its session rejoins under a new id. This one consumer
@@ -163,6 +164,7 @@ export class KafkaTransport implements Transport {
       }
     }
     this.committer?.revoke(revoked);
+    this.committer?.assigned();
     this.pauses.reassigned(assigned, this.sources.keys());
     this.hints.load(assigned);
   }

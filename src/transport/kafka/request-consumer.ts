@@ -15,6 +15,8 @@ export interface RequestConsumerOptions {
   readonly logger?: TransportLogger | undefined;
   readonly isClosed: () => boolean;
   readonly onFatal: (err: FleetError) => void;
+  /** The consumer learnt the group is rebalancing and is about to rejoin (its assignment still stands until onJoin). */
+  readonly onRebalancing: () => void;
   /** On every group join (also a rejoin under a new member id). */
   readonly onJoin: (join: { groupId: string; memberId: string; memberAssignment: Record<string, number[]> }) => void;
   readonly eachBatch: (payload: EachBatchPayload) => Promise<void>;
@@ -65,6 +67,7 @@ export class RequestConsumer {
       o.onJoin(e.payload);
       watch.onJoin();
     });
+    consumer.on(consumer.events.REBALANCING, () => o.onRebalancing());
     consumer.on(consumer.events.CRASH, (e) => watch.onCrash(e.payload.error, e.payload.restart));
     this.consumer = consumer;
     this.watch = watch;
