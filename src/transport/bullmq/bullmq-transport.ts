@@ -11,7 +11,8 @@ import { SuspectStore } from './suspect-store.ts';
 import { QueueSweeper } from './queue-sweeper.ts';
 import { answerJobs, stalledOutAnswer } from './answer-jobs.ts';
 import { StallReaper } from './stall-reaper.ts';
-import { JobSettler, type HeldJob } from './job-settler.ts';
+import { JobSettler } from './job-settler.ts';
+import { HeldJob } from './held-job.ts';
 import { ModelWorker, type FetchTuning } from './model-worker.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import { bullmqError, ensureRedisAnswers, fromBullmqPriority, redisConnection } from './bullmq-names.ts';
@@ -155,6 +156,13 @@ export class BullmqTransport implements Transport {
   /** The processor: hands the job to the runtime and resolves when settle() (or release) says so. */
   private async process(model: string, job: Job, token: string | undefined): Promise<unknown> {
     const mw = this.workers.get(model);
+    const held = mw === undefined ? undefined : this.ledger.get(`${mw.queue}/${job.id}`);
+    if (held !== undefined) {
+      // Held here already, its lock lapsed meanwhile (see HeldJob): the runtime has it, so it is
+      // not delivered again; this fetch takes over.
+      this.options.logger?.warn({ queue: mw?.queue, jobId: job.id }, 'a job held here came back after its lock lapsed (Redis away longer than lockDurationMs?); kept, not delivered twice');
+      return new Promise<unknown>((resolve, reject) => held.adopt({ job, token: token ?? '', resolve, reject }));
+    }
     const priority = fromBullmqPriority(job.priority);
     if (this.stopped || this.closed || mw === undefined || (priority !== undefined && mw.paused.has(priority))) {
       // Fetched although intake is off for it (a fetch was in flight, or only some priorities are
@@ -179,17 +187,7 @@ export class BullmqTransport implements Transport {
       suspectCount = count;
     }
     return new Promise<unknown>((resolve, reject) => {
-      this.ledger.add(deliveryId, {
-        job,
-        token: token ?? '',
-        model,
-        complete: (returnValue) =>
-          new Promise<void>((done, fail) => {
-            mw.worker.completions.set(job.id ?? '', (err) => (err === undefined ? done() : fail(err)));
-            resolve(returnValue);
-          }),
-        abandon: () => reject(new WaitingError()),
-      });
+      this.ledger.add(deliveryId, new HeldJob(model, { job, token: token ?? '', resolve, reject }, mw.worker.completions));
       const data: unknown = job.data;
       const body =
         data !== null && typeof data === 'object' && !Array.isArray(data)

@@ -1,4 +1,4 @@
-import type { Job, Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import { resultToJson } from '../../codec/index.ts';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { notOpenError, type DeliveryLedger } from '../delivery-ledger.ts';
@@ -6,19 +6,9 @@ import type { TransportLogger } from '../kafka/kafka-client.ts';
 import type { Delivery, Outcome } from '../transport.ts';
 import { answerJobs, type OutJob } from './answer-jobs.ts';
 import { bullmqError } from './bullmq-names.ts';
+import type { HeldJob } from './held-job.ts';
 import type { QueueCache } from './queue-cache.ts';
 import type { SuspectStore } from './suspect-store.ts';
-
-/** A fetched job the transport holds (its ledger entry) until it is settled or released. */
-export interface HeldJob {
-  readonly job: Job;
-  readonly token: string;
-  readonly model: string;
-  /** Ends the processor: the worker then completes the job with this return value. */
-  readonly complete: (returnValue: unknown) => Promise<void>;
-  /** Ends the processor without completing (the job was moved back to wait). */
-  readonly abandon: () => void;
-}
 
 export interface JobSettlerOptions {
   readonly settings: BullmqSettings;
@@ -94,12 +84,11 @@ export class JobSettler {
     await Promise.all(
       claimed.map(async ({ item, entry }) => {
         try {
-          await entry.job.moveToWait(entry.token);
+          await entry.moveBack();
         } catch (err) {
           // The lock is gone: the stalled check returns the job to wait anyway.
           failure ??= err;
         }
-        entry.abandon();
         ledger.finish(item.deliveryId);
       }),
     );

@@ -1,5 +1,5 @@
-// BullMQ transport under trouble: job data that is not JSON, and fetching while only some
-// priorities are paused. Real Redis, a unique prefix per test.
+// BullMQ transport under trouble: a held job whose lock lapsed, job data that is not JSON, and
+// fetching while only some priorities are paused. Real Redis, a unique prefix per test.
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
@@ -13,6 +13,40 @@ import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './confor
 const track = closeAfterEach();
 
 describe('bullmq transport recovery', () => {
+  it('a held job whose lock lapsed and that comes back to the same worker is not delivered twice; the new fetch is completed and keeps its lock', async () => {
+    const settings = bullmqSettings({ lockDurationMs: 1_000 });
+    const model = uniqueName('relock');
+    const queue = `${model}.requests`;
+    const producer = track(new BullmqProducer(settings));
+    await producer.publish(makeRequest(model, 'held', 1));
+    const t = track(new BullmqTransport(settings, { stalledIntervalMs: 200, prefetch: 2 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const [d] = await inbox.waitFor(1, 10_000);
+    // The lock lapses while the job is held (as in a Redis outage longer than the lock): the
+    // stalled check puts the job back, and this worker, with a free slot, fetches it again.
+    const admin = new Redis(settings.redisUrl);
+    try {
+      await admin.del(`${settings.prefix}:${queue}:held:lock`);
+      const deadline = Date.now() + 5_000;
+      while ((await admin.hget(`${settings.prefix}:${queue}:held`, 'stc')) !== '1' && Date.now() < deadline) await sleep(50);
+      expect(await admin.hget(`${settings.prefix}:${queue}:held`, 'stc')).toBe('1');
+      // Several lock durations: the job stays with this worker (its new lock renewed), delivered once.
+      await sleep(3_000);
+      expect(inbox.all.map(idOf)).toEqual(['held']);
+      expect(await admin.lrange(`${settings.prefix}:${queue}:active`, 0, -1)).toEqual(['held']);
+      expect(await admin.hget(`${settings.prefix}:${queue}:held`, 'stc')).toBe('1');
+    } finally {
+      admin.disconnect();
+    }
+    await t.settle([outcomeFor(d!)]);
+    const [done] = await queueJobs(settings, queue, ['completed']);
+    expect(done?.id).toBe('held');
+    // No fetch slot was left behind: both slots of prefetch 2 take new jobs.
+    await producer.publish([makeRequest(model, 'next-1', 1), makeRequest(model, 'next-2', 1)]);
+    expect((await inbox.waitFor(3, 10_000)).slice(1).map(idOf).sort()).toEqual(['next-1', 'next-2']);
+  }, 30_000);
+
   it('a job whose data is not JSON is delivered as raw text and dead-lettered INVALID_MESSAGE, not left to stall out', async () => {
     const settings = bullmqSettings({ lockDurationMs: 1_000 });
     const model = uniqueName('not-json');
