@@ -6,6 +6,7 @@ import { isPlainRequest } from '../contracts/request-fast-check.ts';
 import type { Tensor } from '../contracts/tensor.ts';
 import { validationError } from '../contracts/validation-error.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { checkJsonStructure } from './json-structure.ts';
 import { checkTensorsBeforeSchema, checkMessageSize, checkMetaSize, checkTensorCount, checkedTensorBytes, identityOf, invalid } from './frame.ts';
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
@@ -58,6 +59,7 @@ function parseJsonText(input: Uint8Array | string, limits: CodecLimits): unknown
   const byteLength = typeof input === 'string' ? Buffer.byteLength(input, 'utf8') : input.byteLength;
   checkMessageSize(byteLength, limits);
   const text = typeof input === 'string' ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength).toString('utf8');
+  checkJsonStructure(text, limits);
   try {
     return JSON.parse(text);
   } catch (cause) {

@@ -22,7 +22,9 @@ export const CodecLimitsSchema = z
       .int()
       .positive()
       .default(LIMIT_DEFAULTS.maxHeaderBytes)
-      .describe('Largest JSON header inside a binary frame, in bytes'),
+      .describe(
+        'Largest JSON header inside a binary frame, in bytes; also the most brackets, commas and colons (outside strings) a JSON message may hold',
+      ),
     maxElementsPerTensor: z
       .number()
       .int()

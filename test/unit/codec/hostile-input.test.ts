@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { decodeRequest, decodeResult, encodeResult, requestFromJson } from '../../../src/codec/index.ts';
+import { DEFAULT_LIMITS } from '../../../src/contracts/limits.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { buildResult } from '../../../src/runtime/result-builder.ts';
+import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
 
 // Inputs that once escaped the decode path as something other than a FleetError naming the field,
 // or produced an `invalid` answer our own result decoder refused.
@@ -97,5 +99,35 @@ describe('more tensors than limits.maxTensors', () => {
     expect(err.details).toMatchObject({ field: expect.stringMatching(/^(inputs|outputs)$/), id: 'r1', model: 'm' });
     expect(err.message).toMatch(/limits\.maxTensors/);
     expect(ms).toBeLessThan(50);
+  });
+});
+// JSON.parse builds whatever the text describes: 64 MiB of `[` took 10 s and 1.8 GB of heap to
+// parse, `[{},{},...]` 17 s and 1.3 GB, both inside limits.maxMessageBytes, with the worker's event
+// loop stopped meanwhile. A JSON message now carries no more structure than a frame header may.
+describe('JSON text with more structure than a frame header', () => {
+  it.each([
+    ['nested 1,000,000 deep', '{"id":"r1","model":"m","createdAt":1,"extra":' + '['.repeat(1e6) + ']'.repeat(1e6) + '}', 'extra'],
+    ['500,000 empty objects', '{"id":"r1","model":"m","meta":{"k":[' + Array.from({ length: 500_000 }, () => '{}').join(',') + ']}}', 'meta'],
+    ['a top-level array of 1,000,000 zeros', '[' + Array.from({ length: 1e6 }, () => '0').join(',') + ']', '(message)'],
+  ])('%s: LIMIT_EXCEEDED naming the field before parsing', (_what, text, field) => {
+    const t0 = performance.now();
+    const err = decodeError(Buffer.from(text));
+    expect(performance.now() - t0).toBeLessThan(50);
+    expect(err.code).toBe('LIMIT_EXCEEDED');
+    expect(err.details.field).toBe(field);
+    expect(err.message).toMatch(/limits\.maxHeaderBytes/);
+    if (field !== '(message)') expect(err.details).toMatchObject({ id: 'r1', model: 'm' });
+  });
+
+  it('a result reader refuses the same', () => {
+    const err = fleetErrorOf(() => decodeResult(Buffer.from('['.repeat(1e6))));
+    expect(err).toMatchObject({ code: 'LIMIT_EXCEEDED', details: { field: '(message)' } });
+  });
+
+  it('leaves strings, escapes and ordinary requests alone', () => {
+    const data = Buffer.alloc(3 * 100_000).toString('base64');
+    const tricky = '[{,:\\"\\\\'.repeat(20_000);
+    const body = JSON.stringify({ id: 'r1', model: 'm', createdAt: 1, meta: { tricky }, extra: tricky, inputs: [{ name: 'a', dtype: 'uint8', shape: [1, 300_000], data }] });
+    expect(decodeRequest(Buffer.from(body), { ...DEFAULT_LIMITS, maxMetaBytes: 1e6 }).meta).toEqual({ tricky });
   });
 });
