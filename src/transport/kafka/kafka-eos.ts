@@ -7,7 +7,10 @@ import type { PartitionTracker } from './partition-tracker.ts';
 /** A settled delivery waiting to leave in a transaction together with its offset. */
 export interface EosPayload {
   readonly messages: readonly OutgoingMessage[];
+  /** Written, with the offsets that cover it. */
   readonly resolve: () => void;
+  /** Not written: its partition was revoked before it could go (the new owner answers it). */
+  readonly dropped: () => void;
   readonly reject: (error: FleetError) => void;
 }
 
@@ -89,7 +92,7 @@ export class TransactionalCommitter {
   /**
    * The partitions were revoked: their offsets are the new owner's to commit, and it answers their
    * uncommitted requests again, so this worker's results for them must not be written (that would
-   * answer them twice). Their settled payloads resolve unwritten.
+   * answer them twice). Their settled payloads are dropped unwritten.
    */
   revoke(parts: readonly TrackedPartition[]): void {
     if (parts.length === 0) return;
@@ -138,7 +141,7 @@ export class TransactionalCommitter {
     let soloLeft = 0;
     for (;;) {
       while (this.rebalancing && !this.closing) await this.untilAssigned();
-      for (const tp of this.revoked.splice(0)) for (const p of tp.tracker.stuckPayloads()) p.resolve();
+      for (const tp of this.revoked.splice(0)) for (const p of tp.tracker.stuckPayloads()) p.dropped();
       if (this.rebalancing && this.closing) {
         // Closing mid-rebalance: what is settled cannot be written safely; it is redelivered.
         this.rejectStuck();

@@ -7,6 +7,7 @@ import { renderName, requestSources, type SourceName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import type { ConsumerWatch } from './consumer-watch.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure } from './kafka-client.ts';
+import { placeForTransaction } from './eos-placement.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
 import { messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
 import { FetchPauses } from './fetch-pauses.ts';
@@ -22,9 +23,9 @@ export type { KafkaTransportOptions } from './kafka-transport-options.ts';
 
 interface Entry {
   readonly source: KafkaSource;
-  readonly tracker: PartitionTracker<EosPayload>;
-  /** The partition (of this assignment) it came from. */
-  readonly part: Partition;
+  /** The partition it came from, of the latest assignment that delivered it (see onBatch). */
+  tracker: PartitionTracker<EosPayload>;
+  part: Partition;
 }
 
 interface Partition extends TrackedPartition {
@@ -181,6 +182,16 @@ export class KafkaTransport implements Transport {
       const offset = Number(m.offset);
       if (!part.tracker.deliver(offset)) continue;
       const deliveryId = `${batch.topic}/${batch.partition}/${offset}`;
+      const held = this.ledger.get(deliveryId);
+      if (held !== undefined) {
+        // Still open here from an earlier assignment of this partition (it moved away and came
+        // back before this worker answered it): the runtime has it, so it is not handed over
+        // again, and its settle now counts for this assignment. A second entry under the same id
+        // would be dropped by the first one's settle and hold the partition's commits for good.
+        held.tracker = part.tracker;
+        held.part = part;
+        continue;
+      }
       const value = m.value ?? EMPTY;
       this.ledger.add(deliveryId, {
         source: { topic: batch.topic, partition: batch.partition, offset, key: m.key, headers: m.headers, value },
@@ -278,29 +289,19 @@ export class KafkaTransport implements Transport {
     const { rejected } = claims;
     // Revoked since delivered: the new owner answers it (see TransactionalCommitter.revoke).
     const claimed = claims.claimed.filter(({ item, entry }) => {
-      if (this.partitions.get(tpKey(entry.source.topic, entry.source.partition)) === entry.part) return true;
+      if (this.holds(entry)) return true;
       this.ledger.finish(item.deliveryId);
       return false;
     });
     // The committer's transaction creates topics met for the first time (ResultSender.withProducer).
     const prepared = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names) }));
-    const waits = prepared.map(
-      ({ item, entry, messages }) =>
-        new Promise<void>((resolve, reject) => {
-          const offset = entry.source.offset;
-          entry.tracker.settle(offset, {
-            messages,
-            resolve: () => {
-              this.ledger.finish(item.deliveryId);
-              resolve();
-            },
-            reject: (error) => {
-              entry.tracker.unsettle(offset);
-              this.ledger.unclaim(item.deliveryId);
-              reject(error);
-            },
-          });
-        }),
+    const waits = prepared.map(({ item, entry, messages }) =>
+      placeForTransaction(entry, messages, {
+        holds: () => this.holds(entry),
+        kick: () => this.committer?.kick(),
+        finish: () => this.ledger.finish(item.deliveryId),
+        unclaim: () => this.ledger.unclaim(item.deliveryId),
+      }),
     );
     this.committer?.kick();
     // Settled counts as done for the in-flight bound (the transaction follows), as in at-least-once
@@ -312,6 +313,11 @@ export class KafkaTransport implements Transport {
     const failed = failures.find((e) => !e.retriable) ?? failures[0];
     if (failed !== undefined) throw failed;
     if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  /** Whether the delivery's partition is still this worker's, in the assignment that delivered it. */
+  private holds(entry: Entry): boolean {
+    return this.partitions.get(tpKey(entry.source.topic, entry.source.partition)) === entry.part;
   }
 
   private liftBounds(parts: ReadonlySet<Partition>): void {

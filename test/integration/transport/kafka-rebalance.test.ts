@@ -1,7 +1,8 @@
-// The Kafka transport while its consumer group changes under it: transactions in flight as a
+// The Kafka transport while its consumer group changes under it: partitions moving to a joining
+// worker and back while their results are being published, and transactions in flight as a
 // rebalance starts. Results are held at the broker with a ProduceGate.
 import { describe, expect, it } from 'vitest';
-import { decodeResult } from '../../../src/codec/index.ts';
+import { decodeResult, encodeRequest } from '../../../src/codec/index.ts';
 import type { KafkaSettings } from '../../../src/contracts/fleet-config.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
@@ -26,6 +27,24 @@ async function committedAt(groupId: string, topic: string, partition: number): P
   } finally {
     await admin.disconnect();
   }
+}
+
+/** One request straight into a chosen partition of a request topic. */
+async function publishTo(topic: string, partition: number, model: string, id: string): Promise<void> {
+  const producer = adminKafka().producer();
+  await producer.connect();
+  try {
+    await producer.send({ topic, acks: -1, messages: [{ partition, key: id, value: encodeRequest(makeRequest(model, id, 0)) }] });
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+/** Resolves to 'timeout' when `p` has not settled within `ms` (a partition stuck behind a lost entry waits for good). */
+function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** A worker reading one priority level of `model` (one request topic) from 2 partitions. */
@@ -56,6 +75,41 @@ async function repliesById(model: string, total: number): Promise<Map<string, nu
 }
 
 describe('kafka transport across rebalances', () => {
+  it('a partition that comes back while its results are being published is committed to its end (at-least-once)', async () => {
+    const settings = kafkaSettings();
+    const model = uniqueName('back').replace(/-/g, '');
+    const topic = `${model}.requests.p0`;
+    const gate = track(new ProduceGate());
+    const a = await worker(settings, model, gate);
+    const heldByA = await publishAndReceive(settings, model, 16, a.inbox);
+
+    // B joins: one partition moves to it with A's deliveries of it unsettled.
+    const b = await worker(settings, model);
+    const moved = partitionOf((await b.inbox.waitFor(1, 30_000))[0] as Delivery);
+    const movedByA = heldByA.filter((d) => partitionOf(d) === moved);
+
+    // A publishes those results (it does not know yet they moved); the brokers are slow to ack.
+    gate.shutGate();
+    const settling = a.t.settle(movedByA.map(outcomeFor));
+    await until(() => gate.producesHeld > 0, 10_000, 'the results held at the broker');
+    // B leaves without answering: the partition comes back to A, which fetches it again from the
+    // last commit (none) while its publish is still in flight.
+    await b.t.close();
+    await publishTo(topic, moved, model, 'after');
+    await until(() => a.inbox.all.some((d) => idOf(d) === 'after'), 30_000, 'A fetching the partition again');
+    gate.open();
+    expect(await within(settling, 15_000)).not.toBe('timeout');
+
+    // As the runtime does: whatever A was handed since is answered; deliveries that are not open
+    // (answered already) are refused and skipped.
+    const since = a.inbox.all.slice(heldByA.length);
+    await a.t.settle(since.map(outcomeFor)).catch(() => undefined);
+    const end = movedByA.length + 1;
+    const deadline = Date.now() + 10_000;
+    while ((await committedAt(settings.groupId, topic, moved)) < end && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    expect(await committedAt(settings.groupId, topic, moved)).toBe(end);
+  });
+
   it('exactly-once: a transaction in flight as a rebalance starts does not answer the requests the new owner answers', async () => {
     const settings = kafkaSettings({ exactlyOnce: true });
     const model = uniqueName('zombie').replace(/-/g, '');
@@ -82,5 +136,36 @@ describe('kafka transport across rebalances', () => {
     expect(twice).toEqual([]);
     expect([...replies.keys()].sort()).toEqual(heldByA.map(idOf).sort());
     expect(await committedAt(settings.groupId, `${model}.requests.p0`, moved)).toBe(count);
+  });
+
+  it('exactly-once: a partition that moves away and comes back while its transaction is held is answered once and committed to its end', async () => {
+    const settings = kafkaSettings({ exactlyOnce: true });
+    const model = uniqueName('eosback').replace(/-/g, '');
+    const topic = `${model}.requests.p0`;
+    const gate = track(new ProduceGate());
+    const a = await worker(settings, model, gate);
+    const heldByA = await publishAndReceive(settings, model, 16, a.inbox);
+
+    gate.shutGate();
+    const settling = a.t.settle(heldByA.map(outcomeFor));
+    await until(() => gate.producesHeld > 0, 10_000, 'the transaction held at the broker');
+    // B joins and leaves again without answering, all while A's transaction waits at the broker.
+    const b = await worker(settings, model);
+    const moved = partitionOf((await b.inbox.waitFor(1, 30_000))[0] as Delivery);
+    const count = heldByA.filter((d) => partitionOf(d) === moved).length;
+    await b.inbox.waitFor(count, 15_000);
+    await b.t.close();
+    await publishTo(topic, moved, model, 'after');
+    await until(() => a.inbox.all.some((d) => idOf(d) === 'after'), 30_000, 'A fetching the partition again');
+    gate.open();
+    expect(await within(settling, 15_000)).not.toBe('timeout');
+    // As the runtime does: whatever A was handed since is answered; deliveries no longer open are skipped.
+    const since = a.t.settle(a.inbox.all.slice(heldByA.length).map(outcomeFor)).catch(() => undefined);
+    expect(await within(since, 15_000)).not.toBe('timeout');
+
+    const replies = await repliesById(model, heldByA.length + 1);
+    expect([...replies].filter(([, n]) => n > 1).map(([id]) => id)).toEqual([]);
+    expect([...replies.keys()].sort()).toEqual([...heldByA.map(idOf), 'after'].sort());
+    expect(await committedAt(settings.groupId, topic, moved)).toBe(count + 1);
   });
 });
