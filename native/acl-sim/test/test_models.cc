@@ -178,7 +178,8 @@ void modelTests(const char *filter) {
                {"dynamic_batch", dynamicBatch, false},     {"range_dynamic", rangeDynamic, false},
                {"malformed", malformed, false},            {"mem_accounting", memoryAccounting, false},
                {"mem_capacity", memoryCapacity, true},     {"time_faults", timeModelAndFaults, true},
-               {"many_executions", manyExecutions, false}, {"exit_while_hung", exitWhileHung, true}};
+               {"many_executions", manyExecutions, false}, {"exit_while_hung", exitWhileHung, true},
+               {"concurrency", concurrency, true}};
   for (auto &t : tests) {
     if (filter && !std::strstr(t.name, filter)) continue;
     std::printf("models/%s\n", t.name);

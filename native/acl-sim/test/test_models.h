@@ -29,3 +29,4 @@ void memoryCapacity();       // test_model_resources.cc
 void timeModelAndFaults();   // test_model_resources.cc
 void manyExecutions();       // test_model_resources.cc
 void exitWhileHung();        // test_model_resources.cc
+void concurrency();          // test_model_concurrency.cc
