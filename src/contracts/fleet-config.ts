@@ -115,8 +115,8 @@ export const BullmqSettingsSchema = z
       .nonnegative()
       .default(FLEET_DEFAULTS.bullmqReplyTtlMs)
       .describe(
-        'Results waiting in a model\'s default reply queue longer than this are removed (nobody read them), like a Kafka ' +
-          'topic\'s retention; 0 keeps them until taken. A request\'s own replyTo queue is its reader\'s to drain',
+        'Results waiting longer than this in a reply queue a worker answered on (the model\'s default one or a request\'s ' +
+          'own replyTo) are removed (nobody read them), like a Kafka topic\'s retention; 0 keeps them until taken',
       ),
     dlqTtlMs: z
       .number()

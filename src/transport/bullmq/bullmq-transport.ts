@@ -9,13 +9,14 @@ import { QueueCache } from './queue-cache.ts';
 import { settlesWithin } from './settles-within.ts';
 import { SuspectStore } from './suspect-store.ts';
 import { QueueSweeper } from './queue-sweeper.ts';
+import { ReplyQueues } from './reply-queues.ts';
 import { answerJobs, stalledOutAnswer } from './answer-jobs.ts';
 import { StallReaper } from './stall-reaper.ts';
 import { JobSettler } from './job-settler.ts';
 import { HeldJob } from './held-job.ts';
 import { ModelWorker, type FetchTuning } from './model-worker.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
-import { bullmqError, ensureRedisAnswers, fromBullmqPriority, redisConnection } from './bullmq-names.ts';
+import { bullmqError, ensureRedisAnswers, fromBullmqPriority, KEEP_COMPLETED, redisConnection } from './bullmq-names.ts';
 
 export interface BullmqTransportOptions extends FetchTuning {
   /** How often a worker looks for jobs BullMQ failed after maxStalledCount stalls, to answer them (stall-reaper.ts). */
@@ -58,17 +59,31 @@ export class BullmqTransport implements Transport {
     (queue) => `${this.settings.prefix}:${queue}:npu-fleet-suspects`,
   );
   private readonly settler: JobSettler;
+  private readonly replyQueues: ReplyQueues;
 
   constructor(
     private readonly settings: BullmqSettings,
     private readonly options: BullmqTransportOptions = {},
   ) {
+    const ownKey = (model: string, name: string): string => `${settings.prefix}:${renderName(settings.queueTemplate, model)}:${name}`;
+    this.replyQueues = new ReplyQueues({
+      redis: () => this.shared,
+      prefix: settings.prefix,
+      registryKey: (model) => ownKey(model, 'npu-fleet-reply-queues'),
+      claimKey: (model) => ownKey(model, 'npu-fleet-reply-sweep'),
+      defaultQueue: (model) => renderName(settings.repliesTemplate, model),
+      ttlMs: settings.replyTtlMs,
+      keepCompletedMs: KEEP_COMPLETED.age * 1_000,
+      clean: (queue, graceMs, limit, state) => this.cleanJobs(queue, graceMs, limit, state),
+      logger: options.logger,
+    });
     this.settler = new JobSettler({
       settings,
       ledger: this.ledger,
       outQueues: this.outQueues,
       workers: this.workers,
       suspects: this.suspects,
+      replyQueues: this.replyQueues,
       logger: options.logger,
     });
   }
@@ -118,14 +133,9 @@ export class BullmqTransport implements Transport {
           { queue: renderName(this.settings.repliesTemplate, model), ttlMs: this.settings.replyTtlMs },
           { queue: renderName(this.settings.dlqTemplate, model), ttlMs: this.settings.dlqTtlMs },
         ]),
-        async (queue, graceMs, limit) => {
-          try {
-            return (await this.outQueues.acquire(queue).clean(graceMs, limit, 'wait')).length;
-          } finally {
-            this.outQueues.release(queue);
-          }
-        },
+        (queue, graceMs, limit) => this.cleanJobs(queue, graceMs, limit, 'wait'),
         this.options.logger,
+        (intervalMs) => this.replyQueues.sweep([...this.workers.keys()], intervalMs),
       );
       this.sweeper.start();
       await this.reaper?.stop();
@@ -140,6 +150,15 @@ export class BullmqTransport implements Transport {
       this.reaper.start();
     } catch (err) {
       throw bullmqError(err, 'starting the bullmq transport failed');
+    }
+  }
+
+  /** Removes up to `limit` jobs of `queue` in `state` older than `graceMs`. */
+  private async cleanJobs(queue: string, graceMs: number, limit: number, state: 'wait' | 'completed'): Promise<number> {
+    try {
+      return (await this.outQueues.acquire(queue).clean(graceMs, limit, state)).length;
+    } finally {
+      this.outQueues.release(queue);
     }
   }
 
@@ -259,7 +278,9 @@ export class BullmqTransport implements Transport {
    */
   private async answerStalledOut(model: string, job: Job): Promise<void> {
     const answer = stalledOutAnswer(model, job);
-    for (const { queue, job: out } of answerJobs(this.settings, answer)) {
+    const outs = answerJobs(this.settings, answer);
+    await this.replyQueues.note(model, outs.filter((o) => o.job.name === 'result').map((o) => o.queue));
+    for (const { queue, job: out } of outs) {
       try {
         await this.outQueues.acquire(queue).add(out.name, out.data, out.opts);
       } finally {

@@ -8,6 +8,7 @@ import { answerJobs, type OutJob } from './answer-jobs.ts';
 import { bullmqError } from './bullmq-names.ts';
 import type { HeldJob } from './held-job.ts';
 import type { QueueCache } from './queue-cache.ts';
+import type { ReplyQueues } from './reply-queues.ts';
 import type { SuspectStore } from './suspect-store.ts';
 
 export interface JobSettlerOptions {
@@ -18,6 +19,8 @@ export interface JobSettlerOptions {
   /** The transport's model workers: the request queue each model's suspects are kept under. */
   readonly workers: ReadonlyMap<string, { readonly queue: string }>;
   readonly suspects: SuspectStore;
+  /** Notes the reply queues answered on, so they are swept too. */
+  readonly replyQueues: ReplyQueues;
   readonly logger?: TransportLogger | undefined;
 }
 
@@ -36,6 +39,7 @@ export class JobSettler {
     const { claimed, rejected } = ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     if (claimed.length > 0) {
       const byQueue = new Map<string, OutJob[]>();
+      const repliesByModel = new Map<string, Set<string>>();
       const returnValues = new Map<string, unknown>();
       for (const { item, entry } of claimed) {
         const { outcome } = item;
@@ -46,10 +50,13 @@ export class JobSettler {
           const list = byQueue.get(queue) ?? [];
           list.push(job);
           byQueue.set(queue, list);
+          if (job.name === 'result') repliesByModel.set(entry.model, (repliesByModel.get(entry.model) ?? new Set()).add(queue));
         }
       }
       try {
-        await Promise.all([...byQueue].map(([queue, jobs]) => outQueues.acquire(queue).addBulk(jobs)));
+        // Noted first: on the one shared connection a queue is known before an answer lands in it.
+        const notes = [...repliesByModel].map(([model, queues]) => this.o.replyQueues.note(model, queues));
+        await Promise.all([...notes, ...[...byQueue].map(([queue, jobs]) => outQueues.acquire(queue).addBulk(jobs))]);
       } catch (err) {
         for (const { item } of claimed) ledger.unclaim(item.deliveryId);
         throw bullmqError(err, 'publishing results failed; the jobs stay active (unacked)');

@@ -26,6 +26,8 @@ export class QueueSweeper {
     private readonly targets: readonly SweepTarget[],
     private readonly clean: CleanWaiting,
     private readonly logger?: TransportLogger,
+    /** Swept after the targets in each round (ReplyQueues: the other queues answered on). */
+    private readonly also?: (intervalMs: number) => Promise<unknown>,
   ) {}
 
   /** Sweeps every half TTL (the shortest), at most once a minute. */
@@ -61,5 +63,6 @@ export class QueueSweeper {
       }
       if (removed > 0) this.logger?.info({ queue, removed, ttlMs }, 'removed waiting jobs older than their TTL (nobody took them)');
     }
+    await this.also?.(this.intervalMs);
   }
 }
