@@ -9,21 +9,26 @@ const MAX_NOTED = 10_000;
 const CLEAN_CHUNK = 1_000;
 const PAGE = 1_000;
 
+/** The keys of a queue that hold jobs; any of them present keeps the queue. */
+const JOB_STATES = ['wait', 'active', 'prioritized', 'delayed', 'paused', 'completed', 'failed', 'waiting-children'];
+/** A queue's bookkeeping, left behind once its jobs are gone (the events stream alone grows to ~10,000 entries, 0.6 MB). */
+const BOOKKEEPING = ['meta', 'events', 'id', 'marker', 'pc', 'stalled', 'stalled-check'];
+
 /**
  * Forgets a reply queue nobody was answered on since ARGV[2] (its registry score is older), once
- * nothing is left in it: no job in any state and not paused by its owner. Deletes its
- * leftover bookkeeping (the events stream alone grows to ~10,000 entries, about 0.6 MB) and its
- * registry entry; returns 1, else 0. Atomic, so an answer noted meanwhile keeps it.
+ * nothing is left in it: no job in any state and not paused by its owner. Deletes its bookkeeping
+ * and its registry entry; returns 1, else 0. Atomic, so an answer noted meanwhile keeps it.
+ * KEYS: registry, the JOB_STATES keys, then the BOOKKEEPING keys (meta first). ARGV: queue, idle-before.
  */
 const FORGET_IDLE = `
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if score and tonumber(score) > tonumber(ARGV[2]) then return 0 end
-local q = ARGV[3]
-for _, s in ipairs({'wait', 'active', 'prioritized', 'delayed', 'paused', 'completed', 'failed', 'waiting-children'}) do
-  if redis.call('EXISTS', q .. s) == 1 then return 0 end
+for i = 2, ${1 + JOB_STATES.length} do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
 end
-if redis.call('HEXISTS', q .. 'meta', 'paused') == 1 then return 0 end
-redis.call('DEL', q .. 'meta', q .. 'events', q .. 'id', q .. 'marker', q .. 'pc', q .. 'stalled', q .. 'stalled-check')
+local meta = KEYS[${2 + JOB_STATES.length}]
+if redis.call('HEXISTS', meta, 'paused') == 1 then return 0 end
+for i = ${2 + JOB_STATES.length}, #KEYS do redis.call('DEL', KEYS[i]) end
 redis.call('ZREM', KEYS[1], ARGV[1])
 return 1
 `;
@@ -123,7 +128,8 @@ export class ReplyQueues {
       // Results taken are kept a while (answering twice is caught by their job ids) and removed by
       // age only when the next one completes there: never, once the reader is gone.
       await this.cleanState(queue, 'completed', this.o.keepCompletedMs);
-      const gone = await this.o.redis().eval(FORGET_IDLE, 1, key, queue, idleBefore.toString(), `${this.o.prefix}:${queue}:`);
+      const keys = [key, ...[...JOB_STATES, ...BOOKKEEPING].map((k) => `${this.o.prefix}:${queue}:${k}`)];
+      const gone = await this.o.redis().eval(FORGET_IDLE, keys.length, ...keys, queue, idleBefore.toString());
       if (gone === 1) forgotten++;
     }
     if (removed > 0 || forgotten > 0) {
