@@ -13,6 +13,7 @@ import {
   FrameKind,
   align8,
   checkMessageSize,
+  checkMetaKeys,
   checkMetaSize,
   checkTensorsBeforeSchema,
   checkTensorCount,
@@ -145,6 +146,7 @@ function decodeFrame<S extends z.ZodType>(
   }
   const header = data as Record<string, unknown>;
   try {
+    checkMetaKeys(raw);
     checkMetaSize(header.meta, limits);
     const declared = header[key] as Array<{ name: string; dtype: Tensor['dtype']; shape: number[]; byteLength: number }> | undefined;
     const metas = declared ?? [];

@@ -79,6 +79,21 @@ export function checkMetaSize(meta: unknown, limits: CodecLimits): void {
   }
 }
 
+/**
+ * Zod's record (MetaSchema) rebuilds meta key by key and skips "__proto__", whose assignment would
+ * replace the new object's prototype: a meta with that key was served with it silently gone from
+ * the meta echoed back. Deeper keys are safe (meta values pass through whole) and kept.
+ */
+export function checkMetaKeys(raw: unknown): void {
+  const meta = typeof raw === 'object' && raw !== null ? (raw as Record<string, unknown>).meta : undefined;
+  if (typeof meta === 'object' && meta !== null && Object.hasOwn(meta, '__proto__')) {
+    throw invalid(
+      'meta.__proto__: a "__proto__" key cannot be echoed back (JavaScript readers, this worker among them, drop it or take it for the prototype); rename it',
+      'meta.__proto__',
+    );
+  }
+}
+
 export function checkTensorCount(count: number, limits: CodecLimits, field: string): void {
   if (count > limits.maxTensors) {
     throw tooBig(`${field} has ${count} tensors, over ${limits.maxTensors} (limits.maxTensors)`, field);

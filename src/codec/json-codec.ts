@@ -7,7 +7,7 @@ import type { Tensor } from '../contracts/tensor.ts';
 import { validationError } from '../contracts/validation-error.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { checkJsonStructure } from './json-structure.ts';
-import { checkTensorsBeforeSchema, checkMessageSize, checkMetaSize, checkTensorCount, checkedTensorBytes, identityOf, invalid } from './frame.ts';
+import { checkTensorsBeforeSchema, checkMessageSize, checkMetaKeys, checkMetaSize, checkTensorCount, checkedTensorBytes, identityOf, invalid } from './frame.ts';
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
@@ -98,6 +98,7 @@ export function requestFromJson(value: unknown, limits: CodecLimits = DEFAULT_LI
   withIdentity(value, () => checkTensorsBeforeSchema(value, 'inputs', limits));
   const parsed = isPlainRequest(value, 'json') ? (value as RequestJson) : parseWith(RequestJsonSchema, value);
   return withIdentity(value, () => {
+    checkMetaKeys(value);
     checkMetaSize(parsed.meta, limits);
     return { ...parsed, inputs: decodeTensors(parsed.inputs, 'inputs', limits) };
   });
@@ -121,6 +122,7 @@ export function resultFromJson(value: unknown, limits: CodecLimits = DEFAULT_LIM
   withIdentity(value, () => checkTensorsBeforeSchema(value, 'outputs', limits));
   const parsed = parseWith(ResultJsonSchema, value);
   return withIdentity(value, () => {
+    checkMetaKeys(value);
     checkMetaSize(parsed.meta, limits);
     const { outputs, ...rest } = parsed;
     return outputs === undefined ? rest : { ...rest, outputs: decodeTensors(outputs, 'outputs', limits) };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeRequest, decodeResult, encodeResult, requestFromJson } from '../../../src/codec/index.ts';
+import { decodeRequest, decodeResult, encodeRequest, encodeResult, requestFromJson } from '../../../src/codec/index.ts';
 import { DEFAULT_LIMITS } from '../../../src/contracts/limits.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { buildResult } from '../../../src/runtime/result-builder.ts';
@@ -129,5 +129,36 @@ describe('JSON text with more structure than a frame header', () => {
     const tricky = '[{,:\\"\\\\'.repeat(20_000);
     const body = JSON.stringify({ id: 'r1', model: 'm', createdAt: 1, meta: { tricky }, extra: tricky, inputs: [{ name: 'a', dtype: 'uint8', shape: [1, 300_000], data }] });
     expect(decodeRequest(Buffer.from(body), { ...DEFAULT_LIMITS, maxMetaBytes: 1e6 }).meta).toEqual({ tricky });
+  });
+});
+
+// Zod's record rebuilds meta key by key and skips "__proto__" (assigning it would replace the
+// object's prototype), so a request whose meta had that key was served with the key silently gone
+// from the meta echoed back. It is refused, naming the key, instead.
+describe('a "__proto__" key in meta', () => {
+  const header = '{"id":"r1","model":"m","createdAt":1,"meta":{"k":1,"__proto__":{"polluted":true}},"inputs":[';
+  it.each([
+    ['JSON text', () => decodeRequest(Buffer.from(`${header}{"name":"a","dtype":"uint8","shape":[1],"data":"AA=="}]}`))],
+    ['a frame', () => decodeRequest(frameOf(`${header}{"name":"a","dtype":"uint8","shape":[1],"byteLength":1}]}`, 8))],
+    ['a BullMQ job', () => requestFromJson(JSON.parse(`${header}{"name":"a","dtype":"uint8","shape":[1],"data":"AA=="}]}`))],
+    [
+      'a result',
+      () =>
+        decodeResult(
+          Buffer.from('{"id":"r1","model":"m","version":"","status":"ok","timings":{"queuedMs":0,"batchWaitMs":0,"deviceMs":0,"totalMs":0},"batchSize":1,"gear":1,"device":0,"worker":"w","meta":{"__proto__":1}}'),
+        ),
+    ],
+  ])('in %s is refused naming meta.__proto__', (_what, decode) => {
+    const err = fleetErrorOf(decode);
+    expect(err).toMatchObject({ code: 'INVALID_MESSAGE', details: { field: 'meta.__proto__', id: 'r1', model: 'm' } });
+    expect(err.message).toMatch(/rename it/);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('deeper in meta, where meta values are passed through whole, it is kept and echoed back', () => {
+    const body = '{"id":"r1","model":"m","createdAt":1,"meta":{"k":{"__proto__":{"x":1}}},"inputs":[{"name":"a","dtype":"uint8","shape":[1],"data":"AA=="}]}';
+    const request = decodeRequest(Buffer.from(body));
+    expect(JSON.stringify(request.meta)).toBe('{"k":{"__proto__":{"x":1}}}');
+    expect(JSON.stringify(decodeRequest(encodeRequest(request)).meta)).toBe('{"k":{"__proto__":{"x":1}}}');
   });
 });
