@@ -5,14 +5,15 @@ import { describe, expect, it } from 'vitest';
 import { decodeResult, encodeRequest } from '../../../src/codec/index.ts';
 import type { KafkaSettings } from '../../../src/contracts/fleet-config.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
-import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
+import { KafkaTransport, type KafkaTransportOptions } from '../../../src/transport/kafka/kafka-transport.ts';
 import type { Delivery } from '../../../src/transport/transport.ts';
 import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { until } from '../../helpers/until.ts';
-import { idOf, Inbox, makeRequest, outcomeFor } from './conformance-kit.ts';
+import { idOf, Inbox, makeRequest, outcomeFor, sleep } from './conformance-kit.ts';
 import { adminKafka, kafkaSettings, readTopic } from './kafka-harness.ts';
 import { ProduceGate } from './produce-gate.ts';
+import { ProduceOutage } from './produce-outage.ts';
 
 const track = closeAfterEach();
 
@@ -47,11 +48,17 @@ function within<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** A worker reading one priority level of `model` (one request topic) from 2 partitions. */
-async function worker(settings: KafkaSettings, model: string, gate?: ProduceGate): Promise<{ t: KafkaTransport; inbox: Inbox }> {
-  const t = track(new KafkaTransport(settings, { partitions: 2, ...(gate === undefined ? {} : { socketFactory: gate.socketFactory }) }));
+/** A worker reading `levels` priority levels of `model` (one request topic each), 2 partitions each. */
+async function worker(
+  settings: KafkaSettings,
+  model: string,
+  gate?: { socketFactory: KafkaTransportOptions['socketFactory'] },
+  options: KafkaTransportOptions & { levels?: number } = {},
+): Promise<{ t: KafkaTransport; inbox: Inbox }> {
+  const { levels = 1, ...rest } = options;
+  const t = track(new KafkaTransport(settings, { partitions: 2, ...(gate === undefined ? {} : { socketFactory: gate.socketFactory }), ...rest }));
   const inbox = new Inbox();
-  await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: inbox.onDeliveries });
+  await t.start({ subscriptions: [{ model, priorityLevels: levels }], onDeliveries: inbox.onDeliveries });
   return { t, inbox };
 }
 
@@ -167,5 +174,98 @@ describe('kafka transport across rebalances', () => {
     expect([...replies].filter(([, n]) => n > 1).map(([id]) => id)).toEqual([]);
     expect([...replies.keys()].sort()).toEqual([...heldByA.map(idOf), 'after'].sort());
     expect(await committedAt(settings.groupId, topic, moved)).toBe(count + 1);
+  });
+
+  describe.each([
+    { mode: 'at-least-once', exactlyOnce: false },
+    { mode: 'exactly-once', exactlyOnce: true },
+  ])('$mode: a publish that fails while the partition moves to another worker', ({ exactlyOnce }) => {
+    it('the new owner answers and commits it; the old owner succeeding later neither answers again (exactly-once) nor touches the commit', async () => {
+      const settings = kafkaSettings({ exactlyOnce });
+      const model = uniqueName('latewin').replace(/-/g, '');
+      const topic = `${model}.requests.p0`;
+      const outage = track(new ProduceOutage());
+      const a = await worker(settings, model, outage, { retries: 1 });
+      const heldByA = await publishAndReceive(settings, model, 16, a.inbox);
+
+      // A broker hiccup: A's results do not get out, its requests stay open.
+      outage.start('reset');
+      const failed = await a.t.settle(heldByA.map(outcomeFor)).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(failed).toBeDefined();
+      // Meanwhile B joins, takes a partition from the last commit and answers it.
+      const b = await worker(settings, model);
+      const moved = partitionOf((await b.inbox.waitFor(1, 30_000))[0] as Delivery);
+      const count = heldByA.filter((d) => partitionOf(d) === moved).length;
+      const takenByB = await b.inbox.waitFor(count, 15_000);
+      expect(takenByB.map(idOf).sort()).toEqual(heldByA.filter((d) => partitionOf(d) === moved).map(idOf).sort());
+      await b.t.settle(takenByB.map(outcomeFor));
+      expect(await committedAt(settings.groupId, topic, moved)).toBe(count);
+
+      // The hiccup ends and A's runtime settles again: A's own partition is answered and
+      // committed, the moved one's commit stays B's.
+      outage.stop();
+      await a.t.settle(heldByA.map(outcomeFor));
+      const kept = 1 - moved;
+      expect(await committedAt(settings.groupId, topic, kept)).toBe(heldByA.length - count);
+      await sleep(500);
+      expect(await committedAt(settings.groupId, topic, moved)).toBe(count);
+      const replies = await repliesById(model, heldByA.length + (exactlyOnce ? 0 : count));
+      expect([...replies.keys()].sort()).toEqual(heldByA.map(idOf).sort());
+      // At-least-once allows A's late results for the moved partition: each at most twice.
+      const most = Math.max(...replies.values());
+      expect(most).toBe(exactlyOnce ? 1 : 2);
+    });
+  });
+
+  it('pauses: partitions that come to a paused worker stay paused, and a partition paused by its bound resumes when it comes back', async () => {
+    const settings = kafkaSettings();
+    const model = uniqueName('pauses').replace(/-/g, '');
+    const producer = track(new KafkaProducer(settings, { partitions: 2 }));
+    // Bound 2 per partition of priority 1 (round robin gives a joining worker one of its two partitions).
+    const a = await worker(settings, model, undefined, { levels: 3, lowPriorityInflightPerPartition: 2 });
+    a.t.pause(model, [2]);
+    await producer.publish(Array.from({ length: 10 }, (_, i) => makeRequest(model, `low${i}`, 2)));
+    // One at a time: a fetch returns whole record batches, the granularity of the bound.
+    for (let i = 0; i < 12; i++) {
+      await producer.publish(makeRequest(model, `mid${i}`, 1));
+      await sleep(100);
+    }
+    await sleep(1_000);
+    // Priority 1 held back by its bound, priority 2 by the pause.
+    expect(a.inbox.all.filter((d) => d.priority === 2)).toEqual([]);
+    expect(a.inbox.all.length).toBeLessThan(12);
+
+    // B joins: the partitions move around; what A gets of priority 2 stays paused.
+    const b = await worker(settings, model, undefined, { levels: 3, lowPriorityInflightPerPartition: 100 });
+    // B got a partition of each priority (round robin), and reads them from the last commit (none).
+    await until(() => b.inbox.all.some((d) => d.priority === 1) && b.inbox.all.some((d) => d.priority === 2), 30_000, 'B reading priorities 1 and 2');
+    await sleep(1_500);
+    expect(a.inbox.all.filter((d) => d.priority === 2)).toEqual([]);
+    // B leaves without answering: everything comes back to A, priority 2 still paused.
+    await b.t.close();
+    await sleep(5_000);
+    expect(a.inbox.all.filter((d) => d.priority === 2)).toEqual([]);
+
+    // A answers what it holds: the bound lifts on every priority-1 partition, also the one that
+    // moved away and came back, and the rest of priority 1 arrives.
+    const deadline = Date.now() + 30_000;
+    const answered = new Set<string>();
+    while (Date.now() < deadline && [...answered].filter((id) => id.startsWith('mid')).length < 12) {
+      const open = a.inbox.all.filter((d) => !answered.has(d.deliveryId));
+      if (open.length > 0) {
+        await a.t.settle(open.map(outcomeFor)).catch(() => undefined);
+        for (const d of open) answered.add(d.deliveryId);
+        for (const d of open) answered.add(idOf(d));
+      }
+      await sleep(100);
+    }
+    expect(new Set(a.inbox.all.filter((d) => d.priority === 1).map(idOf)).size).toBe(12);
+    expect(a.inbox.all.filter((d) => d.priority === 2)).toEqual([]);
+    // Resumed, priority 2 arrives: every one of them, whichever partitions it sits on.
+    a.t.resume(model, [2]);
+    await until(() => new Set(a.inbox.all.filter((d) => d.priority === 2).map(idOf)).size === 10, 30_000, 'priority 2 after resume');
   });
 });

@@ -14,6 +14,18 @@ import { adminKafka, committed, kafkaSettings, readTopic } from './kafka-harness
 const track = closeAfterEach();
 
 
+/** Member ids of a consumer group, as the coordinator has them now. */
+async function groupMembers(groupId: string): Promise<string[]> {
+  const admin = adminKafka().admin();
+  await admin.connect();
+  try {
+    const { groups } = await admin.describeGroups([groupId]);
+    return (groups[0]?.members ?? []).map((m) => m.memberId).sort();
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 function percentile(values: number[], p: number): number {
   const s = [...values].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
@@ -82,8 +94,13 @@ describe('kafka transport', () => {
     const inbox = new Inbox();
     await startWith(t, model, inbox);
     const got = await inbox.waitFor(5, 30_000);
+    const member = await groupMembers(settings.groupId);
+    expect(member).toHaveLength(1);
     // A "device batch" of 10 s: nothing settles; the consumer must neither be evicted nor re-fed.
     expect(await inbox.quietFor(10_000)).toEqual([]);
+    // Evicted, it would have rejoined under a new member id (and, alone in the group, been given
+    // the same partitions back: the re-fetch is deduplicated, so the inbox alone cannot tell).
+    expect(await groupMembers(settings.groupId)).toEqual(member);
     await t.settle(got.map(outcomeFor));
     expect(await committed(settings.groupId, `${model}.requests.p1`)).toBe(5);
   });
