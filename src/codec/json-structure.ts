@@ -53,9 +53,8 @@ export function checkJsonStructure(text: string, limits: CodecLimits): void {
       while (end !== -1 && escaped(text, end)) end = text.indexOf('"', end + 1);
       if (end === -1) return; // unterminated: JSON.parse says so
       if (depth === 1 && topObject) {
-        const s = stringAt(text, i, end);
-        if (keyNext) key = s ?? text.slice(i + 1, Math.min(end, i + 65));
-        else if (key !== undefined && s !== undefined) seen[key] = s;
+        if (keyNext) key = stringAt(text, i, end) ?? text.slice(i + 1, Math.min(end, i + 65));
+        else if (key === 'id' || key === 'model' || key === 'replyTo') seen[key] = stringAt(text, i, end);
         keyNext = false;
       }
       i = end;
