@@ -1,9 +1,11 @@
 import fc from 'fast-check';
+import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { isPlainRequest, type TensorForm } from '../../../src/contracts/request-fast-check.ts';
 import { RequestEnvelopeSchema, RequestFrameHeaderSchema, RequestJsonSchema } from '../../../src/contracts/request-envelope.ts';
 import { requestArb } from '../codec/arbitraries.ts';
+import { Rng, SEED_INPUTS, emit, fromPlain, iterationSeed, mutateBytes, mutateTree, splitFrame } from '../codec/codec-fuzz-corpus.ts';
 
 // The fast check may only ever say yes where zod says yes with the same output; and it must say
 // yes to plain valid requests, or the speed-up silently disappears.
@@ -90,6 +92,44 @@ describe('isPlainRequest', () => {
       // Both answers were exercised, so the property above was not vacuous.
       expect(yes).toBeGreaterThan(100);
       expect(no).toBeGreaterThan(100);
+    });
+  }
+
+  // The codec fuzzer's request headers (test/unit/codec/codec-fuzz.test.ts): duplicated and removed
+  // keys, __proto__ and constructor keys, 1e309 and -0, lone surrogates, deep nesting, base64 edge
+  // cases, and headers whose bytes were damaged but still parse.
+  for (const form of ['frame', 'json'] as const) {
+    it(`${form}: on the codec fuzzer's mutated headers, every yes is zod's yes with zod's output`, () => {
+      const seeds = SEED_INPUTS.filter((s) => s.kind === 'request' && s.form === form);
+      const schema = SCHEMAS[form];
+      let yes = 0;
+      let parsedHeaders = 0;
+      for (let i = 0; i < 10_000; i++) {
+        const rng = new Rng(iterationSeed(0xfa57, i));
+        const seed = rng.pick(seeds);
+        let text = form === 'frame' ? splitFrame(seed.bytes).header : seed.bytes.toString('utf8');
+        let tree = fromPlain(JSON.parse(text));
+        for (let n = rng.int(4); n > 0; n--) tree = mutateTree(rng, tree);
+        text = emit(tree);
+        if (rng.chance(0.2)) text = mutateBytes(rng, Buffer.from(text), rng.pick(seeds).bytes).toString('utf8');
+        let header: unknown;
+        try {
+          header = JSON.parse(text);
+        } catch {
+          continue;
+        }
+        parsedHeaders++;
+        if (!isPlainRequest(header, form)) continue;
+        yes++;
+        const parsed = schema.safeParse(header);
+        if (!parsed.success || !isDeepStrictEqual(parsed.data, header)) {
+          throw new Error(`iteration ${i}: isPlainRequest said yes but zod ${parsed.success ? 'changed it' : `said ${parsed.error.message}`}: ${text.slice(0, 500)}`);
+        }
+      }
+      // The mutations leave a good share of headers plainly valid, so the check is not vacuous.
+      expect(parsedHeaders).toBeGreaterThan(6_000);
+      expect(yes).toBeGreaterThan(1_000);
+      console.log(`${form}: ${parsedHeaders} mutated headers, ${yes} plainly valid (zod agreed on each)`);
     });
   }
 
