@@ -84,6 +84,7 @@ export class BullmqTransport implements Transport {
       workers: this.workers,
       suspects: this.suspects,
       replyQueues: this.replyQueues,
+      redis: () => this.shared,
       logger: options.logger,
     });
   }

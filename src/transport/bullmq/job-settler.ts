@@ -1,9 +1,11 @@
 import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { resultToJson } from '../../codec/index.ts';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { notOpenError, type DeliveryLedger } from '../delivery-ledger.ts';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
 import type { Delivery, Outcome } from '../transport.ts';
+import { dropAnsweredInputs } from './answered-inputs.ts';
 import { answerJobs, type OutJob } from './answer-jobs.ts';
 import { bullmqError } from './bullmq-names.ts';
 import type { HeldJob } from './held-job.ts';
@@ -21,6 +23,8 @@ export interface JobSettlerOptions {
   readonly suspects: SuspectStore;
   /** Notes the reply queues answered on, so they are swept too. */
   readonly replyQueues: ReplyQueues;
+  /** The transport's shared connection. */
+  readonly redis: () => Redis;
   readonly logger?: TransportLogger | undefined;
 }
 
@@ -71,6 +75,15 @@ export class JobSettler {
         }
       });
       const results = await Promise.allSettled(completions);
+      const answered = new Map<string, string[]>();
+      claimed.forEach(({ entry }, i) => {
+        if (results[i]?.status !== 'fulfilled' || entry.job.id === undefined) return;
+        answered.set(entry.job.queueName, [...(answered.get(entry.job.queueName) ?? []), entry.job.id]);
+      });
+      // Not awaited: the answers are out and acked; this only trims what Redis keeps of them.
+      void dropAnsweredInputs(this.o.redis(), this.o.settings.prefix, answered).catch((err: unknown) =>
+        this.o.logger?.warn({ err }, 'could not drop the inputs of answered jobs; they stay until the jobs leave retention'),
+      );
       // Answered for good: a suspect's count is no longer needed (rare, so one call each).
       for (const { item, entry } of claimed) {
         const mw = this.o.workers.get(entry.model);

@@ -1,6 +1,7 @@
-// Results nobody reads must not grow Redis without bound: every reply queue a worker answered on
-// (not only the model's default one) is swept of results older than replyTtlMs, and one nobody
-// has been answered on for longer is forgotten with its leftover keys. Real Redis.
+// What answering leaves in Redis must stay bounded: every reply queue a worker answered on (not
+// only the model's default one) is swept of results older than replyTtlMs, one nobody has been
+// answered on for longer is forgotten with its leftover keys, and an answered request job keeps
+// its result but not a large input. Real Redis.
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
@@ -122,5 +123,33 @@ describe('bullmq reply retention', () => {
       await q.close();
       admin.disconnect();
     }
+  });
+
+  it('an answered request job keeps its return value and a small input, but not an input over 4 KiB; asking again still gets the answer', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('inputs');
+    const queue = `${model}.requests`;
+    const producer = track(new BullmqProducer(settings));
+    const t = track(new BullmqTransport(settings));
+    await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) });
+    // A 3x224x224 float32 image (588 KiB, about 800 KB as JSON) and a small request.
+    const image = { name: 'x', dtype: 'float32' as const, shape: [1, 3, 224, 224], data: new Uint8Array(3 * 224 * 224 * 4) };
+    const big = makeRequest(model, 'image', 0, { inputs: [image] });
+    const [answer] = await Promise.all([producer.request(big, { timeoutMs: 10_000 }), producer.request(makeRequest(model, 'small', 0), { timeoutMs: 10_000 })]);
+    const admin = new Redis(settings.redisUrl);
+    try {
+      const field = (id: string, name: string): Promise<number> => admin.hstrlen(`${settings.prefix}:${queue}:${id}`, name);
+      await until(async () => (await field('image', 'data')) < 4_096, 5_000);
+      expect(await field('image', 'data')).toBeLessThan(4_096);
+      expect(JSON.parse((await admin.hget(`${settings.prefix}:${queue}:image`, 'data')) ?? '')).toMatchObject({ inputRemoved: expect.stringMatching(/answered/) });
+      expect(await field('image', 'returnvalue')).toBeGreaterThan(0);
+      expect(await field('small', 'data')).toBeGreaterThan(100);
+      expect(JSON.parse((await admin.hget(`${settings.prefix}:${queue}:small`, 'data')) ?? '')).toMatchObject({ id: 'small' });
+    } finally {
+      admin.disconnect();
+    }
+    // The job stays (a publish of the id is still dropped) and its answer is still given.
+    const again = await producer.request(big, { timeoutMs: 10_000 });
+    expect(again).toEqual(answer);
   });
 });
