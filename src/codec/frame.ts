@@ -60,20 +60,33 @@ export function checkedTensorBytes(
   return elements * DTYPE_BYTES[dtype];
 }
 
+/**
+ * Deepest meta accepted, meta itself being level 1. Size alone did not bound it: JSON.stringify
+ * recurses, so a meta nested as deep as the stack allowed at decode (≈ 4,700 arrays on Node 20,
+ * once maxMetaBytes is raised to 10 KiB) passed the size check, and encoding the result echoing
+ * it, deeper in the publisher's stack, threw a RangeError. Readers of the result stop earlier
+ * still: serde_json at 128 levels, Python near 1,000.
+ */
+export const MAX_META_DEPTH = 64;
+
 export function checkMetaSize(meta: unknown, limits: CodecLimits): void {
   if (meta === undefined) return;
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(meta);
-  } catch (cause) {
-    // JSON.parse builds any depth, but JSON.stringify recurses: a meta nested a few thousand levels
-    // deep overflows the stack here. Nothing that deep fits in maxMetaBytes anyway.
-    throw tooBig(
-      `meta cannot be measured as JSON (${(cause as Error).message}): it is nested too deeply to fit ${limits.maxMetaBytes} bytes (limits.maxMetaBytes); flatten it`,
-      'meta',
-    );
+  // Depth first, without recursion: past it JSON.stringify below could overflow the stack. Every
+  // value takes a byte of JSON at least, so more values than maxMetaBytes is over the size too.
+  const stack: Array<{ value: unknown; depth: number }> = [{ value: meta, depth: 1 }];
+  let values = 0;
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    const { value, depth } = item;
+    if (typeof value !== 'object' || value === null) continue;
+    if (depth > MAX_META_DEPTH) {
+      throw tooBig(`meta is nested ${depth} levels deep or more, over ${MAX_META_DEPTH} (readers of the echoed result stop early, serde_json at 128); flatten it`, 'meta');
+    }
+    for (const key in value) {
+      if (++values > limits.maxMetaBytes) throw tooBig(`meta is over ${limits.maxMetaBytes} bytes as JSON (limits.maxMetaBytes); trim it`, 'meta');
+      stack.push({ value: (value as Record<string, unknown>)[key], depth: depth + 1 });
+    }
   }
-  const bytes = Buffer.byteLength(json ?? '', 'utf8');
+  const bytes = Buffer.byteLength(JSON.stringify(meta), 'utf8');
   if (bytes > limits.maxMetaBytes) {
     throw tooBig(`meta is ${bytes} bytes as JSON, over ${limits.maxMetaBytes} (limits.maxMetaBytes); trim it`, 'meta');
   }

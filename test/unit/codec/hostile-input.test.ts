@@ -162,3 +162,59 @@ describe('a "__proto__" key in meta', () => {
     expect(JSON.stringify(decodeRequest(encodeRequest(request)).meta)).toBe('{"k":{"__proto__":{"x":1}}}');
   });
 });
+
+// The meta size check measured meta with JSON.stringify, which recurses: a meta nested as deep as
+// the stack allows at decode (≈ 4,700 arrays on Node 20, inside maxMetaBytes once that is raised
+// to 10 KiB) was accepted, and encoding the result that echoes it, a few hundred calls deeper in
+// the publisher, threw a RangeError. Readers of results stop much earlier (serde_json at 128
+// levels, Python near 1,000). Meta is now refused past 64 levels, whatever the size limit.
+describe('meta nesting', () => {
+  const request = (meta: string): Buffer =>
+    Buffer.from(`{"id":"r1","model":"m","createdAt":1,"meta":${meta},"inputs":[{"name":"a","dtype":"uint8","shape":[1],"data":"AA=="}]}`);
+  const nested = (depth: number): string => `{"k":${'['.repeat(depth - 1)}${']'.repeat(depth - 1)}}`;
+  const roomy = { ...DEFAULT_LIMITS, maxMetaBytes: 1 << 20, maxHeaderBytes: 1 << 20 };
+
+  /** The deepest array nesting JSON.stringify manages from here. */
+  function stringifyDepth(): number {
+    let lo = 1;
+    let hi = 1 << 16;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      try {
+        JSON.stringify(JSON.parse('['.repeat(mid) + ']'.repeat(mid)));
+        lo = mid;
+      } catch {
+        hi = mid - 1;
+      }
+    }
+    return lo;
+  }
+  const deeper = (calls: number, fn: () => unknown): unknown => (calls === 0 ? fn() : deeper(calls - 1, fn));
+
+  it('whatever is accepted can be echoed back from deeper in the stack', () => {
+    const meta = nested(stringifyDepth() - 100);
+    let decoded: ReturnType<typeof decodeRequest>;
+    try {
+      decoded = decodeRequest(request(meta), roomy);
+    } catch (err) {
+      expect(err).toMatchObject({ code: 'LIMIT_EXCEEDED', details: { field: 'meta', id: 'r1', model: 'm' } });
+      return;
+    }
+    const result = buildResult({ id: 'r1', model: 'm', meta: decoded.meta }, { worker: 'w', device: 0 }, { status: 'ok', nowMs: 1 });
+    expect(() => deeper(1000, () => encodeResult(result))).not.toThrow();
+  });
+
+  it.each([
+    [64, true],
+    [65, false],
+  ])('meta %i levels deep: accepted %s', (depth, accepted) => {
+    const body = request(nested(depth));
+    if (accepted) {
+      expect(decodeRequest(body).meta).toBeDefined();
+      return;
+    }
+    const err = fleetErrorOf(() => decodeRequest(body));
+    expect(err).toMatchObject({ code: 'LIMIT_EXCEEDED', details: { field: 'meta', id: 'r1', model: 'm' } });
+    expect(err.message).toMatch(/65 levels.*64.*flatten it/);
+  });
+});
