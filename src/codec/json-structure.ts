@@ -72,8 +72,8 @@ export function checkJsonStructure(text: string, limits: CodecLimits): void {
       continue;
     }
     if (--budget < 0) {
-      // Deeper than the top level: the field it is in; at the top level, the message itself.
-      const field = depth >= 2 && topObject && key !== undefined ? key : '(message)';
+      // Deeper than the top level: the field it is in (an empty key shown as ""); at the top level, the message itself.
+      const field = depth >= 2 && topObject && key !== undefined ? key || '""' : '(message)';
       throw tooBig(
         `${field === '(message)' ? 'message' : field} holds more JSON values or nesting than a frame header may (over ${limits.maxHeaderBytes} ` +
           `brackets, commas and colons: limits.maxHeaderBytes; tensor data as base64 strings does not count); flatten or trim it`,

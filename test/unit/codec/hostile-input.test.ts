@@ -119,6 +119,13 @@ describe('JSON text with more structure than a frame header', () => {
     if (field !== '(message)') expect(err.details).toMatchObject({ id: 'r1', model: 'm' });
   });
 
+  // Found by the fuzzer (CODEC_FUZZ_SEED=11, tight limits): the field was the key itself, empty here.
+  it('in a value under an empty key: names the key as ""', () => {
+    const err = decodeError(Buffer.from(`{"id":"r1","model":"m","":[${'0,'.repeat(70_000)}0]}`));
+    expect(err).toMatchObject({ code: 'LIMIT_EXCEEDED', details: { field: '""', id: 'r1', model: 'm' } });
+    expect(err.message).toMatch(/^"" holds more JSON values/);
+  });
+
   it('a result reader refuses the same', () => {
     const err = fleetErrorOf(() => decodeResult(Buffer.from('['.repeat(1e6))));
     expect(err).toMatchObject({ code: 'LIMIT_EXCEEDED', details: { field: '(message)' } });
