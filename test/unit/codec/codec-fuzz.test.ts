@@ -4,7 +4,7 @@
  * both encodings; or a FleetError with an input code whose details name a field, and whose
  * `invalid` answer (with its DLQ record) our own result decoder reads. Never another exception,
  * never more than DECODE_BUDGET_MS. CODEC_FUZZ_SEED=<n> runs another seed; a failure prints the
- * seed and iteration that rebuild its input (fuzzInput(iterationSeed(seed, i))).
+ * seed and iteration that rebuild its input (fuzzInput(iterationSeed(seed, i)), codec-fuzz-mutators.ts).
  */
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -29,7 +29,8 @@ import { validateForModel } from '../../../src/runtime/request-validation.ts';
 import { buildResult } from '../../../src/runtime/result-builder.ts';
 import type { ModelLanes } from '../../../src/runtime/model-lanes.ts';
 import type { Delivery } from '../../../src/transport/transport.ts';
-import { SEED_INPUTS, SEED_REQUESTS, fuzzInput, iterationSeed, type FuzzInput, type Kind } from './codec-fuzz-corpus.ts';
+import { fuzzInput, iterationSeed, type FuzzInput } from './codec-fuzz-mutators.ts';
+import { SEED_INPUTS, SEED_REQUESTS, type Kind } from './codec-fuzz-seeds.ts';
 
 const RUN_SEED = Number(process.env.CODEC_FUZZ_SEED ?? 0x5eed_2026) >>> 0;
 const ITERATIONS = Number(process.env.CODEC_FUZZ_ITERATIONS ?? 24_000);

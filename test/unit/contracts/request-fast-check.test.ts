@@ -5,7 +5,8 @@ import type { z } from 'zod';
 import { isPlainRequest, type TensorForm } from '../../../src/contracts/request-fast-check.ts';
 import { RequestEnvelopeSchema, RequestFrameHeaderSchema, RequestJsonSchema } from '../../../src/contracts/request-envelope.ts';
 import { requestArb } from '../codec/arbitraries.ts';
-import { Rng, SEED_INPUTS, emit, fromPlain, iterationSeed, mutateBytes, mutateTree, splitFrame } from '../codec/codec-fuzz-corpus.ts';
+import { Rng, emit, fromPlain, iterationSeed, mutateBytes, mutateTree } from '../codec/codec-fuzz-mutators.ts';
+import { SEED_INPUTS, splitFrame } from '../codec/codec-fuzz-seeds.ts';
 
 // The fast check may only ever say yes where zod says yes with the same output; and it must say
 // yes to plain valid requests, or the speed-up silently disappears.
@@ -95,7 +96,7 @@ describe('isPlainRequest', () => {
     });
   }
 
-  // The codec fuzzer's request headers (test/unit/codec/codec-fuzz.test.ts): duplicated and removed
+  // The codec fuzzer's request headers (test/unit/codec/codec-fuzz-mutators.ts): duplicated and removed
   // keys, __proto__ and constructor keys, 1e309 and -0, lone surrogates, deep nesting, base64 edge
   // cases, and headers whose bytes were damaged but still parse.
   for (const form of ['frame', 'json'] as const) {
