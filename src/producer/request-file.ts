@@ -102,7 +102,7 @@ function readJsonFile(path: string): unknown {
     return JSON.parse(text);
   } catch (cause) {
     const hint = /}\s*\n\s*{/.test(text) ? '; it looks like JSON Lines (one request per line): name it .jsonl' : '';
-    throw new FleetError('INVALID_ARGUMENT', `--file ${path} is not JSON: ${(cause as Error).message}; it holds one request as JSON, or an array of them${hint} (README, "Commands")`, { cause });
+    throw new FleetError('INVALID_ARGUMENT', `--file ${path} is not JSON: ${(cause as Error).message}; it holds one request as JSON, or an array of them${hint} (docs/producers.md)`, { cause });
   }
 }
 
