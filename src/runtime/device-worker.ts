@@ -132,6 +132,13 @@ export class DeviceWorker {
     await this.o.transport.start({
       subscriptions: this.lanes.subscriptions(),
       onDeliveries: (deliveries) => this.intake.push(deliveries),
+      onRevoked: (deliveryIds) => {
+        const { released, requests } = this.intake.revoke(deliveryIds);
+        if (released.length === 0) return;
+        this.o.log.info({ dropped: requests, revoked: deliveryIds.size }, 'rebalance: queued requests of partitions now owned by another worker dropped (it answers them)');
+        this.o.transport.release(released).catch((err: unknown) => this.o.log.warn({ err }, 'releasing revoked deliveries failed; their new owner answers them anyway'));
+        this.pump();
+      },
       onFatal: (err) => this.transportFailed(err),
       onAnswered: (model, dlqReason) => {
         // Its dead-letter reason is its failed result's error code (WORKER_CRASHED).

@@ -158,6 +158,46 @@ export class RequestIntake {
     if (verdict.kind === 'backpressure') this.applyBackpressure(lane);
   }
 
+  /**
+   * The transport's onRevoked: these deliveries now belong to another worker (their Kafka
+   * partition moved in a rebalance), which will answer them. What is still waiting for admission
+   * or queued here is dropped without an answer, so the device does not serve it a second time
+   * (at scale-out, when it can least afford to); a request whose other deliveries stay here keeps
+   * those. What is on the device already finishes and settles as usual. Returns the deliveries
+   * dropped (for release) and how many queued requests went with them.
+   */
+  revoke(deliveryIds: ReadonlySet<string>): { released: Delivery[]; requests: number } {
+    const released: Delivery[] = [];
+    for (let level = 0; level < this.intake.length; level++) {
+      const q = this.intake[level];
+      if (q === undefined || q.length === 0) continue;
+      this.intake[level] = q.filter((d) => !deliveryIds.has(d.deliveryId) || (released.push(d), false));
+    }
+    let requests = 0;
+    const lanes = this.o.lanes.allLanes();
+    for (const [id, payload] of [...this.queued]) {
+      const all = [payload.delivery, ...payload.duplicates];
+      const gone = all.filter((d) => deliveryIds.has(d.deliveryId));
+      if (gone.length === 0) continue;
+      if (gone.length === all.length) {
+        // Only a queued one is dropped: on the device it runs to the end either way.
+        const lane = lanes.find((l) => l.scheduler.remove(id) !== undefined);
+        if (lane === undefined) continue;
+        this.queued.delete(id);
+        released.push(...all);
+        requests++;
+        this.maybeResume(lane);
+        continue;
+      }
+      // Deliveries from elsewhere stay and get its result. A revoked rider leaves with the
+      // partition; a revoked first delivery stays (its settle is the transport's to skip).
+      const riders = payload.duplicates.filter((d) => !deliveryIds.has(d.deliveryId));
+      released.push(...payload.duplicates.filter((d) => deliveryIds.has(d.deliveryId)));
+      payload.duplicates.splice(0, payload.duplicates.length, ...riders);
+    }
+    return { released, requests };
+  }
+
   /** Request `id` is answered (by `delivery`): a later delivery of it is a duplicate, not a rider. */
   answered(id: string, delivery: Delivery, nowMs: number): void {
     this.seen.set(id, nowMs);

@@ -68,6 +68,13 @@ export interface TransportStartOptions {
    */
   readonly onAnswered?: (model: string, dlqReason: string) => void;
   /**
+   * These open deliveries now belong to another worker (Kafka: their partition moved in a
+   * rebalance), which reads and answers them again: the runtime drops those it has not started
+   * and releases them; those already on a device settle as usual. Called on the event loop; never
+   * for deliveries a settle is publishing.
+   */
+  readonly onRevoked?: (deliveryIds: ReadonlySet<string>) => void;
+  /**
    * The note the previous worker process of this device left, handed over only if it is dead, and
    * where to leave this one's. A BullMQ transport notes its workers' ids, so the next worker puts
    * back at once the jobs a dead one held instead of leaving them until their locks lapse

@@ -18,6 +18,7 @@ import { RedeliveryHints } from './redelivery-hints.ts';
 import { contactWindowFor, RequestConsumer } from './request-consumer.ts';
 import { ResultSender } from './result-sender.ts';
 import type { KafkaTransportOptions } from './kafka-transport-options.ts';
+import { revokedDeliveries } from './revoked-deliveries.ts';
 
 export type { KafkaTransportOptions } from './kafka-transport-options.ts';
 
@@ -59,6 +60,7 @@ export class KafkaTransport implements Transport {
   private watch: ConsumerWatch | undefined;
   private contactWindowMs = 5_000;
   private onFatal: ((err: FleetError) => void) | undefined;
+  private onRevoked: ((deliveryIds: ReadonlySet<string>) => void) | undefined;
   private readonly pauses: FetchPauses;
   private readonly transactionalId: string;
 
@@ -95,6 +97,7 @@ export class KafkaTransport implements Transport {
     if (this.consumer !== undefined) throw new FleetError('INVALID_ARGUMENT', 'kafka transport already started');
     this.onDeliveries = options.onDeliveries;
     this.onFatal = options.onFatal;
+    this.onRevoked = options.onRevoked;
     this.sources = requestSources(this.settings.topicTemplate, options.subscriptions);
     const models = options.subscriptions.map((s) => s.model);
     // Alongside the set-up below; awaited before this consumer joins (see removePredecessorMembers).
@@ -166,6 +169,8 @@ export class KafkaTransport implements Transport {
     }
     this.committer?.revoke(revoked);
     this.committer?.assigned();
+    const lost = revokedDeliveries(this.ledger, new Set(revoked));
+    if (lost.size > 0) this.onRevoked?.(lost);
     this.pauses.reassigned(assigned, this.sources.keys());
     this.hints.load(assigned);
   }

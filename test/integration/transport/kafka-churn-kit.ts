@@ -40,6 +40,8 @@ export interface ChurnReport {
   readonly lost: number;
   /** Replies beyond one per request. */
   readonly duplicates: number;
+  /** ok results the members built, summed (riders of a redelivery included): printed, for a feel of the work done twice. */
+  readonly served: number;
   readonly joins: number;
   readonly leaves: number;
   /** Partitions whose committed offset is short of the log end after everything settled. */
@@ -52,6 +54,7 @@ export interface ChurnReport {
 interface Member {
   readonly name: string;
   readonly worker: DeviceWorker;
+  readonly metrics: FleetMetrics;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -75,6 +78,13 @@ function randomDevice(batchMs: readonly [number, number]): DeviceLike {
   };
 }
 
+/** ok results a worker built (`npu_fleet_requests_total{status="ok"}`). */
+function okCount(exposition: string): number {
+  let n = 0;
+  for (const line of exposition.split('\n')) if (line.startsWith('npu_fleet_requests_total{') && line.includes('status="ok"')) n += Number(line.slice(line.lastIndexOf(' ') + 1));
+  return n;
+}
+
 export async function runChurn(o: ChurnOptions): Promise<ChurnReport> {
   const startedAt = Date.now();
   const say = o.log ?? (() => undefined);
@@ -93,24 +103,26 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnReport> {
   const members: Member[] = [];
   let joins = 0;
   let leaves = 0;
+  let served = 0;
   let counter = 0;
 
   const join = async (): Promise<void> => {
     const name = `m${++counter}`;
     const log = createLogger({ level: 'warn', destination: { write: (s: string) => void logLines.push(`${name} ${s}`) } });
     const transport = new KafkaTransport(settings, { partitions: o.partitions, instanceId: name, ...o.transport });
+    const metrics = new FleetMetrics({ processMetrics: false });
     const worker = new DeviceWorker({
       config,
       // Its own device id: replies name the member that sent them (result.worker).
       deviceId: counter,
       device: randomDevice(o.batchMs),
       transport,
-      metrics: new FleetMetrics({ processMetrics: false }),
+      metrics,
       log,
       snapshot,
     });
     await worker.start();
-    members.push({ name, worker });
+    members.push({ name, worker, metrics });
     joins++;
     say(`+${name} (${members.length} members) at ${Date.now() - startedAt}`);
   };
@@ -122,6 +134,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnReport> {
     say(`-${m.name} (${members.length} members) at ${Date.now() - startedAt}`);
     const { released, timedOut } = await m.worker.drain(20_000);
     await m.worker.close();
+    served += okCount(await m.metrics.render());
     say(`-${m.name} drained: released ${released}, timedOut ${timedOut} at ${Date.now() - startedAt}`);
   };
 
@@ -207,7 +220,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnReport> {
         if (duplicates < 40) say(`dup ${id}: ${got.map((g) => `${g.worker}@${g.at - startedAt}`).join(' ')}`);
       }
     }
-    const report = { requests: ids.length, answered, lost: ids.length - answered, duplicates, joins, leaves, uncommitted, regressions, elapsedMs: Date.now() - startedAt };
+    const report = { requests: ids.length, answered, lost: ids.length - answered, duplicates, served, joins, leaves, uncommitted, regressions, elapsedMs: Date.now() - startedAt };
     if (report.lost > 0 || uncommitted.length > 0) for (const l of logLines.slice(-40)) say(l);
     return report;
   } finally {

@@ -32,7 +32,10 @@ describe.each([
     expect(report.lost).toBe(0);
     expect(uncommitted).toEqual([]);
     expect(regressions).toEqual([]);
-    // At-least-once answers again what a worker still held of a partition that moved away.
+    // At-least-once answers again what a worker had on its device or was publishing when its
+    // partition moved away; what it held queued there is dropped and released (onRevoked), its
+    // new owner runs it. 5,000 requests: 107-230 answered twice with that, 611-1,463 without.
     if (exactlyOnce) expect(report.duplicates).toBe(0);
+    else expect(report.duplicates).toBeLessThan(450);
   }, 300_000);
 });
