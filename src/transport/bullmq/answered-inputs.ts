@@ -39,3 +39,22 @@ export async function dropAnsweredInputs(redis: Redis, prefix: string, byQueue: 
     }),
   );
 }
+
+/**
+ * Whether a job's data may be over KEEP_ANSWERED_INPUT_BYTES, judged without serialising it: a
+ * request's base64 tensor data make up nearly all of its JSON, so their lengths decide; a string
+ * (a body that was not JSON) by its length; any other shape is passed to the script to measure.
+ */
+export function mayHoldLargeInput(data: unknown): boolean {
+  if (typeof data === 'string') return data.length > KEEP_ANSWERED_INPUT_BYTES;
+  const inputs = typeof data === 'object' && data !== null ? (data as { inputs?: unknown }).inputs : undefined;
+  if (!Array.isArray(inputs)) return true;
+  let chars = 0;
+  for (const t of inputs) {
+    const d = typeof t === 'object' && t !== null ? (t as { data?: unknown }).data : undefined;
+    if (typeof d !== 'string') return true;
+    chars += d.length;
+    if (chars > KEEP_ANSWERED_INPUT_BYTES / 2) return true;
+  }
+  return false;
+}

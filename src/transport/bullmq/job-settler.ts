@@ -5,7 +5,7 @@ import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { notOpenError, type DeliveryLedger } from '../delivery-ledger.ts';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
 import type { Delivery, Outcome } from '../transport.ts';
-import { dropAnsweredInputs } from './answered-inputs.ts';
+import { dropAnsweredInputs, mayHoldLargeInput } from './answered-inputs.ts';
 import { answerJobs, type OutJob } from './answer-jobs.ts';
 import { bullmqError } from './bullmq-names.ts';
 import type { HeldJob } from './held-job.ts';
@@ -77,11 +77,14 @@ export class JobSettler {
       const results = await Promise.allSettled(completions);
       const answered = new Map<string, string[]>();
       claimed.forEach(({ entry }, i) => {
-        if (results[i]?.status !== 'fulfilled' || entry.job.id === undefined) return;
-        answered.set(entry.job.queueName, [...(answered.get(entry.job.queueName) ?? []), entry.job.id]);
+        // Small inputs stay (most requests): no script call for a batch of them.
+        if (results[i]?.status !== 'fulfilled' || entry.job.id === undefined || !mayHoldLargeInput(entry.job.data)) return;
+        const ids = answered.get(entry.job.queueName);
+        if (ids === undefined) answered.set(entry.job.queueName, [entry.job.id]);
+        else ids.push(entry.job.id);
       });
       // Not awaited: the answers are out and acked; this only trims what Redis keeps of them.
-      void dropAnsweredInputs(this.o.redis(), this.o.settings.prefix, answered).catch((err: unknown) =>
+      if (answered.size > 0) void dropAnsweredInputs(this.o.redis(), this.o.settings.prefix, answered).catch((err: unknown) =>
         this.o.logger?.warn({ err }, 'could not drop the inputs of answered jobs; they stay until the jobs leave retention'),
       );
       // Answered for good: a suspect's count is no longer needed (rare, so one call each).
