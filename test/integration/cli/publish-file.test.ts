@@ -8,8 +8,6 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { stringify } from 'yaml';
 import type { z } from 'zod';
-import { encodeModel } from '../../../scripts/onnx/onnx-model.ts';
-import { f32 } from '../../../scripts/onnx/tensors.ts';
 import { main } from '../../../src/cli/main.ts';
 import { transportFor } from '../../../src/cli/worker-deps.ts';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
@@ -19,6 +17,7 @@ import { createLogger } from '../../../src/observability/logger.ts';
 import { runWorker } from '../../../src/runtime/worker-process.ts';
 import { getServices, uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { writeAffineVersion } from '../../helpers/affine-model.ts';
 
 process.env['NPU_FLEET_DEVICE'] = 'sim';
 const MODEL = 'affine';
@@ -27,28 +26,12 @@ const log = createLogger({ level: 'warn' });
 
 /** y = 2x + 1 over [batch, 4]: exact in float32 for the small integers used here. */
 function writeRepository(dir: string): void {
-  mkdirSync(join(dir, MODEL, '1'), { recursive: true });
+  mkdirSync(join(dir, MODEL), { recursive: true });
   writeFileSync(
     join(dir, MODEL, 'config.yaml'),
     stringify({ name: MODEL, inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 4] }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 4] }], maxBatchSize: 8, batchGears: [1, 2, 4, 8], priorityLevels: 2, maxQueueDelayMs: [1, 2] }),
   );
-  writeFileSync(
-    join(dir, MODEL, '1', 'model.onnx'),
-    encodeModel({
-      graph: {
-        name: 'affine',
-        nodes: [
-          { opType: 'Mul', inputs: ['x', 'k'], outputs: ['xk'] },
-          { opType: 'Add', inputs: ['xk', 'v'], outputs: ['y'] },
-        ],
-        inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 4] }],
-        outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', 4] }],
-        initializers: [f32('k', [1], [2]), f32('v', [1], [1])],
-      },
-      irVersion: 8,
-      opsetImports: [{ domain: '', version: 17 }],
-    }),
-  );
+  writeAffineVersion(join(dir, MODEL), '1', 2, 1);
 }
 
 const rowsOf = (i: number): number => 1 + (i % 3);

@@ -7,8 +7,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeModel } from '../../../scripts/onnx/onnx-model.ts';
-import { f32 } from '../../../scripts/onnx/tensors.ts';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
@@ -21,34 +19,13 @@ import { scanRepository } from '../../../src/runtime/model-repository.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { writeAffineVersion } from '../../helpers/affine-model.ts';
 
 const repo = tempDir('npu-fleet-worker-diff-');
 const MODEL = 'affine';
 
 /** y = x * k + v over [batch, 4]; each version its own k and v. */
-function writeVersion(version: string, k: number, v: number): string {
-  const dir = join(repo, MODEL, version);
-  mkdirSync(dir, { recursive: true });
-  const path = join(dir, 'model.onnx');
-  writeFileSync(
-    path,
-    encodeModel({
-      graph: {
-        name: 'affine',
-        nodes: [
-          { opType: 'Mul', inputs: ['x', 'k'], outputs: ['xk'] },
-          { opType: 'Add', inputs: ['xk', 'v'], outputs: ['y'] },
-        ],
-        inputs: [{ name: 'x', dtype: 'float32', dims: ['batch', 4] }],
-        outputs: [{ name: 'y', dtype: 'float32', dims: ['batch', 4] }],
-        initializers: [f32('k', [1], [k]), f32('v', [1], [v])],
-      },
-      irVersion: 8,
-      opsetImports: [{ domain: '', version: 17 }],
-    }),
-  );
-  return path;
-}
+const writeVersion = (version: string, k: number, v: number): string => writeAffineVersion(join(repo, MODEL), version, k, v);
 
 let device: Device;
 let worker: DeviceWorker;
