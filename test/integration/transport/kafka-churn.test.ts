@@ -34,8 +34,8 @@ describe.each([
     expect(regressions).toEqual([]);
     // At-least-once answers again what a worker had on its device or was publishing when its
     // partition moved away; what it held queued there is dropped and released (onRevoked), its
-    // new owner runs it. 5,000 requests: 107-230 answered twice with that, 611-1,463 without.
+    // new owner runs it. 5,000 requests: 107-289 answered twice with that, 611-1,463 without.
     if (exactlyOnce) expect(report.duplicates).toBe(0);
-    else expect(report.duplicates).toBeLessThan(450);
+    else expect(report.duplicates).toBeLessThan(500);
   }, 300_000);
 });
