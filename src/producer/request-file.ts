@@ -49,8 +49,9 @@ export async function* readRequestFile(path: string, limits: CodecLimits, nowMs:
   const lines = createInterface({ input: stream, crlfDelay: Infinity });
   let line = 0;
   try {
-    for await (const text of lines) {
+    for await (const read of lines) {
       line++;
+      const text = line === 1 ? withoutBom(read) : read;
       if (text.trim() === '') continue;
       let value: unknown;
       try {
@@ -99,11 +100,16 @@ function readJsonFile(path: string): unknown {
     throw unreadable(path, cause);
   }
   try {
-    return JSON.parse(text);
+    return JSON.parse(withoutBom(text));
   } catch (cause) {
     const hint = /}\s*\n\s*{/.test(text) ? '; it looks like JSON Lines (one request per line): name it .jsonl' : '';
     throw new FleetError('INVALID_ARGUMENT', `--file ${path} is not JSON: ${(cause as Error).message}; it holds one request as JSON, or an array of them${hint} (docs/producers.md)`, { cause });
   }
+}
+
+/** Windows editors (Notepad, Excel's "CSV UTF-8") start a file with a byte order mark, which JSON.parse refuses. */
+function withoutBom(text: string): string {
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
 
 function unreadable(path: string, cause: unknown): FleetError {

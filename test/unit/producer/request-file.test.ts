@@ -80,6 +80,17 @@ describe('readRequestFile', () => {
     const linesAsJson = write('lines.json', `${JSON.stringify(request('a'))}\n${JSON.stringify(request('b'))}\n`);
     await expect(all(linesAsJson)).rejects.toThrow(/is not JSON: .*it looks like JSON Lines \(one request per line\): name it \.jsonl/);
   });
+
+  it('a UTF-8 byte order mark (a file saved by Windows Notepad or Excel) is not part of the first request', async () => {
+    const bom = '\uFEFF';
+    const lines = await all(write('bom.jsonl', `${bom}${JSON.stringify(request('first'))}\r\n${JSON.stringify(request('second'))}\r\n`));
+    expect(lines.map((e) => ('request' in e ? e.request.id : e.error.message))).toEqual(['first', 'second']);
+    const array = await all(write('bom.json', `${bom}${JSON.stringify([request('p'), request('q')])}`));
+    expect(array.map((e) => ('request' in e ? e.request.id : e.error.message))).toEqual(['p', 'q']);
+    const one = await all(write('bom-one.json', `${bom}${JSON.stringify(request('solo'))}`));
+    expect(one.map((e) => ('request' in e ? e.request.id : e.error.message))).toEqual(['solo']);
+    expect(await countRequests(write('bom-count.json', `${bom}[{}, {}]`))).toBe(2);
+  });
 });
 
 describe('countRequests', () => {
