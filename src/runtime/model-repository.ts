@@ -180,8 +180,14 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       const artifactPath = join(versionDir, artifactFile);
       const artifactStat = statEntry(artifactPath);
       if (typeof artifactStat === 'string') {
-        // Just created or changed (a copy in progress, mkdir then cp): its file may still come.
-        if (options.settleMs !== undefined && changedJustNow(versionStat.mtimeMs, nowMs, options.settleMs)) continue;
+        // Just created or changed (a copy in progress, mkdir then cp): its file may still come. A
+        // version the poll had keeps its entry, as for a rewrite below: replaced by removing the
+        // file first (install, cp --remove-destination, rm; cp), it would look removed and be unloaded.
+        if (options.settleMs !== undefined && changedJustNow(versionStat.mtimeMs, nowMs, options.settleMs)) {
+          const had = options.previous?.models.get(name)?.versions.find((v) => v.version === entry);
+          if (had !== undefined) versions.push(had);
+          continue;
+        }
         problems.push({ path: versionDir, message: `missing ${artifactFile} (needed by the ${options.artifact === 'onnx' ? 'simulator' : 'NPU'} backend)` });
         continue;
       }

@@ -256,3 +256,38 @@ describe('model files stamped by another clock', () => {
     expect(snap.models.get('a')?.served.map((v) => v.version)).toEqual(['2']);
   });
 });
+
+describe('a served model file replaced by removing it and copying the new one in', () => {
+  it('keeps the version served while the file is missing and then young (rm model.onnx; cp new model.onnx), then reports it replaced', () => {
+    const dir = repo();
+    const nowMs = Date.now();
+    const old = new Date(nowMs - 60_000);
+    for (const name of ['a', 'b']) utimesSync(join(dir, name, '1', 'model.onnx'), old, old);
+    for (const name of ['a', 'b']) utimesSync(join(dir, name, '1'), old, old);
+    const file = join(dir, 'a', '1', 'model.onnx');
+    const first = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs });
+    expect(first.models.get('a')?.served.map((v) => v.version)).toEqual(['1']);
+    // `install`, `cp --remove-destination` or a script's `rm -f; cp`: for a moment there is no file.
+    rmSync(file);
+    const gone = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs, previous: first });
+    expect(gone.problems).toEqual([]);
+    expect(diffServed(first, gone)).toEqual({ added: [], removed: [], configChanged: [], replaced: [] });
+    writeFileSync(file, 'new bytes');
+    const copying = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs, previous: gone });
+    expect(diffServed(gone, copying)).toEqual({ added: [], removed: [], configChanged: [], replaced: [] });
+    const settled = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000, previous: copying });
+    const diff = diffServed(copying, settled);
+    expect([...diff.added, ...diff.removed]).toEqual([]);
+    expect(diff.replaced.map((v) => `${v.model}@${v.version}`)).toEqual(['a@1']);
+  });
+
+  it('a served version whose file stays missing past settleMs is reported and no longer served', () => {
+    const dir = repo();
+    const nowMs = Date.now();
+    const first = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000 });
+    rmSync(join(dir, 'a', '1', 'model.onnx'));
+    const gone = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000, previous: first });
+    expect(diffServed(first, gone).removed.map((v) => `${v.model}@${v.version}`)).toEqual(['a@1']);
+    expect(gone.problems.map((p) => p.message)).toContain('missing model.onnx (needed by the simulator backend)');
+  });
+});
