@@ -30,6 +30,8 @@ export type Admission =
       readonly dlq?: Outcome['dlq'];
       /** Its deadline had passed before it reached this worker. */
       readonly expired?: boolean;
+      /** The decoded request, when expired: a redelivery of a request held here rides along instead. */
+      readonly request?: RequestEnvelope;
     }
   /** The worker is no longer running: another worker should take it. */
   | { readonly kind: 'release' };
@@ -106,6 +108,7 @@ export function admitDelivery(delivery: Delivery, nowMs: number, ctx: AdmissionC
       identity: identityOfRequest(request),
       replyTo: request.replyTo,
       expired: true,
+      request,
       result: {
         status: 'expired',
         error: new FleetError('DEADLINE_EXCEEDED', `deadline passed ${nowMs - request.deadlineAt} ms before the request reached a worker`),

@@ -1,4 +1,5 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import type { FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
@@ -123,6 +124,10 @@ export class RequestIntake {
       return;
     }
     if (a.kind === 'answer') {
+      // A producer's retry after the deadline of a request still held here: answering it `expired`
+      // would give the id two contradicting results (and count its miss twice). It takes the held
+      // request's result, as any redelivery does.
+      if (a.request !== undefined && this.rideAlong(a.request, delivery)) return;
       // Past its deadline on arrival: lost upstream (publish, broker, backlog), not in our queue.
       if (a.expired === true) this.o.metrics.deadlineMiss(a.identity.model, 'admission');
       this.o.answer(delivery, a.identity, a.replyTo, { ...a.result, nowMs }, a.dlq);
@@ -130,14 +135,7 @@ export class RequestIntake {
     }
     const { lane, entry } = a;
     const { request } = entry.payload;
-    const held = this.queued.get(request.id);
-    if (held !== undefined && held.request.model === request.model && held.request.version === request.version) {
-      // Queued or on the device here already (a redelivery after a rebalance, a producer's retry):
-      // it takes that one's result instead of a second run on the device.
-      this.o.metrics.duplicateSeen(request.model);
-      held.duplicates.push(delivery);
-      return;
-    }
+    if (this.rideAlong(request, delivery)) return;
     const verdict = lane.scheduler.enqueue(entry);
     if (verdict.kind === 'rejected') {
       if (verdict.reason === 'duplicate') {
@@ -156,6 +154,18 @@ export class RequestIntake {
     if (entry.priority === 0) this.lastUrgent = nowMs;
     if (this.seen.has(request.id)) this.o.metrics.duplicateSeen(request.model);
     if (verdict.kind === 'backpressure') this.applyBackpressure(lane);
+  }
+
+  /**
+   * Queued or on the device here already (a redelivery after a rebalance, a producer's retry):
+   * `delivery` takes that one's result instead of a second run on the device. False: not held.
+   */
+  private rideAlong(request: RequestEnvelope, delivery: Delivery): boolean {
+    const held = this.queued.get(request.id);
+    if (held === undefined || held.request.model !== request.model || held.request.version !== request.version) return false;
+    this.o.metrics.duplicateSeen(request.model);
+    held.duplicates.push(delivery);
+    return true;
   }
 
   /**
