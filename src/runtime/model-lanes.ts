@@ -365,9 +365,17 @@ export class ModelLanes<P = unknown> {
     if (defaultLane && defaultLane.scheduler.queuedRequests > 0) return;
     entry.versions.delete(v.version);
     entry.lanes.delete(`${v.model}@${v.version}`);
-    await v.executable.unload();
+    try {
+      await v.executable.unload();
+    } catch (err) {
+      // Called where a batch ends (BatchRunner) and by the reload: thrown, it would be an unhandled
+      // rejection that takes the worker and every batch it holds down over memory already given up.
+      this.log.error({ err, model: v.model, version: v.version }, 'unloading a drained model version failed; its device memory may stay taken until the worker restarts');
+      return;
+    } finally {
+      if (entry.versions.size === 0) this.models.delete(v.model);
+    }
     this.log.info({ model: v.model, version: v.version }, 'version unloaded');
-    if (entry.versions.size === 0) this.models.delete(v.model);
   }
 
   /** Whether some version waits for its lanes to drain (see retireIdle). */
