@@ -64,6 +64,18 @@ export function applyEnvOverrides(base: Record<string, unknown>, env: NodeJS.Pro
   return out;
 }
 
+/** `over` on top of `base`, section by section: a flag setting devices.count keeps devices.backend. */
+function mergeSections(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    const below = out[key];
+    out[key] = isMapping(below) && isMapping(value) ? mergeSections(below, value) : value;
+  }
+  return out;
+}
+
+const isMapping = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
 export interface LoadFleetConfigOptions {
   /** YAML file; default: $NPU_FLEET_CONFIG, else none (all defaults). */
   file?: string | undefined;
@@ -85,7 +97,7 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
   if (typeof fromFile !== 'object' || fromFile === null || Array.isArray(fromFile)) {
     throw new FleetError('INVALID_CONFIG', `fleet config ${file} must be a YAML mapping at the top level`);
   }
-  const merged = applyEnvOverrides({ ...(fromFile as Record<string, unknown>), ...(options.overrides ?? {}) }, env);
+  const merged = applyEnvOverrides(mergeSections(fromFile as Record<string, unknown>, options.overrides ?? {}), env);
   return parseFleetConfig(merged, file ? `fleet config ${file}` : 'fleet config');
 }
 

@@ -97,6 +97,13 @@ describe('fleet config loader', () => {
     expect(() => loadFleetConfig({ file, env: {} })).toThrow(/transport\.kafka\.sasl\.password: .*\(it is required: add it as a string\)/);
   });
 
+  it('keeps the rest of a section the file sets when a CLI flag overrides one key of it (start --devices N)', () => {
+    const file = tmpFile('devices.yaml', 'devices:\n  count: 8\n  backend: sim\nworker:\n  drainTimeoutMs: 1000\n');
+    const c = loadFleetConfig({ file, env: {}, overrides: { devices: { count: 2 } } });
+    expect(c.devices).toEqual({ count: 2, backend: 'sim' });
+    expect(c.worker.drainTimeoutMs).toBe(1000);
+  });
+
   it('reports unreadable files and bad YAML clearly', () => {
     expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
     expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);
