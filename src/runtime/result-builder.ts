@@ -37,18 +37,19 @@ export interface BuildResult {
 const ms = (v: number | undefined): number => Math.round(Math.max(0, v ?? 0) * 1000) / 1000;
 
 export function buildResult(identity: ResultIdentity, ctx: ResultContext, b: BuildResult): ResultEnvelope {
-  const totalMs = identity.createdAt === undefined ? 0 : ms(b.nowMs - identity.createdAt);
+  const queuedMs = ms(b.timings?.queuedMs);
+  const batchWaitMs = ms(b.timings?.batchWaitMs);
+  const deviceMs = ms(b.timings?.deviceMs);
+  // At least the parts: a producer clock ahead of the worker's (createdAt in the future) cuts the
+  // span from createdAt, down to 0, though the request spent its wait and device time here; and
+  // deviceMs (the device's own float timings) can exceed the whole-ms host clock's span.
+  const totalMs = identity.createdAt === undefined ? 0 : Math.max(ms(b.nowMs - identity.createdAt), ms(queuedMs + batchWaitMs + deviceMs));
   const result: ResultEnvelope = {
     id: identity.id,
     model: identity.model,
     version: b.version ?? '',
     status: b.status,
-    timings: {
-      queuedMs: ms(b.timings?.queuedMs),
-      batchWaitMs: ms(b.timings?.batchWaitMs),
-      deviceMs: ms(b.timings?.deviceMs),
-      totalMs,
-    },
+    timings: { queuedMs, batchWaitMs, deviceMs, totalMs },
     batchSize: b.batchSize ?? 0,
     gear: b.gear ?? 0,
     device: b.device ?? ctx.device,
