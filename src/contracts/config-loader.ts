@@ -3,9 +3,10 @@ import { parse as parseYaml } from 'yaml';
 import { FleetError } from '../errors/fleet-error.ts';
 import { FleetConfigSchema, type FleetConfig } from './fleet-config.ts';
 import { ModelConfigSchema, type ModelConfig } from './model-config.ts';
+import { applyEnvOverrides as applyFleetEnvOverrides } from './env-overrides.ts';
 import { validationError } from './validation-error.ts';
 
-export const ENV_PREFIX = 'NPU_FLEET__';
+export { ENV_PREFIX } from './env-overrides.ts';
 
 function readYaml(path: string, what: string): unknown {
   let text: string;
@@ -21,47 +22,12 @@ function readYaml(path: string, what: string): unknown {
   }
 }
 
-/** `DRAIN_TIMEOUT_MS` → `drainTimeoutMs`. */
-function camel(segment: string): string {
-  return segment.toLowerCase().replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
-}
-
-/** Env values are JSON when they parse as JSON (numbers, booleans, arrays), else strings. */
-function envValue(raw: string): unknown {
-  try {
-    return JSON.parse(raw);
-  } catch {
-    return raw;
-  }
-}
-
 /**
- * Applies `NPU_FLEET__SECTION__KEY=value` overrides, e.g. `NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS=5000`
- * or `NPU_FLEET__TRANSPORT__KAFKA__BROKERS='["127.0.0.1:9092"]'`. Comma lists become arrays for
- * keys whose current value is an array.
+ * `NPU_FLEET__SECTION__KEY=value` overrides on a fleet config, each value read as its field's type
+ * (see env-overrides.ts).
  */
 export function applyEnvOverrides(base: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
-  const out = structuredClone(base);
-  const keys = Object.keys(env)
-    .filter((k) => k.startsWith(ENV_PREFIX))
-    .sort();
-  for (const key of keys) {
-    const path = key.slice(ENV_PREFIX.length).split('__').filter(Boolean).map(camel);
-    if (path.length === 0) continue;
-    let node: Record<string, unknown> = out;
-    for (const seg of path.slice(0, -1)) {
-      const next = node[seg];
-      if (typeof next !== 'object' || next === null || Array.isArray(next)) node[seg] = {};
-      node = node[seg] as Record<string, unknown>;
-    }
-    const leaf = path[path.length - 1] as string;
-    const raw = env[key] ?? '';
-    let value = envValue(raw);
-    if (Array.isArray(node[leaf]) && typeof value === 'string') value = value.split(',').map((s) => envValue(s.trim()));
-    if (leaf === 'brokers' && typeof value === 'string') value = value.split(',').map((s) => s.trim());
-    node[leaf] = value;
-  }
-  return out;
+  return applyFleetEnvOverrides(base, env, FleetConfigSchema);
 }
 
 /** `over` on top of `base`, section by section: a flag setting devices.count keeps devices.backend. */

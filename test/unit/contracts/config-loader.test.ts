@@ -104,6 +104,27 @@ describe('fleet config loader', () => {
     expect(c.worker.drainTimeoutMs).toBe(1000);
   });
 
+  it('reads an environment value as the type its field has: text stays text, lists split on commas', () => {
+    const kafka = { NPU_FLEET__TRANSPORT__KIND: 'kafka', NPU_FLEET__TRANSPORT__KAFKA__BROKERS: 'k:9092' };
+    const sasl = { ...kafka, NPU_FLEET__TRANSPORT__KAFKA__SASL__MECHANISM: 'plain', NPU_FLEET__TRANSPORT__KAFKA__SASL__USERNAME: 'svc' };
+    // Read as JSON numbers, these passwords came back as 12345678901234567000, 1.5 and 1000: a
+    // correct password refused by the broker.
+    for (const password of ['12345678901234567890', '1.50', '1e3', 'null', 'true']) {
+      const c = loadFleetConfig({ env: { ...sasl, NPU_FLEET__TRANSPORT__KAFKA__SASL__PASSWORD: password } });
+      expect(c.transport.kind === 'kafka' && c.transport.kafka.sasl?.password).toBe(password);
+    }
+    const text = loadFleetConfig({
+      env: { ...kafka, NPU_FLEET__MODEL_REPOSITORY: '2024', NPU_FLEET__TRANSPORT__KAFKA__GROUP_ID: '42', NPU_FLEET__TRANSPORT__KAFKA__CLIENT_ID: 'false' },
+    });
+    expect(text.modelRepository).toBe('2024');
+    expect(text.transport.kind === 'kafka' && [text.transport.kafka.groupId, text.transport.kafka.clientId]).toEqual(['42', 'false']);
+    expect(loadFleetConfig({ env: { NPU_FLEET__MODELS: 'mlp, resnet' } }).models).toEqual(['mlp', 'resnet']);
+    expect(loadFleetConfig({ env: { NPU_FLEET__MODELS: '["mlp"]' } }).models).toEqual(['mlp']);
+    // Numbers, booleans and a boolean-or-object still parse as before.
+    const typed = loadFleetConfig({ env: { ...kafka, NPU_FLEET__WORKER__METRICS_PORT: '9500', NPU_FLEET__TRANSPORT__KAFKA__SSL: 'true', NPU_FLEET__DEMO__ENABLED: 'true' } });
+    expect([typed.worker.metricsPort, typed.transport.kind === 'kafka' && typed.transport.kafka.ssl, typed.demo.enabled]).toEqual([9500, true, true]);
+  });
+
   it('reports unreadable files and bad YAML clearly', () => {
     expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
     expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);

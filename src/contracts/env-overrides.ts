@@ -1,0 +1,140 @@
+import type { z } from 'zod';
+
+export const ENV_PREFIX = 'NPU_FLEET__';
+
+/** One `NPU_FLEET__…` variable: its name and the config path it sets. */
+export interface EnvOverride {
+  readonly name: string;
+  readonly path: readonly string[];
+}
+
+/** `DRAIN_TIMEOUT_MS` → `drainTimeoutMs`. */
+function camel(segment: string): string {
+  return segment.toLowerCase().replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+}
+
+/** The override variables of `env`, in the order they apply. */
+export function envOverrides(env: NodeJS.ProcessEnv): EnvOverride[] {
+  return Object.keys(env)
+    .filter((k) => k.startsWith(ENV_PREFIX))
+    .sort()
+    .map((name) => ({ name, path: name.slice(ENV_PREFIX.length).split('__').filter(Boolean).map(camel) }))
+    .filter((o) => o.path.length > 0);
+}
+
+/** What a field accepts, as far as reading an environment value needs to know. */
+type Kind = 'string' | 'number' | 'boolean' | 'object' | 'null' | 'unknown' | { array: Set<Kind> };
+
+interface Def {
+  type: string;
+  shape?: Record<string, z.core.$ZodType>;
+  element?: z.core.$ZodType;
+  options?: z.core.$ZodType[];
+  innerType?: z.core.$ZodType;
+  in?: z.core.$ZodType;
+  out?: z.core.$ZodType;
+  entries?: Record<string, unknown>;
+  values?: unknown[];
+}
+
+const defOf = (schema: z.core.$ZodType): Def => schema._zod.def as unknown as Def;
+
+/** The kinds `schema` accepts at `path`; empty when no such field exists. */
+function kindsAt(schema: z.core.$ZodType, path: readonly string[]): Set<Kind> {
+  const def = defOf(schema);
+  switch (def.type) {
+    case 'default':
+    case 'prefault':
+    case 'optional':
+    case 'nullable':
+    case 'readonly':
+    case 'catch':
+      return def.innerType ? kindsAt(def.innerType, path) : new Set(['unknown']);
+    case 'pipe': {
+      // A preprocess is a pipe from a transform: what it finally checks is the output's type.
+      const side = def.in && defOf(def.in).type === 'transform' ? def.out : def.in;
+      return side ? kindsAt(side, path) : new Set(['unknown']);
+    }
+    case 'union': {
+      const out = new Set<Kind>();
+      for (const option of def.options ?? []) for (const k of kindsAt(option, path)) out.add(k);
+      return out;
+    }
+    case 'object': {
+      if (path.length === 0) return new Set(['object']);
+      const [head, ...rest] = path as [string, ...string[]];
+      const field = def.shape?.[head];
+      return field === undefined ? new Set() : kindsAt(field, rest);
+    }
+    default:
+      break;
+  }
+  if (path.length > 0) return def.type === 'unknown' || def.type === 'any' ? new Set(['unknown']) : new Set();
+  switch (def.type) {
+    case 'string':
+    case 'enum':
+      return new Set(['string']);
+    case 'number':
+    case 'int':
+      return new Set(['number']);
+    case 'boolean':
+      return new Set(['boolean']);
+    case 'array':
+      return new Set([{ array: def.element ? kindsAt(def.element, []) : new Set(['unknown']) }]);
+    case 'literal':
+      return new Set((def.values ?? []).map((v) => (v === null ? 'null' : (typeof v as Kind))));
+    default:
+      return new Set(['unknown']);
+  }
+}
+
+function kindOf(value: unknown): Kind {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return { array: new Set() };
+  const t = typeof value;
+  return t === 'string' || t === 'number' || t === 'boolean' ? t : 'object';
+}
+
+const sameKind = (a: Kind, b: Kind): boolean => (typeof a === 'string' || typeof b === 'string' ? a === b : true);
+
+/**
+ * An environment value read as its field's type. JSON when the field takes what the JSON is
+ * (`5000`, `true`, `["a:9092"]`, `"quoted text"`); for a text field anything else is the text as
+ * given (a password `12345678901234567890` or `1.50`, a group id `42`); for a list field a comma
+ * list (`NPU_FLEET__MODELS=mlp,resnet`). A path outside the schema gets JSON or text, and the
+ * schema then reports the key as unknown.
+ */
+function envValue(raw: string, kinds: ReadonlySet<Kind>): unknown {
+  let parsed: { value: unknown } | undefined;
+  try {
+    parsed = { value: JSON.parse(raw) };
+  } catch {
+    parsed = undefined;
+  }
+  const known = [...kinds].filter((k) => k !== 'unknown');
+  if (known.length === 0) return parsed ? parsed.value : raw;
+  if (parsed && known.some((k) => sameKind(k, kindOf(parsed.value)))) return parsed.value;
+  const list = known.find((k): k is { array: Set<Kind> } => typeof k === 'object');
+  if (list) return raw.split(',').map((s) => envValue(s.trim(), list.array));
+  if (known.includes('string')) return raw;
+  return parsed ? parsed.value : raw;
+}
+
+/**
+ * Applies `NPU_FLEET__SECTION__KEY=value` overrides, e.g. `NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS=5000`
+ * or `NPU_FLEET__TRANSPORT__KAFKA__BROKERS=host1:9092,host2:9092`, each value read as the type
+ * `schema` gives its field (see envValue).
+ */
+export function applyEnvOverrides(base: Record<string, unknown>, env: NodeJS.ProcessEnv, schema: z.core.$ZodType): Record<string, unknown> {
+  const out = structuredClone(base);
+  for (const { name, path } of envOverrides(env)) {
+    let node: Record<string, unknown> = out;
+    for (const seg of path.slice(0, -1)) {
+      const next = node[seg];
+      if (typeof next !== 'object' || next === null || Array.isArray(next)) node[seg] = {};
+      node = node[seg] as Record<string, unknown>;
+    }
+    node[path[path.length - 1] as string] = envValue(env[name] ?? '', kindsAt(schema, path));
+  }
+  return out;
+}
