@@ -138,3 +138,20 @@ export function applyEnvOverrides(base: Record<string, unknown>, env: NodeJS.Pro
   }
   return out;
 }
+
+/**
+ * The variables behind the failed fields of `issues`: one that set the field or a section holding
+ * it, or one below an unknown key (a misspelt section).
+ */
+export function overridesBehind(issues: readonly z.core.$ZodIssue[], env: NodeJS.ProcessEnv): string[] {
+  const failed: Array<{ path: string[]; unknownKey: boolean }> = [];
+  for (const issue of issues) {
+    const at = issue.path.map(String);
+    if (issue.code === 'unrecognized_keys') for (const key of issue.keys) failed.push({ path: [...at, key], unknownKey: true });
+    else failed.push({ path: at, unknownKey: false });
+  }
+  const startsWith = (path: readonly string[], prefix: readonly string[]): boolean => prefix.every((seg, i) => path[i] === seg);
+  return envOverrides(env)
+    .filter((o) => failed.some((f) => startsWith(f.path, o.path) || (f.unknownKey && startsWith(o.path, f.path))))
+    .map((o) => o.name);
+}

@@ -125,6 +125,27 @@ describe('fleet config loader', () => {
     expect([typed.worker.metricsPort, typed.transport.kind === 'kafka' && typed.transport.kafka.ssl, typed.demo.enabled]).toEqual([9500, true, true]);
   });
 
+  it('names the environment variable a bad value came from, never its value', () => {
+    const file = tmpFile('fine.yaml', 'worker:\n  drainTimeoutMs: 1000\n');
+    const bad = (env: Record<string, string>): string => {
+      try {
+        loadFleetConfig({ file, env });
+      } catch (e) {
+        return (e as Error).message;
+      }
+      return 'no error';
+    };
+    const msg = bad({ NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS: '5s', NPU_FLEET__LOG__LEVEL: 'info' });
+    expect(msg).toMatch(/worker\.drainTimeoutMs: .*NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS/);
+    expect(msg).not.toContain('NPU_FLEET__LOG__LEVEL');
+    expect(bad({ NPU_FLEET__WORKER__METRIC_PORT: '1' })).toMatch(/Unrecognized key: "metricPort".*NPU_FLEET__WORKER__METRIC_PORT/);
+    expect(bad({ NPU_FLEET__TRANSPORT__KAFKA__SASL__PASSWORD: 'hunter2' })).not.toContain('hunter2');
+    // A value from the file is not blamed on the environment.
+    expect(() => loadFleetConfig({ file: tmpFile('neg.yaml', 'worker:\n  drainTimeoutMs: -1\n'), env: { NPU_FLEET__WORKER__HANG_LIMIT_MS: '100' } })).toThrow(
+      /^(?![\s\S]*NPU_FLEET__)[\s\S]*worker\.drainTimeoutMs/,
+    );
+  });
+
   it('reports unreadable files and bad YAML clearly', () => {
     expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
     expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);
