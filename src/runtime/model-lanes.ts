@@ -295,7 +295,9 @@ export class ModelLanes<P = unknown> {
 
   laneFor(model: string, version: string | undefined): { ok: true; lane: Lane<P> } | { ok: false; error: FleetError } {
     const entry = this.models.get(model);
-    if (!entry || entry.versions.get(entry.defaultVersion)?.retiring) {
+    // Missing: its last version is being unloaded (the entry goes once the unload returns); a lane
+    // made now would have no version to dispatch on.
+    if (!entry || entry.versions.get(entry.defaultVersion)?.retiring !== false) {
       // A model still draining is no longer served: listing it would contradict the refusal.
       const served = [...this.models].filter(([, e]) => e.versions.get(e.defaultVersion)?.retiring === false).map(([name]) => name);
       const why = entry ? 'has no servable version in the model repository any more' : 'is not served by this fleet';

@@ -68,3 +68,47 @@ describe('a drained model version whose unload fails on the device', () => {
     expect(unhandled).toEqual([]);
   });
 });
+
+describe("a request arriving while its model's last drained version is being unloaded", () => {
+  it('is rejected UNKNOWN_MODEL, not queued on a lane with no version (which failed the dispatch)', async () => {
+    process.on('unhandledRejection', onUnhandled);
+    const base = controlledDevice();
+    const gate: { open?: () => void } = {};
+    // An unload takes a while on a real NPU (aclmdlUnload, buffers freed).
+    const device: DeviceLike = {
+      ...base.device,
+      loadModel: async (path, opts) => {
+        const model = await base.device.loadModel(path, opts);
+        return { ...model, execute: model.execute.bind(model), unload: async () => { await new Promise<void>((r) => (gate.open = r)); await model.unload(); } };
+      },
+    };
+    const broker = new MemoryBroker();
+    const transport = new MemoryTransport({ broker });
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const config = parseFleetConfig({ devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 } });
+    const worker = new DeviceWorker({ config, deviceId: 0, device, transport, metrics: new FleetMetrics({ processMetrics: false }), log, snapshot: snapshotOf('1') });
+    await worker.start();
+    const producer = new MemoryProducer({ broker });
+    const results = new Map<string, ResultEnvelope>();
+    await producer.subscribeReplies('test.replies', (r) => void results.set(r.id, r));
+    cleanup = async () => {
+      gate.open?.();
+      for (const e of base.executions) e.release();
+      await worker.close().catch(() => undefined);
+      await producer.close();
+    };
+
+    // The model leaves the repository; its only version is idle, so its unload starts at once.
+    const applying = worker.applySnapshot(snapshotOf());
+    await until(() => gate.open !== undefined, 2000, 'the unload of version 1 to start');
+    await producer.publish(request('during-unload', 0));
+    await until(() => results.has('during-unload'), 2000, 'an answer for the request sent during the unload');
+    expect(results.get('during-unload')).toMatchObject({ status: 'rejected', error: { code: 'UNKNOWN_MODEL' } });
+    gate.open?.();
+    await applying;
+    await new Promise((r) => setTimeout(r, 20));
+    expect(lines.filter((l) => (l.level as number) >= 50)).toEqual([]);
+    expect(unhandled).toEqual([]);
+  });
+});
