@@ -115,10 +115,21 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
       );
     };
     server.once('error', onError);
-    server.listen(options.port, host, () => {
+    try {
+      server.listen(options.port, host, () => {
+        server.off('error', onError);
+        resolve();
+      });
+    } catch (err) {
+      // A port past 65535 (metricsPort + device index) throws here instead of emitting 'error'.
       server.off('error', onError);
-      resolve();
-    });
+      reject(
+        new FleetError('INVALID_CONFIG', `metrics/health server cannot listen on port ${options.port}: ${(err as Error).message}; worker N listens on worker.metricsPort + N: lower worker.metricsPort (0 = any free port)`, {
+          cause: err,
+          details: { host, port: options.port, fix: 'lower worker.metricsPort (0 = ephemeral)' },
+        }),
+      );
+    }
   });
 
   const port = (server.address() as AddressInfo).port;

@@ -94,6 +94,12 @@ describe('startHealthServer', () => {
       await new Promise<void>((resolve) => blocker.close(() => resolve()));
     }
 
+    // worker.metricsPort 65535 on device 1: Node throws a bare RangeError from listen() itself.
+    const outOfRange = startHealthServer({ port: 65536, host: '127.0.0.1', metrics: new FleetMetrics({ processMetrics: false }), isReady: () => true });
+    await expect(outOfRange).rejects.toSatisfy(
+      (e: unknown) => FleetError.is(e, 'INVALID_CONFIG') && e.message.includes('65536') && e.message.includes('lower worker.metricsPort'),
+    );
+
     const server = await startHealthServer({ port: 0, host: '127.0.0.1', metrics: new FleetMetrics({ processMetrics: false }), isReady: () => true });
     const url = `http://127.0.0.1:${server.port}/healthz`;
     expect((await fetch(url)).status).toBe(200);
