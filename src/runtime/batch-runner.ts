@@ -46,6 +46,8 @@ export class BatchRunner {
   private copyInEwmaMs = 0;
   /** When the device last finished a batch: a batch's service time starts no earlier. */
   private lastCompletionAt = 0;
+  /** Settles when the batch dispatched last has left the device: the next one starts on it then. */
+  private lastLeft: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: BatchRunnerOptions) {}
 
@@ -71,17 +73,37 @@ export class BatchRunner {
     this.inflightEstimates.push(batch.estimatedDeviceMs);
     const journaled = this.o.crash.started(batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]));
     this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflightBatches);
-    void this.run(lane, version, batch, nowMs, journaled);
+    const ahead = this.lastLeft;
+    let left = (): void => {};
+    this.lastLeft = new Promise<void>((resolve) => (left = resolve));
+    void this.run(lane, version, batch, nowMs, journaled, ahead, left);
   }
 
-  private async run(lane: Lane<Payload>, version: LoadedVersion, batch: Batch<Payload>, dispatchedAt: number, journaled: JournaledBatch): Promise<void> {
+  private async run(
+    lane: Lane<Payload>,
+    version: LoadedVersion,
+    batch: Batch<Payload>,
+    dispatchedAt: number,
+    journaled: JournaledBatch,
+    ahead: Promise<void>,
+    left: () => void,
+  ): Promise<void> {
     const cfg = lane.config;
     let overran = false;
-    const execTimer = setTimeout(() => {
-      overran = true;
-      this.o.log.warn({ model: cfg.name, gear: batch.gear, execTimeoutMs: cfg.execTimeoutMs }, 'batch overran execTimeoutMs; letting it finish');
-    }, cfg.execTimeoutMs);
-    const hangTimer = setTimeout(() => this.o.hang(cfg.name, batch, Date.now() - dispatchedAt), this.o.config.worker.hangLimitMs);
+    let settled = false;
+    let execTimer: NodeJS.Timeout | undefined;
+    let hangTimer: NodeJS.Timeout | undefined;
+    // Both limits count from when the batch starts on the device, once the batch ahead of it has
+    // left: the second batch in flight is not late, nor hung, for the time it waited behind the first.
+    void ahead.then(() => {
+      if (settled) return;
+      const startedAt = Date.now();
+      execTimer = setTimeout(() => {
+        overran = true;
+        this.o.log.warn({ model: cfg.name, gear: batch.gear, execTimeoutMs: cfg.execTimeoutMs }, 'batch overran execTimeoutMs; letting it finish');
+      }, cfg.execTimeoutMs);
+      hangTimer = setTimeout(() => this.o.hang(cfg.name, batch, Date.now() - startedAt), this.o.config.worker.hangLimitMs);
+    });
     const members = batch.members.map((m) => m.payload.request);
     try {
       const inputs = gatherInputs(members, cfg, batch);
@@ -111,8 +133,10 @@ export class BatchRunner {
       this.o.log.error({ err: fe, model: cfg.name, gear: batch.gear }, 'batch failed');
       this.o.results(cfg, failedBatchResults(batch, version.version, fe, Date.now(), dispatchedAt));
     } finally {
+      settled = true;
       clearTimeout(execTimer);
       clearTimeout(hangTimer);
+      left();
       this.inflightBatches--;
       version.inflight--;
       this.inflightEstimates.shift();
