@@ -118,7 +118,9 @@ function statEntry(path: string): Stats | string {
   }
 }
 
-const VERSION_DIR = /^[1-9][0-9]{0,8}$/;
+// Up to 15 digits, so versions order exactly as numbers: a Unix-time name (TensorFlow's exports)
+// or a YYYYMMDDhhmmss stamp fits.
+const VERSION_DIR = /^[1-9][0-9]{0,14}$/;
 
 function applyPolicy(config: ModelConfig, versions: readonly ModelVersion[]): ModelVersion[] {
   if (config.versionPolicy.kind === 'latest') return versions.slice(-config.versionPolicy.count);
@@ -174,7 +176,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       }
       if (!versionStat.isDirectory()) continue;
       if (!VERSION_DIR.test(entry)) {
-        problems.push({ path: versionDir, message: "version directories must be positive integers without leading zeros (1, 2, ..., 10): rename it, or move it out (or prefix it with '.' to hide it)" });
+        problems.push({ path: versionDir, message: "version directories must be positive integers without leading zeros, at most 15 digits (1, 2, ..., 10, or a time stamp like 1764500000): rename it, or move it out (or prefix it with '.' to hide it)" });
         continue;
       }
       const artifactPath = join(versionDir, artifactFile);

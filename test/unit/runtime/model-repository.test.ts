@@ -172,7 +172,7 @@ describe('model repository', () => {
     const snap = scanRepository(dir, { artifact: 'onnx' });
     const text = snap.problems.map((p) => `${p.path}: ${p.message}`).join('\n');
     expect(text).toMatch(/b\/config.yaml: invalid model config .*inputs/);
-    expect(text).toMatch(/a\/v2: version directories must be positive integers without leading zeros \(1, 2, \.\.\., 10\): rename it/);
+    expect(text).toMatch(/a\/v2: version directories must be positive integers without leading zeros, at most 15 digits \(1, 2, \.\.\., 10, or a time stamp like 1764500000\): rename it/);
     expect(text).toMatch(/a\/007: version directories must be positive integers without leading zeros/);
     expect(text).toMatch(/c: missing config.yaml/);
     expect(text).toMatch(/a\/3: missing model.onnx/);
@@ -289,5 +289,27 @@ describe('a served model file replaced by removing it and copying the new one in
     const gone = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000, previous: first });
     expect(diffServed(first, gone).removed.map((v) => `${v.model}@${v.version}`)).toEqual(['a@1']);
     expect(gone.problems.map((p) => p.message)).toContain('missing model.onnx (needed by the simulator backend)');
+  });
+});
+
+describe('version directory names', () => {
+  it('serves a timestamp-named version (TensorFlow exports name them by Unix time) as the newest, ordered as a number', () => {
+    const dir = repo();
+    for (const v of ['1764500000', '20261130153000']) {
+      mkdirSync(join(dir, 'a', v));
+      writeFileSync(join(dir, 'a', v, 'model.onnx'), 'x');
+    }
+    const snap = scanRepository(dir, { artifact: 'onnx' });
+    expect(snap.problems).toEqual([]);
+    expect(snap.models.get('a')?.versions.map((v) => v.version)).toEqual(['1', '1764500000', '20261130153000']);
+    expect(snap.models.get('a')?.served.map((v) => v.version)).toEqual(['20261130153000']);
+  });
+
+  it('a number too long to order exactly is refused with a message that says so', () => {
+    const dir = repo();
+    mkdirSync(join(dir, 'a', '12345678901234567890'));
+    const [problem] = scanRepository(dir, { artifact: 'onnx' }).problems;
+    expect(problem?.path).toBe(join(dir, 'a', '12345678901234567890'));
+    expect(problem?.message).toMatch(/at most 15 digits/);
   });
 });
