@@ -47,10 +47,17 @@ export function finishedBatchResults(batch: Batch<Payload>, cfg: ModelConfig, do
     const wastedDeviceSeconds = late ? (done.executeMs / 1000) * (member.items / batch.gear) : 0;
     const dropped = late && cfg.lateResults === 'drop';
     const result: BuildResult = dropped
-      ? { status: 'expired', error: new FleetError('DEADLINE_EXCEEDED', 'batch finished after the deadline; model policy lateResults=drop'), version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear }
+      ? { status: 'expired', error: new FleetError('DEADLINE_EXCEEDED', droppedMessage(cfg, missedDeadline ? done.doneAt - (request.deadlineAt as number) : undefined)), version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear }
       : { status: 'ok', outputs: done.perRequest[i] ?? [], late, version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear };
     return { member, late, missedDeadline, wastedDeviceSeconds, result };
   });
+}
+
+/** Why a late result was dropped: its own deadline passed (by `pastMs`), or else only its batch overran. */
+function droppedMessage(cfg: ModelConfig, pastMs: number | undefined): string {
+  const why = pastMs !== undefined ? `batch finished ${pastMs} ms after the request's deadline` : `batch ran past the model's execTimeoutMs ${cfg.execTimeoutMs}`;
+  const fix = pastMs !== undefined ? 'lateResults: deliver returns such results flagged late' : 'raise execTimeoutMs, or lateResults: deliver returns such results flagged late';
+  return `${why}; model policy lateResults=drop discards late results (${fix})`;
 }
 
 /** A device failure becomes each member's own `failed` result; the worker keeps going. */

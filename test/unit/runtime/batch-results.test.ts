@@ -58,6 +58,18 @@ describe('finishedBatchResults', () => {
     });
   }
 
+  it('under lateResults=drop the expired answer says why: its deadline passed, or the batch overran execTimeoutMs', () => {
+    const done = { perRequest: [out(1), out(2)], version: '1', dispatchedAt: 1020, doneAt: 1030, deviceMs: 8, executeMs: 2 };
+    const [missed, overran] = finishedBatchResults(batchOf([1025, undefined]), cfg('drop'), { ...done, overran: true });
+    expect(missed?.result.status).toBe('expired');
+    expect(missed?.result.error?.message).toMatch(/5 ms after the request's deadline/);
+    expect(overran?.result.status).toBe('expired');
+    // It had no deadline: the message must not claim one passed, and names the setting to raise.
+    expect(overran?.result.error?.message).not.toMatch(/deadline/);
+    expect(overran?.result.error?.message).toMatch(/execTimeoutMs 1000/);
+    expect(overran?.result.error?.message).toMatch(/lateResults/);
+  });
+
   it('gives each member its own outputs, in member order, and only late ones waste', () => {
     const rs = finishedBatchResults(batchOf([2000, 1025, undefined], 2), cfg('deliver'), { perRequest: [out(1), out(2), out(3)], version: '1', dispatchedAt: 1020, doneAt: 1030, deviceMs: 8, executeMs: 2, overran: false });
     expect(rs.map((r) => r.result.outputs?.[0]?.data[3])).toEqual([out(1)[0]?.data[3], out(2)[0]?.data[3], out(3)[0]?.data[3]]);
