@@ -15,6 +15,22 @@ namespace {
 std::mutex g_mutex;
 AclBackend *g_backend = nullptr;  // never freed: lives as long as the process (dlclose is unsafe)
 bool g_initialised = false;
+// Threads inside the initialised library (device threads from before aclrtSetDevice until after
+// their teardown; a JS thread for one query). aclFinalize needs none, and the count is read under
+// g_mutex, the lock a new user takes, so no device can be opened between the check and the call.
+int g_users = 0;
+
+// Re-initialise after FinalizeBackendIfUnused (another env, e.g. a worker thread, came up later).
+// Holds g_mutex.
+void InitialiseLocked() {
+  if (g_initialised) return;
+  const aclError rc = g_backend->api.aclInit(nullptr);
+  if (rc != ACL_SUCCESS && rc != ACL_ERROR_REPEAT_INITIALIZE) {
+    throw std::runtime_error("aclInit failed with " + std::to_string(rc) + " (" + AclErrorName(rc) +
+                             ")");
+  }
+  g_initialised = true;
+}
 
 std::string EnvOr(const char *name) {
   const char *v = std::getenv(name);
@@ -43,15 +59,7 @@ Candidate Pick(const std::string &addonDir) {
 const AclBackend &GetBackend(const std::string &addonDir) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_backend != nullptr) {
-    // Re-initialise after FinalizeBackend (another env, e.g. a worker thread, came up later).
-    if (!g_initialised) {
-      const aclError rc = g_backend->api.aclInit(nullptr);
-      if (rc != ACL_SUCCESS && rc != ACL_ERROR_REPEAT_INITIALIZE) {
-        throw std::runtime_error("aclInit failed with " + std::to_string(rc) + " (" +
-                                 AclErrorName(rc) + ")");
-      }
-      g_initialised = true;
-    }
+    InitialiseLocked();
     return *g_backend;
   }
 
@@ -115,12 +123,24 @@ const AclBackend *LoadedBackend() {
   return g_backend;
 }
 
-void FinalizeBackend() {
+BackendUse::BackendUse() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_backend != nullptr && g_initialised) {
-    g_backend->api.aclFinalize();
-    g_initialised = false;
-  }
+  if (g_backend == nullptr) throw std::logic_error("BackendUse before GetBackend");
+  InitialiseLocked();
+  ++g_users;
+}
+
+BackendUse::~BackendUse() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  --g_users;
+}
+
+bool FinalizeBackendIfUnused() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_backend == nullptr || !g_initialised || g_users > 0) return false;
+  g_backend->api.aclFinalize();
+  g_initialised = false;
+  return true;
 }
 
 }  // namespace npufleet

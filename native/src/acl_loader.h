@@ -23,8 +23,21 @@ const AclBackend &GetBackend(const std::string &addonDir);
 // nullptr until GetBackend succeeded once.
 const AclBackend *LoadedBackend();
 
-// Calls aclFinalize once, when the backend was loaded and initialised. Only at env teardown after
-// every device thread has stopped.
-void FinalizeBackend();
+// A thread's use of the initialised library, held across its ACL calls (RAII). Taking it
+// initialises ACL again if FinalizeBackendIfUnused ran since; throws std::runtime_error if that
+// aclInit fails. Thread-safe; only after GetBackend succeeded once.
+class BackendUse {
+ public:
+  BackendUse();
+  ~BackendUse();
+  BackendUse(const BackendUse &) = delete;
+  BackendUse &operator=(const BackendUse &) = delete;
+};
+
+// Calls aclFinalize when the backend is loaded and initialised and no BackendUse is held, deciding
+// under the lock a new BackendUse takes (a device opened on another thread at the same moment
+// either holds its use first, and ACL stays up, or initialises ACL again after). At env teardown
+// and process exit. Returns whether it finalized.
+bool FinalizeBackendIfUnused();
 
 }  // namespace npufleet

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
+#include <stdexcept>
 
 namespace npufleet {
 
@@ -179,7 +181,19 @@ void DeviceCore::Post(Work *work) {
 
 void DeviceCore::ThreadMain(Request *open) {
   const AclApi &api = backend_.api;
+  // Held from before aclrtSetDevice to after the last ACL call of this thread, so an env
+  // teardown elsewhere (a worker thread ending) never finalizes ACL under this device.
+  std::optional<BackendUse> use;
   try {
+    try {
+      use.emplace();
+    } catch (const std::runtime_error &e) {
+      Failure f;
+      f.kind = "acl";
+      f.api = "aclInit";
+      f.message = e.what();
+      throw FailureException(f);
+    }
     ACL_CHECK(api, aclrtSetDevice, id);
     deviceSet_ = true;
     ACL_CHECK(api, aclrtCreateContext, &context_, id);  // also makes it current on this thread
@@ -214,6 +228,7 @@ void DeviceCore::ThreadMain(Request *open) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!envGone_) tsfn_.Release();
   }
+  use.reset();
   --g_runningDevices;
   {
     std::lock_guard<std::mutex> lock(mu_);
