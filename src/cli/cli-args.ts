@@ -118,3 +118,15 @@ export function msOption(flag: string, value: string): number {
   }
   return n;
 }
+
+/**
+ * A positive whole number of milliseconds, for flags that set a `deadlineAt`: requests carry whole
+ * epoch ms, so a fraction would make every request invalid, naming deadlineAt instead of the flag.
+ */
+export function wholeMsOption(flag: string, value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isSafeInteger(n) || n <= 0) {
+    throw new FleetError('INVALID_ARGUMENT', `--${flag} must be a positive whole number of milliseconds, got "${value}"`, { details: { field: flag } });
+  }
+  return n;
+}

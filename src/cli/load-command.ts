@@ -8,7 +8,7 @@ import { runOpenLoop } from '../producer/open-loop.ts';
 import { RunStats } from '../producer/run-stats.ts';
 import { prng, syntheticInputs, syntheticRequest } from '../runtime/demo-load.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
-import { intOption, msOption, noPositionals, parseCommandArgs } from './cli-args.ts';
+import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 
 const COMMON = {
   config: { type: 'string' },
@@ -71,7 +71,7 @@ export async function framesCommand(args: readonly string[]): Promise<number> {
   const streams = intOption('streams', values.streams, 1, 100_000);
   const fps = intOption('fps', values.fps, 1, 1_000);
   // A frame is worth little once the next two have been taken.
-  const deadlineMs = values['deadline-ms'] === undefined ? Math.ceil(2_000 / fps) : msOption('deadline-ms', values['deadline-ms']);
+  const deadlineMs = values['deadline-ms'] === undefined ? Math.ceil(2_000 / fps) : wholeMsOption('deadline-ms', values['deadline-ms']);
   const run = commonOptions(values);
   if (run.models.length !== 1) throw new FleetError('INVALID_ARGUMENT', '--model names one model for frames', { details: { field: 'model' } });
   const model = run.models[0] as ModelConfig;
@@ -187,13 +187,13 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
   }
 }
 
-/** `MS` or `LO-HI` (ms). */
+/** `MS` or `LO-HI` (whole ms: deadlines are whole epoch ms, a fraction would make requests invalid). */
 function rangeOption(flag: string, value: string): [number, number] {
-  const m = /^(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?$/.exec(value.trim());
+  const m = /^(\d+)(?:-(\d+))?$/.exec(value.trim());
   const lo = Number(m?.[1]);
   const hi = m?.[2] === undefined ? lo : Number(m[2]);
   if (m === null || !(lo > 0) || hi < lo) {
-    throw new FleetError('INVALID_ARGUMENT', `--${flag} must be MS or LO-HI milliseconds (e.g. 50-500), got "${value}"`, { details: { field: flag } });
+    throw new FleetError('INVALID_ARGUMENT', `--${flag} must be MS or LO-HI whole milliseconds (e.g. 50-500), got "${value}"`, { details: { field: flag } });
   }
   return [lo, hi];
 }

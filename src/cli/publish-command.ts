@@ -11,7 +11,7 @@ import { checkRequests } from '../producer/request-check.ts';
 import { countRequests, isJsonLines, readRequestFile, type FileEntry } from '../producer/request-file.ts';
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
-import { intOption, msOption, noPositionals, parseCommandArgs } from './cli-args.ts';
+import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 import { progressLine, ResultFile, summaryLine } from './publish-output.ts';
 
 /**
@@ -48,7 +48,7 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   }
   const count = values.count === undefined ? 1 : intOption('count', values.count, 1, 1_000_000);
   const priority = values.priority === undefined ? undefined : intOption('priority', values.priority, 0);
-  const deadlineMs = values['deadline-ms'] === undefined ? undefined : msOption('deadline-ms', values['deadline-ms']);
+  const deadlineMs = values['deadline-ms'] === undefined ? undefined : wholeMsOption('deadline-ms', values['deadline-ms']);
   const timeoutMs = msOption('timeout-ms', values['timeout-ms']);
   const inFlight = values['in-flight'] === undefined ? DEFAULT_IN_FLIGHT : intOption('in-flight', values['in-flight'], 1, 100_000);
   const config = loadFleetConfig({ file: values.config });

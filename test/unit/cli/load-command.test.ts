@@ -24,14 +24,17 @@ afterEach(() => vi.restoreAllMocks());
 describe('npu-fleet load / frames argument checks (before anything is sent)', () => {
   it.each([
     [['load', '--rate', '0'], '--rate must be an integer from 1 to 1000000, got "0"'],
-    [['load', '--deadline-ms', '500-50'], '--deadline-ms must be MS or LO-HI milliseconds (e.g. 50-500), got "500-50"'],
-    [['load', '--deadline-ms', 'soon'], '--deadline-ms must be MS or LO-HI milliseconds (e.g. 50-500), got "soon"'],
+    [['load', '--deadline-ms', '500-50'], '--deadline-ms must be MS or LO-HI whole milliseconds (e.g. 50-500), got "500-50"'],
+    [['load', '--deadline-ms', 'soon'], '--deadline-ms must be MS or LO-HI whole milliseconds (e.g. 50-500), got "soon"'],
     [['load', '--deadline-share', '1.5'], '--deadline-share must be a number from 0 to 1, got "1.5"'],
     [['load', '--seconds=-1'], '--seconds must be a positive number of seconds, got "-1"'],
     [['load', '--priority', '3'], 'priority must be from 0 to 2: model mlp-classifier has 3 priority levels, got 3'],
     [['frames', '--fps', '0'], '--fps must be an integer from 1 to 1000, got "0"'],
     [['frames', '--streams', 'x'], '--streams must be an integer from 1 to 100000, got "x"'],
-    [['frames', '--deadline-ms', '0'], '--deadline-ms must be a positive number of milliseconds, got "0"'],
+    [['frames', '--deadline-ms', '0'], '--deadline-ms must be a positive whole number of milliseconds, got "0"'],
+    // deadlineAt is whole epoch ms: a fraction (1000/30 fps) made every frame invalid, each counted as no reply.
+    [['frames', '--deadline-ms', '33.3'], '--deadline-ms must be a positive whole number of milliseconds, got "33.3"'],
+    [['load', '--deadline-ms', '50.5-500'], '--deadline-ms must be MS or LO-HI whole milliseconds (e.g. 50-500), got "50.5-500"'],
     [['load', '--bogus'], 'unknown option --bogus (run npu-fleet load --help)'],
   ])('%j exits 2 naming the flag', async (args, message) => {
     const [command, ...rest] = args as [string, ...string[]];

@@ -32,7 +32,9 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     [['--count=0'], '--count must be an integer from 1 to 1000000, got "0"'],
     [['--priority', 'high'], '--priority must be an integer >= 0, got "high"'],
     [['--priority', '3'], 'priority must be from 0 to 2: model mlp-classifier has 3 priority levels, got 3'],
-    [['--deadline-ms', '0'], '--deadline-ms must be a positive number of milliseconds, got "0"'],
+    [['--deadline-ms', '0'], '--deadline-ms must be a positive whole number of milliseconds, got "0"'],
+    // deadlineAt is whole epoch ms: a fraction made every request invalid, naming deadlineAt, not the flag.
+    [['--deadline-ms', '2.5'], '--deadline-ms must be a positive whole number of milliseconds, got "2.5"'],
     [['--timeout-ms', 'x'], '--timeout-ms must be a positive number of milliseconds, got "x"'],
     [['--bogus'], 'unknown option --bogus (run npu-fleet publish --help)'],
     [['extra'], 'unexpected argument "extra" (run npu-fleet publish --help)'],
