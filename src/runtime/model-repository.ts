@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, statSync, type Stats } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { loadModelConfig } from '../contracts/config-loader.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
@@ -137,10 +137,6 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
   }
   const nowMs = options.nowMs ?? Date.now();
   const artifactFile = options.artifact === 'onnx' ? 'model.onnx' : 'model.om';
-  // Configs of models removed since the last scan leave the cache.
-  if (options.configCache !== undefined) {
-    for (const path of options.configCache.keys()) if (!existsSync(path)) options.configCache.delete(path);
-  }
   for (const name of readdirSync(dir).sort()) {
     if (name.startsWith('.')) continue;
     const modelDir = join(dir, name);
@@ -153,6 +149,14 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     if (options.only && !options.only.includes(name)) continue;
     const configPath = join(modelDir, 'config.yaml');
     if (!existsSync(configPath)) {
+      // An editor saving it may rename the old file away before writing the new one (vim's and
+      // emacs's backups): a model the poll had stays as it was while its directory just changed,
+      // or it would be unloaded, and its requests refused, for the length of a save.
+      const had = options.previous?.models.get(name);
+      if (had !== undefined && options.settleMs !== undefined && changedJustNow(modelStat.mtimeMs, nowMs, options.settleMs)) {
+        models.set(name, had);
+        continue;
+      }
       problems.push({ path: modelDir, message: 'missing config.yaml (every model directory needs one)' });
       continue;
     }
@@ -209,6 +213,12 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       problems.push({ path: modelDir, message: `no servable version (policy ${JSON.stringify(config.versionPolicy)}, found [${versions.map((v) => v.version).join(', ')}])` });
     }
     models.set(name, { name, config, versions, served });
+  }
+  // Configs of models removed since the last scan leave the cache (one kept above keeps its own).
+  if (options.configCache !== undefined) {
+    for (const path of options.configCache.keys()) {
+      if (!existsSync(path) && !models.has(basename(dirname(path)))) options.configCache.delete(path);
+    }
   }
   return { dir, models, problems };
 }

@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { diffServed, newProblems, scanRepository, scanRepositorySettled, type ConfigCache } from '../../../src/runtime/model-repository.ts';
@@ -311,5 +311,36 @@ describe('version directory names', () => {
     const [problem] = scanRepository(dir, { artifact: 'onnx' }).problems;
     expect(problem?.path).toBe(join(dir, 'a', '12345678901234567890'));
     expect(problem?.message).toMatch(/at most 15 digits/);
+  });
+});
+
+describe('a config.yaml saved by an editor that renames the old file away first (vim, emacs backups)', () => {
+  it('keeps the model served through the moment the file is missing, and reports it once it stays missing', () => {
+    const dir = repo();
+    const nowMs = Date.now();
+    const first = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000 });
+    const config = join(dir, 'a', 'config.yaml');
+    renameSync(config, `${config}~`);
+    const saving = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs, previous: first });
+    expect(saving.problems).toEqual([]);
+    expect(diffServed(first, saving)).toEqual({ added: [], removed: [], configChanged: [], replaced: [] });
+    const gone = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000, previous: saving });
+    expect(diffServed(saving, gone).removed.map((v) => `${v.model}@${v.version}`)).toEqual(['a@1']);
+    expect(gone.problems.map((p) => `${p.path}: ${p.message}`)).toEqual([`${join(dir, 'a')}: missing config.yaml (every model directory needs one)`]);
+  });
+
+  it('keeps the last valid config through such a save that writes a broken file', () => {
+    const dir = repo();
+    const nowMs = Date.now();
+    const configCache: ConfigCache = new Map();
+    const first = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000, configCache });
+    const config = join(dir, 'a', 'config.yaml');
+    renameSync(config, `${config}~`);
+    const saving = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs, previous: first, configCache });
+    writeFileSync(config, 'name: a\ninputs: [\n');
+    const broken = scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: nowMs + 10_000, previous: saving, configCache });
+    expect(broken.models.get('a')?.config).toEqual(first.models.get('a')?.config);
+    expect(diffServed(first, broken)).toEqual({ added: [], removed: [], configChanged: [], replaced: [] });
+    expect(broken.problems.map((p) => p.message).join('\n')).toMatch(/not valid YAML.*still serving the model with the last valid config.yaml/s);
   });
 });
