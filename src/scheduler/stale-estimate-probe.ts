@@ -12,6 +12,8 @@ export class StaleEstimateProbe {
   /** During a decide that may send a batch against a stale estimate: its clock. */
   private probeAt: number | undefined;
   private lastProbeAt = -Infinity;
+  /** The clock of the first decide: when the prior started ruling. */
+  private firstDecideAt: number | undefined;
 
   constructor(
     private readonly estimator: DeviceTimeEstimator,
@@ -23,6 +25,7 @@ export class StaleEstimateProbe {
    * delays nothing else, and once per probeIntervalMs.
    */
   open(nowMs: number, deviceFreeAt: number): void {
+    this.firstDecideAt ??= nowMs;
     this.probeAt = deviceFreeAt <= nowMs && nowMs - this.lastProbeAt >= this.o.probeIntervalMs ? nowMs : undefined;
   }
 
@@ -38,9 +41,11 @@ export class StaleEstimateProbe {
    */
   fits(startAt: number, gear: number, deadline: number): boolean {
     if (startAt + this.estimator.estimateMs(gear) <= deadline) return true;
-    // Before any batch completed the prior rules: a probe corrects learnt estimates, not guesses.
-    if (this.probeAt === undefined || deadline <= startAt || !this.estimator.hasData) return false;
-    const sampledAt = this.estimator.lastSampleAt(gear);
+    if (this.probeAt === undefined || deadline <= startAt) return false;
+    // Before any batch completed the prior is trusted as a sample taken at the first decide: a
+    // prior that rules out all of a model's traffic (a fast model, tight deadlines) would otherwise
+    // never be measured, and the model would answer nothing but `expired` for good.
+    const sampledAt = this.estimator.hasData ? this.estimator.lastSampleAt(gear) : this.firstDecideAt;
     return sampledAt === undefined || this.probeAt - sampledAt >= this.o.estimateTrustMs;
   }
 }

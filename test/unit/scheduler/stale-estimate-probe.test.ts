@@ -46,6 +46,34 @@ describe('a stale device-time estimate is measured again instead of expiring its
     expect(dispatched).toBeGreaterThan(2000);
   });
 
+  it('cold start: traffic the prior alone rules out is probed on an idle device, not expired for ever', () => {
+    // The prior says gear 1 takes 5.5 ms; the device takes 1.5 ms; every request is due 4 ms after
+    // it arrives. Without a probe no batch ever runs, so the prior is never corrected. It is
+    // trusted for estimateTrustMs (5 s) from the first decide, as a sample would be.
+    const s = new BatchScheduler<string>({ ...options, gears: [1], maxBatchSize: 1 });
+    const clock = new ManualClock(0);
+    let freeAt = 0;
+    let running: { gear: number; doneAt: number } | undefined;
+    let dispatched = 0;
+    let expired = 0;
+    for (let i = 0; clock.nowMs < 10_000; i++, clock.advance(1)) {
+      if (running !== undefined && clock.nowMs >= running.doneAt) {
+        s.recordCompletion(running.gear, trueMs(running.gear), clock.nowMs);
+        running = undefined;
+      }
+      if (i % 2 === 0) s.enqueue(req({ id: `r${i}`, items: 1, at: clock.nowMs, deadlineAt: clock.nowMs + 4 }));
+      const d = running === undefined ? s.decide(clock.nowMs) : { kind: 'busy' as const, expired: s.collectExpired(clock.nowMs, freeAt) };
+      if (clock.nowMs >= 7000) expired += d.expired.length;
+      if (d.kind === 'dispatch') {
+        if (clock.nowMs >= 7000) dispatched += d.batch.members.length;
+        freeAt = clock.nowMs + trueMs(d.batch.gear);
+        running = { gear: d.batch.gear, doneAt: freeAt };
+      }
+    }
+    expect(dispatched).toBeGreaterThan(0.99 * (dispatched + expired));
+    expect(dispatched).toBeGreaterThan(1000);
+  });
+
   it('a fresh estimate still expires what it rules out: no probe while that gear keeps running', () => {
     const s = new BatchScheduler<string>({ ...options, gears: [1], maxBatchSize: 1 });
     // The device really takes 150 ms a request: every 100 ms deadline is out of reach.
