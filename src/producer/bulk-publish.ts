@@ -57,6 +57,15 @@ export interface BulkPublishOptions {
   readonly nowMs?: () => number;
 }
 
+/** A request of the run and the line (or item) it came from. */
+interface Entry {
+  readonly request: RequestEnvelope;
+  readonly line: number;
+}
+
+/** The producer's checks refused the request before sending it (docs/producers.md, "The producer's checks"). */
+const isRefusal = (error: FleetError): boolean => error.code === 'INVALID_ARGUMENT' || error.code === 'LIMIT_EXCEEDED';
+
 /**
  * Publishes a stream of requests (a data set to score) in chunks, with at most `inFlight` awaiting
  * their reply, and accounts for every entry: one record each in `onRecord` (a result, or why there
@@ -71,7 +80,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   const chunkSize = Math.min(BULK_CHUNK, inFlight);
   const firstLineOf = new Map<string, number>();
   const pending = new Set<Promise<void>>();
-  let chunk: RequestEnvelope[] = [];
+  let chunk: Entry[] = [];
   let sendFailure: FleetError | undefined;
   /** The records' writer failed (a full disk): the run stops, as nothing more could be kept. */
   let recordFailure: FleetError | undefined;
@@ -98,13 +107,30 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     completedAt: now(),
   });
 
-  const settle = async (reply: Promise<ResultEnvelope>, request: RequestEnvelope): Promise<void> => {
+  /** A request the producer refused before sending (its checks): an invalid record naming the line; the run goes on. */
+  const refusedAlone = async ({ request, line }: Entry, error: FleetError): Promise<void> => {
+    stats.published--;
+    stats.invalidEntries++;
+    await record(local('invalid', new FleetError(error.code, `line ${line}: ${error.message}`, { cause: error, details: { ...error.details, line } }), request.id, request.model));
+  };
+
+  const settle = async (reply: Promise<ResultEnvelope>, entry: Entry, alone: boolean): Promise<void> => {
+    const { request } = entry;
     let result: ResultEnvelope;
     try {
       result = await reply;
       stats.answered[result.status]++;
     } catch (err) {
       const error = FleetError.from(err, 'TRANSPORT_ERROR');
+      if (isRefusal(error)) {
+        // The producer refuses a whole publish for one bad request (on Kafka a priority no worker
+        // reads, which prepare cannot see without the model's config): each of the chunk goes
+        // again on its own, so only the bad one is refused.
+        if (alone) return refusedAlone(entry, error);
+        if (o.stopped?.() !== true) return settle(o.producer.requestMany([request], { timeoutMs: o.timeoutMs })[0] as Promise<ResultEnvelope>, entry, true);
+        stats.abandoned++;
+        return;
+      }
       if (error.code === 'CLOSED' && o.stopped?.() === true) {
         stats.abandoned++;
         return;
@@ -117,26 +143,47 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     await record(result);
   };
 
+  /** Fire and forget of one request; false when publishing failed (the run stops). */
+  const publishAlone = async (entry: Entry): Promise<boolean> => {
+    stats.published++;
+    try {
+      await o.producer.publish(entry.request);
+      return true;
+    } catch (err) {
+      const error = FleetError.from(err, 'TRANSPORT_ERROR');
+      if (!isRefusal(error)) {
+        stats.published--;
+        sendFailure ??= error;
+        return false;
+      }
+      await refusedAlone(entry, error);
+      return true;
+    }
+  };
+
   const flush = async (): Promise<void> => {
     if (chunk.length === 0) return;
     const sending = chunk;
     chunk = [];
     if (!o.awaitReplies) {
       try {
-        await o.producer.publish(sending);
+        await o.producer.publish(sending.map((e) => e.request));
         stats.published += sending.length;
       } catch (err) {
-        sendFailure ??= FleetError.from(err, 'TRANSPORT_ERROR');
+        const error = FleetError.from(err, 'TRANSPORT_ERROR');
+        if (!isRefusal(error)) sendFailure ??= error;
+        // One bad request refuses its whole publish (see settle): each goes on its own.
+        else for (const entry of sending) if (!(await publishAlone(entry))) break;
       }
       return;
     }
     while (pending.size > 0 && pending.size + sending.length > inFlight) await Promise.race(pending);
     // Stopped or failing while waiting for room: the chunk stays unsent (a resumed run sends it).
     if (o.stopped?.() === true || sendFailure !== undefined || recordFailure !== undefined) return;
-    const replies = o.producer.requestMany(sending, { timeoutMs: o.timeoutMs });
+    const replies = o.producer.requestMany(sending.map((e) => e.request), { timeoutMs: o.timeoutMs });
     stats.published += sending.length;
     replies.forEach((reply, i) => {
-      const tracked: Promise<void> = settle(reply, sending[i] as RequestEnvelope).finally(() => pending.delete(tracked));
+      const tracked: Promise<void> = settle(reply, sending[i] as Entry, sending.length === 1).finally(() => pending.delete(tracked));
       pending.add(tracked);
     });
   };
@@ -173,7 +220,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
       await record(local('invalid', new FleetError(e.code, `line ${entry.line}: ${e.message}`, { cause: e, details: { ...e.details, line: entry.line } }), request.id, request.model));
       continue;
     }
-    chunk.push(request);
+    chunk.push({ request, line: entry.line });
     if (chunk.length >= chunkSize) await flush();
   }
   if (o.stopped?.() !== true && sendFailure === undefined && recordFailure === undefined) await flush();

@@ -139,3 +139,38 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     expect(stderr.join('')).toMatch(/--out .*results\.jsonl exists: add --resume to continue it/);
   });
 });
+
+describe('npu-fleet publish --file on Kafka where the model repository is not at hand', () => {
+  it('a line whose priority no worker reads is recorded invalid, naming the line; the rest of its chunk is sent and answered', { timeout: 120_000 }, async () => {
+    const dir = tempDir('npu-fleet-pubfile-prio-');
+    writeRepository(join(dir, 'models'));
+    const transport = uniqueKafkaTransport('pubprio');
+    const fleet = { transport, devices: { count: 1, backend: 'sim' }, modelRepository: join(dir, 'models'), models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
+    // The worker serves priorities 0 and 1 (its topics exist); publish runs where the repository is not.
+    const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+    cleanup.push(() => worker.stop());
+    const configFile = join(dir, 'fleet.yaml');
+    writeFileSync(configFile, stringify({ ...fleet, modelRepository: join(dir, 'elsewhere') }));
+
+    const lines = Array.from({ length: 6 }, (_, i) => line(`p${i}`, inputOf(i), rowsOf(i), { priority: i % 2 }));
+    lines.splice(3, 0, line('too-low', inputOf(1), rowsOf(1), { priority: 5 }));
+    const data = join(dir, 'data.jsonl');
+    writeFileSync(data, `${lines.join('\n')}\n`);
+    const out = join(dir, 'results.jsonl');
+    expect(await main(['publish', '--config', configFile, '--file', data, '--await', '--out', out, '--timeout-ms', '60000']), stderr.join('')).toBe(1);
+    const recs = records(out);
+    expect(recs.filter((r) => r.status === 'ok').map((r) => r.id).sort()).toEqual(['p0', 'p1', 'p2', 'p3', 'p4', 'p5']);
+    const bad = recs.filter((r) => r.status !== 'ok');
+    expect(bad).toHaveLength(1);
+    expect(bad[0]).toMatchObject({ id: 'too-low', status: 'invalid', error: { code: 'INVALID_ARGUMENT' } });
+    expect(bad[0]?.error?.message).toMatch(/^line 4: priority 5 of model affine: no worker reads .*serve priorities 0, 1/);
+
+    // Fire and forget: the good lines go out, the bad one is an invalid line on stdout, exit 1.
+    const printed: string[] = [];
+    vi.mocked(process.stdout.write).mockImplementation((chunk) => (printed.push(String(chunk)), true));
+    stderr = [];
+    expect(await main(['publish', '--config', configFile, '--file', data]), stderr.join('')).toBe(1);
+    expect(printed.join('')).toMatch(/published 6 request\(s\)/);
+    expect(printed.join('')).toMatch(/"id":"too-low","status":"invalid".*line 4: priority 5/);
+  });
+});
