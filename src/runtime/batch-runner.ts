@@ -12,6 +12,14 @@ import type { Payload } from './request-admission.ts';
 
 /** How long before the device frees up the next batch is formed, so its copy-in overlaps. */
 const PIPELINE_LEAD_MS = 1;
+/**
+ * Batches failed by the device one after another, with none succeeding between them, that make
+ * the worker report the device as failing (/readyz): one is a bad batch (a poison input), a run of
+ * them a device that cannot deliver.
+ */
+export const DEVICE_FAILING_BATCHES = 3;
+/** Failures of the device itself; an input the model refuses (INVALID_ARGUMENT) is not one. */
+const DEVICE_FAULTS: ReadonlySet<string> = new Set(['DEVICE_ERROR', 'DEVICE_TIMEOUT', 'DEVICE_OUT_OF_MEMORY']);
 
 export interface BatchRunnerOptions {
   readonly config: FleetConfig;
@@ -48,6 +56,9 @@ export class BatchRunner {
   private lastCompletionAt = 0;
   /** Settles when the batch dispatched last has left the device: the next one starts on it then. */
   private lastLeft: Promise<void> = Promise.resolve();
+  /** Batches the device failed since it last completed one, and the last failure. */
+  private failedInARow = 0;
+  private lastFault: FleetError | undefined;
 
   constructor(private readonly o: BatchRunnerOptions) {}
 
@@ -58,6 +69,11 @@ export class BatchRunner {
   /** When the device is expected to be free: now when nothing is in flight. */
   freeAt(nowMs: number): number {
     return this.inflightBatches === 0 ? nowMs : Math.max(nowMs, this.deviceFreeAt);
+  }
+
+  /** The device's failure while its last DEVICE_FAILING_BATCHES batches or more all failed on it; else undefined. */
+  get deviceFailing(): { readonly batches: number; readonly error: FleetError } | undefined {
+    return this.failedInARow >= DEVICE_FAILING_BATCHES && this.lastFault !== undefined ? { batches: this.failedInARow, error: this.lastFault } : undefined;
   }
 
   /** How long before freeAt the next batch is formed (covers its copy-in). */
@@ -105,12 +121,17 @@ export class BatchRunner {
       hangTimer = setTimeout(() => this.o.hang(cfg.name, batch, Date.now() - startedAt), this.o.config.worker.hangLimitMs);
     });
     const members = batch.members.map((m) => m.payload.request);
+    // Only a failure of the execute itself counts against the device (not gather or scatter on the host).
+    let onDevice = false;
     try {
       const inputs = gatherInputs(members, cfg, batch);
+      onDevice = true;
       const { outputs, timings } = await version.executable.execute(inputs, batch.gear);
       const doneAt = Date.now();
       const deviceMs = timings.copyInMs + timings.executeMs + timings.copyOutMs;
       this.copyInEwmaMs = this.copyInEwmaMs * 0.8 + timings.copyInMs * 0.2;
+      onDevice = false;
+      this.failedInARow = 0;
       const perRequest = scatterOutputs(outputs, cfg, batch);
       this.o.metrics.observeBatch({
         model: cfg.name,
@@ -130,6 +151,10 @@ export class BatchRunner {
       this.o.results(cfg, finishedBatchResults(batch, cfg, { perRequest, version: version.version, dispatchedAt, doneAt, deviceMs, executeMs: timings.executeMs, overran }));
     } catch (err) {
       const fe = FleetError.from(err, 'DEVICE_ERROR');
+      if (onDevice && DEVICE_FAULTS.has(fe.code)) {
+        this.failedInARow++;
+        this.lastFault = fe;
+      }
       this.o.log.error({ err: fe, model: cfg.name, gear: batch.gear }, 'batch failed');
       this.o.results(cfg, failedBatchResults(batch, version.version, fe, Date.now(), dispatchedAt));
     } finally {

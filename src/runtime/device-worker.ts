@@ -116,10 +116,17 @@ export class DeviceWorker {
     return this.state === 'running';
   }
 
-  /** For /readyz and the ready gauge: running, and its broker answering as far as the client knows. */
+  /**
+   * For /readyz and the ready gauge: running, its broker answering as far as the client knows, and
+   * its device not failing every batch (a lost device would answer every request failed).
+   */
   readiness(): { ready: true } | { ready: false; reason: string } {
     if (this.state !== 'running') return { ready: false, reason: this.state };
     if (!this.o.transport.connected()) return { ready: false, reason: 'broker unreachable' };
+    const failing = this.runner.deviceFailing;
+    if (failing !== undefined) {
+      return { ready: false, reason: `device failing: the last ${failing.batches} batches failed (${failing.error.code}: ${failing.error.message})` };
+    }
     return { ready: true };
   }
 
