@@ -8,7 +8,7 @@ import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import type { ModelSubscription } from '../transport/transport.ts';
 import { modelConfigMismatches, type ModelTensorSpec } from './model-io-check.ts';
 import { fieldPaths, liveSchedulerOptionsFor, reloadModelConfig } from './model-config-reload.ts';
-import type { RepositoryModel, RepositorySnapshot } from './model-repository.ts';
+import type { ModelVersion, RepositoryModel, RepositorySnapshot } from './model-repository.ts';
 
 /** The slice of src/device the runtime uses (structural, so the runtime never loads the addon). */
 export interface ExecutableModel {
@@ -119,6 +119,12 @@ export async function loadChecked(device: DeviceLike, path: string, config: Mode
   return executable;
 }
 
+/**
+ * A version's file as a failed load saw it: inode, size and mtime, so a file removed and copied in
+ * again with its mtime kept (cp -p, rsync -a, tar) counts as changed; the mtime alone when unknown.
+ */
+const fileIdentity = (v: ModelVersion): string => v.artifactStamp ?? `mtime ${v.modifiedAt}`;
+
 interface ModelEntry<P> {
   config: ModelConfig;
   versions: Map<string, LoadedVersion>;
@@ -147,9 +153,9 @@ export class ModelLanes<P = unknown> {
 
   /**
    * Versions that failed to load during a hot reload, by `model@version`, with the artifact's
-   * mtime then: not retried (a load is heavy on a real NPU) until the file changes.
+   * identity then (fileIdentity): not retried (a load is heavy on a real NPU) until the file changes.
    */
-  private readonly failedLoads = new Map<string, number>();
+  private readonly failedLoads = new Map<string, string>();
 
   /**
    * Models that had a version loaded at some point (subscribed when served at start): the config
@@ -185,7 +191,7 @@ export class ModelLanes<P = unknown> {
           continue;
         }
         const key = `${v.model}@${v.version}`;
-        if (options.reload === true && this.failedLoads.get(key) === v.modifiedAt) continue;
+        if (options.reload === true && this.failedLoads.get(key) === fileIdentity(v)) continue;
         const started = Date.now();
         let executable: ExecutableModel;
         try {
@@ -193,7 +199,7 @@ export class ModelLanes<P = unknown> {
           executable = await loadChecked(this.device, v.artifactPath, config, `${v.model} version ${v.version}`);
         } catch (err) {
           if (options.reload !== true) throw err;
-          this.failedLoads.set(key, v.modifiedAt);
+          this.failedLoads.set(key, fileIdentity(v));
           options.onLoadFailure?.(v.model);
           this.log.error(
             { err, model: v.model, version: v.version, path: v.artifactPath, serving: entry?.defaultVersion ?? null },
@@ -281,8 +287,8 @@ export class ModelLanes<P = unknown> {
   hasRetryableFailures(snapshot: RepositorySnapshot): boolean {
     for (const m of snapshot.models.values()) {
       for (const v of m.served) {
-        const failedAt = this.failedLoads.get(`${v.model}@${v.version}`);
-        if (failedAt !== undefined && failedAt !== v.modifiedAt) return true;
+        const failed = this.failedLoads.get(`${v.model}@${v.version}`);
+        if (failed !== undefined && failed !== fileIdentity(v)) return true;
       }
     }
     return false;

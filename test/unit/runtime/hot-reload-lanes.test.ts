@@ -125,3 +125,43 @@ describe('a model whose every version left the repository', () => {
     expect(results.get('before')).toMatchObject([{ status: 'ok', version: '1' }]);
   });
 });
+
+describe('a version that failed to load during a hot reload', () => {
+  it('is tried again when its file is copied in anew with the same mtime (cp -p, rsync -a), not only when the mtime changes', async () => {
+    const base = controlledDevice();
+    let failNext = true;
+    let loads = 0;
+    const device: DeviceLike = {
+      ...base.device,
+      // The first load of version 2 fails, as a device short of memory would.
+      loadModel: async (path, opts) => {
+        if (path.includes('/2/')) {
+          loads++;
+          if (failNext) {
+            failNext = false;
+            throw new Error('aclmdlLoadFromFile failed: 207001 ACL_ERROR_RT_MEMORY_ALLOCATION');
+          }
+        }
+        return base.device.loadModel(path, opts);
+      },
+    };
+    const lanes = new ModelLanes(device, createLogger({ level: 'silent' }), parseFleetConfig({ devices: { count: 1, backend: 'sim' } }));
+    await lanes.apply(snapshotOf('1'));
+    const withStamp = (stamp: string) => {
+      const snap = snapshotOf('1', '2');
+      const m = snap.models.get(MODEL)!;
+      const versions = m.versions.map((v) => ({ ...v, artifactStamp: v.version === '2' ? stamp : '1:1:1' }));
+      return { ...snap, models: new Map([[MODEL, { ...m, versions, served: versions.slice(-1) }]]) };
+    };
+    await lanes.apply(withStamp('100:5:1'), { reload: true });
+    expect(loads).toBe(1);
+    expect(lanes.hasRetryableFailures(withStamp('100:5:1'))).toBe(false);
+    // Removed and copied in again, mtime preserved: a new inode, the same modifiedAt.
+    const recopied = withStamp('200:5:1');
+    expect(lanes.hasRetryableFailures(recopied)).toBe(true);
+    await lanes.apply(recopied, { reload: true });
+    expect(loads).toBe(2);
+    const lane = lanes.laneFor(MODEL, undefined);
+    expect(lane.ok && lane.lane.current().version).toBe('2');
+  });
+});
