@@ -46,7 +46,7 @@ export interface LoadFleetConfigOptions {
   /** YAML file; default: $NPU_FLEET_CONFIG, else none (all defaults). */
   file?: string | undefined;
   env?: NodeJS.ProcessEnv;
-  /** Applied after the file and before env (CLI flags). */
+  /** CLI flags: applied over the file and the env, section by section. */
   overrides?: Record<string, unknown>;
 }
 
@@ -63,7 +63,8 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
   if (typeof fromFile !== 'object' || fromFile === null || Array.isArray(fromFile)) {
     throw new FleetError('INVALID_CONFIG', `fleet config ${file} must be a YAML mapping at the top level`);
   }
-  const merged = applyEnvOverrides(mergeSections(fromFile as Record<string, unknown>, options.overrides ?? {}), env);
+  // Precedence: file < environment < flags (a flag typed on the command line wins over the Deployment's env).
+  const merged = mergeSections(applyEnvOverrides(fromFile as Record<string, unknown>, env), options.overrides ?? {});
   const parsed = FleetConfigSchema.safeParse(merged);
   if (parsed.success) return parsed.data;
   const err = validationError(parsed.error, file ? `fleet config ${file}` : 'fleet config', 'INVALID_CONFIG');

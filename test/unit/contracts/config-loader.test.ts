@@ -104,6 +104,11 @@ describe('fleet config loader', () => {
     expect(c.worker.drainTimeoutMs).toBe(1000);
   });
 
+  it('lets a command-line flag win over the environment, as it wins over the file', () => {
+    const c = loadFleetConfig({ env: { NPU_FLEET__DEVICES__COUNT: '8', NPU_FLEET__DEVICES__BACKEND: 'sim' }, overrides: { devices: { count: 1 } } });
+    expect(c.devices).toEqual({ count: 1, backend: 'sim' });
+  });
+
   it('reads an environment value as the type its field has: text stays text, lists split on commas', () => {
     const kafka = { NPU_FLEET__TRANSPORT__KIND: 'kafka', NPU_FLEET__TRANSPORT__KAFKA__BROKERS: 'k:9092' };
     const sasl = { ...kafka, NPU_FLEET__TRANSPORT__KAFKA__SASL__MECHANISM: 'plain', NPU_FLEET__TRANSPORT__KAFKA__SASL__USERNAME: 'svc' };
