@@ -88,7 +88,14 @@ export class BullmqProducer implements Producer {
   }
 
   private queue(name: string): Queue {
-    if (this.closed) throw new FleetError('CLOSED', 'bullmq producer is closed');
+    // From the start of close(), not its end: a publish slipping in while close() waits for the
+    // reply workers would be sent, its waiter registered after close() failed them all (a
+    // TIMEOUT later instead of CLOSED), and its reply would re-create the removed inbox queue.
+    if (this.closing !== undefined) throw new FleetError('CLOSED', 'bullmq producer is closed');
+    return this.openQueue(name);
+  }
+
+  private openQueue(name: string): Queue {
     let q = this.queues.get(name);
     if (q === undefined) {
       this.connection ??= redisConnection(this.settings.redisUrl);
@@ -104,7 +111,7 @@ export class BullmqProducer implements Producer {
    * BullMQ (connections retry every command forever) would leave a publish hanging.
    */
   private reach(): Promise<void> {
-    if (this.closed) return Promise.reject(new FleetError('CLOSED', 'bullmq producer is closed'));
+    if (this.closing !== undefined) return Promise.reject(new FleetError('CLOSED', 'bullmq producer is closed'));
     if (this.reachable === undefined) {
       if (this.connection === undefined) {
         this.connection = redisConnection(this.settings.redisUrl);
@@ -322,7 +329,7 @@ export class BullmqProducer implements Producer {
     await Promise.allSettled([...this.workers.keys()].map((w) => this.closeWorker(w)));
     if (this.inboxOpened) {
       // Bounded: with Redis away the command would wait for it forever (and close with it).
-      await withTimeout(this.queue(this.inbox).obliterate({ force: true }), this.settings.connectTimeoutMs, 'removing the inbox queue').catch((err: unknown) =>
+      await withTimeout(this.openQueue(this.inbox).obliterate({ force: true }), this.settings.connectTimeoutMs, 'removing the inbox queue').catch((err: unknown) =>
         this.options.logger?.warn({ err, queue: this.inbox }, 'could not remove the inbox queue; remove it with Queue.obliterate'),
       );
     }

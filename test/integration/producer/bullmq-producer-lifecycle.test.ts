@@ -6,7 +6,7 @@ import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
-import { bullmqSettings, lateRedis } from '../transport/bullmq-harness.ts';
+import { bullmqSettings, lateRedis, queueJobs } from '../transport/bullmq-harness.ts';
 import { makeRequest, outcomeFor } from '../transport/conformance-kit.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
@@ -86,5 +86,25 @@ describe('bullmq producer lifecycle', () => {
     } finally {
       admin.disconnect();
     }
+  });
+
+  it('a request() or publish() made while close() is under way is refused with CLOSED and sends nothing', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('closing');
+    const producer = new BullmqProducer(settings);
+    open.push(producer);
+    // The inbox is open (its reply worker started): closing it takes a moment.
+    expect(((await failure(producer.request(makeRequest(model, 'first', 0), { timeoutMs: 200 }))) as FleetError).code).toBe('TIMEOUT');
+    const closing = producer.close();
+    const startedAt = Date.now();
+    const late = failure(producer.request(makeRequest(model, 'late', 0), { timeoutMs: 10_000 }));
+    const published = failure(producer.publish(makeRequest(model, 'late-publish', 0)));
+    await closing;
+    // Before: published after close() began, then a TIMEOUT 10 s later (the reply, if any, re-created the removed inbox queue).
+    expect(((await late) as FleetError).code).toBe('CLOSED');
+    expect(((await published) as FleetError).code).toBe('CLOSED');
+    expect(Date.now() - startedAt).toBeLessThan(5_000);
+    const queued = await queueJobs(settings, settings.queueTemplate.replace('{model}', model), ['wait', 'prioritized']);
+    expect(queued.map((j) => j.id).sort()).toEqual(['first']);
   });
 });
