@@ -139,6 +139,11 @@ describe('dashboards/ files', () => {
     const query = String(obj(triggersOf(load('scaledobject-prometheus.yaml'))[0]?.metadata).query);
     expect(checkExpression(query, known)).toEqual([]);
     expect(metricNamesIn(query)).toContain('npu_fleet_source_lag');
+    // promtool's test of the query (dashboards/keda/lag-query.test.yml) tests this very query.
+    const promtool = obj(yamlDoc('dashboards/keda/lag-query.test.yml'));
+    const tested = arr(promtool.tests).flatMap((t) => arr(obj(t).promql_expr_test).map((e) => String(obj(e).expr)));
+    expect(tested.length).toBeGreaterThan(0);
+    for (const expr of tested) expect(expr).toBe(query);
   });
 
   it('the backlog ScaledObject adds the broker part once (max by model) and the local parts of all workers, over a drain target', () => {
