@@ -209,12 +209,13 @@ export class DeviceWorker {
 
   private pumpOnce(): void {
     const nowMs = Date.now();
-    const freeAt = this.runner.freeAt(nowMs);
     let nextWake = Infinity;
     // A suspect has the device to itself: if it takes the worker down again, it alone is blamed.
     const maxInflight = this.crash.suspectOnDevice ? 0 : this.o.config.worker.inflightPerDevice;
     for (const lane of this.lanes.orderedLanes(nowMs)) {
       if (this.state === 'hung') break;
+      // Read per lane: a batch an earlier lane just dispatched occupies the device first.
+      const freeAt = this.runner.freeAt(nowMs);
       const inflight = this.runner.inflight;
       const leadMs = this.runner.leadMs;
       const deviceBusy = inflight > 0 && freeAt - nowMs > leadMs;
