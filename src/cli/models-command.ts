@@ -1,4 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { ModelConfig } from '../contracts/model-config.ts';
 import { backendInfo, openDevice } from '../device/index.ts';
 import { FleetError } from '../errors/fleet-error.ts';
@@ -23,13 +24,21 @@ export function validateModelsCommand(
     throw new FleetError('INVALID_ARGUMENT', `${dir} is not a directory: give the model repository (<dir>/<model>/config.yaml, <dir>/<model>/<version>/model.${artifact})`);
   }
   const snapshot = scanRepository(dir, { artifact });
+  const problems = [...snapshot.problems];
+  // The usual slip is to name one model's directory; its version directories then each read as a
+  // model without a config.yaml, which does not say what to do.
+  if (existsSync(join(snapshot.dir, 'config.yaml'))) {
+    problems.unshift({ path: snapshot.dir, message: `holds a config.yaml, so it is a model directory, not a repository: run npu-fleet models validate ${dirname(snapshot.dir)}` });
+  } else if (snapshot.models.size === 0 && problems.length === 0) {
+    problems.push({ path: snapshot.dir, message: `no model directory in it (a repository holds <dir>/<model>/config.yaml and <dir>/<model>/<version>/model.${artifact})` });
+  }
   for (const m of snapshot.models.values()) {
     out(`ok   ${m.name}: versions [${m.versions.map((v) => v.version).join(', ')}], serving [${m.served.map((v) => v.version).join(', ')}], ` +
       `gears ${JSON.stringify(m.config.batchGears ?? 'auto')}, ${m.config.priorityLevels} priority levels`);
   }
-  for (const p of snapshot.problems) out(`FAIL ${p.path}: ${p.message}`);
-  out(`${snapshot.models.size} model(s), ${snapshot.problems.length} problem(s) in ${snapshot.dir} (artifact: model.${artifact})`);
-  return snapshot.problems.length === 0 && snapshot.models.size > 0 ? 0 : 1;
+  for (const p of problems) out(`FAIL ${p.path}: ${p.message}`);
+  out(`${snapshot.models.size} model(s), ${problems.length} problem(s) in ${snapshot.dir} (artifact: model.${artifact})`);
+  return problems.length === 0 && snapshot.models.size > 0 ? 0 : 1;
 }
 
 /** The artifact the device found on this machine runs (loads the addon). */

@@ -117,3 +117,21 @@ describe('npu-fleet models validate', () => {
     expect(await main(['models', 'check'])).toBe(2);
   });
 });
+
+describe('npu-fleet models validate on a directory that is not a repository', () => {
+  it('an empty directory fails naming why (no model directory), not with 0 problems', () => {
+    const lines: string[] = [];
+    const dir = tempDir('npu-fleet-validate-empty-');
+    expect(validateModelsCommand(dir, (l) => lines.push(l))).toBe(1);
+    expect(lines).toContain(`FAIL ${dir}: no model directory in it (a repository holds <dir>/<model>/config.yaml and <dir>/<model>/<version>/model.onnx)`);
+  });
+
+  it('a model directory given instead of its repository is named as such, with the command to run', () => {
+    const lines: string[] = [];
+    expect(validateModelsCommand('examples/models/mlp-classifier', (l) => lines.push(l))).toBe(1);
+    const repo = join(process.cwd(), 'examples/models');
+    expect(lines).toContain(
+      `FAIL ${join(repo, 'mlp-classifier')}: holds a config.yaml, so it is a model directory, not a repository: run npu-fleet models validate ${repo}`,
+    );
+  });
+});
