@@ -19,7 +19,7 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './producer.ts';
-import { ReplyRouter } from './reply-router.ts';
+import { ReplyRouter, timerMs } from './reply-router.ts';
 import { checkRequests } from './request-check.ts';
 
 /** One message on its way, with what its topic was rendered from. */
@@ -199,6 +199,7 @@ export class KafkaProducer implements Producer {
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
     const startedAt = Date.now();
+    const waitMs = timerMs(options.timeoutMs);
     // A failed opening is forgotten, so a later request tries again (a broker down for a moment
     // would otherwise fail every request of this producer for good).
     const inboxReady = this.inboxOpened();
@@ -213,7 +214,7 @@ export class KafkaProducer implements Producer {
         new Promise<never>((_, reject) => {
           timer = setTimeout(
             () => reject(new FleetError('TIMEOUT', `no reply for request "${request.id}" within ${options.timeoutMs} ms (the reply inbox was not open yet)`, { details: { id: request.id, timeoutMs: options.timeoutMs } })),
-            options.timeoutMs,
+            waitMs,
           );
         }),
       ]);

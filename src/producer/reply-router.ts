@@ -1,6 +1,23 @@
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 
+/** setTimeout's ceiling (about 24.8 days): Node fires a longer delay, or Infinity, after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A request's `timeoutMs` as a timer delay: NaN, 0 or a negative (an unset env var, a typo) would
+ * time every request out at once as "no reply within NaN ms", and one past setTimeout's ceiling
+ * (Infinity for "no limit") too; the former is refused naming the field, the latter capped.
+ */
+export function timerMs(timeoutMs: number): number {
+  if (typeof timeoutMs !== 'number' || Number.isNaN(timeoutMs) || timeoutMs <= 0) {
+    throw new FleetError('INVALID_ARGUMENT', `timeoutMs must be a positive number of milliseconds (Infinity: wait for good), got ${String(timeoutMs)}; nothing was published`, {
+      details: { field: 'timeoutMs' },
+    });
+  }
+  return Math.min(timeoutMs, MAX_TIMER_MS);
+}
+
 interface Pending {
   readonly resolve: (result: ResultEnvelope) => void;
   readonly reject: (error: FleetError) => void;
@@ -18,6 +35,7 @@ export class ReplyRouter {
    * arrive unclaimed), publish with the reply address, fail the wait if the publish fails.
    */
   async roundTrip(id: string, timeoutMs: number, publish: () => Promise<void>): Promise<ResultEnvelope> {
+    timerMs(timeoutMs);
     // Refused before anything is sent: its reply could not be told from the waiting one's.
     if (this.pending.has(id)) return this.expect(id, timeoutMs);
     const reply = this.expect(id, timeoutMs);
@@ -40,6 +58,11 @@ export class ReplyRouter {
    * not sent: its reply could not be told from the other's.
    */
   roundTripMany(ids: readonly string[], timeoutMs: number, publish: (waiting: (index: number) => boolean) => Promise<void>): Array<Promise<ResultEnvelope>> {
+    try {
+      timerMs(timeoutMs);
+    } catch (err) {
+      return ids.map(() => Promise.reject(err as FleetError));
+    }
     const registered = new Set<string>();
     const own: boolean[] = [];
     const replies = ids.map((id) => {
@@ -77,7 +100,7 @@ export class ReplyRouter {
       const timer = setTimeout(() => {
         this.pending.delete(id);
         reject(new FleetError('TIMEOUT', `no reply for request "${id}" within ${timeoutMs} ms`, { details: { id, timeoutMs } }));
-      }, timeoutMs);
+      }, timerMs(timeoutMs));
       this.pending.set(id, { resolve, reject, timer });
     });
   }

@@ -46,3 +46,40 @@ describe('ReplyRouter.roundTrip', () => {
     await first;
   });
 });
+
+describe('ReplyRouter timeoutMs', () => {
+  const settled = async (p: Promise<unknown>, withinMs: number): Promise<unknown> =>
+    Promise.race([p.then((v) => ({ value: v }), (e: unknown) => ({ error: e })), new Promise((r) => setTimeout(() => r('pending'), withinMs))]);
+
+  it('a timeout past setTimeout\'s ceiling (or Infinity: no limit) waits, where Node fired it after 1 ms', async () => {
+    const router = new ReplyRouter();
+    for (const timeoutMs of [3_000_000_000, Infinity]) {
+      const id = `long-${timeoutMs}`;
+      const reply = router.roundTrip(id, timeoutMs, async () => undefined);
+      expect(await settled(reply, 50), String(timeoutMs)).toBe('pending');
+      router.deliver({ id } as never);
+      expect(await reply).toEqual({ id });
+      const [many] = router.roundTripMany([`${id}-many`], timeoutMs, async () => undefined);
+      expect(await settled(many as Promise<unknown>, 50), String(timeoutMs)).toBe('pending');
+      router.deliver({ id: `${id}-many` } as never);
+      await many;
+    }
+  });
+
+  it('NaN, 0 or a negative timeoutMs is refused naming the field, and nothing is published', async () => {
+    const router = new ReplyRouter();
+    let published = 0;
+    const publish = async (): Promise<void> => void published++;
+    for (const timeoutMs of [Number.NaN, 0, -5]) {
+      const err = (await router.roundTrip('x', timeoutMs, publish).catch((e: unknown) => e)) as FleetError;
+      expect(err.code, String(timeoutMs)).toBe('INVALID_ARGUMENT');
+      expect(err.message).toMatch(/^timeoutMs must be a positive number of milliseconds/);
+      expect(err.details).toMatchObject({ field: 'timeoutMs' });
+      const many = router.roundTripMany(['y', 'z'], timeoutMs, publish);
+      const errs = (await Promise.all(many.map((p) => p.catch((e: unknown) => e)))) as FleetError[];
+      expect(errs.map((e) => e.code)).toEqual(['INVALID_ARGUMENT', 'INVALID_ARGUMENT']);
+    }
+    expect(published).toBe(0);
+    expect(router.waiting).toBe(0);
+  });
+});
