@@ -224,8 +224,15 @@ export const FleetConfigSchema = z
       .default({ restartBackoffMinMs: FLEET_DEFAULTS.restartBackoffMinMs, restartBackoffMaxMs: FLEET_DEFAULTS.restartBackoffMaxMs }),
     limits: CodecLimitsSchema.default(CodecLimitsSchema.parse({})),
     log: z
-      .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
-      .default({ level: 'info' }),
+      .strictObject({
+        // No default here: an unset level lets the logger take $NPU_FLEET_LOG_LEVEL (else info),
+        // which the Kubernetes manifest and docker-compose set.
+        level: z
+          .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+          .optional()
+          .describe('Log level (default: $NPU_FLEET_LOG_LEVEL, else info)'),
+      })
+      .default({}),
     demo: z
       .strictObject({
         enabled: z.boolean().default(false).describe('Generate built-in demo load (embedded memory fleet)'),
