@@ -168,7 +168,8 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     }
     if (config === undefined) continue;
     const versions: ModelVersion[] = [];
-    for (const entry of readdirSync(modelDir)) {
+    const entries = readdirSync(modelDir);
+    for (const entry of entries) {
       // Hidden entries are staging copies renamed into place when complete (mv .5.tmp 5), rsync
       // partials, tool droppings: not versions, and no problem either.
       if (entry.startsWith('.')) continue;
@@ -211,6 +212,17 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     const served = applyPolicy(config, versions);
     if (served.length === 0) {
       problems.push({ path: modelDir, message: `no servable version (policy ${JSON.stringify(config.versionPolicy)}, found [${versions.map((v) => v.version).join(', ')}])` });
+    } else if (config.versionPolicy.kind === 'specific') {
+      // A typo in the list (20 for 2) would otherwise pass unnoticed: fewer versions served, requests
+      // pinned to it refused. A directory there but not servable (still being copied in, no model
+      // file) is not named here: it has its own problem, or none yet.
+      const absent = config.versionPolicy.versions.map(String).filter((v) => !entries.includes(v));
+      if (absent.length > 0) {
+        problems.push({
+          path: configPath,
+          message: `versionPolicy.versions lists ${absent.join(', ')}, but ${modelDir} has no such version directory (found [${versions.map((v) => v.version).join(', ')}]): deploy it, or take it off the list`,
+        });
+      }
     }
     models.set(name, { name, config, versions, served });
   }

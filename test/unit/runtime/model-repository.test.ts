@@ -344,3 +344,28 @@ describe('a config.yaml saved by an editor that renames the old file away first 
     expect(broken.problems.map((p) => p.message).join('\n')).toMatch(/not valid YAML.*still serving the model with the last valid config.yaml/s);
   });
 });
+
+describe('a specific versionPolicy', () => {
+  it('naming a version with no directory is a problem of config.yaml, while the versions found are served', () => {
+    const dir = repo();
+    mkdirSync(join(dir, 'a', '2'));
+    writeFileSync(join(dir, 'a', '2', 'model.onnx'), 'x');
+    // A typo (20 for 2, or 3 before it is deployed): requests pinned to it would be refused.
+    writeFileSync(join(dir, 'a', 'config.yaml'), `${CONFIG.replace('NAME', 'a')}versionPolicy: { kind: specific, versions: [1, 3, 20] }\n`);
+    const snap = scanRepository(dir, { artifact: 'onnx' });
+    expect(snap.models.get('a')?.served.map((v) => v.version)).toEqual(['1']);
+    expect(snap.problems.map((p) => `${p.path}: ${p.message}`)).toEqual([
+      `${join(dir, 'a', 'config.yaml')}: versionPolicy.versions lists 3, 20, but ${join(dir, 'a')} has no such version directory (found [1, 2]): deploy it, or take it off the list`,
+    ]);
+  });
+
+  it('naming a version still being copied in is not a problem yet', () => {
+    const dir = repo();
+    writeFileSync(join(dir, 'a', 'config.yaml'), `${CONFIG.replace('NAME', 'a')}versionPolicy: { kind: specific, versions: [1, 2] }\n`);
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(join(dir, 'a', '1', 'model.onnx'), old, old);
+    mkdirSync(join(dir, 'a', '2'));
+    writeFileSync(join(dir, 'a', '2', 'model.onnx'), 'half');
+    expect(scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: Date.now() }).problems.filter((p) => p.path.startsWith(join(dir, 'a')))).toEqual([]);
+  });
+});
