@@ -290,7 +290,12 @@ export class BatchScheduler<P = unknown> {
 
   /** Whether a batch whose own gear is `gear` can end by `deadline`: in some gear, or as a probe. */
   private fits(startAt: number, gear: number, deadline: number): boolean {
-    return startAt + this.gears.reachMs(gear) <= deadline || this.probe.fits(startAt, gear, deadline);
+    return this.meets(startAt, gear, deadline) || this.probe.fits(startAt, gear, deadline);
+  }
+
+  /** Whether a batch whose own gear is `gear` ends by `deadline` by the estimates, in some gear. */
+  private meets(startAt: number, gear: number, deadline: number): boolean {
+    return startAt + this.gears.reachMs(gear) <= deadline;
   }
 
   /**
@@ -366,7 +371,11 @@ export class BatchScheduler<P = unknown> {
         if (total > limit) break;
         if (outside !== undefined && passesOver(next, outside, nowMs)) break;
         const deadline = Math.min(minDeadline, next.deadline);
-        if (!this.fits(startAt, this.gearOf[total] as number, deadline)) break;
+        // The probe allowance lets a batch past the estimate only if it is a probe already: growing
+        // one that is in time by the estimate into a stale gear would make its members late.
+        const inTime = this.meets(startAt, this.gearOf[items] as number, minDeadline);
+        const gear = this.gearOf[total] as number;
+        if (!(inTime ? this.meets(startAt, gear, deadline) : this.fits(startAt, gear, deadline))) break;
       } else if (outside !== undefined && ranksBefore(outside, next, nowMs)) {
         // The first member must be the overall top (it was, unless that one just expired).
         break;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BatchScheduler } from '../../../src/scheduler/index.ts';
-import { ManualClock, req } from './scheduler-fixtures.ts';
+import { ManualClock, ids, req } from './scheduler-fixtures.ts';
 
 const options = { priorityLevels: 3, maxQueueDelayMs: [0, 5, 20], agingMs: null, gears: [1, 2, 4, 8], maxBatchSize: 8 };
 /** The real device: 1 ms + 0.5 ms per slot. */
@@ -72,6 +72,21 @@ describe('a stale device-time estimate is measured again instead of expiring its
     }
     expect(dispatched).toBeGreaterThan(0.99 * (dispatched + expired));
     expect(dispatched).toBeGreaterThan(1000);
+  });
+
+  it('a probe does not grow a batch that meets its deadlines by the estimate into a gear that misses them', () => {
+    const s = new BatchScheduler<string>(options);
+    const clock = new ManualClock(0);
+    // Gears 1 and 2 run all the time (1.5 and 2 ms); gears 4 and 8 were last measured long ago.
+    s.recordCompletion(4, 3, clock.nowMs);
+    s.recordCompletion(8, 5, clock.nowMs);
+    clock.advance(10_000);
+    for (let i = 0; i < 10; i++) for (const g of [1, 2]) s.recordCompletion(g, trueMs(g), clock.advance(1));
+    // 'a' is due in 2.5 ms: gear 2 (2 ms) serves it in time, gear 4 (3 ms, stale) would not.
+    s.enqueue(req({ id: 'a', items: 1, at: clock.nowMs, deadlineAt: clock.nowMs + 2.5 }));
+    for (const id of ['b', 'c', 'd']) s.enqueue(req({ id, items: 1, at: clock.nowMs, deadlineAt: clock.nowMs + 100 }));
+    const d = s.decide(clock.nowMs);
+    expect(d.kind === 'dispatch' && { members: ids(d.batch.members), gear: d.batch.gear, probe: d.batch.probe }).toEqual({ members: ['a', 'b'], gear: 2, probe: false });
   });
 
   it('a fresh estimate still expires what it rules out: no probe while that gear keeps running', () => {
