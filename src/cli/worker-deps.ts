@@ -1,5 +1,6 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { backendInfo, openDevice } from '../device/index.ts';
+import { FleetError } from '../errors/fleet-error.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ArtifactKind } from '../runtime/model-repository.ts';
 import type { WorkerDeps } from '../runtime/worker-process.ts';
@@ -15,7 +16,9 @@ export function workerDeps(config: FleetConfig): WorkerDeps {
   if (config.devices.backend === 'sim') process.env.NPU_FLEET_DEVICE = 'sim';
   const info = backendInfo();
   if (config.devices.backend === 'ascend' && info.kind !== 'ascend') {
-    throw new Error(`devices.backend is "ascend" but the ACL library found is ${info.libraryPath}; install CANN or set NPU_FLEET_ACL_LIB`);
+    throw new FleetError('INVALID_CONFIG', `devices.backend is "ascend" but the ACL library found is ${info.libraryPath}; install CANN or set NPU_FLEET_ACL_LIB (or set devices.backend to auto or sim)`, {
+      details: { field: 'devices.backend', libraryPath: info.libraryPath },
+    });
   }
   return {
     openDevice: (id) => openDevice(id),
