@@ -41,6 +41,9 @@ export interface DeviceWorkerOptions {
  */
 const URGENT_WINDOW_MS = 1000;
 
+/** The longest delay setTimeout takes (2^31 − 1 ms, about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** Just past the moment a queued request of `lane` becomes unreachable (the check is strict). */
 const expiryWakeAt = (lane: Lane<Payload>): number => lane.scheduler.nextUnreachableAt() + 1;
 
@@ -255,11 +258,13 @@ export class DeviceWorker {
     this.wakeTimer = undefined;
     this.wakeAt = atMs;
     if (!Number.isFinite(atMs)) return;
+    // Node fires a longer timer after 1 ms (a deadline 40 days out would wake the loop every ms);
+    // a wake at the cap finds nothing due and arms the next one.
     this.wakeTimer = setTimeout(() => {
       this.wakeTimer = undefined;
       this.wakeAt = Infinity;
       this.pump();
-    }, Math.max(0, Math.ceil(atMs - nowMs)));
+    }, Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil(atMs - nowMs))));
   }
 
   /**
