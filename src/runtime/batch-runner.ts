@@ -9,6 +9,7 @@ import { failedBatchResults, finishedBatchResults, type MemberResult } from './b
 import type { CrashSuspects, JournaledBatch } from './crash-suspects.ts';
 import type { Lane, LoadedVersion, ModelLanes } from './model-lanes.ts';
 import type { Payload } from './request-admission.ts';
+import { timerDelayMs } from './timer-delay.ts';
 
 /** How long before the device frees up the next batch is formed, so its copy-in overlaps. */
 const PIPELINE_LEAD_MS = 1;
@@ -117,8 +118,8 @@ export class BatchRunner {
       execTimer = setTimeout(() => {
         overran = true;
         this.o.log.warn({ model: cfg.name, gear: batch.gear, execTimeoutMs: cfg.execTimeoutMs }, 'batch overran execTimeoutMs; letting it finish');
-      }, cfg.execTimeoutMs);
-      hangTimer = setTimeout(() => this.o.hang(cfg.name, batch, Date.now() - startedAt), this.o.config.worker.hangLimitMs);
+      }, timerDelayMs(cfg.execTimeoutMs));
+      hangTimer = setTimeout(() => this.o.hang(cfg.name, batch, Date.now() - startedAt), timerDelayMs(this.o.config.worker.hangLimitMs));
     });
     const members = batch.members.map((m) => m.payload.request);
     // Only a failure of the execute itself counts against the device (not gather or scatter on the host).

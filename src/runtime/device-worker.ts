@@ -10,6 +10,7 @@ import { Answerer } from './answerer.ts';
 import type { Payload } from './request-admission.ts';
 import { RequestIntake } from './request-intake.ts';
 import { BatchRunner } from './batch-runner.ts';
+import { timerDelayMs } from './timer-delay.ts';
 import { exportWorkerGauges, workerGaugeHooks } from './worker-gauges.ts';
 import { CrashSuspects } from './crash-suspects.ts';
 import type { InflightJournal } from './inflight-journal.ts';
@@ -40,9 +41,6 @@ export interface DeviceWorkerOptions {
  * it is idle: the second slot stays free, so urgent work waits behind at most one bulk batch.
  */
 const URGENT_WINDOW_MS = 1000;
-
-/** The longest delay setTimeout takes (2^31 − 1 ms, about 24.8 days). */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Just past the moment a queued request of `lane` becomes unreachable (the check is strict). */
 const expiryWakeAt = (lane: Lane<Payload>): number => lane.scheduler.nextUnreachableAt() + 1;
@@ -258,13 +256,13 @@ export class DeviceWorker {
     this.wakeTimer = undefined;
     this.wakeAt = atMs;
     if (!Number.isFinite(atMs)) return;
-    // Node fires a longer timer after 1 ms (a deadline 40 days out would wake the loop every ms);
-    // a wake at the cap finds nothing due and arms the next one.
+    // Capped (a deadline 40 days out woke the loop every ms): a wake at the cap finds nothing due
+    // and arms the next one.
     this.wakeTimer = setTimeout(() => {
       this.wakeTimer = undefined;
       this.wakeAt = Infinity;
       this.pump();
-    }, Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil(atMs - nowMs))));
+    }, timerDelayMs(Math.ceil(atMs - nowMs)));
   }
 
   /**
