@@ -318,7 +318,7 @@ export class DeviceWorker {
     let timedOut = false;
     // One deadline for the whole drain: a broker that does not answer stopIntake must not hold the
     // drain past it (deliveries arriving meanwhile are released, as the state is no longer running).
-    const deadline = new Promise<void>((r) => setTimeout(() => ((timedOut = true), r()), timeoutMs).unref());
+    const deadline = new Promise<void>((r) => setTimeout(() => ((timedOut = true), r()), timerDelayMs(timeoutMs)).unref());
     const stopped = this.o.transport.stopIntake().catch((err: unknown) => this.o.log.warn({ err }, 'stopping intake failed; draining anyway'));
     await Promise.race([stopped, deadline]);
     const idle = new Promise<void>((resolve) => {

@@ -20,4 +20,16 @@ describe('execTimeoutMs and worker.hangLimitMs longer than a timer can wait (2^3
     expect(h.results.get('r')).toMatchObject([{ status: 'ok' }]);
     expect(h.results.get('r')?.[0]?.late).toBeUndefined();
   });
+
+  it('a worker.drainTimeoutMs beyond the cap waits for the drain instead of timing out at once', async () => {
+    h = await startWorker(snapshotWith(modelConfig, '1'), { drainTimeoutMs: 40 * 86_400_000 });
+    await h.producer.publish([request('on-device', 1)]);
+    await until(() => h!.executions.length === 1, 2000, 'the batch on the device');
+    const drained = h.worker.drain();
+    await new Promise((r) => setTimeout(r, 50));
+    h.executions[0]?.release();
+    expect(await drained).toEqual({ released: 0, timedOut: false });
+    await until(() => h!.results.has('on-device'), 2000, 'its result');
+    expect(h.results.get('on-device')).toMatchObject([{ status: 'ok' }]);
+  });
 });
