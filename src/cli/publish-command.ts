@@ -5,7 +5,7 @@ import type { ModelConfig } from '../contracts/model-config.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { answeredCount, bulkPublish, DEFAULT_IN_FLIGHT, newBulkStats } from '../producer/bulk-publish.ts';
+import { answeredCount, BULK_CHUNK, bulkPublish, DEFAULT_IN_FLIGHT, newBulkStats } from '../producer/bulk-publish.ts';
 import { createProducer } from '../producer/index.ts';
 import { checkRequests } from '../producer/request-check.ts';
 import { countRequests, isJsonLines, readRequestFile, type FileEntry } from '../producer/request-file.ts';
@@ -62,7 +62,7 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   };
   // Priority levels by model, for the check below; the synthetic path has its model at hand.
   const levels = new Map<string, number | undefined>();
-  let source: { entries: AsyncIterable<FileEntry>; total: number | undefined; prepare?: (r: RequestEnvelope) => void } | undefined;
+  let source: { entries: AsyncIterable<FileEntry>; total: number | undefined; prepare?: (r: RequestEnvelope) => void; progress: boolean } | undefined;
   const requests: RequestEnvelope[] = [];
   if (values.file !== undefined && isManyRequestsFile(values.file)) {
     // A data set: read as a stream, each request checked as it goes out; a bad one is recorded
@@ -71,6 +71,7 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     source = {
       entries: readRequestFile(file, config.limits),
       total: await countRequests(file),
+      progress: true,
       prepare: (r) => {
         override(r);
         checkRequests([r], config.transport.kind, config.limits);
@@ -84,8 +85,10 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     const model = findModel(config.modelRepository, values.model);
     if (!model) throw new FleetError('UNKNOWN_MODEL', `model ${values.model} is not in ${config.modelRepository}`);
     levels.set(model.name, model.priorityLevels);
-    const rand = prng(Date.now());
-    for (let i = 0; i < count; i++) requests.push(syntheticRequest(model, i, rand, { idPrefix: `cli-${process.pid}-${Date.now()}`, deadlineShare: 0 }));
+    if (priority !== undefined) checkPriorities([{ model: model.name, priority }], config.modelRepository, levels);
+    // Made as they are sent, a chunk at a time: --count 1000000 built up front held every tensor
+    // (gigabytes for an image model) and went out as one publish.
+    source = { entries: syntheticEntries(model, count, override), total: count, progress: count > BULK_CHUNK };
   }
   if (source === undefined) {
     requests.forEach(override);
@@ -117,7 +120,7 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   const total = source?.total ?? requests.length;
   // Progress on stderr for a long run (results go to stdout or --out): each second on a terminal.
   const startedAt = Date.now();
-  const showProgress = source !== undefined || out !== undefined;
+  const showProgress = source?.progress === true || out !== undefined;
   const progress = showProgress
     ? setInterval(() => process.stderr.write(`${progressLine(stats, total, Date.now() - startedAt, values.await)}\n`), process.stderr.isTTY ? 1_000 : 10_000)
     : undefined;
@@ -135,6 +138,10 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
       stopped: () => interruptedBy !== undefined,
       stats,
     });
+    if (interruptedBy !== undefined && !values.await) {
+      process.stderr.write(`npu-fleet: interrupted by ${interruptedBy} after publishing ${stats.published} of ${total} request(s)\n`);
+      return 130;
+    }
     if (interruptedBy !== undefined) {
       const answered = answeredCount(stats);
       process.stderr.write(
@@ -159,6 +166,16 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     process.off('SIGTERM', onSignal);
     await close();
     await out?.close();
+  }
+}
+
+async function* syntheticEntries(model: ModelConfig, count: number, override: (r: RequestEnvelope) => void): AsyncGenerator<FileEntry> {
+  const rand = prng(Date.now());
+  const idPrefix = `cli-${process.pid}-${Date.now()}`;
+  for (let i = 0; i < count; i++) {
+    const request = syntheticRequest(model, i, rand, { idPrefix, deadlineShare: 0 });
+    override(request);
+    yield { line: i + 1, request };
   }
 }
 
@@ -209,7 +226,7 @@ function findModel(repository: string, name: string): ModelConfig | undefined {
  * On Kafka a priority past the model's levels lands on a topic no worker reads, so it is refused
  * here when the model's config is at hand (the repository may not exist where publish runs).
  */
-function checkPriorities(requests: readonly RequestEnvelope[], repository: string, levels: Map<string, number | undefined>): void {
+function checkPriorities(requests: ReadonlyArray<Pick<RequestEnvelope, 'model' | 'priority'>>, repository: string, levels: Map<string, number | undefined>): void {
   for (const r of requests) {
     if (r.priority === undefined) continue;
     if (!levels.has(r.model)) {

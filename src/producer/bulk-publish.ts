@@ -93,6 +93,8 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     }
   };
 
+  const stoppedBy = (error: FleetError): boolean => error.code === 'CLOSED' && o.stopped?.() === true;
+
   const local = (status: 'invalid' | 'failed', error: FleetError, id: string, model: string, device = -1): ResultEnvelope => ({
     id,
     model,
@@ -131,7 +133,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
         stats.abandoned++;
         return;
       }
-      if (error.code === 'CLOSED' && o.stopped?.() === true) {
+      if (stoppedBy(error)) {
         stats.abandoned++;
         return;
       }
@@ -153,7 +155,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
       const error = FleetError.from(err, 'TRANSPORT_ERROR');
       if (!isRefusal(error)) {
         stats.published--;
-        sendFailure ??= error;
+        if (!stoppedBy(error)) sendFailure ??= error;
         return false;
       }
       await refusedAlone(entry, error);
@@ -171,6 +173,8 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
         stats.published += sending.length;
       } catch (err) {
         const error = FleetError.from(err, 'TRANSPORT_ERROR');
+        // Stopped (Ctrl-C closed the producer under this publish): not a failure; the run ends.
+        if (stoppedBy(error)) return;
         if (!isRefusal(error)) sendFailure ??= error;
         // One bad request refuses its whole publish (see settle): each goes on its own.
         else for (const entry of sending) if (!(await publishAlone(entry))) break;
