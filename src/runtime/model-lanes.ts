@@ -164,8 +164,12 @@ export class ModelLanes<P = unknown> {
    */
   private readonly servedConfigs = new Map<string, { config: ModelConfig; file: ModelConfig }>();
 
+  /** Models that appeared after start, reported once as waiting for a restart. */
+  private readonly reportedNew = new Set<string>();
+
   /**
-   * Applies a repository snapshot; returns names of models that were not served before. At start
+   * Applies a repository snapshot; returns names of models that were not served before (during a
+   * hot reload, models new in the repository: reported once, not loaded, served after a restart). At start
    * (`reload: false`) a version that fails to load fails the worker, as a broken repository
    * should. During a hot reload it is reported once and skipped: the model keeps serving what it
    * has (an older version is retired only once a served one is loaded), and the version is tried
@@ -175,6 +179,15 @@ export class ModelLanes<P = unknown> {
     const added: string[] = [];
     for (const repoModel of snapshot.models.values()) {
       if (repoModel.served.length === 0) continue;
+      if (options.reload === true && !this.servedConfigs.has(repoModel.name)) {
+        // The transport subscribes at start only: loaded now, the model would hold device memory
+        // (that a served model's next version may need) for requests that never come.
+        if (!this.reportedNew.has(repoModel.name)) {
+          this.reportedNew.add(repoModel.name);
+          added.push(repoModel.name);
+        }
+        continue;
+      }
       const config = this.reconcileConfig(repoModel);
       let entry = this.models.get(repoModel.name);
       for (const v of repoModel.served) {

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { ModelLanes, type DeviceLike } from '../../../src/runtime/model-lanes.ts';
-import { controlledDevice, MODEL, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+import { controlledDevice, MODEL, modelConfig, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 let h: WorkerHarness | undefined;
 afterEach(async () => {
@@ -163,5 +163,26 @@ describe('a version that failed to load during a hot reload', () => {
     expect(loads).toBe(2);
     const lane = lanes.laneFor(MODEL, undefined);
     expect(lane.ok && lane.lane.current().version).toBe('2');
+  });
+});
+
+describe('a model that appears in the repository while the worker runs', () => {
+  it('is reported once for a restart and not loaded on the device (no subscription would ever use it)', async () => {
+    const base = controlledDevice();
+    const paths: string[] = [];
+    const device: DeviceLike = { ...base.device, loadModel: (path, opts) => (paths.push(path), base.device.loadModel(path, opts)) };
+    const lanes = new ModelLanes(device, createLogger({ level: 'silent' }), parseFleetConfig({ devices: { count: 1, backend: 'sim' } }));
+    await lanes.apply(snapshotOf('1'));
+    const other = { ...modelConfig, name: 'other-model' };
+    const v = { model: 'other-model', version: '1', artifactPath: '/fake/other-model/1/model.onnx', modifiedAt: 1 };
+    const withOther = snapshotOf('1');
+    const models = new Map(withOther.models);
+    models.set('other-model', { name: 'other-model', config: other, versions: [v], served: [v] });
+    expect(await lanes.apply({ ...withOther, models }, { reload: true })).toEqual(['other-model']);
+    expect(paths.filter((p) => p.includes('other-model'))).toEqual([]);
+    expect(lanes.serves('other-model')).toBe(false);
+    expect(lanes.subscriptions().map((s) => s.model)).toEqual([MODEL]);
+    // A later reload (a new version of the first model) does not report it again.
+    expect(await lanes.apply({ ...withOther, models }, { reload: true })).toEqual([]);
   });
 });
