@@ -43,6 +43,12 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   if (values.out !== undefined && !values.await) {
     throw new FleetError('INVALID_ARGUMENT', '--out records the replies: add --await', { details: { field: 'out' } });
   }
+  if (values.await && values['reply-to'] !== undefined) {
+    const to = values['reply-to'];
+    throw new FleetError('INVALID_ARGUMENT', `--reply-to sends the results to ${to}, but --await reads them on its own private inbox: drop one of them (subscribe to ${to} to read them there)`, {
+      details: { field: 'reply-to' },
+    });
+  }
   if (values.resume && values.out === undefined) {
     throw new FleetError('INVALID_ARGUMENT', '--resume continues an --out FILE: name it', { details: { field: 'resume' } });
   }

@@ -37,6 +37,8 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     [['--deadline-ms', '2.5'], '--deadline-ms must be a positive whole number of milliseconds, got "2.5"'],
     [['--timeout-ms', 'x'], '--timeout-ms must be a positive number of milliseconds, got "x"'],
     [['--bogus'], 'unknown option --bogus (run npu-fleet publish --help)'],
+    // --await reads each result on a private inbox, which replaces the reply address: the flag was silently dropped.
+    [['--await', '--reply-to', 'scores'], '--reply-to sends the results to scores, but --await reads them on its own private inbox: drop one of them (subscribe to scores to read them there)'],
     [['extra'], 'unexpected argument "extra" (run npu-fleet publish --help)'],
   ])('%j exits 2 naming the flag', async (args, message) => {
     expect(await main(['publish', '--config', config, '--model', 'mlp-classifier', ...args])).toBe(2);
