@@ -213,7 +213,12 @@ export class DeviceWorker {
     let nextWake = Infinity;
     // A suspect has the device to itself: if it takes the worker down again, it alone is blamed.
     const maxInflight = this.crash.suspectOnDevice ? 0 : this.o.config.worker.inflightPerDevice;
-    for (const lane of this.lanes.orderedLanes(nowMs)) {
+    // Lanes with top-priority work first (the rotation kept within each group): a bulk batch of the
+    // lane the rotation starts at would otherwise take the idle device ahead of urgent work ready
+    // at the same instant in another lane.
+    const lanes = this.lanes.orderedLanes(nowMs);
+    lanes.sort((a, b) => Number(b.scheduler.queuedAtLevel(0) > 0) - Number(a.scheduler.queuedAtLevel(0) > 0));
+    for (const lane of lanes) {
       if (this.state === 'hung') break;
       // Read per lane: a batch an earlier lane just dispatched occupies the device first.
       const freeAt = this.runner.freeAt(nowMs);
