@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { loadFleetConfig } from '../contracts/config-loader.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
@@ -48,6 +48,9 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     throw new FleetError('INVALID_ARGUMENT', `--reply-to sends the results to ${to}, but --await reads them on its own private inbox: drop one of them (subscribe to ${to} to read them there)`, {
       details: { field: 'reply-to' },
     });
+  }
+  if (values.file !== undefined && values.out !== undefined && sameFile(values.file, values.out)) {
+    throw new FleetError('INVALID_ARGUMENT', `--out ${values.out} is the --file being read: name another file for the results`, { details: { field: 'out' } });
   }
   if (values.resume && values.out === undefined) {
     throw new FleetError('INVALID_ARGUMENT', '--resume continues an --out FILE: name it', { details: { field: 'resume' } });
@@ -187,6 +190,16 @@ async function* syntheticEntries(model: ModelConfig, count: number, override: (r
 
 async function* entriesOf(requests: readonly RequestEnvelope[]): AsyncGenerator<FileEntry> {
   for (let i = 0; i < requests.length; i++) yield { line: i + 1, request: requests[i] as RequestEnvelope };
+}
+
+/** Both paths name one existing file (a link or another spelling included). */
+function sameFile(a: string, b: string): boolean {
+  try {
+    const [x, y] = [statSync(a), statSync(b)];
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false; // one is missing: --out is created, --file is worded by its reader
+  }
 }
 
 /** A JSON Lines file, or a JSON file holding an array: many requests, not one. */

@@ -60,6 +60,15 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     }
   });
 
+  it('--out naming the --file itself is refused: results appended to the file being read were read back as bad lines, without end', async () => {
+    const data = requestFile('same.jsonl', `${JSON.stringify(goodRequest)}\n`);
+    for (const out of [data, join(dir, '.', 'same.jsonl')]) {
+      stderr = [];
+      expect(await main(['publish', '--config', config, '--file', data, '--await', '--out', out, '--resume'])).toBe(2);
+      expect(stderr.join('')).toMatch(/--out .*same\.jsonl is the --file being read: name another file for the results/);
+    }
+  });
+
   it('a valid file request without createdAt gets past every check to the transport', async () => {
     // Reaching the (unreachable) Redis proves the file parsed and createdAt was filled in.
     expect(await main(['publish', '--config', config, '--file', requestFile('no-created.json', goodRequest)])).toBe(1);
