@@ -42,6 +42,11 @@ export interface RepositorySnapshot {
   readonly dir: string;
   readonly models: ReadonlyMap<string, RepositoryModel>;
   readonly problems: readonly RepositoryProblem[];
+  /**
+   * Version directories without their model file, with the directory's mtime: one just made may be
+   * a copy under way (mkdir, then cp), which the start-up scan waits for.
+   */
+  readonly incomplete?: readonly { readonly path: string; readonly changedAt: number }[];
 }
 
 export interface ScanOptions {
@@ -131,6 +136,7 @@ function applyPolicy(config: ModelConfig, versions: readonly ModelVersion[]): Mo
 export function scanRepository(dirIn: string, options: ScanOptions): RepositorySnapshot {
   const dir = resolve(dirIn);
   const problems: RepositoryProblem[] = [];
+  const incomplete: Array<{ path: string; changedAt: number }> = [];
   const models = new Map<string, RepositoryModel>();
   if (!existsSync(dir) || !statSync(dir).isDirectory()) {
     throw new FleetError('INVALID_CONFIG', `model repository ${dir} is not a directory; set modelRepository in the fleet config`);
@@ -187,6 +193,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       const artifactPath = join(versionDir, artifactFile);
       const artifactStat = statEntry(artifactPath);
       if (typeof artifactStat === 'string') {
+        incomplete.push({ path: versionDir, changedAt: versionStat.mtimeMs });
         // Just created or changed (a copy in progress, mkdir then cp): its file may still come. A
         // version the poll had keeps its entry, as for a rewrite below: replaced by removing the
         // file first (install, cp --remove-destination, rm; cp), it would look removed and be unloaded.
@@ -232,7 +239,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       if (!existsSync(path) && !models.has(basename(dirname(path)))) options.configCache.delete(path);
     }
   }
-  return { dir, models, problems };
+  return { dir, models, problems, incomplete };
 }
 
 /**
@@ -259,7 +266,8 @@ export interface SettleWait {
  * models served at start would change with the timing), but loading it would load half a file:
  * the load fails, the start with it, and the supervisor restarts the worker in a loop until the
  * copy ends (or, for a format that half-parses, garbage is served). So it waits until every served
- * file is settleMs old, rescanning (a copy may add files), for at most maxWaitMs. A worker started
+ * file, and every version directory still without its file, is settleMs old, rescanning (a copy
+ * may add files), for at most maxWaitMs. A worker started
  * right after a copy finished waits at most settleMs.
  */
 export async function scanRepositorySettled(dir: string, options: Omit<ScanOptions, 'settleMs' | 'previous' | 'nowMs'>, wait: SettleWait): Promise<RepositorySnapshot> {
@@ -267,11 +275,16 @@ export async function scanRepositorySettled(dir: string, options: Omit<ScanOptio
   for (;;) {
     const snapshot = scanRepository(dir, options);
     const nowMs = Date.now();
-    const young = [...snapshot.models.values()].flatMap((m) => m.served).filter((v) => changedJustNow(v.modifiedAt, nowMs, wait.settleMs));
+    // A version directory still without its file counts too: skipped, its model (maybe new with it)
+    // would not be served, nor subscribed to, until the worker restarts.
+    const young = [
+      ...[...snapshot.models.values()].flatMap((m) => m.served).map((v) => ({ path: v.artifactPath, changedAt: v.modifiedAt })),
+      ...(snapshot.incomplete ?? []),
+    ].filter((f) => changedJustNow(f.changedAt, nowMs, wait.settleMs));
     const left = wait.maxWaitMs - (nowMs - startedAt);
     if (young.length === 0 || left <= 0) return snapshot;
-    const waitMs = Math.min(left, Math.max(...young.map((v) => wait.settleMs - (nowMs - v.modifiedAt))) + 10);
-    wait.onWait?.(waitMs, young.map((v) => v.artifactPath));
+    const waitMs = Math.min(left, Math.max(...young.map((f) => wait.settleMs - (nowMs - f.changedAt))) + 10);
+    wait.onWait?.(waitMs, young.map((f) => f.path));
     await new Promise((r) => setTimeout(r, waitMs));
   }
 }

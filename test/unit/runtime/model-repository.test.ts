@@ -369,3 +369,22 @@ describe('a specific versionPolicy', () => {
     expect(scanRepository(dir, { artifact: 'onnx', settleMs: 500, nowMs: Date.now() }).problems.filter((p) => p.path.startsWith(join(dir, 'a')))).toEqual([]);
   });
 });
+
+describe('the start-up scan and a model still being copied in', () => {
+  it('waits for a version directory whose model file has not appeared yet (mkdir, then cp), and serves it', async () => {
+    const dir = settledRepo();
+    // A new model is being deployed as the worker starts: its directory and config are there, the file not yet.
+    mkdirSync(join(dir, 'b', '1'), { recursive: true });
+    writeFileSync(join(dir, 'b', 'config.yaml'), CONFIG.replace('NAME', 'b'));
+    const copy = setTimeout(() => writeFileSync(join(dir, 'b', '1', 'model.onnx'), 'complete'), 150);
+    const waits: string[][] = [];
+    try {
+      const snap = await scanRepositorySettled(dir, { artifact: 'onnx' }, { settleMs: 300, maxWaitMs: 5_000, onWait: (_ms, paths) => waits.push([...paths]) });
+      expect(snap.models.get('b')?.served.map((v) => v.version)).toEqual(['1']);
+      expect(snap.problems).toEqual([]);
+      expect(waits[0]).toEqual([join(dir, 'b', '1')]);
+    } finally {
+      clearTimeout(copy);
+    }
+  });
+});
