@@ -185,7 +185,14 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
         problems.push({ path: versionDir, message: versionStat });
         continue;
       }
-      if (!versionStat.isDirectory()) continue;
+      if (!versionStat.isDirectory()) {
+        // Other files (notes, a README) are no concern; one named as a version is a copy gone wrong
+        // (cp model.onnx m/2 with no directory 2), and that version would silently not be served.
+        if (VERSION_DIR.test(entry)) {
+          problems.push({ path: versionDir, message: `is a file, but a version is a directory holding ${artifactFile}: make it one (mv ${versionDir} ${versionDir}.tmp && mkdir ${versionDir} && mv ${versionDir}.tmp ${join(versionDir, artifactFile)})` });
+        }
+        continue;
+      }
       if (!VERSION_DIR.test(entry)) {
         problems.push({ path: versionDir, message: "version directories must be positive integers without leading zeros, at most 15 digits (1, 2, ..., 10, or a time stamp like 1764500000): rename it, or move it out (or prefix it with '.' to hide it)" });
         continue;

@@ -388,3 +388,16 @@ describe('the start-up scan and a model still being copied in', () => {
     }
   });
 });
+
+describe('a version number given to a file', () => {
+  it('is a problem naming the fix (cp model.onnx models/a/2 made a file, not version 2), while other files are ignored', () => {
+    const dir = repo();
+    writeFileSync(join(dir, 'a', '2'), 'x');
+    writeFileSync(join(dir, 'a', 'README.md'), 'notes');
+    const snap = scanRepository(dir, { artifact: 'onnx' });
+    expect(snap.models.get('a')?.served.map((v) => v.version)).toEqual(['1']);
+    expect(snap.problems.map((p) => `${p.path}: ${p.message}`)).toEqual([
+      `${join(dir, 'a', '2')}: is a file, but a version is a directory holding model.onnx: make it one (mv ${join(dir, 'a', '2')} ${join(dir, 'a', '2')}.tmp && mkdir ${join(dir, 'a', '2')} && mv ${join(dir, 'a', '2')}.tmp ${join(dir, 'a', '2', 'model.onnx')})`,
+    ]);
+  });
+});
