@@ -48,6 +48,8 @@ export interface BatchRunnerOptions {
  */
 export class BatchRunner {
   private inflightBatches = 0;
+  /** Batches in flight led by lower-priority (level > 0) work. */
+  private bulkBatches = 0;
   private deviceFreeAt = 0;
   /** Estimated device ms of batches in flight, in dispatch order (the device runs them in turn). */
   private readonly inflightEstimates: number[] = [];
@@ -65,6 +67,11 @@ export class BatchRunner {
 
   get inflight(): number {
     return this.inflightBatches;
+  }
+
+  /** Batches in flight led by lower-priority work (not priority 0). */
+  get bulkInflight(): number {
+    return this.bulkBatches;
   }
 
   /** When the device is expected to be free: now when nothing is in flight. */
@@ -85,6 +92,8 @@ export class BatchRunner {
   dispatch(lane: Lane<Payload>, batch: Batch<Payload>, nowMs: number): void {
     const version = lane.current();
     this.inflightBatches++;
+    const bulk = (batch.members[0]?.priority ?? 0) > 0;
+    if (bulk) this.bulkBatches++;
     version.inflight++;
     this.deviceFreeAt = Math.max(nowMs, this.deviceFreeAt) + batch.estimatedDeviceMs;
     this.inflightEstimates.push(batch.estimatedDeviceMs);
@@ -93,7 +102,10 @@ export class BatchRunner {
     const ahead = this.lastLeft;
     let left = (): void => {};
     this.lastLeft = new Promise<void>((resolve) => (left = resolve));
-    void this.run(lane, version, batch, nowMs, journaled, ahead, left);
+    void this.run(lane, version, batch, nowMs, journaled, ahead, () => {
+      if (bulk) this.bulkBatches--;
+      left();
+    });
   }
 
   private async run(

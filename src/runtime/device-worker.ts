@@ -213,11 +213,13 @@ export class DeviceWorker {
     let nextWake = Infinity;
     // A suspect has the device to itself: if it takes the worker down again, it alone is blamed.
     const maxInflight = this.crash.suspectOnDevice ? 0 : this.o.config.worker.inflightPerDevice;
-    // Lanes with top-priority work first (the rotation kept within each group): a bulk batch of the
-    // lane the rotation starts at would otherwise take the idle device ahead of urgent work ready
-    // at the same instant in another lane.
+    // Lanes led by overdue work first (aging: it goes before all other work), then lanes with
+    // top-priority work (the rotation kept within each group): a bulk batch of the lane the
+    // rotation starts at would otherwise take the idle device ahead of urgent work ready at the
+    // same instant in another lane.
     const lanes = this.lanes.orderedLanes(nowMs);
-    lanes.sort((a, b) => Number(b.scheduler.queuedAtLevel(0) > 0) - Number(a.scheduler.queuedAtLevel(0) > 0));
+    const rank = new Map(lanes.map((l) => [l, l.scheduler.leadsOverdue(nowMs) ? 2 : l.scheduler.queuedAtLevel(0) > 0 ? 1 : 0]));
+    lanes.sort((a, b) => (rank.get(b) as number) - (rank.get(a) as number));
     for (const lane of lanes) {
       if (this.state === 'hung') break;
       // Read per lane: a batch an earlier lane just dispatched occupies the device first.
@@ -227,7 +229,11 @@ export class DeviceWorker {
       const deviceBusy = inflight > 0 && freeAt - nowMs > leadMs;
       const urgentActive = nowMs - this.intake.lastUrgentAt < URGENT_WINDOW_MS;
       const holdForUrgent = inflight > 0 && urgentActive;
-      if (inflight < maxInflight && (deviceBusy || holdForUrgent) && lane.scheduler.queuedAtLevel(0) === 0) {
+      // Overdue work is not held either, or sustained urgent traffic in another lane (which keeps
+      // the device busy) would starve it past its aging bound; while a lower-priority batch is in
+      // flight it waits, so urgent work still waits behind at most one.
+      const overdue = rank.get(lane) === 2 && this.runner.bulkInflight === 0;
+      if (inflight < maxInflight && (deviceBusy || holdForUrgent) && lane.scheduler.queuedAtLevel(0) === 0 && !overdue) {
         // The device is busy: a batch sent now would only wait on the device, and would hold the
         // second slot that urgent work needs. Keep collecting until just before the device frees
         // up (the lead covers copy-in) or, while urgent traffic flows, until it is idle (a

@@ -122,6 +122,12 @@ export class BatchScheduler<P = unknown> {
     return { gear, deviceMsPerItem: this.estimator.estimateMs(gear) / gear, itemsPerRequest: dispatchedRequests > 0 ? dispatchedItems / dispatchedRequests : 1 };
   }
 
+  /** Whether the next batch's leader is overdue (past (level + 1) × agingMs): it goes before all other work. */
+  leadsOverdue(nowMs: number): boolean {
+    const top = this.queue.topOverall(nowMs);
+    return top !== undefined && top.agedAt <= nowMs;
+  }
+
   has(id: string): boolean {
     return this.queue.has(id);
   }
