@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { requestToJson, resultFromJson } from '../codec/index.ts';
@@ -30,6 +29,7 @@ import type {
   SubscribeOptions,
 } from './producer.ts';
 import { EarlierJobs } from './earlier-jobs.ts';
+import { privateInbox } from './private-inbox.ts';
 import { ReplyRouter } from './reply-router.ts';
 import { checkRequests } from './request-check.ts';
 
@@ -53,6 +53,8 @@ export interface BullmqProducerOptions extends ProducerOptions {
 export class BullmqProducer implements Producer {
   readonly kind = 'bullmq' as const;
   readonly inbox: string;
+  /** Why request() cannot use the inbox (a clientId the transport cannot name it with). */
+  private readonly inboxRefusal: FleetError | undefined;
   private readonly router = new ReplyRouter();
   private readonly earlier: EarlierJobs;
   private readonly queues = new Map<string, Queue>();
@@ -75,7 +77,9 @@ export class BullmqProducer implements Producer {
   ) {
     this.defaultPriority = options.defaultPriority ?? 0;
     this.limits = options.limits ?? DEFAULT_LIMITS;
-    this.inbox = `${options.clientId ?? 'producer'}.inbox.${randomUUID()}`;
+    const inbox = privateInbox('bullmq', options.clientId ?? 'producer');
+    this.inbox = inbox.name;
+    this.inboxRefusal = inbox.refusal;
     this.earlier = new EarlierJobs({
       redis: () => {
         if (this.connection === undefined) throw new FleetError('CLOSED', 'bullmq producer is closed');
@@ -196,11 +200,14 @@ export class BullmqProducer implements Producer {
   }
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
+    if (this.inboxRefusal !== undefined) throw this.inboxRefusal;
     await this.openInbox();
     return this.router.roundTrip(request.id, options.timeoutMs, () => this.addAwaited([request]));
   }
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
+    const refusal = this.inboxRefusal;
+    if (refusal !== undefined) return requests.map(() => Promise.reject(refusal));
     return this.router.roundTripMany(
       requests.map((r) => r.id),
       options.timeoutMs,

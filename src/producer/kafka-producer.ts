@@ -19,6 +19,7 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './producer.ts';
+import { privateInbox } from './private-inbox.ts';
 import { ReplyRouter, timerMs } from './reply-router.ts';
 import { checkRequests } from './request-check.ts';
 
@@ -53,6 +54,8 @@ export interface KafkaProducerOptions extends ProducerOptions {
 export class KafkaProducer implements Producer {
   readonly kind = 'kafka' as const;
   readonly inbox: string;
+  /** Why request() cannot use the inbox (a clientId the transport cannot name it with). */
+  private readonly inboxRefusal: FleetError | undefined;
   private readonly kafka: Kafka;
   private readonly router = new ReplyRouter();
   private readonly consumers = new Set<ConsumerHandle>();
@@ -82,7 +85,9 @@ export class KafkaProducer implements Producer {
     this.defaultPriority = options.defaultPriority ?? 0;
     this.encoding = options.encoding ?? 'binary';
     this.limits = options.limits ?? DEFAULT_LIMITS;
-    this.inbox = `${this.clientId}.inbox.${randomUUID()}`;
+    const inbox = privateInbox('kafka', this.clientId);
+    this.inbox = inbox.name;
+    this.inboxRefusal = inbox.refusal;
     this.producer = new RotatingProducer({
       // Auto-create off: request topics are created explicitly (send), never by a metadata refresh.
       create: () => this.kafka.producer({ allowAutoTopicCreation: false }),
@@ -198,6 +203,7 @@ export class KafkaProducer implements Producer {
   }
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
+    if (this.inboxRefusal !== undefined) throw this.inboxRefusal;
     const startedAt = Date.now();
     const waitMs = timerMs(options.timeoutMs);
     // A failed opening is forgotten, so a later request tries again (a broker down for a moment
@@ -226,6 +232,8 @@ export class KafkaProducer implements Producer {
   }
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
+    const refusal = this.inboxRefusal;
+    if (refusal !== undefined) return requests.map(() => Promise.reject(refusal));
     return this.router.roundTripMany(
       requests.map((r) => r.id),
       options.timeoutMs,

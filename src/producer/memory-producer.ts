@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { decodeResult, encodeRequest, type WireEncoding } from '../codec/index.ts';
 import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
@@ -15,6 +14,7 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './producer.ts';
+import { privateInbox } from './private-inbox.ts';
 import { ReplyRouter } from './reply-router.ts';
 import { checkRequests } from './request-check.ts';
 
@@ -26,6 +26,8 @@ export class MemoryProducer implements Producer {
   readonly kind = 'memory' as const;
   readonly broker: MemoryBroker;
   readonly inbox: string;
+  /** Why request() cannot use the inbox (a clientId the transport cannot name it with). */
+  private readonly inboxRefusal: FleetError | undefined;
   private readonly router = new ReplyRouter();
   private readonly subscriptions = new Set<MemoryConsumer>();
   private inboxConsumer: MemoryConsumer | undefined;
@@ -39,7 +41,9 @@ export class MemoryProducer implements Producer {
     this.defaultPriority = options.defaultPriority ?? 0;
     this.encoding = options.encoding ?? 'binary';
     this.limits = options.limits ?? DEFAULT_LIMITS;
-    this.inbox = `${options.clientId ?? 'producer'}.inbox.${randomUUID()}`;
+    const inbox = privateInbox('memory', options.clientId ?? 'producer');
+    this.inbox = inbox.name;
+    this.inboxRefusal = inbox.refusal;
   }
 
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
@@ -75,12 +79,15 @@ export class MemoryProducer implements Producer {
   }
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
+    if (this.inboxRefusal !== undefined) throw this.inboxRefusal;
     this.checkOpen();
     this.inboxConsumer ??= this.broker.consume(this.inbox, (msgs) => this.route(msgs, (r) => this.router.deliver(r)), { autoAck: true });
     return this.router.roundTrip(request.id, options.timeoutMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
   }
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
+    const refusal = this.inboxRefusal;
+    if (refusal !== undefined) return requests.map(() => Promise.reject(refusal));
     return this.router.roundTripMany(
       requests.map((r) => r.id),
       options.timeoutMs,
