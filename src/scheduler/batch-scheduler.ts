@@ -239,7 +239,7 @@ export class BatchScheduler<P = unknown> {
 
   /** Feeds a completed batch: device time per gear (EWMA) and the adaptive limit. */
   recordCompletion(gear: number, deviceMs: number, nowMs: number): void {
-    this.estimator.record(gear, deviceMs, nowMs);
+    this.estimator.record(gear, deviceMs, nowMs, this.options.estimateTrustMs);
     this.gears.refresh();
     this.adaptive.record(deviceMs, nowMs, (g) => this.estimator.estimateMs(g));
   }

@@ -28,8 +28,16 @@ export class DeviceTimeEstimator {
     private readonly priorPerItemMs: number,
   ) {}
 
-  record(gear: number, deviceMs: number, atMs?: number): void {
+  /**
+   * `restartAfterMs`: a gear whose last sample is at least this old (at `atMs`) restarts its EWMA at
+   * this sample. Its estimate is stale (see SchedulerOptions.estimateTrustMs), and such a sample is
+   * mostly a probe sent to measure it again: blended in at alpha, one 800 ms warm-up sample took
+   * ten probes (50 s of expired traffic) to fall under a 100 ms deadline.
+   */
+  record(gear: number, deviceMs: number, atMs?: number, restartAfterMs = Infinity): void {
     if (!(deviceMs >= 0) || !Number.isFinite(deviceMs)) return;
+    const lastAt = this.sampledAt.get(gear);
+    const restart = atMs !== undefined && lastAt !== undefined && atMs - lastAt >= restartAfterMs;
     if (atMs !== undefined) this.sampledAt.set(gear, atMs);
     // Requests a gear's estimate says cannot make their deadline are expired, so that gear stops
     // running and its estimate is never corrected: one stalled batch would lock it out for good.
@@ -37,10 +45,10 @@ export class DeviceTimeEstimator {
     // the prior, so 0 ms samples cannot pin it at 0); a real slowdown still gets through in a few
     // batches. The very first sample replaces the prior as before.
     const sample = this.observed.length === 0 ? deviceMs : Math.min(deviceMs, OUTLIER_FACTOR * Math.max(this.estimateMs(gear), this.prior(gear)));
-    const prev = this.ewmaMs.get(gear);
+    const prev = restart ? undefined : this.ewmaMs.get(gear);
     this.ewmaMs.set(gear, prev === undefined ? sample : prev + this.alpha * (sample - prev));
     this.samples.set(gear, (this.samples.get(gear) ?? 0) + 1);
-    if (prev === undefined) this.observed = [...this.ewmaMs.keys()].sort((a, b) => a - b);
+    if (!this.observed.includes(gear)) this.observed = [...this.ewmaMs.keys()].sort((a, b) => a - b);
     this.cache.clear();
   }
 

@@ -74,6 +74,35 @@ describe('a stale device-time estimate is measured again instead of expiring its
     expect(dispatched).toBeGreaterThan(1000);
   });
 
+  it('after an 800 ms warm-up batch, traffic of that very gear is served again within one probe, not ten', () => {
+    const s = new BatchScheduler<string>(options);
+    s.recordCompletion(8, 800, 0); // the model's first execution, a warm-up, in gear 8
+    const clock = new ManualClock(0);
+    let running: { gear: number; doneAt: number } | undefined;
+    let freeAt = 0;
+    let dispatched = 0;
+    let expired = 0;
+    // A request of 8 samples every 20 ms, due 100 ms after it arrives: gear 8 or nothing.
+    for (let i = 0; clock.nowMs < 15_000; i++, clock.advance(1)) {
+      if (running !== undefined && clock.nowMs >= running.doneAt) {
+        s.recordCompletion(running.gear, trueMs(running.gear), clock.nowMs);
+        running = undefined;
+      }
+      if (i % 20 === 0) s.enqueue(req({ id: `r${i}`, items: 8, at: clock.nowMs, deadlineAt: clock.nowMs + 100 }));
+      const d = running === undefined ? s.decide(clock.nowMs) : { kind: 'busy' as const, expired: s.collectExpired(clock.nowMs, freeAt) };
+      if (clock.nowMs >= 10_000) expired += d.expired.length;
+      if (d.kind === 'dispatch') {
+        if (clock.nowMs >= 10_000) dispatched += d.batch.members.length;
+        freeAt = clock.nowMs + trueMs(d.batch.gear);
+        running = { gear: d.batch.gear, doneAt: freeAt };
+      }
+    }
+    // The probe's fresh sample restarts the stale estimate (it was blended in at 20%: 800, 642,
+    // 515, ... ms, one probe per 5 s, 50 s of expired traffic).
+    expect(dispatched).toBeGreaterThan(0.99 * (dispatched + expired));
+    expect(dispatched).toBeGreaterThan(240);
+  });
+
   it('a probe does not grow a batch that meets its deadlines by the estimate into a gear that misses them', () => {
     const s = new BatchScheduler<string>(options);
     const clock = new ManualClock(0);
