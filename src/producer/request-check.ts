@@ -24,7 +24,7 @@ export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka
     // The workers' limits (their decode refuses what is over them), checked here so an oversize
     // request fails at the caller, before it costs a broker round trip.
     try {
-      checkMetaSize(parsed.data.meta, limits);
+      checkMetaJson(parsed.data.meta, limits);
       checkTensorCount(parsed.data.inputs.length, limits, 'inputs');
       let tensorBytes = 0;
       parsed.data.inputs.forEach((t, i) => {
@@ -63,7 +63,25 @@ export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka
   });
 }
 
+/**
+ * The workers' meta size limit; a meta JSON cannot hold (a BigInt, a throwing toJSON) made
+ * JSON.stringify throw a TypeError, which left here as a FleetError without a code.
+ */
+function checkMetaJson(meta: unknown, limits: CodecLimits): void {
+  try {
+    checkMetaSize(meta, limits);
+  } catch (err) {
+    if (err instanceof FleetError) throw err;
+    throw new FleetError(
+      'INVALID_ARGUMENT',
+      `meta cannot be sent as JSON (${(err as Error).message}); it is echoed back as JSON: keep to strings, numbers, booleans, null, arrays and objects (a BigInt as a string)`,
+      { cause: err, details: { field: 'meta' } },
+    );
+  }
+}
+
 function idNote(request: RequestEnvelope): string {
+  if (typeof request !== 'object' || request === null) return '';
   const id = (request as { id?: unknown }).id;
   return typeof id === 'string' && id.length > 0 ? ` (id ${JSON.stringify(id.slice(0, 128))})` : '';
 }

@@ -39,6 +39,22 @@ describe('checkRequests', () => {
     expect(err.message).toMatch(/nothing was published$/);
   });
 
+  it('refuses a meta that is not JSON (a BigInt) naming meta, with a code, where it threw a FleetError without one', () => {
+    const err = fleetErrorOf(() => checkRequests([good({ meta: { amount: 10n } as never })], 'kafka', DEFAULT_LIMITS));
+    expect(err.code).toBe('INVALID_ARGUMENT');
+    expect(err.details).toMatchObject({ field: 'meta', index: 0 });
+    expect(err.message).toMatch(/^invalid request \(id "r1"\): meta cannot be sent as JSON \(.*BigInt.*\); .*strings/);
+  });
+
+  it('refuses a null or undefined in the list as a request that is not one, where it threw a TypeError', () => {
+    for (const bad of [null, undefined]) {
+      const err = fleetErrorOf(() => checkRequests([good(), bad as never], 'memory', DEFAULT_LIMITS));
+      expect(err.code).toBe('INVALID_ARGUMENT');
+      expect(err.details.index).toBe(1);
+      expect(err.message).toMatch(/^invalid request \[1\]/);
+    }
+  });
+
   it('refuses a replyTo the transport cannot address, by that transport rule', () => {
     expect(() => checkRequests([good({ replyTo: 'with space' })], 'bullmq', DEFAULT_LIMITS)).not.toThrow();
     const kafka = fleetErrorOf(() => checkRequests([good({ replyTo: 'with space' })], 'kafka', DEFAULT_LIMITS));
