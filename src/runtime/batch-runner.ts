@@ -62,6 +62,8 @@ export class BatchRunner {
   /** Batches the device failed since it last completed one, and the last failure. */
   private failedInARow = 0;
   private lastFault: FleetError | undefined;
+  /** When the first of those failed (epoch ms). */
+  private failingSince = 0;
 
   constructor(private readonly o: BatchRunnerOptions) {}
 
@@ -79,9 +81,14 @@ export class BatchRunner {
     return this.inflightBatches === 0 ? nowMs : Math.max(nowMs, this.deviceFreeAt);
   }
 
-  /** The device's failure while its last DEVICE_FAILING_BATCHES batches or more all failed on it; else undefined. */
-  get deviceFailing(): { readonly batches: number; readonly error: FleetError } | undefined {
-    return this.failedInARow >= DEVICE_FAILING_BATCHES && this.lastFault !== undefined ? { batches: this.failedInARow, error: this.lastFault } : undefined;
+  /**
+   * The device's failure while its last DEVICE_FAILING_BATCHES batches or more all failed on it,
+   * and since when (the first of them); else undefined.
+   */
+  get deviceFailing(): { readonly batches: number; readonly error: FleetError; readonly sinceMs: number } | undefined {
+    return this.failedInARow >= DEVICE_FAILING_BATCHES && this.lastFault !== undefined
+      ? { batches: this.failedInARow, error: this.lastFault, sinceMs: this.failingSince }
+      : undefined;
   }
 
   /** How long before freeAt the next batch is formed (covers its copy-in). */
@@ -165,7 +172,7 @@ export class BatchRunner {
     } catch (err) {
       const fe = FleetError.from(err, 'DEVICE_ERROR');
       if (onDevice && DEVICE_FAULTS.has(fe.code)) {
-        this.failedInARow++;
+        if (this.failedInARow++ === 0) this.failingSince = Date.now();
         this.lastFault = fe;
       }
       this.o.log.error({ err: fe, model: cfg.name, gear: batch.gear }, 'batch failed');

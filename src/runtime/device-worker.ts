@@ -131,6 +131,24 @@ export class DeviceWorker {
     return { ready: true };
   }
 
+  /**
+   * For /healthz (liveness): does this process need a restart? After a device hang or a transport
+   * lost for good, and once the device has failed every batch for worker.hangLimitMs: only a new
+   * process resets the device, and until then every request it takes is answered failed.
+   */
+  health(nowMs = Date.now()): { healthy: true } | { healthy: false; reason: string } {
+    if (this.state === 'hung' || this.state === 'failed') return { healthy: false, reason: this.state };
+    const failing = this.runner.deviceFailing;
+    const hangLimitMs = this.o.config.worker.hangLimitMs;
+    if (failing !== undefined && nowMs - failing.sinceMs >= hangLimitMs) {
+      return {
+        healthy: false,
+        reason: `device failing for ${nowMs - failing.sinceMs} ms (worker.hangLimitMs ${hangLimitMs}): the last ${failing.batches} batches failed (${failing.error.code}: ${failing.error.message})`,
+      };
+    }
+    return { healthy: true };
+  }
+
   get inflightBatches(): number {
     return this.runner.inflight;
   }

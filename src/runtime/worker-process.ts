@@ -81,7 +81,7 @@ export async function runWorker(
     port,
     metrics,
     isReady: () => current?.readiness() ?? { ready: false, reason: 'starting' },
-    isHealthy: () => current === undefined || (current.status !== 'hung' && current.status !== 'failed'),
+    isHealthy: () => current?.health() ?? true,
   });
   log.info({ metricsPort: server.port }, 'serving /metrics, /healthz, /readyz');
   try {

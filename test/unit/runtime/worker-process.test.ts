@@ -7,7 +7,8 @@ import { runWorker, type RunningWorker } from '../../../src/runtime/worker-proce
 import type { DeviceLike } from '../../../src/runtime/model-lanes.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
-import { MODEL, controlledDevice } from './fake-device-worker.ts';
+import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
+import { MODEL, controlledDevice, request, until } from './fake-device-worker.ts';
 
 const config = parseFleetConfig({ modelRepository: 'examples/models', models: [MODEL], devices: { count: 1, backend: 'sim' }, worker: { metricsPort: 0 } });
 
@@ -132,6 +133,46 @@ describe('runWorker: the metrics/health edge', () => {
     await expect(attempt).rejects.toThrow('no such device');
     // The supervisor's next worker of this device binds the same port.
     await closeServer(await listen(port));
+  });
+});
+
+describe('runWorker: a device that fails every batch', () => {
+  it('turns /readyz 503 at once and /healthz 503 (restart it) once it has failed for worker.hangLimitMs; a success ends both', async () => {
+    const dev = controlledDevice();
+    const broker = new MemoryBroker();
+    const cfg = parseFleetConfig({ ...config, worker: { ...config.worker, hangLimitMs: 300 } });
+    const worker = await runWorker(cfg, 0, { artifact: 'onnx', openDevice: () => Promise.resolve(dev.device), createTransport: () => new MemoryTransport({ broker }) }, { log: createLogger({ level: 'silent' }) });
+    started.push(worker);
+    const producer = new MemoryProducer({ broker });
+    const get = async (path: string): Promise<[number, unknown]> => {
+      const res = await fetch(`http://127.0.0.1:${worker.metricsPort}${path}`);
+      return [res.status, await res.json()];
+    };
+    const runOne = async (id: string, fail: boolean): Promise<void> => {
+      const before = dev.executions.length;
+      await producer.publish(request(id, 0));
+      await until(() => dev.executions.length === before + 1, 2000, `${id} on the device`);
+      if (fail) dev.executions[before]?.fail(new FleetError('DEVICE_ERROR', 'aclmdlExecute: device lost'));
+      else dev.executions[before]?.release();
+      await until(() => worker.worker.inflightBatches === 0, 2000, `${id} off the device`);
+    };
+    try {
+      for (const id of ['a', 'b', 'c']) await runOne(id, true);
+      const [readyStatus, ready] = await get('/readyz');
+      expect(readyStatus).toBe(503);
+      expect(JSON.stringify(ready)).toMatch(/device failing: the last 3 batches failed/);
+      // Not for long yet: alive (a broker outage or one bad minute is not a restart).
+      expect((await get('/healthz'))[0]).toBe(200);
+      await new Promise((r) => setTimeout(r, 350));
+      const [healthStatus, health] = await get('/healthz');
+      expect(healthStatus).toBe(503);
+      expect(JSON.stringify(health)).toMatch(/device failing for \d+ ms \(worker\.hangLimitMs 300\)/);
+      await runOne('d', false);
+      expect((await get('/healthz'))[0]).toBe(200);
+      expect((await get('/readyz'))[0]).toBe(200);
+    } finally {
+      await producer.close();
+    }
   });
 });
 
