@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, statSync, type Stats } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadModelConfig } from '../contracts/config-loader.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
@@ -125,6 +125,21 @@ function statEntry(path: string): Stats | string {
 
 // Up to 15 digits, so versions order exactly as numbers: a Unix-time name (TensorFlow's exports)
 // or a YYYYMMDDhhmmss stamp fits.
+/** Git LFS pointer files are about 130 bytes; no real model is this small. */
+const LFS_POINTER_MAX_BYTES = 1024;
+
+/**
+ * A model kept in Git LFS and cloned without `git lfs pull` is a short text pointer: its load
+ * fails as a malformed model, which does not say what to do.
+ */
+function isLfsPointer(path: string): boolean {
+  try {
+    return readFileSync(path, 'utf8').startsWith('version https://git-lfs.github.com/spec/');
+  } catch {
+    return false;
+  }
+}
+
 const VERSION_DIR = /^[1-9][0-9]{0,14}$/;
 
 function applyPolicy(config: ModelConfig, versions: readonly ModelVersion[]): ModelVersion[] {
@@ -220,6 +235,9 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       }
       // Still listed: a load then fails naming the file, and a served version keeps its loaded bytes.
       if (artifactStat.size === 0) problems.push({ path: versionDir, message: `${artifactFile} is empty (0 bytes): copy the model file in again` });
+      else if (artifactStat.size <= LFS_POINTER_MAX_BYTES && isLfsPointer(artifactPath)) {
+        problems.push({ path: versionDir, message: `${artifactFile} is a Git LFS pointer (${artifactStat.size} bytes), not the model: run git lfs pull in the repository, or copy the real file in` });
+      }
       versions.push({ model: name, version: entry, artifactPath, modifiedAt, artifactStamp: `${artifactStat.ino}:${artifactStat.size}:${modifiedAt}` });
     }
     versions.sort((a, b) => Number(a.version) - Number(b.version));

@@ -401,3 +401,14 @@ describe('a version number given to a file', () => {
     ]);
   });
 });
+
+describe('a model file that is a Git LFS pointer (a clone without git lfs pull)', () => {
+  it('is a problem saying so and how to fetch the real file, not left to a load failing as a malformed model', () => {
+    const dir = repo();
+    writeFileSync(join(dir, 'a', '1', 'model.onnx'), 'version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 1048576\n');
+    const snap = scanRepository(dir, { artifact: 'onnx' });
+    expect(snap.problems.map((p) => `${p.path}: ${p.message}`)).toEqual([
+      `${join(dir, 'a', '1')}: model.onnx is a Git LFS pointer (132 bytes), not the model: run git lfs pull in the repository, or copy the real file in`,
+    ]);
+  });
+});
