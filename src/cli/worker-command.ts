@@ -78,6 +78,18 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
   late.abandon = () => running.abandon();
   late.stop = () => running.stop();
   log.info({ metricsPort: running.metricsPort }, 'worker ready');
+  // A device failing every batch for worker.hangLimitMs (/healthz 503) is out of service as after a
+  // hang: only a new process resets it, and meanwhile every request taken is answered failed. Leave
+  // as a hang does (what is held goes back to the broker, not through the device) and exit for a
+  // restart: under `npu-fleet start` nothing probes /healthz, and in a pod this is quicker than liveness.
+  const deviceWatch = setInterval(() => {
+    const health = running.worker.health();
+    if (health.healthy || running.worker.status !== 'running') return;
+    clearInterval(deviceWatch);
+    log.fatal({ reason: health.reason }, 'exiting for restart: the device fails every batch');
+    void running.abandon().finally(() => process.exit(EXIT_HANG));
+  }, 1000);
+  deviceWatch.unref();
   let draining = false;
   const onSignal = (signal: NodeJS.Signals | 'supervisor gone'): void => {
     if (draining) {

@@ -69,6 +69,32 @@ describe('npu-fleet worker', () => {
     }
   }, 60_000);
 
+  it('a device that fails every batch for worker.hangLimitMs exits with EXIT_HANG for a restart instead of answering everything failed', async () => {
+    const dir = tempDir('npu-fleet-worker-');
+    const configFile = join(dir, 'fleet.yaml');
+    const prefix = uniqueName('lost-device');
+    writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0, hangLimitMs: 1_000 } }));
+    // Every execution fails, as on a device that was lost.
+    const { child, exited, output } = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=64', NPU_FLEET_SIM_FAULTS: 'fail@1+' });
+    const producer = new BullmqProducer(bullmqSettings({ prefix }));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (!output().includes('worker ready') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(output()).toContain('worker ready');
+      const input = { name: 'input', dtype: 'float32' as const, shape: [1, 64], data: new Uint8Array(64 * 4) };
+      for (let i = 0; i < 5; i++) {
+        await producer.publish([makeRequest('mlp-classifier', `lost-${i}`, 0, { replyTo: uniqueName('lost-replies'), inputs: [input] })]);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
+      if (result === 'slow') child.kill('SIGKILL');
+      expect(output()).toContain('exiting for restart: the device fails every batch');
+      expect(result, output()).toEqual({ code: EXIT_HANG, signal: null });
+    } finally {
+      await producer.close();
+    }
+  }, 60_000);
+
   it('a worker the Kafka brokers refuse (session timeout below their minimum) exits non-zero at start-up, naming the setting, instead of idling as ready', async () => {
     const dir = tempDir('npu-fleet-worker-');
     const configFile = join(dir, 'fleet.yaml');
