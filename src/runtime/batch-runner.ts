@@ -91,6 +91,14 @@ export class BatchRunner {
       : undefined;
   }
 
+  private runsOn(lane: Lane<Payload>, version: LoadedVersion): boolean {
+    try {
+      return lane.current() === version;
+    } catch {
+      return false;
+    }
+  }
+
   /** How long before freeAt the next batch is formed (covers its copy-in). */
   get leadMs(): number {
     return Math.max(PIPELINE_LEAD_MS, this.copyInEwmaMs);
@@ -167,7 +175,8 @@ export class BatchRunner {
       // and that wait must not inflate the learnt per-gear estimate.
       const serviceMs = Math.max(0.01, doneAt - Math.max(dispatchedAt, this.lastCompletionAt));
       this.lastCompletionAt = doneAt;
-      lane.scheduler.recordCompletion(batch.gear, Math.min(serviceMs, deviceMs), doneAt);
+      // Only the version the lane runs now teaches its estimates (a reload may have switched it).
+      if (this.runsOn(lane, version)) lane.scheduler.recordCompletion(batch.gear, Math.min(serviceMs, deviceMs), doneAt);
       this.o.results(cfg, finishedBatchResults(batch, cfg, { perRequest, version: version.version, dispatchedAt, doneAt, deviceMs, executeMs: timings.executeMs, overran }));
     } catch (err) {
       const fe = FleetError.from(err, 'DEVICE_ERROR');

@@ -190,7 +190,17 @@ export class DeviceWorker {
 
   /** Hot reload: load added versions, switch new batches to them, drain and unload removed ones. */
   async applySnapshot(snapshot: RepositorySnapshot): Promise<void> {
+    const runsOn = (lane: Lane<Payload>): unknown => {
+      try {
+        return lane.current();
+      } catch {
+        return undefined;
+      }
+    };
+    const before = new Map(this.lanes.allLanes().map((lane) => [lane, runsOn(lane)]));
     const newModels = await this.lanes.apply(snapshot, { reload: true, onLoadFailure: (model) => this.o.metrics.modelLoadFailed(model) });
+    // A lane now running another version: the old one's device times are guesses, not facts.
+    for (const [lane, version] of before) if (runsOn(lane) !== version) lane.scheduler.estimatesStale();
     if (newModels.length > 0) this.o.log.info({ models: newModels }, 'new models in repository; restart workers to subscribe to them');
     this.pump();
   }

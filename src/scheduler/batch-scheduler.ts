@@ -244,6 +244,9 @@ export class BatchScheduler<P = unknown> {
     this.adaptive.record(deviceMs, nowMs, (g) => this.estimator.estimateMs(g));
   }
 
+  /** A new model version took over: estimates stay as guesses, stale (restarted by the next sample, probed). */
+  readonly estimatesStale = (): void => this.estimator.markStale();
+
   /** Removes one queued request (cancellation); undefined if it is not queued. */
   remove(id: string): SchedulerRequest<P> | undefined {
     const entry = this.queue.get(id);
@@ -300,9 +303,7 @@ export class BatchScheduler<P = unknown> {
   }
 
   /** Whether a batch whose own gear is `gear` ends by `deadline` by the estimates, in some gear. */
-  private meets(startAt: number, gear: number, deadline: number): boolean {
-    return startAt + this.gears.reachMs(gear) <= deadline;
-  }
+  private readonly meets = (startAt: number, gear: number, deadline: number): boolean => startAt + this.gears.reachMs(gear) <= deadline;
 
   /**
    * Expires every queued request that cannot make its deadline from `startAt`, wherever it sits in
@@ -377,8 +378,7 @@ export class BatchScheduler<P = unknown> {
         if (total > limit) break;
         if (outside !== undefined && passesOver(next, outside, nowMs)) break;
         const deadline = Math.min(minDeadline, next.deadline);
-        // The probe allowance lets a batch past the estimate only if it is a probe already: growing
-        // one that is in time by the estimate into a stale gear would make its members late.
+        // Past the estimate only in a probe already: growing an in-time batch into a stale gear makes it late.
         const inTime = this.meets(startAt, this.gearOf[items] as number, minDeadline);
         const gear = this.gearOf[total] as number;
         if (!(inTime ? this.meets(startAt, gear, deadline) : this.fits(startAt, gear, deadline))) break;

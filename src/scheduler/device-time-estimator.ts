@@ -52,6 +52,11 @@ export class DeviceTimeEstimator {
     this.cache.clear();
   }
 
+  /** Every sampled gear's estimate is stale from now on (its last sample taken at -Infinity). */
+  markStale(): void {
+    for (const gear of this.sampledAt.keys()) this.sampledAt.set(gear, -Infinity);
+  }
+
   /** Estimated device time of a batch padded to `gear`. */
   estimateMs(gear: number): number {
     const cached = this.cache.get(gear);

@@ -103,6 +103,22 @@ describe('a stale device-time estimate is measured again instead of expiring its
     expect(dispatched).toBeGreaterThan(240);
   });
 
+  it('estimatesStale (a new model version took over): estimates stay, but are stale at once', () => {
+    const s = new BatchScheduler<string>({ ...options, gears: [1], maxBatchSize: 1 });
+    const clock = new ManualClock(0);
+    for (let i = 0; i < 10; i++) s.recordCompletion(1, 500, clock.advance(10)); // the old version: 500 ms
+    s.enqueue(req({ id: 'old', items: 1, at: clock.nowMs, deadlineAt: clock.nowMs + 100 }));
+    expect(ids(s.decide(clock.nowMs).expired)).toEqual(['old']);
+    s.estimatesStale();
+    expect(s.estimateDeviceMs(1)).toBe(500); // still the best guess
+    s.enqueue(req({ id: 'new', items: 1, at: clock.advance(1000), deadlineAt: clock.nowMs + 100 }));
+    const d = s.decide(clock.nowMs);
+    expect(d.kind === 'dispatch' && { members: ids(d.batch.members), probe: d.batch.probe }).toEqual({ members: ['new'], probe: true });
+    // Its first sample replaces the old version's estimate rather than moving it 20% of the way.
+    s.recordCompletion(1, 2, clock.advance(2));
+    expect(s.estimateDeviceMs(1)).toBe(2);
+  });
+
   it('a probe does not grow a batch that meets its deadlines by the estimate into a gear that misses them', () => {
     const s = new BatchScheduler<string>(options);
     const clock = new ManualClock(0);
