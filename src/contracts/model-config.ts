@@ -179,6 +179,18 @@ export const ModelConfigSchema = z
     if (c.queue.softLimitBytes > c.queue.hardLimitBytes) {
       ctx.addIssue({ code: 'custom', path: ['queue', 'softLimitBytes'], message: 'must not exceed queue.hardLimitBytes' });
     }
+    // A request is checked against these dims and a batch is one tensor per input: past the batch
+    // axis only the bucketed axis may vary (request-validation refuses any other dynamic one).
+    for (const [i, input] of c.inputs.entries()) {
+      const axis = input.dims.findIndex((d, j) => j > 0 && d === -1 && !(c.buckets?.input === input.name && c.buckets.axis === j));
+      if (axis > 0) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['inputs', i, 'dims'],
+          message: `axis ${axis} of input ${input.name} is dynamic (-1), but only a bucketed axis may vary past the batch: set the size the model takes, or bucket it (buckets: { input: ${input.name}, axis: ${axis}, bounds: [...] })`,
+        });
+      }
+    }
     const bucketed = c.buckets && c.inputs.find((i) => i.name === c.buckets?.input);
     if (c.buckets && !bucketed) {
       ctx.addIssue({ code: 'custom', path: ['buckets', 'input'], message: `names no input of the model (inputs: ${c.inputs.map((i) => i.name).join(', ')})` });

@@ -44,3 +44,22 @@ describe('model config streams', () => {
     expect(() => parseModelConfig({ ...plain, streams: { supersede: 'drop' } })).toThrow(/supersede/);
   });
 });
+
+describe('model config dynamic input dimensions', () => {
+  // Requests are checked against the config and a batch is one tensor per input: past the batch
+  // axis only a bucketed axis may vary. Such a config passed models validate, and the worker then
+  // refused every request ("dynamic dimension ... is only served through buckets").
+  it('refuses a dynamic axis past the batch on an input that is not bucketed there, naming the input, the axis and the fix', () => {
+    const image = { name: 'det', inputs: [{ name: 'image', dtype: 'float32', dims: [-1, 3, -1, -1] }], outputs: [{ name: 'boxes', dtype: 'float32', dims: [-1, 4] }] };
+    expect(() => parseModelConfig(image)).toThrow(
+      /inputs\[0\]\.dims: axis 2 of input image is dynamic \(-1\), but only a bucketed axis may vary past the batch: set the size the model takes, or bucket it \(buckets: \{ input: image, axis: 2, bounds: \[\.\.\.\] \}\)/,
+    );
+    const twoInputs = { ...(bucketed([-1, -1], 1) as object), inputs: [{ name: 'tokens', dtype: 'int64', dims: [-1, -1] }, { name: 'mask', dtype: 'int64', dims: [-1, -1] }] };
+    expect(() => parseModelConfig(twoInputs)).toThrow(/inputs\[1\]\.dims: axis 1 of input mask is dynamic/);
+  });
+
+  it('accepts the batch axis and the bucketed axis dynamic', () => {
+    expect(parseModelConfig(bucketed([-1, -1, 4], 1)).inputs[0]?.dims).toEqual([-1, -1, 4]);
+    expect(parseModelConfig({ name: 'm', inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 4] }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, -1] }] }).outputs[0]?.dims).toEqual([-1, -1]);
+  });
+});
