@@ -201,8 +201,13 @@ export class BullmqProducer implements Producer {
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
     if (this.inboxRefusal !== undefined) throw this.inboxRefusal;
-    await this.openInbox();
-    return this.router.roundTrip(request.id, options.timeoutMs, () => this.addAwaited([request]));
+    // Opened inside the round trip, so timeoutMs bounds it too: a Redis that took the connection
+    // but stopped answering left the inbox worker waiting for it, and request() with it, forever.
+    return this.router.roundTrip(request.id, options.timeoutMs, async () => {
+      await this.openInbox();
+      // Not sent once its wait has ended (timed out, closed) while the inbox opened.
+      if (this.router.isWaiting(request.id)) await this.addAwaited([request]);
+    });
   }
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {

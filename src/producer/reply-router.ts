@@ -34,19 +34,27 @@ export class ReplyRouter {
    * Request-and-await-reply shared by every producer: register first (a fast reply must not
    * arrive unclaimed), publish with the reply address, fail the wait if the publish fails.
    */
-  async roundTrip(id: string, timeoutMs: number, publish: () => Promise<void>): Promise<ResultEnvelope> {
-    timerMs(timeoutMs);
+  roundTrip(id: string, timeoutMs: number, publish: () => Promise<void>): Promise<ResultEnvelope> {
+    try {
+      timerMs(timeoutMs);
+    } catch (err) {
+      return Promise.reject(err as FleetError);
+    }
     // Refused before anything is sent: its reply could not be told from the waiting one's.
     if (this.pending.has(id)) return this.expect(id, timeoutMs);
     const reply = this.expect(id, timeoutMs);
     // Handled now, not after the publish: the timeout can fire while the publish is still under
     // way (Redis or Kafka slow to answer), and a rejection nobody handles ends the process.
     reply.catch(() => undefined);
+    // Not awaited: the call settles with the reply, its timeout or a failed publish, whichever
+    // comes first; a publish that never settles (a broker that went silent) must not hold it.
+    let sending: Promise<void>;
     try {
-      await publish();
+      sending = publish();
     } catch (err) {
-      this.fail(id, FleetError.from(err, 'TRANSPORT_ERROR'));
+      sending = Promise.reject(err as Error);
     }
+    sending.catch((err: unknown) => this.fail(id, FleetError.from(err, 'TRANSPORT_ERROR')));
     return reply;
   }
 

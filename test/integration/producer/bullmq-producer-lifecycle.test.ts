@@ -1,8 +1,9 @@
 // BullMQ producer lifecycle against a real Redis: request() after Redis was away at the first
 // call, close() while Redis is away, close() racing a request() that is still opening its inbox.
+import { createServer, connect, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { FleetError } from '../../../src/errors/fleet-error.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
@@ -107,4 +108,38 @@ describe('bullmq producer lifecycle', () => {
     const queued = await queueJobs(settings, settings.queueTemplate.replace('{model}', model), ['wait', 'prioritized']);
     expect(queued.map((j) => j.id).sort()).toEqual(['first']);
   });
+
+  it('request() settles within its timeoutMs when Redis stops answering new connections after the first publish', async () => {
+    const settings = bullmqSettings();
+    const target = new URL(settings.redisUrl);
+    // Forwards to Redis until `blackhole`; then takes connections and answers nothing (a Redis
+    // failing over, a proxy or firewall dropping traffic), where ioredis waits forever.
+    let blackhole = false;
+    const sockets = new Set<Socket>();
+    const proxy = createServer((client) => {
+      sockets.add(client);
+      client.on('error', () => undefined);
+      if (blackhole) return;
+      const upstream = connect(Number(target.port || 6379), target.hostname);
+      sockets.add(upstream);
+      upstream.on('error', () => undefined);
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    open.push({ close: async () => { for (const s of sockets) s.destroy(); await new Promise<void>((r) => proxy.close(() => r())); } });
+    const producer = new BullmqProducer({ ...settings, redisUrl: `redis://127.0.0.1:${(proxy.address() as { port: number }).port}`, connectTimeoutMs: 500 });
+    const model = uniqueName('blackhole');
+    await producer.publish(makeRequest(model, 'warm-up', 0)); // Redis reached through the proxy
+    blackhole = true;
+    const startedAt = Date.now();
+    const outcome = await Promise.race([
+      failure(producer.request(makeRequest(model, 'stuck', 0), { timeoutMs: 1_000 })),
+      new Promise((r) => setTimeout(() => r('still waiting after 10 s'), 10_000)),
+    ]);
+    expect(outcome).toBeInstanceOf(FleetError);
+    expect((outcome as FleetError).code).toBe('TIMEOUT');
+    expect(Date.now() - startedAt).toBeLessThan(3_000);
+    const closed = await Promise.race([producer.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('hung'), 10_000))]);
+    expect(closed).toBe('closed');
+  }, 40_000);
 });

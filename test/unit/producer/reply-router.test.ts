@@ -26,6 +26,18 @@ describe('ReplyRouter.roundTrip', () => {
     expect(unhandled).toEqual([]);
   });
 
+  it('a publish that never settles (a broker that took the connection and went silent) does not hold the call past its timeout', async () => {
+    const router = new ReplyRouter();
+    const startedAt = Date.now();
+    const outcome = await Promise.race([
+      router.roundTrip('hung', 20, () => new Promise<void>(() => undefined)).catch((e: unknown) => e),
+      new Promise((r) => setTimeout(() => r('still waiting'), 1_000)),
+    ]);
+    expect((outcome as FleetError).code).toBe('TIMEOUT');
+    expect(Date.now() - startedAt).toBeLessThan(500);
+    expect(router.waiting).toBe(0);
+  });
+
   it('an id already awaiting its reply is refused without an unhandled rejection (and without publishing)', async () => {
     const router = new ReplyRouter();
     const first = router.roundTrip('dup', 1_000, slowPublish(10));
