@@ -11,13 +11,26 @@ type Out = (line: string) => void;
 const stdout: Out = (l) => process.stdout.write(`${l}\n`);
 
 /**
+ * The model file the workers of this host load, judged as the addon picks its ACL library
+ * (native/src/acl_loader.cc) without loading it: NPU_FLEET_DEVICE=sim, else NPU_FLEET_ACL_LIB, else
+ * CANN's ASCEND_HOME_PATH / ASCEND_TOOLKIT_HOME, else the bundled simulator. NPU_FLEET_DEVICE=ascend
+ * says CANN outright.
+ */
+export function artifactFromEnv(env: NodeJS.ProcessEnv): ArtifactKind {
+  if (env.NPU_FLEET_DEVICE === 'sim') return 'onnx';
+  if (env.NPU_FLEET_DEVICE === 'ascend') return 'om';
+  if (env.NPU_FLEET_ACL_LIB) return env.NPU_FLEET_ACL_LIB.includes('acl_sim') ? 'onnx' : 'om';
+  return env.ASCEND_HOME_PATH || env.ASCEND_TOOLKIT_HOME ? 'om' : 'onnx';
+}
+
+/**
  * `npu-fleet models validate DIR`: exit 0 when every model is servable, else 1 with each problem.
- * Without --load the addon is not loaded, so the artifact kind comes from NPU_FLEET_DEVICE.
+ * Without --load the addon is not loaded, so the artifact kind is judged from the environment.
  */
 export function validateModelsCommand(
   dir: string,
   out: Out = stdout,
-  artifact: ArtifactKind = artifactFor(process.env.NPU_FLEET_DEVICE === 'ascend' ? 'ascend' : 'sim'),
+  artifact: ArtifactKind = artifactFromEnv(process.env),
 ): number {
   // Here DIR is the argument, not the fleet config's modelRepository the scanner's message names.
   if (!existsSync(dir) || !statSync(dir).isDirectory()) {

@@ -1,7 +1,7 @@
 import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { loadCheckModelsCommand, validateModelsCommand } from '../../../src/cli/models-command.ts';
+import { afterEach, describe, expect, it } from 'vitest';
+import { artifactFromEnv, loadCheckModelsCommand, validateModelsCommand } from '../../../src/cli/models-command.ts';
 import { main } from '../../../src/cli/main.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -133,5 +133,42 @@ describe('npu-fleet models validate on a directory that is not a repository', ()
     expect(lines).toContain(
       `FAIL ${join(repo, 'mlp-classifier')}: holds a config.yaml, so it is a model directory, not a repository: run npu-fleet models validate ${repo}`,
     );
+  });
+});
+
+describe('npu-fleet models validate without --load on a host with CANN', () => {
+  const saved = { ...process.env };
+  afterEach(() => {
+    for (const k of ['NPU_FLEET_DEVICE', 'NPU_FLEET_ACL_LIB', 'ASCEND_HOME_PATH', 'ASCEND_TOOLKIT_HOME']) {
+      if (saved[k] === undefined) delete process.env[k];
+      else process.env[k] = saved[k];
+    }
+  });
+
+  it('checks model.om, the file the workers there load (CANN found by ASCEND_HOME_PATH, no NPU_FLEET_DEVICE), not model.onnx', () => {
+    const dir = tempDir('npu-fleet-validate-om-');
+    mkdirSync(join(dir, 'mlp-classifier', '1'), { recursive: true });
+    cpSync('examples/models/mlp-classifier/config.yaml', join(dir, 'mlp-classifier', 'config.yaml'));
+    writeFileSync(join(dir, 'mlp-classifier', '1', 'model.om'), 'an offline model');
+    delete process.env.NPU_FLEET_DEVICE;
+    delete process.env.NPU_FLEET_ACL_LIB;
+    process.env.ASCEND_HOME_PATH = '/usr/local/Ascend/ascend-toolkit/latest';
+    const lines: string[] = [];
+    expect(validateModelsCommand(dir, (l) => lines.push(l))).toBe(0);
+    expect(lines.at(-1)).toMatch(/\(artifact: model\.om\b/);
+    // NPU_FLEET_DEVICE=sim wins, as it does for the workers' ACL library.
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    expect(validateModelsCommand(dir, () => {})).toBe(1);
+  });
+
+  it.each([
+    [{}, 'onnx'],
+    [{ NPU_FLEET_DEVICE: 'sim', ASCEND_HOME_PATH: '/x' }, 'onnx'],
+    [{ NPU_FLEET_DEVICE: 'ascend' }, 'om'],
+    [{ ASCEND_TOOLKIT_HOME: '/x' }, 'om'],
+    [{ NPU_FLEET_ACL_LIB: '/opt/cann/lib64/libascendcl.so' }, 'om'],
+    [{ NPU_FLEET_ACL_LIB: '/work/build/Release/libacl_sim.so' }, 'onnx'],
+  ] as const)('with %j the workers load model.%s', (env, artifact) => {
+    expect(artifactFromEnv(env)).toBe(artifact);
   });
 });
