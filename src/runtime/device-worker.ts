@@ -301,7 +301,7 @@ export class DeviceWorker {
       this.wakeTimer = undefined;
       this.wakeAt = Infinity;
       this.pump();
-    }, timerDelayMs(Math.ceil(atMs - nowMs)));
+    }, timerDelayMs(Math.floor(atMs - nowMs)));
   }
 
   /**

@@ -9,6 +9,7 @@ import type { ModelSubscription } from '../transport/transport.ts';
 import { modelConfigMismatches, type ModelTensorSpec } from './model-io-check.ts';
 import { fieldPaths, liveSchedulerOptionsFor, reloadModelConfig } from './model-config-reload.ts';
 import type { ModelVersion, RepositoryModel, RepositorySnapshot } from './model-repository.ts';
+import { WAKE_MARGIN_MS } from './timer-delay.ts';
 
 /** The slice of src/device the runtime uses (structural, so the runtime never loads the addon). */
 export interface ExecutableModel {
@@ -58,6 +59,7 @@ export function schedulerOptionsFor(config: ModelConfig): SchedulerOptionsInput 
     gears: effectiveGears(config),
     priorityLevels: config.priorityLevels,
     buckets: config.buckets ? [...config.buckets.bounds] : [],
+    deadlineMarginMs: WAKE_MARGIN_MS,
     ...liveSchedulerOptionsFor(config),
   };
 }
