@@ -7,6 +7,7 @@ import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { answeredCount, BULK_CHUNK, bulkPublish, DEFAULT_IN_FLIGHT, newBulkStats } from '../producer/bulk-publish.ts';
 import { createProducer } from '../producer/index.ts';
+import { privateInbox } from '../producer/private-inbox.ts';
 import { checkRequests } from '../producer/request-check.ts';
 import { countRequests, isJsonLines, readRequestFile, type FileEntry } from '../producer/request-file.ts';
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
@@ -63,6 +64,11 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   const config = loadFleetConfig({ file: values.config });
   if (config.transport.kind === 'memory') {
     throw new FleetError('INVALID_ARGUMENT', 'publish needs a Kafka or BullMQ transport in --config (the memory broker lives inside `npu-fleet start`)');
+  }
+  // Else each request of the run would be refused on its own (an invalid record per line).
+  if (values.await && config.transport.kind === 'kafka') {
+    const refusal = privateInbox('kafka', config.transport.kafka.clientId).refusal;
+    if (refusal !== undefined) throw new FleetError('INVALID_CONFIG', `transport.kafka.clientId: ${refusal.message}`, { details: { field: 'transport.kafka.clientId' } });
   }
   const override = (r: RequestEnvelope): void => {
     if (priority !== undefined) r.priority = priority;

@@ -69,6 +69,13 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     }
   });
 
+  it('--await on Kafka with a transport.kafka.clientId that cannot name the private inbox is refused up front, naming the setting', async () => {
+    const kafkaConfig = join(dir, 'kafka-bad-client.yaml');
+    writeFileSync(kafkaConfig, 'transport:\n  kind: kafka\n  kafka: { brokers: ["127.0.0.1:1"], clientId: "team/scorer" }\n');
+    expect(await main(['publish', '--config', kafkaConfig, '--model', 'mlp-classifier', '--count', '3', '--await'])).toBe(2);
+    expect(stderr.join('')).toMatch(/^npu-fleet: transport\.kafka\.clientId: clientId "team\/scorer" cannot name this producer's private inbox/);
+  });
+
   it('a valid file request without createdAt gets past every check to the transport', async () => {
     // Reaching the (unreachable) Redis proves the file parsed and createdAt was filled in.
     expect(await main(['publish', '--config', config, '--file', requestFile('no-created.json', goodRequest)])).toBe(1);
