@@ -14,6 +14,8 @@ import { answeredCount, type BulkStats } from '../producer/bulk-publish.ts';
 export class ResultFile {
   /** A write that failed (a full disk): every later write throws it. */
   private failure: Error | undefined;
+  /** Settles when the file has caught up (or closed): one for all the writes waiting on it. */
+  private caughtUp: Promise<void> | undefined;
 
   private constructor(
     private readonly stream: WriteStream,
@@ -62,8 +64,22 @@ export class ResultFile {
   /** Appends one record; waits while the file is behind (the run then waits too). */
   async write(record: ResultEnvelope): Promise<void> {
     this.throwIfFailed();
-    if (!this.stream.write(`${JSON.stringify(resultToJson(record))}\n`)) {
-      await Promise.race([once(this.stream, 'drain'), once(this.stream, 'close')]).catch(() => undefined);
+    // A destroyed stream (a failed write) emits neither 'drain' nor 'close' again: nothing to wait for.
+    if (!this.stream.write(`${JSON.stringify(resultToJson(record))}\n`) && !this.stream.destroyed) {
+      // Shared: a run settles up to --in-flight records at once, and a race of once('drain') and
+      // once('close') per write left a 'close' and an 'error' listener behind for each until the
+      // end of the run (hundreds of thousands on a long one, and Node's leak warnings).
+      this.caughtUp ??= new Promise<void>((resolve) => {
+        const done = (): void => {
+          this.stream.off('drain', done);
+          this.stream.off('close', done);
+          this.caughtUp = undefined;
+          resolve();
+        };
+        this.stream.on('drain', done);
+        this.stream.on('close', done);
+      });
+      await this.caughtUp;
       this.throwIfFailed();
     }
   }
