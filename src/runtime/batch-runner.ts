@@ -116,7 +116,9 @@ export class BatchRunner {
     this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflightBatches);
     const ahead = this.lastLeft;
     let left = (): void => {};
-    this.lastLeft = new Promise<void>((resolve) => (left = resolve));
+    const settled = new Promise<void>((resolve) => (left = resolve));
+    // Left the device: settled, and the batch ahead has left (one that failed at once did not hold it).
+    this.lastLeft = ahead.then(() => settled);
     void this.run(lane, version, batch, nowMs, journaled, ahead, () => {
       if (bulk) this.bulkBatches--;
       left();

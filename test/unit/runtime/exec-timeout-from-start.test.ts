@@ -45,4 +45,24 @@ describe('execTimeoutMs counts from when a batch starts on the device', () => {
     expect(h.results.get('first')?.[0]?.late).toBeUndefined();
     expect(h.results.get('second')).toMatchObject([{ status: 'ok', late: true }]);
   });
+
+  it('a batch behind one that failed at once still waits for the batch on the device before its clock starts', async () => {
+    h = await startWorker(snapshotWith({ ...modelConfig, execTimeoutMs: 300 }, '1'));
+    await h.producer.publish(request('first', 1));
+    await until(() => h!.executions.length === 1, 2000, 'the first batch on the device');
+    await h.producer.publish(request('second', 1));
+    await until(() => h!.executions.length === 2, 2000, 'the second batch behind it');
+    h.executions[1]?.fail(new Error('refused at once'));
+    await until(() => h!.results.has('second'), 2000, 'the second answered failed');
+    await h.producer.publish(request('third', 1));
+    await until(() => h!.executions.length === 3, 2000, 'the third batch behind the first');
+    await sleep(350);
+    h.executions[0]?.release(); // the first ran 350 ms: late; the third has not started
+    await sleep(100);
+    h.executions[2]?.release(); // the third ran 100 ms
+    await until(() => h!.results.has('third'), 2000, 'the third answered');
+    expect(h.results.get('first')).toMatchObject([{ status: 'ok', late: true }]);
+    expect(h.results.get('third')).toMatchObject([{ status: 'ok' }]);
+    expect(h.results.get('third')?.[0]?.late).toBeUndefined();
+  });
 });
