@@ -179,6 +179,18 @@ export const ModelConfigSchema = z
     if (c.queue.softLimitBytes > c.queue.hardLimitBytes) {
       ctx.addIssue({ code: 'custom', path: ['queue', 'softLimitBytes'], message: 'must not exceed queue.hardLimitBytes' });
     }
+    // Requests and results name their tensors: one name twice would make a model no request can fit.
+    for (const [kind, list] of [
+      ['inputs', c.inputs],
+      ['outputs', c.outputs],
+    ] as const) {
+      list.forEach((t, i) => {
+        const first = list.findIndex((u) => u.name === t.name);
+        if (first < i) {
+          ctx.addIssue({ code: 'custom', path: [kind, i, 'name'], message: `"${t.name}" is also the name of ${kind}[${first}]; each ${kind.slice(0, -1)} needs its own name` });
+        }
+      });
+    }
     // A request is checked against these dims and a batch is one tensor per input: past the batch
     // axis only the bucketed axis may vary (request-validation refuses any other dynamic one).
     for (const [i, input] of c.inputs.entries()) {

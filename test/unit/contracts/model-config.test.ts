@@ -63,3 +63,15 @@ describe('model config dynamic input dimensions', () => {
     expect(parseModelConfig({ name: 'm', inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 4] }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, -1] }] }).outputs[0]?.dims).toEqual([-1, -1]);
   });
 });
+
+describe('model config tensor names', () => {
+  // Requests name their tensors and the worker binds them by config position: with two inputs of
+  // one name, every request was refused ('input "x" is given twice') or, for outputs, results held
+  // two tensors of one name. models validate passed it; only a load against the model caught it.
+  it.each([
+    ['inputs', { inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 4] }, { name: 'x', dtype: 'float32', dims: [-1, 2] }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 2] }] }, /inputs\[1\]\.name: "x" is also the name of inputs\[0\]; each input needs its own name/],
+    ['outputs', { inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 4] }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 2] }, { name: 'y', dtype: 'float32', dims: [-1, 2] }] }, /outputs\[1\]\.name: "y" is also the name of outputs\[0\]; each output needs its own name/],
+  ])('refuses two %s of one name, naming the second', (_what, tensors, message) => {
+    expect(() => parseModelConfig({ name: 'm', ...tensors })).toThrow(message);
+  });
+});
