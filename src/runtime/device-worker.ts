@@ -257,10 +257,11 @@ export class DeviceWorker {
       const deviceBusy = inflight > 0 && freeAt - nowMs > leadMs;
       const urgentActive = nowMs - this.intake.lastUrgentAt < URGENT_WINDOW_MS;
       const holdForUrgent = inflight > 0 && urgentActive;
-      // Overdue work is not held either, or sustained urgent traffic in another lane (which keeps
-      // the device busy) would starve it past its aging bound; while a lower-priority batch is in
+      // Overdue work is not held either when the urgent traffic is another lane's: that traffic
+      // keeps the device busy and would starve it past its aging bound. (A lane's own urgent work
+      // brings it to decide, where the overdue request leads.) While a lower-priority batch is in
       // flight it waits, so urgent work still waits behind at most one.
-      const overdue = rank.get(lane) === 2 && this.runner.bulkInflight === 0;
+      const overdue = rank.get(lane) === 2 && this.runner.bulkInflight === 0 && nowMs - this.intake.lastUrgentAtOf(lane.key) >= URGENT_WINDOW_MS;
       if (inflight < maxInflight && (deviceBusy || holdForUrgent) && lane.scheduler.queuedAtLevel(0) === 0 && !overdue) {
         // The device is busy: a batch sent now would only wait on the device, and would hold the
         // second slot that urgent work needs. Keep collecting until just before the device frees

@@ -62,11 +62,18 @@ export class RequestIntake {
   private readonly paused = new Map<string, number[]>();
   /** The last top-priority admission on this device, any lane: the device is what urgent work waits for. */
   private lastUrgent = -Infinity;
+  /** The same per lane (by key). */
+  private readonly lastUrgentByLane = new Map<string, number>();
 
   constructor(private readonly o: RequestIntakeOptions) {}
 
   get lastUrgentAt(): number {
     return this.lastUrgent;
+  }
+
+  /** The last top-priority admission to the lane of `key` (-Infinity: none). */
+  lastUrgentAtOf(key: string): number {
+    return this.lastUrgentByLane.get(key) ?? -Infinity;
   }
 
   /** Whether deliveries are still waiting for admission (the worker is not idle while some are). */
@@ -151,7 +158,10 @@ export class RequestIntake {
     }
     this.queued.set(request.id, entry.payload);
     if (verdict.superseded !== undefined) this.o.answerSuperseded(verdict.superseded, entry, nowMs);
-    if (entry.priority === 0) this.lastUrgent = nowMs;
+    if (entry.priority === 0) {
+      this.lastUrgent = nowMs;
+      this.lastUrgentByLane.set(lane.key, nowMs);
+    }
     if (this.seen.has(request.id)) this.o.metrics.duplicateSeen(request.model);
     if (verdict.kind === 'backpressure') this.applyBackpressure(lane);
   }
