@@ -75,6 +75,7 @@ export class KafkaProducer implements Producer {
   /** The inbox topic may exist: deleted on close, even if opening the inbox failed after creating it. */
   private inboxCreated = false;
   private closed = false;
+  private closing: Promise<void> | undefined;
 
   constructor(
     private readonly settings: KafkaSettings,
@@ -357,8 +358,16 @@ export class KafkaProducer implements Producer {
     }
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
+  /**
+   * One closing for every caller: a second close() (a signal handler and a finally block) used to
+   * resolve at once, and its caller exited with the inbox topic and group not yet deleted.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.closeNow();
+    return this.closing;
+  }
+
+  private async closeNow(): Promise<void> {
     this.closed = true;
     this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
     // An inbox still being opened would create its topic or start its consumer after the teardown

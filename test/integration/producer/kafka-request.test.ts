@@ -90,3 +90,24 @@ describe('kafka producer close() while request() is still opening the inbox', ()
     }
   }, 60_000);
 });
+
+describe('kafka producer close() called twice (a signal handler and a finally block)', () => {
+  it('the second call resolves only once the first has removed the inbox topic and group', async () => {
+    const model = uniqueName('twice');
+    const producer = new KafkaProducer(kafkaSettings(), { partitions: 1 });
+    const worker: Transport = createTransport({ kind: 'kafka', kafka: kafkaSettings() }, { kafka: { partitions: 1 } });
+    open.push(worker);
+    await worker.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void worker.settle(ds.map(outcomeFor)) });
+    expect((await producer.request(makeRequest(model, 't1', 0), { timeoutMs: 30_000 })).id).toBe('t1');
+    void producer.close();
+    // The caller of the second close() goes on to exit the process: the inbox must be gone by then.
+    await producer.close();
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      expect(await admin.listTopics(), 'the inbox topic is still there when close() resolved').not.toContain(producer.inbox);
+    } finally {
+      await admin.disconnect();
+    }
+  }, 90_000);
+});
