@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from '../observability/logger.ts';
 import { EXIT_OK } from './worker-process.ts';
+import { timerDelayMs } from './timer-delay.ts';
 
 export interface SupervisorOptions {
   readonly deviceIds: readonly number[];
@@ -112,7 +113,7 @@ export class Supervisor {
         const killTimer = setTimeout(() => {
           this.o.log.error({ device: slot.deviceId }, 'worker did not drain in time; killing it');
           child.kill('SIGKILL');
-        }, this.o.drainTimeoutMs + 5000);
+        }, timerDelayMs(this.o.drainTimeoutMs + 5000));
         const { code, signal } = await exited;
         clearTimeout(killTimer);
         // A worker handles SIGTERM from its first line of the CLI on; dying of our one SIGTERM means

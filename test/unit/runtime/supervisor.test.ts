@@ -86,6 +86,15 @@ describe('Supervisor', () => {
     expect(lines.find((l) => l.msg === 'worker did not stop cleanly')).toMatchObject({ device: 0, signal: 'SIGKILL' });
   });
 
+  it('a drain timeout beyond setTimeout\'s 2^31 - 1 ms waits for the drain instead of SIGKILLing the worker at once', async () => {
+    const slowDrain = ['-e', "process.on('SIGTERM', () => setTimeout(() => process.exit(0), 300)); setInterval(() => undefined, 1000);"];
+    const { sup, exits } = supervisor({ workerArgs: () => slowDrain, drainTimeoutMs: 40 * 86_400_000 });
+    sup.start();
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await sup.stop()).toBe(0);
+    expect(exits).toEqual([{ device: 0, code: 0 }]);
+  });
+
   it('kill() during a stop (a second signal) SIGKILLs a worker still draining: stop() resolves 1 at once, not after the drain timeout', async () => {
     const draining = ['-e', "process.on('SIGTERM', () => undefined); setInterval(() => undefined, 1000);"];
     const { sup, exits } = supervisor({ workerArgs: () => draining, drainTimeoutMs: 30_000 });
