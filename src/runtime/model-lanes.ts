@@ -259,7 +259,11 @@ export class ModelLanes<P = unknown> {
       }
     }
     for (const [name, entry] of this.models) {
-      if (!snapshot.models.get(name)?.served.length) {
+      const repoModel = snapshot.models.get(name);
+      // Versions on disk that the versionPolicy selects none of: an edit gone wrong (versions: [20]
+      // for [2]), which the scan reports; like an invalid config.yaml it changes nothing here.
+      if (repoModel !== undefined && repoModel.served.length === 0 && repoModel.versions.length > 0) continue;
+      if (!repoModel?.served.length) {
         for (const loaded of entry.versions.values()) {
           if (!loaded.retiring) {
             loaded.retiring = true;

@@ -243,7 +243,8 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     versions.sort((a, b) => Number(a.version) - Number(b.version));
     const served = applyPolicy(config, versions);
     if (served.length === 0) {
-      problems.push({ path: modelDir, message: `no servable version (policy ${JSON.stringify(config.versionPolicy)}, found [${versions.map((v) => v.version).join(', ')}])` });
+      const keeping = versions.length > 0 ? '; fix versionPolicy (running workers keep serving the versions they have until then)' : '';
+      problems.push({ path: modelDir, message: `no servable version (policy ${JSON.stringify(config.versionPolicy)}, found [${versions.map((v) => v.version).join(', ')}])${keeping}` });
     } else if (config.versionPolicy.kind === 'specific') {
       // A typo in the list (20 for 2) would otherwise pass unnoticed: fewer versions served, requests
       // pinned to it refused. A directory there but not servable (still being copied in, no model

@@ -186,3 +186,23 @@ describe('a model that appears in the repository while the worker runs', () => {
     expect(await lanes.apply({ ...withOther, models }, { reload: true })).toEqual([]);
   });
 });
+
+describe('a config.yaml edit whose versionPolicy selects none of the versions on disk', () => {
+  it('keeps the model serving what it has (a typo such as versions: [20] for [2]), while removing every version still retires it', async () => {
+    h = await startWorker(snapshotOf('1'));
+    const { producer, executions, results, worker, loaded } = h;
+    const typo = snapshotOf('1');
+    const m = typo.models.get(MODEL)!;
+    await worker.applySnapshot({ ...typo, models: new Map([[MODEL, { ...m, config: { ...m.config, versionPolicy: { kind: 'specific', versions: [20] } }, served: [] }]]) });
+    await producer.publish(request('after-typo', 0));
+    await until(() => executions.length === 1 || results.has('after-typo'), 2000, 'the request after the edit to be dispatched or answered');
+    expect(results.get('after-typo')).toBeUndefined();
+    executions[0]!.release();
+    await until(() => results.has('after-typo'), 2000, 'its result');
+    expect(results.get('after-typo')).toMatchObject([{ status: 'ok', version: '1' }]);
+    expect(loaded.has('1')).toBe(true);
+    // The version directories gone: the model leaves, as documented.
+    await worker.applySnapshot(snapshotOf());
+    await until(() => !loaded.has('1'), 2000, 'version 1 unloaded once the model has no version left');
+  });
+});
