@@ -123,8 +123,6 @@ function statEntry(path: string): Stats | string {
   }
 }
 
-// Up to 15 digits, so versions order exactly as numbers: a Unix-time name (TensorFlow's exports)
-// or a YYYYMMDDhhmmss stamp fits.
 /** Git LFS pointer files are about 130 bytes; no real model is this small. */
 const LFS_POINTER_MAX_BYTES = 1024;
 
@@ -140,6 +138,8 @@ function isLfsPointer(path: string): boolean {
   }
 }
 
+// Up to 15 digits, so versions order exactly as numbers: a Unix-time name (TensorFlow's exports)
+// or a YYYYMMDDhhmmss stamp fits.
 const VERSION_DIR = /^[1-9][0-9]{0,14}$/;
 
 function applyPolicy(config: ModelConfig, versions: readonly ModelVersion[]): ModelVersion[] {
@@ -293,8 +293,8 @@ export interface SettleWait {
  * the load fails, the start with it, and the supervisor restarts the worker in a loop until the
  * copy ends (or, for a format that half-parses, garbage is served). So it waits until every served
  * file, and every version directory still without its file, is settleMs old, rescanning (a copy
- * may add files), for at most maxWaitMs. A worker started
- * right after a copy finished waits at most settleMs.
+ * may add files), for at most maxWaitMs. A worker started right after a copy finished waits at
+ * most settleMs.
  */
 export async function scanRepositorySettled(dir: string, options: Omit<ScanOptions, 'settleMs' | 'previous' | 'nowMs'>, wait: SettleWait): Promise<RepositorySnapshot> {
   const startedAt = Date.now();
