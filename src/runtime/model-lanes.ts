@@ -171,9 +171,9 @@ export class ModelLanes<P = unknown> {
 
   /**
    * Applies a repository snapshot; returns names of models that were not served before (during a
-   * hot reload, models new in the repository: reported once, not loaded, served after a restart). At start
-   * (`reload: false`) a version that fails to load fails the worker, as a broken repository
-   * should. During a hot reload it is reported once and skipped: the model keeps serving what it
+   * hot reload, models new in the repository: reported once, not loaded, served after a restart).
+   * At start (`reload: false`) a version that fails to load fails the worker, as a broken
+   * repository should. During a hot reload it is reported once and skipped: the model keeps serving what it
    * has (an older version is retired only once a served one is loaded), and the version is tried
    * again when its artifact changes.
    */
