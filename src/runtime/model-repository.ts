@@ -43,8 +43,9 @@ export interface RepositorySnapshot {
   readonly models: ReadonlyMap<string, RepositoryModel>;
   readonly problems: readonly RepositoryProblem[];
   /**
-   * Version directories without their model file, with the directory's mtime: one just made may be
-   * a copy under way (mkdir, then cp), which the start-up scan waits for.
+   * Model directories without their config.yaml and version directories without their model file,
+   * with the directory's mtime: one just made may be a copy under way (mkdir, then cp), which the
+   * start-up scan waits for.
    */
   readonly incomplete?: readonly { readonly path: string; readonly changedAt: number }[];
 }
@@ -178,6 +179,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
         models.set(name, had);
         continue;
       }
+      incomplete.push({ path: modelDir, changedAt: modelStat.mtimeMs });
       problems.push({ path: modelDir, message: 'missing config.yaml (every model directory needs one)' });
       continue;
     }
@@ -292,17 +294,17 @@ export interface SettleWait {
  * models served at start would change with the timing), but loading it would load half a file:
  * the load fails, the start with it, and the supervisor restarts the worker in a loop until the
  * copy ends (or, for a format that half-parses, garbage is served). So it waits until every served
- * file, and every version directory still without its file, is settleMs old, rescanning (a copy
- * may add files), for at most maxWaitMs. A worker started right after a copy finished waits at
- * most settleMs.
+ * file, and every model or version directory still without its file, is settleMs old, rescanning
+ * (a copy may add files), for at most maxWaitMs. A worker started right after a copy finished
+ * waits at most settleMs.
  */
 export async function scanRepositorySettled(dir: string, options: Omit<ScanOptions, 'settleMs' | 'previous' | 'nowMs'>, wait: SettleWait): Promise<RepositorySnapshot> {
   const startedAt = Date.now();
   for (;;) {
     const snapshot = scanRepository(dir, options);
     const nowMs = Date.now();
-    // A version directory still without its file counts too: skipped, its model (maybe new with it)
-    // would not be served, nor subscribed to, until the worker restarts.
+    // A model or version directory still without its file counts too: skipped, its model (maybe
+    // new with it) would not be served, nor subscribed to, until the worker restarts.
     const young = [
       ...[...snapshot.models.values()].flatMap((m) => m.served).map((v) => ({ path: v.artifactPath, changedAt: v.modifiedAt })),
       ...(snapshot.incomplete ?? []),

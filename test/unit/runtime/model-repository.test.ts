@@ -412,3 +412,21 @@ describe('a model file that is a Git LFS pointer (a clone without git lfs pull)'
     ]);
   });
 });
+
+describe('the start-up scan and a model directory still being copied in', () => {
+  it('waits for the config.yaml of a model directory made just now (cp -r copies its version first), and serves the model', async () => {
+    const dir = settledRepo();
+    mkdirSync(join(dir, 'b', '1'), { recursive: true });
+    writeFileSync(join(dir, 'b', '1', 'model.onnx'), 'complete');
+    const past = new Date(Date.now() - 60_000);
+    utimesSync(join(dir, 'b', '1', 'model.onnx'), past, past);
+    const copy = setTimeout(() => writeFileSync(join(dir, 'b', 'config.yaml'), CONFIG.replace('NAME', 'b')), 150);
+    try {
+      const snap = await scanRepositorySettled(dir, { artifact: 'onnx' }, { settleMs: 300, maxWaitMs: 5_000 });
+      expect(snap.models.get('b')?.served.map((v) => v.version)).toEqual(['1']);
+      expect(snap.problems).toEqual([]);
+    } finally {
+      clearTimeout(copy);
+    }
+  });
+});
