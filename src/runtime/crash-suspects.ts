@@ -1,6 +1,6 @@
 import type { Logger } from '../observability/logger.ts';
 import type { Delivery, Transport } from '../transport/transport.ts';
-import type { InflightJournal } from './inflight-journal.ts';
+import type { CrashHint, InflightJournal } from './inflight-journal.ts';
 
 /** One batch in flight: whether it carries a suspect, and its journal entry (JSON of [delivery id, suspect count] pairs). */
 export interface JournaledBatch {
@@ -16,7 +16,7 @@ export interface JournaledBatch {
  */
 export class CrashSuspects {
   private readonly batches: JournaledBatch[] = [];
-  private readonly hints: Map<string, number>;
+  private readonly hints: Map<string, CrashHint>;
   private suspectBatches = 0;
   /** Hinted deliveries being recorded with the broker before admission. */
   private recording = 0;
@@ -24,7 +24,7 @@ export class CrashSuspects {
   constructor(
     private readonly o: {
       readonly journal?: InflightJournal | undefined;
-      readonly hints?: ReadonlyMap<string, number> | undefined;
+      readonly hints?: ReadonlyMap<string, CrashHint> | undefined;
       readonly transport: Pick<Transport, 'markSuspect'>;
       readonly log: Logger;
     },
@@ -66,7 +66,16 @@ export class CrashSuspects {
     if (this.o.journal !== undefined) this.o.journal.record(this.batches.map((b) => b.json));
   }
 
-  /** A hang is being recorded with the broker: the next worker must not count it a second time. */
+  /**
+   * The batch on the device hung, and its requests are about to be recorded with the broker as
+   * suspects: the journal keeps that batch alone (the others were only waiting behind it), marked
+   * hung, for when the broker does not hold them all afterwards (see CrashHint.hung).
+   */
+  hung(deliveries: readonly Delivery[]): void {
+    this.o.journal?.record([JSON.stringify(deliveries.map((d) => [d.deliveryId, d.suspectCount ?? 0, 1]))]);
+  }
+
+  /** A hang was recorded with the broker: the next worker must not count it a second time. */
   clear(): void {
     this.o.journal?.clear();
   }
@@ -75,12 +84,16 @@ export class CrashSuspects {
    * When `delivery` was on the device as the previous worker of this device died: resolves to it
    * as a suspect (one more than the broker's count or the journal's, whichever is higher) once the
    * broker has recorded it, before it runs, for it may kill this worker too; undefined otherwise.
+   * After a hang the broker may have recorded already (its count above the journal's): that count
+   * stands, or one hang would count twice and quarantine the batch's innocent requests with it.
    */
   take(delivery: Delivery): Promise<Delivery> | undefined {
-    const hinted = this.hints.size > 0 ? this.hints.get(delivery.deliveryId) : undefined;
-    if (hinted === undefined) return undefined;
+    const hint = this.hints.size > 0 ? this.hints.get(delivery.deliveryId) : undefined;
+    if (hint === undefined) return undefined;
     this.hints.delete(delivery.deliveryId);
-    const suspect = { ...delivery, suspectCount: Math.max(delivery.suspectCount ?? 0, hinted) + 1 };
+    const brokerCount = delivery.suspectCount ?? 0;
+    if (hint.hung && brokerCount > hint.suspectCount) return Promise.resolve(delivery);
+    const suspect = { ...delivery, suspectCount: Math.max(brokerCount, hint.suspectCount) + 1 };
     this.o.log.warn({ deliveryId: delivery.deliveryId, suspectCount: suspect.suspectCount }, 'request was on the device when the previous worker of this device died: counted as a suspect');
     this.recording++;
     return this.o.transport

@@ -13,7 +13,7 @@ import { BatchRunner } from './batch-runner.ts';
 import { timerDelayMs } from './timer-delay.ts';
 import { exportWorkerGauges, workerGaugeHooks } from './worker-gauges.ts';
 import { CrashSuspects } from './crash-suspects.ts';
-import type { InflightJournal } from './inflight-journal.ts';
+import type { CrashHint, InflightJournal } from './inflight-journal.ts';
 import type { RepositorySnapshot } from './model-repository.ts';
 
 export interface DeviceWorkerOptions {
@@ -31,7 +31,7 @@ export interface DeviceWorkerOptions {
   /** Where the ids of the batches in flight are kept for the next worker of this device (crashes). */
   readonly journal?: InflightJournal | undefined;
   /** Requests on the device when the previous worker of this device died, with their suspect counts then (journal). */
-  readonly crashHints?: ReadonlyMap<string, number> | undefined;
+  readonly crashHints?: ReadonlyMap<string, CrashHint> | undefined;
   /** Handed to the transport (TransportStartOptions.predecessor). */
   readonly predecessor?: PredecessorNote | undefined;
 }
@@ -309,8 +309,9 @@ export class DeviceWorker {
    * The first batch past the hang limit is the one on the device (the second waits behind it): its
    * requests are recorded with the broker as suspects before the worker exits, so a poison input
    * runs alone next time and is quarantined at worker.maxHangsPerRequest instead of crash-looping.
-   * Where the broker cannot keep the counts (Kafka exactlyOnce) or recording fails, the in-flight
-   * journal stays as it is and the next worker of this device counts them, as after a crash.
+   * Where the broker cannot keep the counts (Kafka exactlyOnce), recording fails or holds only some
+   * (Kafka: partitions revoked meanwhile), the in-flight journal keeps the hung batch, marked hung,
+   * and the next worker of this device counts those the broker does not hold, as after a crash.
    */
   private hang(model: string, batch: Batch<Payload>, elapsedMs: number): void {
     if (this.state === 'hung') return;
@@ -318,6 +319,7 @@ export class DeviceWorker {
     const gear = batch.gear;
     this.o.log.fatal({ model, gear, elapsedMs, hangLimitMs: this.o.config.worker.hangLimitMs }, 'device hang: stopping intake; unacked requests will be redelivered');
     const suspects = batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]);
+    this.crash.hung(suspects);
     const kept = "the batches that were in flight are kept in the in-flight journal: the next worker of this device counts them";
     this.suspectsRecorded = this.o.transport.markSuspect(suspects).then(
       (recorded) => {

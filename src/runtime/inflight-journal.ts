@@ -4,6 +4,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 
+/** A request the previous worker of this device had in flight when it died (InflightJournal.takeCrashHints). */
+export interface CrashHint {
+  /** Its suspect count when it went to the device. */
+  readonly suspectCount: number;
+  /**
+   * It was in the batch that hung: the broker may hold that hang already (recording it can half
+   * succeed, as on Kafka when some of the batch's partitions were revoked), so it is not counted again.
+   */
+  readonly hung: boolean;
+}
+
 /**
  * Why: a request whose execution kills the worker process (a driver segfault or abort; the
  * simulator's crash@value=V) would crash-loop the fleet just like one that hangs the device, but
@@ -29,7 +40,8 @@ export class InflightJournal {
 
   /**
    * The batches in flight, in dispatch order (the first is on the device), each the JSON of its
-   * [delivery id, times it was a suspect before] pairs: the count travels with the journal too, so
+   * [delivery id, times it was a suspect before] pairs (a third element 1: the batch hung, see
+   * CrashHint.hung): the count travels with the journal too, so
    * a crash loop is cut short even when recording suspects with the broker failed (a commit during
    * a rebalance). One positioned write of the open file: rewriting the file (open, truncate,
    * close) cost ~150 µs a time, a tenth of the Kafka pipeline's throughput at two per batch.
@@ -63,8 +75,8 @@ export class InflightJournal {
    * journal. All of them: the device may have been executing the second batch while the first
    * was still copying out.
    */
-  takeCrashHints(): Map<string, number> {
-    const hints = new Map<string, number>();
+  takeCrashHints(): Map<string, CrashHint> {
+    const hints = new Map<string, CrashHint>();
     let text = '';
     try {
       text = readFileSync(this.path, 'utf8');
@@ -81,7 +93,9 @@ export class InflightJournal {
     }
     for (const batch of Array.isArray(batches) ? batches : []) {
       for (const entry of Array.isArray(batch) ? batch : []) {
-        if (Array.isArray(entry) && typeof entry[0] === 'string' && Number.isSafeInteger(entry[1]) && (entry[1] as number) >= 0) hints.set(entry[0], entry[1] as number);
+        if (Array.isArray(entry) && typeof entry[0] === 'string' && Number.isSafeInteger(entry[1]) && (entry[1] as number) >= 0) {
+          hints.set(entry[0], { suspectCount: entry[1] as number, hung: entry[2] === 1 });
+        }
       }
     }
     return hints;

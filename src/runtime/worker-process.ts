@@ -7,7 +7,7 @@ import type { Transport } from '../transport/transport.ts';
 import { DeviceWorker } from './device-worker.ts';
 import type { DeviceLike } from './model-lanes.ts';
 import { diffServed, newProblems, scanRepository, scanRepositorySettled, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
-import { InflightJournal, inflightJournalPath } from './inflight-journal.ts';
+import { InflightJournal, inflightJournalPath, type CrashHint } from './inflight-journal.ts';
 import { openPredecessorNote, predecessorNotePath } from './predecessor-note.ts';
 
 /** Exit codes the supervisor understands. */
@@ -116,7 +116,7 @@ async function startedWorker(
   const transport = deps.createTransport(config, rootLog);
   const journalPath = inflightJournalPath(config, deviceId);
   const journal = journalPath === undefined ? undefined : new InflightJournal(journalPath, (err) => log.warn({ err, path: journalPath }, 'cannot write the in-flight journal (worker.journalDir); a crash on a poison input will not be counted'));
-  const crashHints = journal?.takeCrashHints() ?? new Map<string, number>();
+  const crashHints = journal?.takeCrashHints() ?? new Map<string, CrashHint>();
   const predecessor = journalPath === undefined ? undefined : openPredecessorNote(predecessorNotePath(journalPath), log);
   if (crashHints.size > 0) {
     log.warn({ requests: crashHints.size, journal: journalPath }, "the previous worker of this device died with a batch on the device: those requests count as suspects when they come back");

@@ -3,9 +3,12 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { CrashSuspects } from '../../../src/runtime/crash-suspects.ts';
-import { InflightJournal } from '../../../src/runtime/inflight-journal.ts';
+import { InflightJournal, type CrashHint } from '../../../src/runtime/inflight-journal.ts';
 import type { Delivery } from '../../../src/transport/transport.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+
+/** A crash hint of a batch that did not hang. */
+const h = (suspectCount: number): CrashHint => ({ suspectCount, hung: false });
 
 const log = createLogger({ level: 'silent' });
 const delivery = (id: string, suspectCount = 0): Delivery => ({ deliveryId: id, model: 'm', priority: 1, body: new Uint8Array(1), receivedAt: 0, redelivered: false, suspectCount });
@@ -31,7 +34,7 @@ describe('CrashSuspects', () => {
     const marked: string[] = [];
     let release: () => void = () => undefined;
     const c = new CrashSuspects({
-      hints: new Map([['t/0/5', 0], ['t/0/6', 3]]),
+      hints: new Map([['t/0/5', h(0)], ['t/0/6', h(3)]]),
       transport: { markSuspect: (ds) => new Promise<boolean>((r) => ((release = () => r(true)), marked.push(...ds.map((d) => d.deliveryId)))) },
       log,
     });
@@ -49,8 +52,26 @@ describe('CrashSuspects', () => {
   });
 
   it('a broker that cannot record it does not hold the delivery back', async () => {
-    const c = new CrashSuspects({ hints: new Map([['q/j1', 0]]), transport: { markSuspect: () => Promise.reject(new Error('redis down')) }, log });
+    const c = new CrashSuspects({ hints: new Map([['q/j1', h(0)]]), transport: { markSuspect: () => Promise.reject(new Error('redis down')) }, log });
     expect((await c.take(delivery('q/j1')))?.suspectCount).toBe(1);
     expect(c.pending).toBe(0);
+  });
+});
+
+describe('CrashSuspects after a hang', () => {
+  it('journals the hung batch alone, marked hung; a request the broker holds that hang for keeps its count', async () => {
+    const journal = new InflightJournal(join(tempDir('npu-fleet-crash-'), 'j.json'));
+    const c = new CrashSuspects({ journal, transport: { markSuspect: () => Promise.resolve(false) }, log });
+    c.started([delivery('t/0/1'), delivery('t/0/2', 1)]);
+    c.started([delivery('t/0/3')]); // waiting behind the hung batch: not blamed
+    c.hung([delivery('t/0/1'), delivery('t/0/2', 1)]);
+    journal.close();
+    const hints = new InflightJournal(journal.path).takeCrashHints();
+    expect(hints).toEqual(new Map([['t/0/1', { suspectCount: 0, hung: true }], ['t/0/2', { suspectCount: 1, hung: true }]]));
+    const marked: string[] = [];
+    const next = new CrashSuspects({ hints, transport: { markSuspect: (ds) => (marked.push(...ds.map((d) => d.deliveryId)), Promise.resolve(true)) }, log });
+    expect((await next.take(delivery('t/0/1', 1)))?.suspectCount).toBe(1); // the broker holds it
+    expect((await next.take(delivery('t/0/2', 1)))?.suspectCount).toBe(2); // the broker lost it: counted here
+    expect(marked).toEqual(['t/0/2']);
   });
 });

@@ -2,8 +2,11 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
-import { InflightJournal, inflightJournalPath } from '../../../src/runtime/inflight-journal.ts';
+import { InflightJournal, inflightJournalPath, type CrashHint } from '../../../src/runtime/inflight-journal.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+
+/** A crash hint of a batch that did not hang. */
+const h = (suspectCount: number): CrashHint => ({ suspectCount, hung: false });
 
 describe('InflightJournal', () => {
   it('keeps the batches in flight; the next worker takes their ids and counts, once', () => {
@@ -18,7 +21,7 @@ describe('InflightJournal', () => {
     j.record(['[["t/0/5",0],["t/0/6",1]]', '[["t/1/9",0]]']);
     j.close();
     const next = new InflightJournal(path);
-    expect(next.takeCrashHints()).toEqual(new Map([['t/0/5', 0], ['t/0/6', 1], ['t/1/9', 0]]));
+    expect(next.takeCrashHints()).toEqual(new Map([['t/0/5', h(0)], ['t/0/6', h(1)], ['t/1/9', h(0)]]));
     expect(next.takeCrashHints()).toEqual(new Map());
   });
 
@@ -34,7 +37,7 @@ describe('InflightJournal', () => {
     writeFileSync(path, '{"not":"batches"}');
     expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map());
     writeFileSync(path, '[[["a",0],["b",-1],[7,0],"c",["d",2]],"e"]');
-    expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map([['a', 0], ['d', 2]]));
+    expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map([['a', h(0)], ['d', h(2)]]));
   });
 
   it('reports a journal it cannot write once, then stays out of the way', () => {
