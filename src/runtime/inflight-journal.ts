@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 
@@ -104,13 +104,16 @@ export class InflightJournal {
 
 /**
  * Where a device's journal lives: worker.journalDir (default the OS temp dir), one file per
- * fleet (brokers and consumer group, or Redis and prefix) and device, so two fleets on one host
- * keep apart. The memory broker has none: its work dies with the process.
+ * fleet (brokers and consumer group, or Redis and prefix), host and device, so two fleets on one
+ * host keep apart, and so do the workers of one device number on machines sharing the directory (a
+ * network volume): in one file they overwrote each other's batches, and the worker restarted after
+ * a crash counted another machine's requests as its suspects instead of its own. The memory broker
+ * has none: its work dies with the process.
  */
-export function inflightJournalPath(config: FleetConfig, deviceId: number): string | undefined {
+export function inflightJournalPath(config: FleetConfig, deviceId: number, host = hostname()): string | undefined {
   const t = config.transport;
   if (t.kind === 'memory') return undefined;
   const fleet = t.kind === 'kafka' ? `kafka|${[...t.kafka.brokers].sort().join(',')}|${t.kafka.groupId}` : `bullmq|${t.bullmq.redisUrl}|${t.bullmq.prefix}`;
-  const id = createHash('sha256').update(fleet).digest('hex').slice(0, 16);
+  const id = createHash('sha256').update(`${fleet}|${host}`).digest('hex').slice(0, 16);
   return join(config.worker.journalDir || tmpdir(), `npu-fleet-${id}-device-${deviceId}.inflight.json`);
 }

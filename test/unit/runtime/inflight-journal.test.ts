@@ -1,4 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
@@ -62,5 +63,12 @@ describe('InflightJournal', () => {
     const bullmq = parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://r:6379', prefix: 'p' } } });
     expect(inflightJournalPath(bullmq, 0)).not.toBe(a0);
     expect(inflightJournalPath(parseFleetConfig({}), 0)).toBeUndefined();
+  });
+
+  it('is per host too: workers of two machines sharing worker.journalDir (one network volume) keep apart', () => {
+    const config = parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: ['b:9092'], groupId: 'g' } }, worker: { journalDir: '/shared' } });
+    expect(inflightJournalPath(config, 0, 'node-a')).toBe(inflightJournalPath(config, 0, 'node-a'));
+    expect(inflightJournalPath(config, 0, 'node-b')).not.toBe(inflightJournalPath(config, 0, 'node-a'));
+    expect(inflightJournalPath(config, 0)).toBe(inflightJournalPath(config, 0, hostname()));
   });
 });
