@@ -113,12 +113,12 @@ function commonOptions(values: { config?: string; model?: string; seconds?: stri
   const timeoutMs = msOption('timeout-ms', values['timeout-ms']);
   const maxOutstanding = intOption('max-outstanding', values['max-outstanding'], 1, 10_000_000);
   const drainMs = intOption('drain-ms', values['drain-ms'], 0, 3_600_000);
-  if (!values.model) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (several: --model a,b)', { details: { field: 'model' } });
+  const names = (values.model ?? '').split(',').map((n) => n.trim()).filter((n) => n !== '');
+  if (names.length === 0) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (several: --model a,b)', { details: { field: 'model' } });
   const config = loadFleetConfig({ file: values.config });
   if (config.transport.kind === 'memory') {
     throw new FleetError('INVALID_ARGUMENT', 'load and frames need a Kafka or BullMQ transport in --config (the memory broker lives inside `npu-fleet start`)');
   }
-  const names = values.model.split(',').map((n) => n.trim()).filter((n) => n !== '');
   const found = scanRepository(config.modelRepository, { artifact: 'onnx', only: names }).models;
   const models = names.map((name) => {
     const m = found.get(name)?.config;

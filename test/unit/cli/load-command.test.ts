@@ -45,6 +45,10 @@ describe('npu-fleet load / frames argument checks (before anything is sent)', ()
   it('a model is required and must exist; frames takes one; the memory broker is refused', async () => {
     expect(await main(['load', '--config', config])).toBe(2);
     expect(stderr.join('')).toMatch(/--model NAME is required \(several: --model a,b\)/);
+    // No name among the commas: it ran with no model and crashed on the first tick.
+    stderr = [];
+    expect(await main(['load', '--config', config, '--model', ' , '])).toBe(2);
+    expect(stderr.join('')).toMatch(/--model NAME is required \(several: --model a,b\)/);
     stderr = [];
     expect(await main(['load', '--config', config, '--model', 'mlp-classifier,nope'])).toBe(1);
     expect(stderr.join('')).toMatch(/model nope is not in examples\/models/);
