@@ -30,7 +30,7 @@ import type {
 } from './producer.ts';
 import { EarlierJobs } from './earlier-jobs.ts';
 import { privateInbox } from './private-inbox.ts';
-import { ReplyRouter } from './reply-router.ts';
+import { refuseAll, ReplyRouter } from './reply-router.ts';
 import { checkRequests } from './request-check.ts';
 
 /** Lock and stalled-check period of reply-queue workers (see listen). */
@@ -212,7 +212,7 @@ export class BullmqProducer implements Producer {
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
     const refusal = this.inboxRefusal;
-    if (refusal !== undefined) return requests.map(() => Promise.reject(refusal));
+    if (refusal !== undefined) return refuseAll(requests.length, refusal);
     return this.router.roundTripMany(
       requests.map((r) => r.id),
       options.timeoutMs,

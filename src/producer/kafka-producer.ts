@@ -20,7 +20,7 @@ import type {
   SubscribeOptions,
 } from './producer.ts';
 import { privateInbox } from './private-inbox.ts';
-import { ReplyRouter, timerMs } from './reply-router.ts';
+import { refuseAll, ReplyRouter, timerMs } from './reply-router.ts';
 import { checkRequests } from './request-check.ts';
 
 /** One message on its way, with what its topic was rendered from. */
@@ -234,7 +234,7 @@ export class KafkaProducer implements Producer {
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
     const refusal = this.inboxRefusal;
-    if (refusal !== undefined) return requests.map(() => Promise.reject(refusal));
+    if (refusal !== undefined) return refuseAll(requests.length, refusal);
     return this.router.roundTripMany(
       requests.map((r) => r.id),
       options.timeoutMs,

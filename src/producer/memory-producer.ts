@@ -15,7 +15,7 @@ import type {
   SubscribeOptions,
 } from './producer.ts';
 import { privateInbox } from './private-inbox.ts';
-import { ReplyRouter } from './reply-router.ts';
+import { refuseAll, ReplyRouter } from './reply-router.ts';
 import { checkRequests } from './request-check.ts';
 
 export interface MemoryProducerOptions extends ProducerOptions {
@@ -87,7 +87,7 @@ export class MemoryProducer implements Producer {
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
     const refusal = this.inboxRefusal;
-    if (refusal !== undefined) return requests.map(() => Promise.reject(refusal));
+    if (refusal !== undefined) return refuseAll(requests.length, refusal);
     return this.router.roundTripMany(
       requests.map((r) => r.id),
       options.timeoutMs,

@@ -18,6 +18,19 @@ export function timerMs(timeoutMs: number): number {
   return Math.min(timeoutMs, MAX_TIMER_MS);
 }
 
+/**
+ * `count` promises rejected with `error`, for a requestMany() refused as a whole. Each is marked
+ * handled, as the replies of roundTripMany are: a caller awaiting only some of them must not have
+ * the process ended by an unhandled rejection of another.
+ */
+export function refuseAll(count: number, error: FleetError): Array<Promise<ResultEnvelope>> {
+  return Array.from({ length: count }, () => {
+    const refused = Promise.reject(error);
+    refused.catch(() => undefined);
+    return refused;
+  });
+}
+
 interface Pending {
   readonly resolve: (result: ResultEnvelope) => void;
   readonly reject: (error: FleetError) => void;
@@ -69,7 +82,7 @@ export class ReplyRouter {
     try {
       timerMs(timeoutMs);
     } catch (err) {
-      return ids.map(() => Promise.reject(err as FleetError));
+      return refuseAll(ids.length, err as FleetError);
     }
     const registered = new Set<string>();
     const own: boolean[] = [];

@@ -28,6 +28,17 @@ describe('a producer clientId (it names the private inbox of request())', () => 
       expect(err.details).toMatchObject({ field: 'clientId' });
       const many = (await Promise.all(producer.requestMany([request('b'), request('c')], { timeoutMs: 5_000 }).map((p) => p.catch((e: unknown) => e)))) as FleetError[];
       expect(many.map((e) => e.details?.['field'])).toEqual(['clientId', 'clientId']);
+      // Awaiting only one of them must not leave the others as unhandled rejections (they end the process).
+      const unhandled: unknown[] = [];
+      const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+      process.on('unhandledRejection', onUnhandled);
+      try {
+        await producer.requestMany([request('d'), request('e')], { timeoutMs: 5_000 })[0]?.catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 20));
+      } finally {
+        process.off('unhandledRejection', onUnhandled);
+      }
+      expect(unhandled).toEqual([]);
     } finally {
       await producer.close();
     }

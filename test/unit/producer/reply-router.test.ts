@@ -38,6 +38,14 @@ describe('ReplyRouter.roundTrip', () => {
     expect(router.waiting).toBe(0);
   });
 
+  it('a requestMany refused as a whole (a bad timeoutMs) leaves no unhandled rejection when the caller awaits only one', async () => {
+    const router = new ReplyRouter();
+    const [first] = router.roundTripMany(['a', 'b', 'c'], Number.NaN, async () => undefined);
+    expect(((await (first as Promise<unknown>).catch((e: unknown) => e)) as FleetError).code).toBe('INVALID_ARGUMENT');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(unhandled).toEqual([]);
+  });
+
   it('an id already awaiting its reply is refused without an unhandled rejection (and without publishing)', async () => {
     const router = new ReplyRouter();
     const first = router.roundTrip('dup', 1_000, slowPublish(10));
