@@ -2,6 +2,12 @@ import type { Logger } from '../observability/logger.ts';
 import type { Delivery, Transport } from '../transport/transport.ts';
 import type { CrashHint, InflightJournal } from './inflight-journal.ts';
 
+/**
+ * Most of a dead predecessor's requests carried on in the journal while they have not come back
+ * (those that went to another worker never do): the first ones, from its batches in flight.
+ */
+const MAX_CARRIED_HINTS = 1000;
+
 /** One batch in flight: whether it carries a suspect, and its journal entry (JSON of [delivery id, suspect count] pairs). */
 export interface JournaledBatch {
   readonly suspect: boolean;
@@ -20,6 +26,8 @@ export class CrashSuspects {
   private suspectBatches = 0;
   /** Hinted deliveries being recorded with the broker before admission. */
   private recording = 0;
+  /** After a hang: the journal's batches from then on (the hung one, or none once the broker has it). */
+  private afterHang: string[] | undefined;
 
   constructor(
     private readonly o: {
@@ -30,6 +38,9 @@ export class CrashSuspects {
     },
   ) {
     this.hints = new Map(o.hints);
+    // takeCrashHints emptied the journal: until they come back, the hints live in this process
+    // alone, and a worker killed meanwhile (a second crash, a SIGKILL) would lose their count.
+    if (this.hints.size > 0) this.record();
   }
 
   /** A batch carrying a suspect is on the device: nothing else may join it. */
@@ -63,7 +74,7 @@ export class CrashSuspects {
 
   /** The end of a drain: empty, or a batch still on the device past the drain timeout. */
   record(): void {
-    if (this.o.journal !== undefined) this.o.journal.record(this.batches.map((b) => b.json));
+    this.write(this.afterHang ?? this.batches.map((b) => b.json));
   }
 
   /**
@@ -72,12 +83,33 @@ export class CrashSuspects {
    * hung, for when the broker does not hold them all afterwards (see CrashHint.hung).
    */
   hung(deliveries: readonly Delivery[]): void {
-    this.o.journal?.record([JSON.stringify(deliveries.map((d) => [d.deliveryId, d.suspectCount ?? 0, 1]))]);
+    this.afterHang = [JSON.stringify(deliveries.map((d) => [d.deliveryId, d.suspectCount ?? 0, 1]))];
+    this.record();
   }
 
   /** A hang was recorded with the broker: the next worker must not count it a second time. */
   clear(): void {
-    this.o.journal?.clear();
+    this.afterHang = [];
+    this.record();
+  }
+
+  /**
+   * The journal: `batches`, then, as one more entry, the predecessor's requests that have not come
+   * back yet, as it left them (their crash is still to be counted, once, by whichever worker of
+   * this device gets them).
+   */
+  private write(inFlight: readonly string[]): void {
+    if (this.o.journal === undefined) return;
+    const batches = [...inFlight];
+    if (this.hints.size > 0) {
+      const carried: unknown[] = [];
+      for (const [id, hint] of this.hints) {
+        if (carried.length === MAX_CARRIED_HINTS) break;
+        carried.push(hint.hung ? [id, hint.suspectCount, 1] : [id, hint.suspectCount]);
+      }
+      batches.push(JSON.stringify(carried));
+    }
+    this.o.journal.record(batches);
   }
 
   /**
@@ -91,6 +123,8 @@ export class CrashSuspects {
     const hint = this.hints.size > 0 ? this.hints.get(delivery.deliveryId) : undefined;
     if (hint === undefined) return undefined;
     this.hints.delete(delivery.deliveryId);
+    // Counted from here on (by the broker, and journaled with its batch): not carried any more.
+    this.record();
     const brokerCount = delivery.suspectCount ?? 0;
     if (hint.hung && brokerCount > hint.suspectCount) return Promise.resolve(delivery);
     const suspect = { ...delivery, suspectCount: Math.max(brokerCount, hint.suspectCount) + 1 };

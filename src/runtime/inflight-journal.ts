@@ -71,7 +71,8 @@ export class InflightJournal {
 
   /**
    * The requests of the batches in flight when the previous worker of this device died (none
-   * after a clean stop or a recorded hang), each with its suspect count then, and empties the
+   * after a clean stop or a recorded hang, but for those of an earlier crash that had not come back
+   * yet: CrashSuspects carries them), each with its suspect count then, and empties the
    * journal. All of them: the device may have been executing the second batch while the first
    * was still copying out.
    */

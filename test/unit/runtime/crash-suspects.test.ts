@@ -75,3 +75,35 @@ describe('CrashSuspects after a hang', () => {
     expect(marked).toEqual(['t/0/2']);
   });
 });
+
+describe('CrashSuspects carrying what a dead predecessor left', () => {
+  it('a worker killed before the requests of its predecessor crash came back leaves them to the next worker, each counted once', async () => {
+    const path = join(tempDir('npu-fleet-crash-'), 'j.json');
+    const first = new InflightJournal(path);
+    first.record(['[["t/0/1",0],["t/0/2",1,1]]']); // the first worker dies with this batch on the device
+    first.close();
+
+    // The second takes the hints, and is SIGKILLed before either request came back to it.
+    const second = new InflightJournal(path);
+    const hints2 = second.takeCrashHints();
+    new CrashSuspects({ journal: second, hints: hints2, transport: { markSuspect: () => Promise.resolve(true) }, log });
+    second.close();
+
+    // The third still knows both, as the second found them: their crash is not counted yet.
+    const third = new InflightJournal(path);
+    const hints3 = third.takeCrashHints();
+    expect(hints3).toEqual(new Map([['t/0/1', h(0)], ['t/0/2', { suspectCount: 1, hung: true }]]));
+    const c = new CrashSuspects({ journal: third, hints: hints3, transport: { markSuspect: () => Promise.resolve(true) }, log });
+    // One came back and was recorded with the broker: the journal no longer carries it.
+    expect((await c.take(delivery('t/0/1')))?.suspectCount).toBe(1);
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/2', 1, 1]]]);
+    // Batches run, a hang is recorded, the worker stops cleanly: the other is still carried.
+    const b = c.started([delivery('t/0/7')]);
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/7', 0]], [['t/0/2', 1, 1]]]);
+    c.finished(b, true);
+    c.clear();
+    c.record();
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/2', 1, 1]]]);
+    third.close();
+  });
+});
