@@ -7,6 +7,13 @@ import type { CrashHint, InflightJournal } from './inflight-journal.ts';
  * (those that went to another worker never do): the first ones, from its batches in flight.
  */
 const MAX_CARRIED_HINTS = 1000;
+/**
+ * How long a hint waits for its request: a crashed request comes back within a lock duration
+ * (BullMQ) or a rebalance (Kafka), at the head of its partition. Later, it went to another worker
+ * and was answered there, and a new job of the same id (BullMQ jobId = request id: a replay of its
+ * DLQ record, a producer's retry) must not be taken for it.
+ */
+const HINT_TTL_MS = 30 * 60_000;
 
 /** One batch in flight: whether it carries a suspect, and its journal entry (JSON of [delivery id, suspect count] pairs). */
 export interface JournaledBatch {
@@ -28,6 +35,8 @@ export class CrashSuspects {
   private recording = 0;
   /** After a hang: the journal's batches from then on (the hung one, or none once the broker has it). */
   private afterHang: string[] | undefined;
+  /** When this worker found its predecessor's hints (those it carries on from further back say their own). */
+  private readonly startedAt = Date.now();
 
   constructor(
     private readonly o: {
@@ -93,6 +102,10 @@ export class CrashSuspects {
     this.record();
   }
 
+  private expired(hint: CrashHint): boolean {
+    return Date.now() - (hint.foundAt ?? this.startedAt) > HINT_TTL_MS;
+  }
+
   /**
    * The journal: `batches`, then, as one more entry, the predecessor's requests that have not come
    * back yet, as it left them (their crash is still to be counted, once, by whichever worker of
@@ -105,9 +118,9 @@ export class CrashSuspects {
       const carried: unknown[] = [];
       for (const [id, hint] of this.hints) {
         if (carried.length === MAX_CARRIED_HINTS) break;
-        carried.push(hint.hung ? [id, hint.suspectCount, 1] : [id, hint.suspectCount]);
+        if (!this.expired(hint)) carried.push([id, hint.suspectCount, hint.hung ? 1 : 0, hint.foundAt ?? this.startedAt]);
       }
-      batches.push(JSON.stringify(carried));
+      if (carried.length > 0) batches.push(JSON.stringify(carried));
     }
     this.o.journal.record(batches);
   }
@@ -123,6 +136,7 @@ export class CrashSuspects {
     const hint = this.hints.size > 0 ? this.hints.get(delivery.deliveryId) : undefined;
     if (hint === undefined) return undefined;
     this.hints.delete(delivery.deliveryId);
+    if (this.expired(hint)) return undefined;
     // Counted from here on (by the broker, and journaled with its batch): not carried any more.
     this.record();
     const brokerCount = delivery.suspectCount ?? 0;

@@ -13,6 +13,8 @@ export interface CrashHint {
    * succeed, as on Kafka when some of the batch's partitions were revoked), so it is not counted again.
    */
   readonly hung: boolean;
+  /** Carried on by a worker that died before it came back: when the first worker found it (epoch ms). */
+  readonly foundAt?: number | undefined;
 }
 
 /**
@@ -95,7 +97,8 @@ export class InflightJournal {
     for (const batch of Array.isArray(batches) ? batches : []) {
       for (const entry of Array.isArray(batch) ? batch : []) {
         if (Array.isArray(entry) && typeof entry[0] === 'string' && Number.isSafeInteger(entry[1]) && (entry[1] as number) >= 0) {
-          hints.set(entry[0], { suspectCount: entry[1] as number, hung: entry[2] === 1 });
+          const foundAt = Number.isSafeInteger(entry[3]) ? (entry[3] as number) : undefined;
+          hints.set(entry[0], { suspectCount: entry[1] as number, hung: entry[2] === 1, ...(foundAt === undefined ? {} : { foundAt }) });
         }
       }
     }

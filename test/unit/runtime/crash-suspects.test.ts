@@ -92,18 +92,36 @@ describe('CrashSuspects carrying what a dead predecessor left', () => {
     // The third still knows both, as the second found them: their crash is not counted yet.
     const third = new InflightJournal(path);
     const hints3 = third.takeCrashHints();
-    expect(hints3).toEqual(new Map([['t/0/1', h(0)], ['t/0/2', { suspectCount: 1, hung: true }]]));
+    const foundAt = expect.any(Number) as number;
+    expect(hints3).toEqual(new Map([['t/0/1', { ...h(0), foundAt }], ['t/0/2', { suspectCount: 1, hung: true, foundAt }]]));
     const c = new CrashSuspects({ journal: third, hints: hints3, transport: { markSuspect: () => Promise.resolve(true) }, log });
     // One came back and was recorded with the broker: the journal no longer carries it.
     expect((await c.take(delivery('t/0/1')))?.suspectCount).toBe(1);
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/2', 1, 1]]]);
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/2', 1, 1, foundAt]]]);
     // Batches run, a hang is recorded, the worker stops cleanly: the other is still carried.
     const b = c.started([delivery('t/0/7')]);
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/7', 0]], [['t/0/2', 1, 1]]]);
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/7', 0]], [['t/0/2', 1, 1, foundAt]]]);
     c.finished(b, true);
     c.clear();
     c.record();
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/2', 1, 1]]]);
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/2', 1, 1, foundAt]]]);
     third.close();
+  });
+});
+
+describe('CrashSuspects hints that never come back', () => {
+  it('expire: a job of the same id much later (a replay, a retry of an answered request) is not taken for the crashed one', () => {
+    const path = join(tempDir('npu-fleet-crash-'), 'j.json');
+    const longAgo = Date.now() - 24 * 3600_000;
+    const recent = Date.now() - 60_000;
+    const j = new InflightJournal(path);
+    j.record([JSON.stringify([['q/req-1', 1, 0, longAgo], ['q/req-2', 0, 0, recent]])]);
+    j.close();
+    const next = new InflightJournal(path);
+    const c = new CrashSuspects({ journal: next, hints: next.takeCrashHints(), transport: { markSuspect: () => Promise.resolve(true) }, log });
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['q/req-2', 0, 0, recent]]]); // not carried on
+    expect(c.take(delivery('q/req-1'))).toBeUndefined();
+    expect(c.take(delivery('q/req-2'))).toBeDefined();
+    next.close();
   });
 });
