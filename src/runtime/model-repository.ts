@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, statSync, type Stats } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { loadModelConfig } from '../contracts/config-loader.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
@@ -124,6 +124,15 @@ function statEntry(path: string): Stats | string {
   }
 }
 
+/** Where a symlink at `path` points, or undefined for no symlink there. */
+function linkTarget(path: string): string | undefined {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Git LFS pointer files are about 130 bytes; no real model is this small. */
 const LFS_POINTER_MAX_BYTES = 1024;
 
@@ -226,7 +235,14 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
           if (had !== undefined) versions.push(had);
           continue;
         }
-        problems.push({ path: versionDir, message: `missing ${artifactFile} (needed by the ${options.artifact === 'onnx' ? 'simulator' : 'NPU'} backend)` });
+        const target = linkTarget(artifactPath);
+        problems.push({
+          path: versionDir,
+          message:
+            target === undefined
+              ? `missing ${artifactFile} (needed by the ${options.artifact === 'onnx' ? 'simulator' : 'NPU'} backend)`
+              : `${artifactFile} is a symlink to ${target}, which does not exist: point it at the model file`,
+        });
         continue;
       }
       const modifiedAt = artifactStat.mtimeMs;

@@ -430,3 +430,14 @@ describe('the start-up scan and a model directory still being copied in', () => 
     }
   });
 });
+
+describe('a model file that is a symlink to nothing (its release directory removed)', () => {
+  it('is reported as such, naming the target, not as a missing file', () => {
+    const dir = repo();
+    const file = join(dir, 'a', '1', 'model.onnx');
+    rmSync(file);
+    symlinkSync('/releases/gone/model.onnx', file);
+    const [problem] = scanRepository(dir, { artifact: 'onnx' }).problems;
+    expect(`${problem?.path}: ${problem?.message}`).toBe(`${join(dir, 'a', '1')}: model.onnx is a symlink to /releases/gone/model.onnx, which does not exist: point it at the model file`);
+  });
+});
