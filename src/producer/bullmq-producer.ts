@@ -31,7 +31,7 @@ import type {
 import { EarlierJobs } from './earlier-jobs.ts';
 import { privateInbox } from './private-inbox.ts';
 import { refuseAll, ReplyRouter } from './reply-router.ts';
-import { checkRequests } from './request-check.ts';
+import { checkReplyName, checkRequests } from './request-check.ts';
 
 /** Lock and stalled-check period of reply-queue workers (see listen). */
 const REPLY_LOCK_MS = 5_000;
@@ -241,6 +241,7 @@ export class BullmqProducer implements Producer {
     onResult: (result: ResultEnvelope) => void,
     options: SubscribeOptions = {},
   ): Promise<ReplySubscription> {
+    checkReplyName('bullmq', replyTo);
     const worker = await this.listen(replyTo, onResult, options.onError);
     return {
       close: async () => {

@@ -21,7 +21,7 @@ import type {
 } from './producer.ts';
 import { privateInbox } from './private-inbox.ts';
 import { refuseAll, ReplyRouter, timerMs } from './reply-router.ts';
-import { checkRequests } from './request-check.ts';
+import { checkReplyName, checkRequests } from './request-check.ts';
 
 /** One message on its way, with what its topic was rendered from. */
 interface Outgoing {
@@ -278,6 +278,7 @@ export class KafkaProducer implements Producer {
     onResult: (result: ResultEnvelope) => void,
     options: SubscribeOptions = {},
   ): Promise<ReplySubscription> {
+    checkReplyName('kafka', replyTo);
     const { admin } = await this.connect();
     const existed = (await admin.listTopics()).includes(replyTo);
     if (!existed) await ensureTopics(admin, [replyTo], this.options.partitions ?? 8);

@@ -16,7 +16,7 @@ import type {
 } from './producer.ts';
 import { privateInbox } from './private-inbox.ts';
 import { refuseAll, ReplyRouter } from './reply-router.ts';
-import { checkRequests } from './request-check.ts';
+import { checkReplyName, checkRequests } from './request-check.ts';
 
 export interface MemoryProducerOptions extends ProducerOptions {
   readonly broker?: MemoryBroker;
@@ -104,6 +104,7 @@ export class MemoryProducer implements Producer {
     onResult: (result: ResultEnvelope) => void,
     options: SubscribeOptions = {},
   ): Promise<ReplySubscription> {
+    checkReplyName('memory', replyTo);
     this.checkOpen();
     const consumer = this.broker.consume(replyTo, (msgs) => this.route(msgs, onResult, options.onError), { autoAck: true });
     this.subscriptions.add(consumer);

@@ -80,6 +80,22 @@ function checkMetaJson(meta: unknown, limits: CodecLimits): void {
   }
 }
 
+/**
+ * subscribeReplies' edge: a name the transport cannot have a reply topic/queue of. BullMQ threw a
+ * bare Error for one (after opening a Redis connection nothing closed), Kafka failed creating
+ * the topic after connecting.
+ */
+export function checkReplyName(kind: 'kafka' | 'bullmq' | 'memory', replyTo: string): void {
+  const problem = replyToProblem(kind, replyTo);
+  if (problem !== undefined) {
+    throw new FleetError(
+      'INVALID_ARGUMENT',
+      `cannot subscribe to replies on ${JSON.stringify(replyTo.slice(0, 80))}: ${problem}; pick a name the transport allows (publish refuses such a replyTo by the same rule)`,
+      { details: { field: 'replyTo' } },
+    );
+  }
+}
+
 function idNote(request: RequestEnvelope): string {
   if (typeof request !== 'object' || request === null) return '';
   const id = (request as { id?: unknown }).id;

@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../../src/contracts/limits.ts';
 import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
 import { checkRequests } from '../../../src/producer/request-check.ts';
+import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { createProducer } from '../../../src/producer/index.ts';
 import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
 
 const good = (extra: Partial<RequestEnvelope> = {}): RequestEnvelope => ({
@@ -77,3 +80,30 @@ describe('checkRequests', () => {
     expect(wide.message).toMatch(/limits\.maxElementsPerTensor/);
   });
 });
+
+describe('subscribeReplies', () => {
+  // Brokers nobody listens on: a refusal must come before any connection is made.
+  const transports = {
+    kafka: parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: ['127.0.0.1:1'] } } }).transport,
+    bullmq: parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://127.0.0.1:1', connectTimeoutMs: 300 } } }).transport,
+    memory: parseFleetConfig({ transport: { kind: 'memory' } }).transport,
+  };
+  it.each([
+    ['bullmq', 'scores:v2'],
+    ['bullmq', ''],
+    ['kafka', 'scores/v2'],
+    ['memory', 'my scores'],
+  ] as const)('%s refuses the reply name %j naming replyTo, before connecting (BullMQ threw a bare Error and left a Redis connection open)', async (kind, name) => {
+    const producer = createProducer(transports[kind]);
+    try {
+      const err = (await producer.subscribeReplies(name, () => undefined).catch((e: unknown) => e)) as FleetError;
+      expect(err).toBeInstanceOf(FleetError);
+      expect(err.code).toBe('INVALID_ARGUMENT');
+      expect(err.details).toMatchObject({ field: 'replyTo' });
+      expect(err.message).toMatch(/^cannot subscribe to replies on .*: .* is not a legal .*; pick a name the transport allows/);
+    } finally {
+      await producer.close();
+    }
+  });
+});
+
