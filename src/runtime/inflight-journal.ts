@@ -26,11 +26,16 @@ export interface CrashHint {
  * emptied on a clean stop and once a hang is being recorded with the broker). The worker started next for the same device reads
  * what a dead predecessor left (takeCrashHints) and counts each of those requests as a suspect
  * when it comes back, as after a hang: it runs alone, with nothing else on the device (so the
- * next crash blames it alone), and at worker.maxHangsPerRequest it is quarantined. Best effort: a journal that cannot be written is reported once and ignored.
+ * next crash blames it alone), and at worker.maxHangsPerRequest it is quarantined. Best effort: a
+ * journal that cannot be written is reported once and tried again a second later (a disk full for
+ * a while must not leave the file as it was then, naming requests long answered instead of the
+ * ones on the device, for the rest of the worker's life).
  * JS thread only.
  */
 export class InflightJournal {
-  private broken = false;
+  private reported = false;
+  /** After a failed write: not before this (epoch ms), so a journal that stays unwritable costs nothing. */
+  private retryAt = 0;
   private fd: number | undefined;
   /** Bytes the file holds: a shorter record is padded with spaces over the rest (JSON allows them). */
   private length = 0;
@@ -38,6 +43,7 @@ export class InflightJournal {
   constructor(
     readonly path: string,
     private readonly onError: (err: unknown) => void = () => undefined,
+    private readonly retryMs = 1000,
   ) {}
 
   /**
@@ -49,16 +55,18 @@ export class InflightJournal {
    * close) cost ~150 µs a time, a tenth of the Kafka pipeline's throughput at two per batch.
    */
   record(batches: readonly string[]): void {
-    if (this.broken) return;
+    if (this.retryAt !== 0 && Date.now() < this.retryAt) return;
     try {
       this.fd ??= openSync(this.path, 'w');
       const text = `[${batches.join(',')}]`;
       const bytes = Buffer.byteLength(text);
       writeSync(this.fd, bytes < this.length ? text + ' '.repeat(this.length - bytes) : text, 0, 'utf8');
       this.length = Math.max(this.length, bytes);
+      this.retryAt = 0;
     } catch (err) {
-      this.broken = true;
-      this.onError(err);
+      this.retryAt = Date.now() + this.retryMs;
+      if (!this.reported) this.onError(err);
+      this.reported = true;
     }
   }
 

@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -39,6 +39,21 @@ describe('InflightJournal', () => {
     expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map());
     writeFileSync(path, '[[["a",0],["b",-1],[7,0],"c",["d",2]],"e"]');
     expect(new InflightJournal(path).takeCrashHints()).toEqual(new Map([['a', h(0)], ['d', h(2)]]));
+  });
+
+  it('tries a journal it could not write again later: a disk full for a while does not leave it stale for good', async () => {
+    const dir = join(tempDir('npu-fleet-journal-'), 'later');
+    const path = join(dir, 'device-0.json');
+    const errors: unknown[] = [];
+    const j = new InflightJournal(path, (err) => errors.push(err), 20);
+    j.record(['[["a",0]]']);
+    mkdirSync(dir);
+    j.record(['[["b",0]]']); // within the pause: not tried
+    await new Promise((r) => setTimeout(r, 40));
+    j.record(['[["c",0]]']);
+    j.close();
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['c', 0]]]);
+    expect(errors).toHaveLength(1);
   });
 
   it('reports a journal it cannot write once, then stays out of the way', () => {
