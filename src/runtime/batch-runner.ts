@@ -154,6 +154,8 @@ export class BatchRunner {
     // Only a failure of the execute itself counts against the device (not gather or scatter on the host).
     let onDevice = false;
     try {
+      // A suspect has the device to itself (CrashSuspects): it starts once the batches ahead left.
+      if (journaled.suspect) await ahead;
       const inputs = gatherInputs(members, cfg, batch);
       onDevice = true;
       const { outputs, timings } = await version.executable.execute(inputs, batch.gear);

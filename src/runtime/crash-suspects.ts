@@ -83,7 +83,9 @@ export class CrashSuspects {
 
   /** The end of a drain: empty, or a batch still on the device past the drain timeout. */
   record(): void {
-    this.write(this.afterHang ?? this.batches.map((b) => b.json));
+    // A suspect batch waits for the batches ahead of it to leave the device (BatchRunner): until
+    // then a crash is theirs, and it is journaled only once it heads the batches in flight.
+    this.write(this.afterHang ?? this.batches.filter((b, i) => i === 0 || !b.suspect).map((b) => b.json));
   }
 
   /**

@@ -21,7 +21,8 @@ describe('CrashSuspects', () => {
     expect(c.suspectOnDevice).toBe(false);
     const b = c.started([delivery('t/0/3', 1)]);
     expect(c.suspectOnDevice).toBe(true);
-    expect(JSON.parse(readFileSync(journal.path, 'utf8'))).toEqual([[['t/0/1', 0], ['t/0/2', 0]], [['t/0/3', 1]]]);
+    // The suspect waits for the batch ahead to leave the device (BatchRunner): a crash till then is not its.
+    expect(JSON.parse(readFileSync(journal.path, 'utf8'))).toEqual([[['t/0/1', 0], ['t/0/2', 0]]]);
     c.finished(a, true);
     expect(JSON.parse(readFileSync(journal.path, 'utf8'))).toEqual([[['t/0/3', 1]]]);
     c.finished(b, true);
