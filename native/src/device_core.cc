@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <optional>
+#include <pthread.h>
 #include <stdexcept>
+#include <string>
 
 namespace npufleet {
 
@@ -179,11 +181,21 @@ void DeviceCore::Post(Work *work) {
   if (envGone_ || tsfn_.NonBlockingCall(work) != napi_ok) delete work;
 }
 
+// [device] Named `npu-dev<N>` for top -H, perf and /proc/PID/task/*/comm (threads the ACL library
+// creates from this thread inherit the name). Linux only, like CANN.
+void DeviceCore::NameThread() {
+#ifdef __linux__
+  const std::string name = "npu-dev" + std::to_string(id);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+#endif
+}
+
 void DeviceCore::ThreadMain(Request *open) {
   const AclApi &api = backend_.api;
   // Held from before aclrtSetDevice to after the last ACL call of this thread, so an env
   // teardown elsewhere (a worker thread ending) never finalizes ACL under this device.
   std::optional<BackendUse> use;
+  NameThread();
   try {
     try {
       use.emplace();

@@ -71,6 +71,7 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   static void EnvCleanupHook(void *arg);
   void JoinThread();
   void ThreadMain(Request *open);        // [device]
+  void NameThread();                // [device] names the thread
   void Loop();                        // [device]
   void Dispatch(ModelCore &model);    // [device] start pending executes on free slots
   void PollInflight(bool block);      // [device]
