@@ -57,11 +57,18 @@ export function answerJobs(settings: Pick<BullmqSettings, 'repliesTemplate' | 'd
       job: {
         name: 'dead-letter',
         data: { reason: dlq.reason, message: dlq.message, source: { queue: a.source.queue, jobId: a.source.jobId }, priority: a.source.priority, original: a.source.data },
-        opts: { removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
+        // One record per request job: BullMQ drops the add of a redelivered answer (a worker that
+        // died or lost the job between writing the record and completing the job) as it does the reply's.
+        opts: { ...(a.source.jobId === undefined ? {} : { jobId: dlqJobId(a.source) }), removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
       },
     });
   }
   return out;
+}
+
+/** The DLQ record's job id: the request job's queue, id and timestamp (a replayed request is a new job: a record of its own). */
+function dlqJobId(source: Answer['source']): string {
+  return jobIdFor(`${source.queue}/${source.jobId ?? ''}${source.createdAt === undefined ? '' : `@${source.createdAt}`}`);
 }
 
 /**
