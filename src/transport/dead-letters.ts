@@ -81,8 +81,9 @@ export interface ReplayReport {
   /** Matching records that could not be re-sent, each with why. */
   readonly skipped: ReadonlyArray<{ readonly ref: string; readonly why: string }>;
   /**
-   * Kafka: matching records an earlier replay re-sent (the DLQ keeps them), passed over; not
-   * skips, since nothing is left to do for them (elsewhere a replayed record leaves the DLQ).
+   * Kafka: matching records an earlier replay re-sent (the DLQ keeps them), or second records of a
+   * message re-sent already, passed over; not skips, since nothing is left to do for them
+   * (elsewhere a replayed record leaves the DLQ).
    */
   readonly alreadyReplayed?: number | undefined;
 }

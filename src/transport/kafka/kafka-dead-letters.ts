@@ -88,6 +88,10 @@ export class KafkaDeadLetters implements DeadLetters {
     checkQuery(options);
     const tally = new ReplayTally(options);
     let alreadyReplayed = 0;
+    // Original message (its npu-fleet-dlq-source) -> re-sent, by this replay or an earlier one. Without
+    // exactlyOnce a worker that dies between writing a DLQ record and committing its offset answers
+    // the message again after the restart: a second record of it, which must not send it twice.
+    const resentOriginals = new Set<string>();
     const dlqTopic = renderName(this.settings.dlqTemplate, options.model);
     // Opened, fencing any replay of this DLQ still running, before the markers are read (scan):
     // see ReplayProducer. A dry run fences nothing and writes nothing.
@@ -102,6 +106,8 @@ export class KafkaDeadLetters implements DeadLetters {
       const markers = producer === undefined ? false : { bootstrap: this.settings.brokers[0] ?? 'BROKER', warn };
       await this.scan(options, markers, async (batch, ledger) => {
         const out: Array<OutgoingMessage & { ref: string; deadAt: number }> = [];
+        /** Second records of originals re-sent: marked, so later replays pass over them without reading the first. */
+        const seconds: Array<{ ref: string; source: string; deadAt: number }> = [];
         let stop = false;
         const nowMs = Date.now();
         for (const { letter, message } of batch) {
@@ -112,8 +118,15 @@ export class KafkaDeadLetters implements DeadLetters {
             break;
           }
           tally.matched++;
+          const original = headerText(message.headers?.[HEADERS.dlqSource]);
           if (letter.replayedAt !== undefined) {
+            if (original !== undefined) resentOriginals.add(original);
             alreadyReplayed++;
+            continue;
+          }
+          if (original !== undefined && resentOriginals.has(original)) {
+            alreadyReplayed++;
+            if (letter.source !== undefined) seconds.push({ ref: letter.ref, source: letter.source, deadAt: letter.deadAt });
             continue;
           }
           // The topic is the priority on Kafka.
@@ -134,6 +147,7 @@ export class KafkaDeadLetters implements DeadLetters {
             continue;
           }
           out.push({ topic: target.source, message: resend, ref: letter.ref, deadAt: letter.deadAt });
+          if (original !== undefined) resentOriginals.add(original);
         }
         if (producer === undefined) tally.replayed += out.length;
         else {
@@ -150,6 +164,12 @@ export class KafkaDeadLetters implements DeadLetters {
               tally.replayed += chunk.length;
               tally.progress();
             }
+          }
+          // After the re-sends they stand for: a replay that dies before leaves them unmarked, and
+          // the next one passes over them once it has read the first's marker.
+          if (seconds.length > 0) {
+            const replayedAt = Date.now();
+            await producer.send(seconds.map((m) => ledger.marker(m.ref, m.source, replayedAt, m.deadAt)));
           }
         }
         tally.progress();

@@ -139,6 +139,16 @@ describe('KafkaDeadLetters: what replay and list promise', () => {
     expect((await resent(dlq, source(1))).map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-3']);
   }, 120_000);
 
+  it('two DLQ records of one request message (a worker died between the DLQ write and the commit, and answered it again) are re-sent once, also by a later replay', async () => {
+    const { model, dlq, source, dl } = await setup();
+    // The third is the first again: the same original (npu-fleet-dlq-source), dead-lettered twice.
+    await writeDlq(dlq, [record(source(1), 1), record(source(1), 2), record(source(1), 1)]);
+    const report = await dl.replay({ model });
+    expect(report).toMatchObject({ matched: 3, replayed: 2, alreadyReplayed: 1, skipped: [] });
+    expect((await resent(dlq, source(1))).map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-2']);
+    expect(await dl.replay({ model })).toMatchObject({ matched: 3, replayed: 0, alreadyReplayed: 3 });
+  }, 120_000);
+
   it('a replay whose records add up to more than one produce request takes (the broker\'s 1 MiB message.max.bytes) re-sends each once', async () => {
     const { model, dlq, source, dl } = await setup();
     // Compressed in the DLQ, these 8 x 300 kB arrive in one fetch batch; re-sent as they are, one
