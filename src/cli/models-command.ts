@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import type { ModelConfig } from '../contracts/model-config.ts';
 import { backendInfo, openDevice } from '../device/index.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { loadChecked } from '../runtime/model-lanes.ts';
+import { loadChecked } from '../runtime/load-checked.ts';
 import { scanRepository, type ArtifactKind } from '../runtime/model-repository.ts';
 import { artifactFor } from './worker-deps.ts';
 

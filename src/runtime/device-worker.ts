@@ -5,7 +5,8 @@ import type { FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { Batch } from '../scheduler/scheduler-types.ts';
 import type { PredecessorNote, Transport } from '../transport/transport.ts';
-import { ModelLanes, type Lane, type DeviceLike } from './model-lanes.ts';
+import type { DeviceLike } from './load-checked.ts';
+import { ModelLanes, type Lane } from './model-lanes.ts';
 import { Answerer } from './answerer.ts';
 import type { Payload } from './request-admission.ts';
 import { RequestIntake } from './request-intake.ts';
@@ -154,7 +155,7 @@ export class DeviceWorker {
   }
 
   async start(): Promise<void> {
-    await this.lanes.apply(this.o.snapshot);
+    await this.lanes.apply(this.o.snapshot, { onLoadFailure: (model) => this.o.metrics.modelLoadFailed(model) });
     await this.o.transport.start({
       subscriptions: this.lanes.subscriptions(),
       onDeliveries: (deliveries) => this.intake.push(deliveries),

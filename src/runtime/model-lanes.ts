@@ -6,31 +6,10 @@ import { BatchScheduler } from '../scheduler/batch-scheduler.ts';
 import type { SchedulerOptionsInput } from '../scheduler/scheduler-options.ts';
 import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import type { ModelSubscription } from '../transport/transport.ts';
-import { modelConfigMismatches, type ModelTensorSpec } from './model-io-check.ts';
+import { loadChecked, type DeviceLike, type ExecutableModel } from './load-checked.ts';
 import { fieldPaths, liveSchedulerOptionsFor, reloadModelConfig } from './model-config-reload.ts';
 import type { ModelVersion, RepositoryModel, RepositorySnapshot } from './model-repository.ts';
 import { WAKE_MARGIN_MS } from './timer-delay.ts';
-
-/** The slice of src/device the runtime uses (structural, so the runtime never loads the addon). */
-export interface ExecutableModel {
-  readonly gears: readonly number[];
-  /** Tensors as the model file declares them, in binding order (checked against config.yaml). */
-  readonly inputs: readonly ModelTensorSpec[];
-  readonly outputs: readonly ModelTensorSpec[];
-  execute(
-    inputs: Array<{ data: Uint8Array; dims: number[] }>,
-    gear: number,
-  ): Promise<{ outputs: Array<{ data: Uint8Array; dims: number[] }>; timings: { copyInMs: number; executeMs: number; copyOutMs: number } }>;
-  unload(): Promise<void>;
-}
-
-export interface DeviceLike {
-  readonly id: number;
-  loadModel(path: string, opts?: { gears?: number[]; maxInputDims?: Record<string, number[]>; maxOutputDims?: Record<string, number[]> }): Promise<ExecutableModel>;
-  /** Device memory as the device reports it; exported as npu_fleet_device_memory_used_bytes. */
-  memInfo(): Promise<{ freeBytes: number; totalBytes: number }>;
-  close(): Promise<void>;
-}
 
 export interface LoadedVersion {
   readonly model: string;
@@ -52,6 +31,13 @@ export interface Lane<P> {
   current(): LoadedVersion;
 }
 
+export interface ApplyOptions {
+  /** A hot reload (a poll), not the worker's start. */
+  readonly reload?: boolean;
+  /** A version failed to load (npu_fleet_model_load_failures_total). */
+  readonly onLoadFailure?: (model: string) => void;
+}
+
 /** Maps the model config onto the pure scheduler's options. */
 export function schedulerOptionsFor(config: ModelConfig): SchedulerOptionsInput {
   return {
@@ -62,63 +48,6 @@ export function schedulerOptionsFor(config: ModelConfig): SchedulerOptionsInput 
     deadlineMarginMs: WAKE_MARGIN_MS,
     ...liveSchedulerOptionsFor(config),
   };
-}
-
-/** Largest dims per input for range-dynamic (bucketed) inputs, so the binding sizes buffers once. */
-function maxInputDims(config: ModelConfig): Record<string, number[]> | undefined {
-  if (!config.buckets) return undefined;
-  const out: Record<string, number[]> = {};
-  const gears = effectiveGears(config);
-  for (const input of config.inputs) {
-    const dims = input.dims.map((d, axis) => {
-      if (axis === 0) return gears[gears.length - 1] ?? config.maxBatchSize;
-      if (config.buckets?.input === input.name && axis === config.buckets.axis) return config.buckets.bounds[config.buckets.bounds.length - 1] ?? d;
-      return d;
-    });
-    out[input.name] = dims;
-  }
-  return out;
-}
-
-/**
- * A bucketed model's per-position outputs (one dynamic axis past the batch, the length; see
- * model-config) get buffers for the largest gear and bound; undefined when there are none.
- */
-function maxOutputDims(config: ModelConfig): Record<string, number[]> | undefined {
-  if (!config.buckets) return undefined;
-  const gears = effectiveGears(config);
-  const bound = config.buckets.bounds[config.buckets.bounds.length - 1] ?? 0;
-  const out: Record<string, number[]> = {};
-  for (const output of config.outputs) {
-    if (!output.dims.some((d, axis) => axis > 0 && d === -1)) continue;
-    out[output.name] = output.dims.map((d, axis) => (axis === 0 ? (gears[gears.length - 1] ?? config.maxBatchSize) : d === -1 ? bound : d));
-  }
-  return Object.keys(out).length > 0 ? out : undefined;
-}
-
-/**
- * Loads a model version as a worker serves it (gears and buffer sizes from its config) and checks
- * the file's tensors against config.yaml; a mismatch unloads it again and fails like a bad file.
- */
-export async function loadChecked(device: DeviceLike, path: string, config: ModelConfig, what: string): Promise<ExecutableModel> {
-  const gears = effectiveGears(config);
-  const outputs = maxOutputDims(config);
-  const executable = await device.loadModel(path, { gears, maxInputDims: maxInputDims(config), ...(outputs === undefined ? {} : { maxOutputDims: outputs }) });
-  const problems = modelConfigMismatches(config, executable);
-  // The scheduler pads batches to the config's gears, but a real .om accepts only the gears it was
-  // compiled with (the loadModel option reaches the simulator alone): every batch padded to a gear
-  // it lacks would fail on the device.
-  const missing = gears.filter((g) => !executable.gears.includes(g));
-  if (missing.length > 0) {
-    problems.push(`batchGears [${gears.join(', ')}] include ${missing.join(', ')}, which the model does not accept (its gears: [${executable.gears.join(', ')}])`);
-  }
-  if (problems.length > 0) {
-    await executable.unload().catch(() => undefined);
-    throw new FleetError('MODEL_LOAD_FAILED', `${what}: config.yaml does not match ${path}: ${problems.join('; ')}`, {
-      details: { path, problems },
-    });
-  }
-  return executable;
 }
 
 /**
@@ -172,12 +101,12 @@ export class ModelLanes<P = unknown> {
   /**
    * Applies a repository snapshot; returns names of models that were not served before (during a
    * hot reload, models new in the repository: reported once, not loaded, served after a restart).
-   * At start (`reload: false`) a version that fails to load fails the worker, as a broken
-   * repository should. During a hot reload it is reported once and skipped: the model keeps serving what it
-   * has (an older version is retired only once a served one is loaded), and the version is tried
-   * again when its artifact changes.
+   * A version that fails to load is reported once and skipped, and tried again when its artifact
+   * changes: during a hot reload the model keeps serving what it has (an older version is retired
+   * only once a served one is loaded); at start, when no version the policy serves loads, an older
+   * version on disk serves (loadFallback), and when none loads at all the worker fails.
    */
-  async apply(snapshot: RepositorySnapshot, options: { reload?: boolean; onLoadFailure?: (model: string) => void } = {}): Promise<string[]> {
+  async apply(snapshot: RepositorySnapshot, options: ApplyOptions = {}): Promise<string[]> {
     const added: string[] = [];
     for (const repoModel of snapshot.models.values()) {
       if (repoModel.served.length === 0) continue;
@@ -192,6 +121,7 @@ export class ModelLanes<P = unknown> {
       }
       const config = this.reconcileConfig(repoModel);
       let entry = this.models.get(repoModel.name);
+      const failures: unknown[] = [];
       for (const v of repoModel.served) {
         // Each load below awaits; batches completing meanwhile may unload versions (see after load).
         entry = this.models.get(repoModel.name);
@@ -205,39 +135,12 @@ export class ModelLanes<P = unknown> {
           }
           continue;
         }
-        const key = `${v.model}@${v.version}`;
-        if (options.reload === true && this.failedLoads.get(key) === fileIdentity(v)) continue;
-        const started = Date.now();
-        let executable: ExecutableModel;
-        try {
-          // Checked against the running config: a new version made for new tensors waits for a restart.
-          executable = await loadChecked(this.device, v.artifactPath, config, `${v.model} version ${v.version}`);
-        } catch (err) {
-          if (options.reload !== true) throw err;
-          this.failedLoads.set(key, fileIdentity(v));
-          options.onLoadFailure?.(v.model);
-          this.log.error(
-            { err, model: v.model, version: v.version, path: v.artifactPath, serving: entry?.defaultVersion ?? null },
-            'model version failed to load; keeping the versions already served (tried again when the file changes)',
-          );
-          continue;
-        }
-        this.failedLoads.delete(key);
-        this.log.info({ model: v.model, version: v.version, loadMs: Date.now() - started }, 'model version loaded');
-        const loaded: LoadedVersion = { model: v.model, version: v.version, executable, inflight: 0, retiring: false };
-        // Read again after the load: the model's last draining version may have been unloaded
-        // meanwhile, taking the entry with it; adding to that entry would lose this version.
-        entry = this.models.get(repoModel.name);
-        if (!entry) {
-          entry = { config, versions: new Map(), defaultVersion: v.version, lanes: new Map() };
-          this.models.set(repoModel.name, entry);
-          // Only a model never served is new to the transport; one served before is still subscribed.
-          if (!this.servedConfigs.has(repoModel.name)) {
-            added.push(repoModel.name);
-            this.servedConfigs.set(repoModel.name, { config, file: repoModel.config });
-          }
-        }
-        entry.versions.set(v.version, loaded);
+        if (options.reload === true && this.failedLoads.get(`${v.model}@${v.version}`) === fileIdentity(v)) continue;
+        const failure = await this.loadVersion(repoModel, v, config, added, options);
+        if (failure !== undefined) failures.push(failure);
+      }
+      if (options.reload !== true && failures.length > 0 && !this.models.has(repoModel.name)) {
+        await this.loadFallback(repoModel, config, added, failures, options);
       }
       entry = this.models.get(repoModel.name);
       if (!entry) continue;
@@ -273,6 +176,70 @@ export class ModelLanes<P = unknown> {
       }
     }
     return added;
+  }
+
+  /**
+   * Loads `v` into its model's entry. A failure is logged, counted and remembered (tried again
+   * when the file changes); returned at start, where the caller decides whether the worker can
+   * serve the model at all.
+   */
+  private async loadVersion(repoModel: RepositoryModel, v: ModelVersion, config: ModelConfig, added: string[], options: ApplyOptions): Promise<unknown> {
+    const key = `${v.model}@${v.version}`;
+    const started = Date.now();
+    let executable: ExecutableModel;
+    try {
+      // Checked against the running config: a new version made for new tensors waits for a restart.
+      executable = await loadChecked(this.device, v.artifactPath, config, `${v.model} version ${v.version}`);
+    } catch (err) {
+      this.failedLoads.set(key, fileIdentity(v));
+      options.onLoadFailure?.(v.model);
+      const serving = this.models.get(repoModel.name)?.defaultVersion ?? null;
+      this.log.error(
+        { err, model: v.model, version: v.version, path: v.artifactPath, serving },
+        options.reload === true
+          ? 'model version failed to load; keeping the versions already served (tried again when the file changes)'
+          : 'model version failed to load at start (tried again when the file changes)',
+      );
+      return err;
+    }
+    this.failedLoads.delete(key);
+    this.log.info({ model: v.model, version: v.version, loadMs: Date.now() - started }, 'model version loaded');
+    const loaded: LoadedVersion = { model: v.model, version: v.version, executable, inflight: 0, retiring: false };
+    // Read again after the load: the model's last draining version may have been unloaded
+    // meanwhile, taking the entry with it; adding to that entry would lose this version.
+    let entry = this.models.get(repoModel.name);
+    if (!entry) {
+      entry = { config, versions: new Map(), defaultVersion: v.version, lanes: new Map() };
+      this.models.set(repoModel.name, entry);
+      // Only a model never served is new to the transport; one served before is still subscribed.
+      if (!this.servedConfigs.has(repoModel.name)) {
+        added.push(repoModel.name);
+        this.servedConfigs.set(repoModel.name, { config, file: repoModel.config });
+      }
+    }
+    entry.versions.set(v.version, loaded);
+    return undefined;
+  }
+
+  /**
+   * At start no version the policy serves loaded (a bad push, a file for another SoC). A running
+   * worker in that state keeps the version it had; a worker started now serves the newest older
+   * version on disk that loads, so a restart or a scale-out does not crash-loop on the bad one
+   * while the workers that kept running serve on. It is served until a policy version loads
+   * (retried when its file changes). None loads: the worker fails with the newest one's error.
+   */
+  private async loadFallback(repoModel: RepositoryModel, config: ModelConfig, added: string[], failures: unknown[], options: ApplyOptions): Promise<void> {
+    const served = new Set(repoModel.served.map((v) => v.version));
+    const older = repoModel.versions.filter((v) => !served.has(v.version)).reverse();
+    for (const v of older) {
+      if ((await this.loadVersion(repoModel, v, config, added, options)) !== undefined) continue;
+      this.log.error(
+        { model: repoModel.name, failed: repoModel.served.map((f) => f.version), serving: v.version },
+        `no version the versionPolicy serves loads; serving version ${v.version} from disk until one does (fix or remove the failing version: models validate --load)`,
+      );
+      return;
+    }
+    throw failures.at(-1);
   }
 
   /**

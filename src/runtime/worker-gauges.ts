@@ -2,7 +2,8 @@ import type { BacklogReading, FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { FullBatchCost } from '../scheduler/scheduler-types.ts';
 import type { Transport } from '../transport/transport.ts';
-import type { DeviceLike, Lane, ModelLanes } from './model-lanes.ts';
+import type { DeviceLike } from './load-checked.ts';
+import type { Lane, ModelLanes } from './model-lanes.ts';
 
 export interface GaugeSources {
   readonly deviceId: number;

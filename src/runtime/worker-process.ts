@@ -5,7 +5,7 @@ import { childLogger, createLogger, type Logger } from '../observability/logger.
 import { FleetMetrics } from '../observability/metrics.ts';
 import type { Transport } from '../transport/transport.ts';
 import { DeviceWorker } from './device-worker.ts';
-import type { DeviceLike } from './model-lanes.ts';
+import type { DeviceLike } from './load-checked.ts';
 import { diffServed, newProblems, scanRepository, scanRepositorySettled, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
 import { InflightJournal, inflightJournalPath, type CrashHint } from './inflight-journal.ts';
 import { openPredecessorNote, predecessorNotePath } from './predecessor-note.ts';

@@ -1,4 +1,4 @@
-import type { DeviceLike, ExecutableModel } from '../../src/runtime/model-lanes.ts';
+import type { DeviceLike, ExecutableModel } from '../../src/runtime/load-checked.ts';
 
 /**
  * The real (simulated) device, with every model it loads executing through `wrap`: tests that

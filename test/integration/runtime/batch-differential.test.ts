@@ -14,7 +14,8 @@ import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts
 import type { Tensor } from '../../../src/contracts/tensor.ts';
 import { openDevice, type Device } from '../../../src/device/index.ts';
 import { gatherInputs, scatterOutputs } from '../../../src/runtime/batch-io.ts';
-import { loadChecked, schedulerOptionsFor, type ExecutableModel } from '../../../src/runtime/model-lanes.ts';
+import { loadChecked, type ExecutableModel } from '../../../src/runtime/load-checked.ts';
+import { schedulerOptionsFor } from '../../../src/runtime/model-lanes.ts';
 import { validateForModel, type ValidatedRequest } from '../../../src/runtime/request-validation.ts';
 import { BatchScheduler } from '../../../src/scheduler/batch-scheduler.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';

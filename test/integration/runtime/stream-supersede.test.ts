@@ -17,7 +17,7 @@ import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
 import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { createProducer } from '../../../src/producer/index.ts';
-import type { DeviceLike, ExecutableModel } from '../../../src/runtime/model-lanes.ts';
+import type { DeviceLike, ExecutableModel } from '../../../src/runtime/load-checked.ts';
 import { runWorker } from '../../../src/runtime/worker-process.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';

@@ -5,7 +5,7 @@ import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
 import { prng, syntheticRequest } from '../../../src/runtime/demo-load.ts';
-import type { DeviceLike } from '../../../src/runtime/model-lanes.ts';
+import type { DeviceLike } from '../../../src/runtime/load-checked.ts';
 import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';

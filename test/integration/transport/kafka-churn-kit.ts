@@ -9,7 +9,7 @@ import { createLogger } from '../../../src/observability/logger.ts';
 import { FleetMetrics } from '../../../src/observability/metrics.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { DeviceWorker } from '../../../src/runtime/device-worker.ts';
-import type { DeviceLike } from '../../../src/runtime/model-lanes.ts';
+import type { DeviceLike } from '../../../src/runtime/load-checked.ts';
 import { KafkaTransport, type KafkaTransportOptions } from '../../../src/transport/kafka/kafka-transport.ts';
 import { MODEL, modelConfig, request, snapshotWith } from '../../unit/runtime/fake-device-worker.ts';
 import { uniqueName } from '../../helpers/services.ts';

@@ -4,7 +4,7 @@ import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { FleetMetrics } from '../../../src/observability/metrics.ts';
 import { DeviceWorker } from '../../../src/runtime/device-worker.ts';
-import type { DeviceLike } from '../../../src/runtime/model-lanes.ts';
+import type { DeviceLike } from '../../../src/runtime/load-checked.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 

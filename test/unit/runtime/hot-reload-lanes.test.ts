@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
-import { ModelLanes, type DeviceLike } from '../../../src/runtime/model-lanes.ts';
+import { type DeviceLike } from '../../../src/runtime/load-checked.ts';
+import { ModelLanes } from '../../../src/runtime/model-lanes.ts';
 import { controlledDevice, MODEL, modelConfig, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 let h: WorkerHarness | undefined;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseModelConfig } from '../../../src/contracts/config-loader.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
-import { loadChecked, type DeviceLike, type ExecutableModel } from '../../../src/runtime/model-lanes.ts';
+import { loadChecked, type DeviceLike, type ExecutableModel } from '../../../src/runtime/load-checked.ts';
 
 const config = parseModelConfig({
   name: 'm',

@@ -5,7 +5,7 @@ import { createLogger } from '../../../src/observability/logger.ts';
 import { FleetMetrics } from '../../../src/observability/metrics.ts';
 import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
 import { DeviceWorker } from '../../../src/runtime/device-worker.ts';
-import type { DeviceLike } from '../../../src/runtime/model-lanes.ts';
+import type { DeviceLike } from '../../../src/runtime/load-checked.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import { controlledDevice, MODEL, request, snapshotOf, until } from './fake-device-worker.ts';

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { FleetMetrics } from '../../../src/observability/metrics.ts';
-import type { DeviceLike, ModelLanes } from '../../../src/runtime/model-lanes.ts';
+import type { DeviceLike } from '../../../src/runtime/load-checked.ts';
+import type { ModelLanes } from '../../../src/runtime/model-lanes.ts';
 import { backlogReadings, exportWorkerGauges, workerGaugeHooks } from '../../../src/runtime/worker-gauges.ts';
 import { BatchScheduler, type FullBatchCost, type SchedulerOptionsInput } from '../../../src/scheduler/index.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';

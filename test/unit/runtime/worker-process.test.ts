@@ -4,7 +4,7 @@ import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
-import type { DeviceLike } from '../../../src/runtime/model-lanes.ts';
+import type { DeviceLike } from '../../../src/runtime/load-checked.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import { MemoryProducer } from '../../../src/producer/memory-producer.ts';

@@ -1,0 +1,81 @@
+import { effectiveGears, type ModelConfig } from '../contracts/model-config.ts';
+import { FleetError } from '../errors/fleet-error.ts';
+import { modelConfigMismatches, type ModelTensorSpec } from './model-io-check.ts';
+
+/** The slice of src/device the runtime uses (structural, so the runtime never loads the addon). */
+export interface ExecutableModel {
+  readonly gears: readonly number[];
+  /** Tensors as the model file declares them, in binding order (checked against config.yaml). */
+  readonly inputs: readonly ModelTensorSpec[];
+  readonly outputs: readonly ModelTensorSpec[];
+  execute(
+    inputs: Array<{ data: Uint8Array; dims: number[] }>,
+    gear: number,
+  ): Promise<{ outputs: Array<{ data: Uint8Array; dims: number[] }>; timings: { copyInMs: number; executeMs: number; copyOutMs: number } }>;
+  unload(): Promise<void>;
+}
+
+export interface DeviceLike {
+  readonly id: number;
+  loadModel(path: string, opts?: { gears?: number[]; maxInputDims?: Record<string, number[]>; maxOutputDims?: Record<string, number[]> }): Promise<ExecutableModel>;
+  /** Device memory as the device reports it; exported as npu_fleet_device_memory_used_bytes. */
+  memInfo(): Promise<{ freeBytes: number; totalBytes: number }>;
+  close(): Promise<void>;
+}
+
+/** Largest dims per input for range-dynamic (bucketed) inputs, so the binding sizes buffers once. */
+function maxInputDims(config: ModelConfig): Record<string, number[]> | undefined {
+  if (!config.buckets) return undefined;
+  const out: Record<string, number[]> = {};
+  const gears = effectiveGears(config);
+  for (const input of config.inputs) {
+    const dims = input.dims.map((d, axis) => {
+      if (axis === 0) return gears[gears.length - 1] ?? config.maxBatchSize;
+      if (config.buckets?.input === input.name && axis === config.buckets.axis) return config.buckets.bounds[config.buckets.bounds.length - 1] ?? d;
+      return d;
+    });
+    out[input.name] = dims;
+  }
+  return out;
+}
+
+/**
+ * A bucketed model's per-position outputs (one dynamic axis past the batch, the length; see
+ * model-config) get buffers for the largest gear and bound; undefined when there are none.
+ */
+function maxOutputDims(config: ModelConfig): Record<string, number[]> | undefined {
+  if (!config.buckets) return undefined;
+  const gears = effectiveGears(config);
+  const bound = config.buckets.bounds[config.buckets.bounds.length - 1] ?? 0;
+  const out: Record<string, number[]> = {};
+  for (const output of config.outputs) {
+    if (!output.dims.some((d, axis) => axis > 0 && d === -1)) continue;
+    out[output.name] = output.dims.map((d, axis) => (axis === 0 ? (gears[gears.length - 1] ?? config.maxBatchSize) : d === -1 ? bound : d));
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
+/**
+ * Loads a model version as a worker serves it (gears and buffer sizes from its config) and checks
+ * the file's tensors against config.yaml; a mismatch unloads it again and fails like a bad file.
+ */
+export async function loadChecked(device: DeviceLike, path: string, config: ModelConfig, what: string): Promise<ExecutableModel> {
+  const gears = effectiveGears(config);
+  const outputs = maxOutputDims(config);
+  const executable = await device.loadModel(path, { gears, maxInputDims: maxInputDims(config), ...(outputs === undefined ? {} : { maxOutputDims: outputs }) });
+  const problems = modelConfigMismatches(config, executable);
+  // The scheduler pads batches to the config's gears, but a real .om accepts only the gears it was
+  // compiled with (the loadModel option reaches the simulator alone): every batch padded to a gear
+  // it lacks would fail on the device.
+  const missing = gears.filter((g) => !executable.gears.includes(g));
+  if (missing.length > 0) {
+    problems.push(`batchGears [${gears.join(', ')}] include ${missing.join(', ')}, which the model does not accept (its gears: [${executable.gears.join(', ')}])`);
+  }
+  if (problems.length > 0) {
+    await executable.unload().catch(() => undefined);
+    throw new FleetError('MODEL_LOAD_FAILED', `${what}: config.yaml does not match ${path}: ${problems.join('; ')}`, {
+      details: { path, problems },
+    });
+  }
+  return executable;
+}
