@@ -178,6 +178,11 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
         `${outcome.heldBack > 0 ? `, held back ${outcome.heldBack} (over --max-outstanding: the fleet did not keep up)` : ''}` +
         `${outcome.outstanding > 0 ? `, ${outcome.outstanding} without a reply after --drain-ms` : ''} | ${stats.summary()}\n`,
     );
+    // A drill or a CI job reading the exit code must not pass on a fleet that answered nothing.
+    if (outcome.sent > 0 && stats.replies() === 0) {
+      process.stderr.write(`no request was answered: is a worker serving ${run.models.map((m) => m.name).join(', ')} on this ${run.config.transport.kind} transport (same topics/queues prefix)? Exit 1.\n`);
+      return 1;
+    }
     return 0;
   } finally {
     clearInterval(progress);

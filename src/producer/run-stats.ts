@@ -82,6 +82,13 @@ export class RunStats {
     return text;
   }
 
+  /** Requests the fleet answered (any status), as opposed to those with no reply or a send error. */
+  replies(): number {
+    let n = 0;
+    for (const [outcome, count] of this.total) if (outcome !== 'no reply' && !outcome.startsWith('error ')) n += count;
+    return n;
+  }
+
   summary(): string {
     const h = this.overall;
     return `${counts(this.total)} | ok latency p50 ${h.percentile(0.5).toFixed(1)} ms, p95 ${h.percentile(0.95).toFixed(1)} ms, p99 ${h.percentile(0.99).toFixed(1)} ms, max ${h.percentile(1).toFixed(1)} ms`;

@@ -94,3 +94,20 @@ describe.each(setups)('load generators on $name', (setup) => {
     expect(s.counts.get('ok') ?? 0, s.line).toBeGreaterThan(100);
   });
 });
+
+describe('load with no worker serving the model', () => {
+  it('exits 1 and says so when no request was answered', { timeout: 60_000 }, async () => {
+    let stderr = '';
+    vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => ((stderr += String(chunk)), true));
+    const dir = tempDir('npu-fleet-loadcmd-none-');
+    const configFile = join(dir, 'fleet.yaml');
+    const transport = { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix: uniqueName('loadnone') } };
+    writeFileSync(configFile, stringify({ transport, modelRepository: 'examples/models', models: ['mlp-classifier'], log: { level: 'warn' } }));
+    const code = await main(['load', '--config', configFile, '--model', 'mlp-classifier', '--rate', '20', '--seconds', '1', '--timeout-ms', '300', '--drain-ms', '500']);
+    const s = summary();
+    expect(s.sent, s.line).toBe(20);
+    expect(s.counts.get('no reply'), s.line).toBe(20);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/no request was answered: is a worker serving mlp-classifier on this bullmq transport/);
+  });
+});
