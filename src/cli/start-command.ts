@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
+import { FleetError } from '../errors/fleet-error.ts';
 import { childLogger, createLogger } from '../observability/logger.ts';
 import { startEmbeddedFleet } from '../runtime/embedded-fleet.ts';
 import { Supervisor } from '../runtime/supervisor.ts';
@@ -22,6 +23,16 @@ function untilSignal(): Promise<NodeJS.Signals> {
 
 /** `npu-fleet start`: embedded (memory broker, in-process workers) or one process per device. */
 export async function startCommand(config: FleetConfig, configFile: string | undefined): Promise<number> {
+  if (config.demo.enabled && config.transport.kind !== 'memory') {
+    // The demo producer publishes to the in-process memory broker: on a real broker it would have
+    // nothing to feed, and starting the fleet without the load the user asked for hides that.
+    throw new FleetError(
+      'INVALID_ARGUMENT',
+      `--demo (demo.enabled) generates load only on the embedded memory fleet, but transport.kind is ${config.transport.kind}` +
+        `${configFile ? ` in ${configFile}` : ''}: drop --demo / demo.enabled, and send load to this fleet with \`npu-fleet load --model NAME${configFile ? ` --config ${configFile}` : ''}\``,
+      { details: { field: 'demo.enabled', transport: config.transport.kind } },
+    );
+  }
   // Workers in this process bind their own component: they get the root logger, not this one
   // (a child of a child repeats the key: {"component":"supervisor","component":"worker"}).
   const root = createLogger({ level: config.log.level });

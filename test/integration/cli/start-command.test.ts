@@ -53,4 +53,33 @@ describe('npu-fleet start (embedded memory fleet)', () => {
     expect(logLines.some((l) => l.includes('"component":"supervisor"') && l.includes('draining embedded fleet')), out).toBe(true);
     expect(worker.filter((l) => l.includes('"msg":"drained"')).map((l) => (JSON.parse(l) as { device: number }).device).sort()).toEqual([0, 1]);
   }, 60_000);
+
+  it('refuses --demo on a broker config instead of starting the fleet without the demo it asked for', async () => {
+    const dir = tempDir('npu-fleet-start-demo-');
+    const configFile = join(dir, 'fleet.yaml');
+    writeFileSync(
+      configFile,
+      stringify({
+        transport: { kind: 'kafka', kafka: { brokers: ['127.0.0.1:1'] } },
+        devices: { count: 1, backend: 'sim' },
+        worker: { metricsPort: 0 },
+      }),
+    );
+    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile, '--demo'], {
+      env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('still running after 15 s'), 15_000))]);
+    // Whole group: on a fleet that did start, its worker processes too.
+    if (typeof code === 'string' && child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    expect(code, out).toBe(2);
+    expect(out).toMatch(/--demo/);
+    expect(out).toMatch(/transport\.kind is kafka/);
+    expect(out).toMatch(/npu-fleet load/);
+  }, 30_000);
 });
