@@ -138,11 +138,32 @@ async function ensureTopicsOnce(admin: Admin, topics: readonly string[], numPart
     if ((err as { type?: string }).type === 'TOPIC_ALREADY_EXISTS') return;
     const nested = (err as { errors?: Array<{ type?: string }> }).errors;
     if (Array.isArray(nested) && nested.every((e) => e.type === 'TOPIC_ALREADY_EXISTS')) return;
-    throw new FleetError('TRANSPORT_ERROR', `creating Kafka topics ${wanted.join(', ')} failed: ${(err as Error).message}`, {
+    const refused = Array.isArray(nested) ? nested.filter((e) => e.type !== 'TOPIC_ALREADY_EXISTS') : [err as { type?: string }];
+    // The broker refused the name or this client for good (a name colliding with an existing
+    // topic, no CREATE permission, a creation policy): retrying the same creation cannot help, and
+    // a retriable error would hold every result settled with a bad replyTo for ever.
+    const permanent = refused.length > 0 && refused.every((e) => e.type !== undefined && REFUSED_FOR_GOOD.has(e.type));
+    const why = Array.isArray(nested)
+      ? nested.map((e) => `${(e as { topic?: string }).topic ?? '?'}: ${(e as { message?: string }).message ?? e.type ?? 'refused'}`).join('; ')
+      : (err as Error).message;
+    throw new FleetError('TRANSPORT_ERROR', `creating Kafka topics ${wanted.join(', ')} failed: ${why}`, {
       cause: err,
+      retriable: !permanent,
+      details: permanent ? { kafkaError: refused[0]?.type } : {},
     });
   }
 }
+
+/** CreateTopics answers that the same request would get again (see ensureTopicsOnce). */
+const REFUSED_FOR_GOOD = new Set([
+  'INVALID_TOPIC_EXCEPTION',
+  'TOPIC_AUTHORIZATION_FAILED',
+  'CLUSTER_AUTHORIZATION_FAILED',
+  'POLICY_VIOLATION',
+  'INVALID_PARTITIONS',
+  'INVALID_REPLICATION_FACTOR',
+  'INVALID_CONFIG',
+]);
 
 const TOO_LARGE = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE']);
 

@@ -10,6 +10,10 @@ import type { Delivery, Outcome } from '../../../src/transport/transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, PRIORITY_LEVELS, sleep, startWith } from './conformance-kit.ts';
 import { adminKafka, committed, kafkaSettings, readTopic } from './kafka-harness.ts';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { OutcomePublisher } from '../../../src/runtime/outcome-publisher.ts';
+import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
+import { HEADERS } from '../../../src/transport/names.ts';
 
 const track = closeAfterEach();
 
@@ -275,5 +279,50 @@ describe('kafka transport', () => {
     await producer.publish([makeRequest(model, 'bulk', PRIORITY_LEVELS - 1)]);
     expect((await inbox.waitFor(2, 20_000)).map(idOf)).toEqual(['urgent', 'bulk']);
   }, 60_000);
-});
 
+  // Kafka refuses a topic whose name differs from an existing one only in '.' vs '_' (they would
+  // collide in metric names): a legal-looking replyTo (a typo, or a hostile producer) the worker
+  // can never create. Its refusal was reported as retriable, so the runtime retried the whole
+  // settle batch for ever: the neighbours went unanswered and the partition never committed.
+  it('a reply topic the broker refuses to create fails only its own request (failed result + DLQ), not the batch settled with it', async () => {
+    const settings = kafkaSettings();
+    const model = uniqueName('rtbad').replace(/-/g, '');
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      await admin.createTopics({ topics: [{ topic: `${model}.rt`, numPartitions: 1 }], waitForLeaders: true });
+    } finally {
+      await admin.disconnect();
+    }
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    await producer.publish([
+      makeRequest(model, 'r0', 0),
+      makeRequest(model, 'r1', 0, { replyTo: `${model}_rt` }),
+      makeRequest(model, 'r2', 0),
+    ]);
+    const t = track(new KafkaTransport(settings, { partitions: 1 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const deliveries = await inbox.waitFor(3, 30_000);
+
+    const direct = await t.settle(deliveries.map(outcomeFor)).then(
+      () => undefined,
+      (err: unknown) => err as FleetError,
+    );
+    expect(direct?.retriable).toBe(false);
+    expect(direct?.message).toContain(`${model}_rt`);
+
+    const publisher = new OutcomePublisher(t, createLogger({ level: 'silent' }), 1);
+    for (const d of deliveries) publisher.push(outcomeFor(d));
+    await Promise.race([publisher.flush(), sleep(30_000).then(() => Promise.reject(new Error('flush did not finish: the batch is stalled')))]);
+    expect(await committed(settings.groupId, `${model}.requests.p0`)).toBe(3);
+    const replies = (await readTopic(`${model}.replies`, 3, 30_000)).map((m) => decodeResult(m.value) as ResultEnvelope);
+    const byId = new Map(replies.map((r) => [r.id, r]));
+    expect(byId.get('r0')?.status).toBe('ok');
+    expect(byId.get('r2')?.status).toBe('ok');
+    expect(byId.get('r1')?.status).toBe('failed');
+    expect(byId.get('r1')?.error?.message).toContain(`${model}_rt`);
+    const [dead] = await readTopic(`${model}.dlq`, 1, 30_000);
+    expect(dead?.headers[HEADERS.dlqMessage]).toContain(`${model}_rt`);
+  }, 120_000);
+});
