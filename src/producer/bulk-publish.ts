@@ -136,7 +136,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
         // reads, which prepare cannot see without the model's config): each of the chunk goes
         // again on its own, so only the bad one is refused.
         if (alone) return refusedAlone(entry, error);
-        if (o.stopped?.() !== true) return settle(o.producer.requestMany([request], { timeoutMs: o.timeoutMs })[0] as Promise<ResultEnvelope>, entry, true);
+        if (o.stopped?.() !== true) return settle(o.producer.requestMany([request], { timeoutMs: o.timeoutMs, rerunNotOk: true })[0] as Promise<ResultEnvelope>, entry, true);
         stats.abandoned++;
         return;
       }
@@ -194,7 +194,9 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     while (pending.size > 0 && pending.size + sending.length > inFlight) await new Promise<void>((resolve) => (wake = resolve));
     // Stopped or failing while waiting for room: the chunk stays unsent (a resumed run sends it).
     if (o.stopped?.() === true || sendFailure !== undefined || recordFailure !== undefined) return;
-    const replies = o.producer.requestMany(sending.map((e) => e.request), { timeoutMs: o.timeoutMs });
+    // A line answered other than ok by an earlier run (BullMQ keeps that job an hour) runs again:
+    // a resumed run re-sends exactly those lines for another try.
+    const replies = o.producer.requestMany(sending.map((e) => e.request), { timeoutMs: o.timeoutMs, rerunNotOk: true });
     stats.published += sending.length;
     replies.forEach((reply, i) => {
       const tracked: Promise<void> = settle(reply, sending[i] as Entry, sending.length === 1).finally(() => {

@@ -174,7 +174,8 @@ export class BullmqProducer implements Producer {
   }
 
   /** request()/requestMany(): publish to the inbox, then take the answer of any earlier job of the same id (EarlierJobs). */
-  private async addAwaited(list: readonly RequestEnvelope[]): Promise<void> {
+  private async addAwaited(list: readonly RequestEnvelope[], rerunNotOk = false): Promise<void> {
+    if (rerunNotOk) await this.earlier.clearNotOk(list, (r) => this.queue(renderName(this.settings.queueTemplate, r.model)));
     const stampedAt = Date.now();
     await this.add(
       list.map((r) => ({ ...r, replyTo: this.inbox })),
@@ -206,7 +207,7 @@ export class BullmqProducer implements Producer {
     return this.router.roundTrip(request.id, options.timeoutMs, async () => {
       await this.openInbox();
       // Not sent once its wait has ended (timed out, closed) while the inbox opened.
-      if (this.router.isWaiting(request.id)) await this.addAwaited([request]);
+      if (this.router.isWaiting(request.id)) await this.addAwaited([request], options.rerunNotOk);
     });
   }
 
@@ -219,7 +220,7 @@ export class BullmqProducer implements Producer {
       async (waiting) => {
         await this.openInbox();
         const due = requests.filter((_, i) => waiting(i));
-        if (due.length > 0) await this.addAwaited(due);
+        if (due.length > 0) await this.addAwaited(due, options.rerunNotOk);
       },
     );
   }

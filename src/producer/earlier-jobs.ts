@@ -1,8 +1,10 @@
+import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { resultFromJson } from '../codec/index.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { jobIdFor } from '../transport/bullmq/bullmq-names.ts';
 import type { ReplyRouter } from './reply-router.ts';
 
 /** How often a request whose earlier job is still queued or running looks for that job's answer. */
@@ -47,6 +49,31 @@ export class EarlierJobs {
       if (err !== null || timestamp === null || timestamp === undefined || Number(timestamp) === stampedAt) return;
       if (!this.settle(r.id, (fields ?? []) as Array<string | null>)) this.watch(r.id, keys[i] as string);
     });
+  }
+
+  /**
+   * Removes the earlier jobs of `requests` that were answered other than `ok`, so the adds that
+   * follow create new jobs and the requests run again (RequestOptions.rerunNotOk). A job that
+   * is locked (picked up again meanwhile) is left: its answer is taken as usual.
+   */
+  async clearNotOk(requests: readonly RequestEnvelope[], queueOf: (request: RequestEnvelope) => Queue): Promise<void> {
+    const pipeline = this.o.redis().pipeline();
+    for (const r of requests) pipeline.hmget(this.o.jobKey(r), 'finishedOn', 'returnvalue');
+    const rows = (await pipeline.exec()) ?? [];
+    const removals: Array<Promise<unknown>> = [];
+    requests.forEach((r, i) => {
+      const [err, fields] = rows[i] ?? [null, null];
+      const [finishedOn, returnValue] = (fields ?? []) as Array<string | null>;
+      if (err !== null || finishedOn === null || finishedOn === undefined || returnValue === null || returnValue === undefined) return;
+      let status: unknown;
+      try {
+        status = (JSON.parse(returnValue) as { status?: unknown }).status;
+      } catch {
+        return; // not a result: check() words that when the add meets it
+      }
+      if (status !== 'ok') removals.push(queueOf(r).remove(jobIdFor(r.id)));
+    });
+    await Promise.all(removals);
   }
 
   /** Answers `id` from its earlier job's fields; false while that job is not finished. */

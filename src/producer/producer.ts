@@ -41,6 +41,14 @@ export interface PublishOptions {
 
 export interface RequestOptions extends PublishOptions {
   readonly timeoutMs: number;
+  /**
+   * BullMQ: an id asked before whose earlier job was answered other than `ok` (expired, rejected,
+   * invalid, failed as a result) runs again instead of taking that answer (the earlier job is
+   * removed first); an `ok` answer, or a job still queued or running, still answers as before.
+   * `publish --file --await` sets it, so a resumed run re-runs what did not succeed. Kafka and
+   * memory run every request sent anyway.
+   */
+  readonly rerunNotOk?: boolean;
 }
 
 export interface RawMessage {

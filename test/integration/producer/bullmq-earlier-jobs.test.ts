@@ -113,4 +113,24 @@ describe('BullMQ request-and-await of an id asked before', () => {
     expect(e.code).toBe('INVALID_ARGUMENT');
     expect(e.message).toMatch(/request id "doomed" belongs to an earlier job that failed for good \(stalled out \(test\)\).*npu-fleet dlq replay.*new id/);
   });
+
+  it('with rerunNotOk (publish --file), an earlier answer other than ok runs again; an ok one still stands', async () => {
+    const s = setup();
+    await s.startWorker();
+    const due = (ms: number): RequestEnvelope => ({ ...request('retry-me'), deadlineAt: Date.now() + ms });
+    // Due before the worker can see it: answered expired, no device time.
+    const first = await s.producer().request(due(1), { timeoutMs: 30_000 });
+    expect(first.status).toBe('expired');
+    // Without the option the earlier answer stands (the behaviour above).
+    expect((await s.producer().request(due(60_000), { timeoutMs: 30_000 })).status).toBe('expired');
+    const okBefore = await s.okCount();
+    const [again, fresh] = s.producer().requestMany([due(60_000), request('first-time')], { timeoutMs: 30_000, rerunNotOk: true });
+    expect((await again).status).toBe('ok');
+    expect((await fresh).status).toBe('ok');
+    expect(await s.okCount()).toBe(okBefore + 2);
+    // An ok answer is taken again, not re-run.
+    const okAgain = await s.producer().request(due(60_000), { timeoutMs: 30_000, rerunNotOk: true });
+    expect(okAgain.status).toBe('ok');
+    expect(await s.okCount()).toBe(okBefore + 2);
+  });
 });
