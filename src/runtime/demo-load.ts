@@ -77,7 +77,14 @@ export function syntheticRequest(config: ModelConfig, seq: number, rand: () => n
 /** Rolling one-second stats printed by `npm start`: throughput, p50, p99, batch fill, expired. */
 export class DemoStats {
   private latencies: number[] = [];
-  private fills: number[] = [];
+  /**
+   * Real rows and gear rows of the batches that served this interval's ok results. Every result of
+   * a batch carries the batch's size and gear: a result of `s` of its `batchSize` rows stands for
+   * s/batchSize of that batch's `gear` slots, so the sums come out per batch (as
+   * npu_fleet_padded_items_total counts them), not as a per-request average that big batches inflate.
+   */
+  private realRows = 0;
+  private gearRows = 0;
   private counts = { ok: 0, late: 0, expired: 0, rejected: 0, invalid: 0, failed: 0 };
   total = 0;
 
@@ -86,21 +93,26 @@ export class DemoStats {
     if (r.status === 'ok' && r.late) this.counts.late++;
     else this.counts[r.status]++;
     this.latencies.push(r.timings.totalMs);
-    if (r.status === 'ok' && r.gear > 0) this.fills.push(r.batchSize / r.gear);
+    if (r.status === 'ok' && r.gear > 0 && r.batchSize > 0) {
+      const rows = r.outputs?.[0]?.shape[0] ?? 1;
+      this.realRows += rows;
+      this.gearRows += (rows * r.gear) / r.batchSize;
+    }
   }
 
   /** One line for the last interval, then reset. */
   line(intervalMs: number): string {
     const sorted = [...this.latencies].sort((a, b) => a - b);
     const pct = (p: number): number => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0;
-    const fill = this.fills.length ? this.fills.reduce((a, b) => a + b, 0) / this.fills.length : 0;
+    const fill = this.gearRows > 0 ? this.realRows / this.gearRows : 0;
     const rps = (this.latencies.length * 1000) / intervalMs;
     const c = this.counts;
     const text =
       `throughput ${rps.toFixed(0)} req/s | p50 ${pct(0.5).toFixed(1)} ms | p99 ${pct(0.99).toFixed(1)} ms | ` +
       `batch fill ${(fill * 100).toFixed(0)}% | ok ${c.ok} late ${c.late} expired ${c.expired} rejected ${c.rejected} failed ${c.failed}`;
     this.latencies = [];
-    this.fills = [];
+    this.realRows = 0;
+    this.gearRows = 0;
     this.counts = { ok: 0, late: 0, expired: 0, rejected: 0, invalid: 0, failed: 0 };
     return text;
   }
