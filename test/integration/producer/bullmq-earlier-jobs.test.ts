@@ -125,8 +125,8 @@ describe('BullMQ request-and-await of an id asked before', () => {
     expect((await s.producer().request(due(60_000), { timeoutMs: 30_000 })).status).toBe('expired');
     const okBefore = await s.okCount();
     const [again, fresh] = s.producer().requestMany([due(60_000), request('first-time')], { timeoutMs: 30_000, rerunNotOk: true });
-    expect((await again).status).toBe('ok');
-    expect((await fresh).status).toBe('ok');
+    expect((await again!).status).toBe('ok');
+    expect((await fresh!).status).toBe('ok');
     expect(await s.okCount()).toBe(okBefore + 2);
     // An ok answer is taken again, not re-run.
     const okAgain = await s.producer().request(due(60_000), { timeoutMs: 30_000, rerunNotOk: true });
