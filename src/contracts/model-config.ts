@@ -70,7 +70,7 @@ export const ModelConfigSchema = z
     platform: z
       .enum(['onnx', 'om'])
       .default(MODEL_DEFAULTS.platform)
-      .describe('onnx: model.onnx for the simulator; om: model.om for a real NPU'),
+      .describe('What the model was made for (onnx: the simulator, om: a real NPU); informational: the backend decides which file loads, model.onnx on the simulator, model.om on CANN'),
     inputs: z.array(ModelTensorSchema).min(1).describe('Model inputs (the dynamic-batch input is implicit)'),
     outputs: z.array(ModelTensorSchema).min(1).describe('Model outputs'),
     maxBatchSize: z
