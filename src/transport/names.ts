@@ -85,6 +85,8 @@ export const HEADERS = {
   dlqReason: 'npu-fleet-dlq-reason',
   dlqMessage: 'npu-fleet-dlq-message',
   dlqSource: 'npu-fleet-dlq-source',
+  /** On a DLQ record the broker refused with the original bytes: their size, and where they are. */
+  dlqValueDropped: 'npu-fleet-dlq-value-dropped',
   /** Memory DLQ: the original's priority lane (Kafka has it in the topic, BullMQ in the record). */
   dlqPriority: 'npu-fleet-dlq-priority',
   /** On a message re-sent by DLQ replay: the DLQ record it came from. */

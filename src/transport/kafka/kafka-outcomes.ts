@@ -35,7 +35,7 @@ export interface Names {
  * original bytes and headers plus the reason. A replyTo Kafka cannot hold is itself a defect of
  * the request: the request goes to the DLQ instead of failing the whole publish batch forever.
  */
-export function messagesFor(outcome: Outcome, source: KafkaSource, names: Names): OutgoingMessage[] {
+export function messagesFor(outcome: Outcome, source: KafkaSource, names: Names, options: { readonly dropDlqValue?: boolean } = {}): OutgoingMessage[] {
   const model = outcome.delivery.model;
   const out: OutgoingMessage[] = [];
   const replyTo = outcome.replyTo ?? names.replies(model);
@@ -55,16 +55,29 @@ export function messagesFor(outcome: Outcome, source: KafkaSource, names: Names)
     });
   }
   if (dlq !== undefined) {
+    const topic = names.dlq(model);
+    const where = `${source.topic}/${source.partition}/${source.offset}`;
+    // The broker refused the record with the original bytes (a request topic may take bigger
+    // messages than the DLQ topic): the record still says what and why, and where the bytes are.
+    const dropped =
+      options.dropDlqValue === true
+        ? {
+            [HEADERS.dlqValueDropped]:
+              `${source.value.length} bytes not kept: over the message size limit of ${topic}; the original stays at ${where} ` +
+              `until that topic's retention (raise max.message.bytes of ${topic} to keep such requests)`,
+          }
+        : {};
     out.push({
-      topic: names.dlq(model),
+      topic,
       message: {
         key: source.key,
-        value: source.value,
+        value: options.dropDlqValue === true ? Buffer.alloc(0) : source.value,
         headers: {
           ...source.headers,
           [HEADERS.dlqReason]: dlq.reason,
           [HEADERS.dlqMessage]: dlq.message.slice(0, 1024),
-          [HEADERS.dlqSource]: `${source.topic}/${source.partition}/${source.offset}`,
+          [HEADERS.dlqSource]: where,
+          ...dropped,
         },
       },
     });

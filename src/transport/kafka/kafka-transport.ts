@@ -35,6 +35,9 @@ interface Partition extends TrackedPartition {
 
 const EMPTY = Buffer.alloc(0);
 
+/** The broker refused a record as over its message size limit (see kafkaError). */
+const isMessageSizeRefusal = (err: unknown): boolean => err instanceof FleetError && err.details['limit'] === 'message-size';
+
 /**
  * Kafka transport (kafkajs). Request topics per model and priority; the eachBatch callback only
  * records offsets and hands the messages to the runtime, so heartbeats and fetches keep flowing
@@ -252,10 +255,26 @@ export class KafkaTransport implements Transport {
 
   settle(outcomes: readonly Outcome[]): Promise<void> {
     if (this.closed) return Promise.reject(closedError(this.kind));
+    const run = (dropDlqValue: boolean): Promise<void> =>
+      this.committer === undefined ? this.settleAtLeastOnce(outcomes, dropDlqValue) : this.settleExactlyOnce(outcomes, dropDlqValue);
     return this.ledger.guard(
       outcomes.map((o) => o.delivery.deliveryId),
-      () => (this.committer === undefined ? this.settleAtLeastOnce(outcomes) : this.settleExactlyOnce(outcomes)),
+      () =>
+        run(false).catch((err: unknown) => {
+          // One outcome whose records the broker refused as too big (the runtime settles such a
+          // batch apart): when it carries the request's bytes to the DLQ, those may be what the
+          // DLQ topic cannot take. Its replacement result would carry them too and be refused
+          // for ever, holding its partition's commits; the record goes without them instead.
+          if (outcomes.length === 1 && isMessageSizeRefusal(err) && this.deadLettersBytes(outcomes[0] as Outcome)) return run(true);
+          throw err;
+        }),
     );
+  }
+
+  private deadLettersBytes(outcome: Outcome): boolean {
+    const entry = this.ledger.get(outcome.delivery.deliveryId);
+    if (entry === undefined || entry.source.value.length === 0) return false;
+    return messagesFor(outcome, entry.source, this.names).some((m) => m.topic === this.names.dlq(outcome.delivery.model));
   }
 
   private startedSender(): ResultSender {
@@ -263,10 +282,10 @@ export class KafkaTransport implements Transport {
     return this.sender;
   }
 
-  private async settleAtLeastOnce(outcomes: readonly Outcome[]): Promise<void> {
+  private async settleAtLeastOnce(outcomes: readonly Outcome[], dropDlqValue: boolean): Promise<void> {
     const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     if (claimed.length > 0) {
-      const messages = claimed.flatMap(({ item, entry }) => messagesFor(item.outcome, entry.source, this.names));
+      const messages = claimed.flatMap(({ item, entry }) => messagesFor(item.outcome, entry.source, this.names, { dropDlqValue }));
       try {
         // Straight into the serialized send path, which also creates topics met for the first
         // time: results leave in settle order, so one stream's results stay in order even when
@@ -289,7 +308,7 @@ export class KafkaTransport implements Transport {
     if (rejected.length > 0) throw notOpenError(rejected);
   }
 
-  private async settleExactlyOnce(outcomes: readonly Outcome[]): Promise<void> {
+  private async settleExactlyOnce(outcomes: readonly Outcome[], dropDlqValue: boolean): Promise<void> {
     const claims = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     const { rejected } = claims;
     // Revoked since delivered: the new owner answers it (see TransactionalCommitter.revoke).
@@ -299,7 +318,7 @@ export class KafkaTransport implements Transport {
       return false;
     });
     // The committer's transaction creates topics met for the first time (ResultSender.withProducer).
-    const prepared = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names) }));
+    const prepared = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names, { dropDlqValue }) }));
     const waits = prepared.map(({ item, entry, messages }) =>
       placeForTransaction(entry, messages, {
         holds: () => this.holds(entry),

@@ -325,4 +325,46 @@ describe('kafka transport', () => {
     const [dead] = await readTopic(`${model}.dlq`, 1, 30_000);
     expect(dead?.headers[HEADERS.dlqMessage]).toContain(`${model}_rt`);
   }, 120_000);
+
+  // Request topics for big inputs are made with a larger max.message.bytes than the broker default
+  // (the fleet takes messages up to limits.maxMessageBytes, 64 MiB), while the worker creates the
+  // DLQ topic with the default (1 MiB). A DLQ record carrying such a request's bytes was refused
+  // for good, its replacement too (it carries the same bytes), and the runtime retried it for ever:
+  // the partition never committed again and the drain hung.
+  it.each([
+    ['at-least-once', false],
+    ['exactly-once', true],
+  ])('a request too big for the DLQ topic is dead-lettered without its bytes, naming where they are, and does not stall its partition (%s)', async (_mode, exactlyOnce) => {
+    const settings = kafkaSettings({ exactlyOnce });
+    const model = uniqueName('bigdlq').replace(/-/g, '');
+    const topic = `${model}.requests.p0`;
+    const kafka = adminKafka();
+    const admin = kafka.admin();
+    const raw = kafka.producer();
+    await admin.connect();
+    await raw.connect();
+    try {
+      await admin.createTopics({ topics: [{ topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(8 * 1024 * 1024) }] }], waitForLeaders: true });
+      // 2 MiB that decode as nothing: answered `invalid`, with a DLQ record of the original bytes.
+      await raw.send({ topic, messages: [{ key: 'junk', value: Buffer.alloc(2 * 1024 * 1024, 7) }] });
+    } finally {
+      await raw.disconnect();
+      await admin.disconnect();
+    }
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    await producer.publish([makeRequest(model, 'after', 0)]);
+    const t = track(new KafkaTransport(settings, { partitions: 1 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const deliveries = await inbox.waitFor(2, 30_000);
+
+    const publisher = new OutcomePublisher(t, createLogger({ level: 'silent' }), 1);
+    for (const d of deliveries) publisher.push(outcomeFor(d));
+    await Promise.race([publisher.flush(), sleep(30_000).then(() => Promise.reject(new Error('flush did not finish: the partition is stalled')))]);
+    expect(await committed(settings.groupId, topic)).toBe(2);
+    const [dead] = await readTopic(`${model}.dlq`, 1, 30_000);
+    expect(dead?.value.length).toBe(0);
+    expect(dead?.headers[HEADERS.dlqSource]).toBe(`${topic}/0/0`);
+    expect(dead?.headers[HEADERS.dlqValueDropped]).toMatch(/2097152 bytes/);
+  }, 120_000);
 });
