@@ -284,8 +284,11 @@ describe('kafka transport', () => {
   // collide in metric names): a legal-looking replyTo (a typo, or a hostile producer) the worker
   // can never create. Its refusal was reported as retriable, so the runtime retried the whole
   // settle batch for ever: the neighbours went unanswered and the partition never committed.
-  it('a reply topic the broker refuses to create fails only its own request (failed result + DLQ), not the batch settled with it', async () => {
-    const settings = kafkaSettings();
+  it.each([
+    ['at-least-once', false],
+    ['exactly-once', true],
+  ])('a reply topic the broker refuses to create fails only its own request (failed result + DLQ), not the batch settled with it (%s)', async (_mode, exactlyOnce) => {
+    const settings = kafkaSettings({ exactlyOnce });
     const model = uniqueName('rtbad').replace(/-/g, '');
     const admin = adminKafka().admin();
     await admin.connect();
