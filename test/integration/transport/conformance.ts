@@ -512,7 +512,12 @@ export function assertTransportConformance(makeHarness: () => Promise<Conformanc
       await p.publish([makeRequest(model, 'after-stop', 1)]);
       expect(await inbox.quietFor(1_500)).toEqual([]);
 
+      const sink = new ResultSink();
+      const sub = await p.subscribeReplies(`${model}.replies`, sink.onResult, { fromBeginning: true });
       await t.settle(got.slice(0, 2).map(outcomeFor));
+      // Settled after intake stopped: published, not only acked (the drain path publishes this way).
+      expect((await sink.waitFor(2, 30_000)).map((r) => r.id).sort()).toEqual(ids(got.slice(0, 2)));
+      await sub.close();
       await t.release(got.slice(2, 4));
       // got[4], got[5] stay unsettled: close must give them back too, and not hang.
       await t.close();
