@@ -27,6 +27,8 @@ export class ResultSender {
   private readonly knownTopics = new Set<string>();
   private readonly queue: Array<{ messages: OutgoingMessage[]; resolve: () => void; reject: (err: unknown) => void }> = [];
   private sending = false;
+  /** Messages the brokers acknowledged, so a failed coalesced send's retries skip them (weak: no growth). */
+  private readonly acked = new WeakSet<OutgoingMessage>();
   private readonly watch: ProducerWatch;
 
   constructor(
@@ -120,7 +122,8 @@ export class ResultSender {
             group[0]?.reject(err);
             continue;
           }
-          for (const g of group) await this.sendNow(g.messages).then(g.resolve, g.reject);
+          // Messages of the chunks the brokers acknowledged before the failure went out already.
+          for (const g of group) await this.sendNow(g.messages.filter((m) => !this.acked.has(m))).then(g.resolve, g.reject);
         }
       }
     } finally {
@@ -129,9 +132,13 @@ export class ResultSender {
   }
 
   private async sendNow(messages: readonly OutgoingMessage[]): Promise<void> {
+    if (messages.length === 0) return;
     const topics = [...new Set(messages.map((m) => m.topic))];
     const sendAll = async (producer: Producer): Promise<void> => {
-      for (const chunk of chunkByBytes(messages)) await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+      for (const chunk of chunkByBytes(messages)) {
+        await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+        for (const m of chunk) this.acked.add(m);
+      }
     };
     try {
       await this.withProducer(topics, sendAll);

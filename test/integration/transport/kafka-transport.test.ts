@@ -370,4 +370,26 @@ describe('kafka transport', () => {
     expect(dead?.headers[HEADERS.dlqSource]).toBe(`${topic}/0/0`);
     expect(dead?.headers[HEADERS.dlqValueDropped]).toMatch(/2097152 bytes/);
   }, 120_000);
+
+  // Settles that arrive while a send is in flight leave together; when the broker refuses one of
+  // them (a result over its size limit) the others are sent again one settle at a time. Those
+  // already acknowledged in an earlier chunk of the joint send were published twice.
+  it('a result refused in a coalesced send does not make the results sent with it go out twice', async () => {
+    const settings = kafkaSettings();
+    const model = uniqueName('coal').replace(/-/g, '');
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    await producer.publish(['x', 'b', 'a'].map((id) => makeRequest(model, id, 0)));
+    const t = track(new KafkaTransport(settings, { partitions: 1 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const [x, b, a] = (await inbox.waitFor(3, 30_000)).map(outcomeFor) as [Outcome, Outcome, Outcome];
+    const huge = { name: 'y', dtype: 'float32' as const, shape: [1, 524_288], data: new Uint8Array(2 * 1024 * 1024) };
+    // x is in flight while b and a queue: b and a leave in one send, b's chunk first.
+    const settles = [t.settle([x]), t.settle([b]), t.settle([{ ...a, result: { ...a.result, outputs: [huge] } }])];
+    expect((await Promise.allSettled(settles)).map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+    await t.settle([a]);
+    // Waits for a 4th record that must not come.
+    const ids = (await readTopic(`${model}.replies`, 4, 5_000)).map((m) => decodeResult(m.value).id);
+    expect(ids.sort()).toEqual(['a', 'b', 'x']);
+  }, 60_000);
 });
