@@ -43,7 +43,14 @@ export class RunStats {
   readonly overall = new LatencyHistogram();
   private interval = new LatencyHistogram();
   private intervalCounts = new Map<string, number>();
-  private intervalFills: number[] = [];
+  /**
+   * Real rows and gear rows of the batches that served this interval's ok results: a result of
+   * `s` of its batch's `batchSize` rows stands for s/batchSize of that batch's `gear` rows, so the
+   * sums come out per batch (as npu_fleet_padded_items_total counts them), not a per-result
+   * average that big batches inflate.
+   */
+  private intervalRealRows = 0;
+  private intervalGearRows = 0;
 
   result(result: ResultEnvelope): string {
     const outcome = outcomeOf(result);
@@ -52,7 +59,11 @@ export class RunStats {
     if (result.status === 'ok') {
       this.overall.add(result.timings.totalMs);
       this.interval.add(result.timings.totalMs);
-      if (result.gear > 0) this.intervalFills.push(result.batchSize / result.gear);
+      if (result.gear > 0 && result.batchSize > 0) {
+        const rows = result.outputs?.[0]?.shape[0] ?? 1;
+        this.intervalRealRows += rows;
+        this.intervalGearRows += (rows * result.gear) / result.batchSize;
+      }
     }
     return outcome;
   }
@@ -71,14 +82,15 @@ export class RunStats {
   /** One progress line for the interval just ended, then a new interval. */
   line(intervalMs: number, sent: number): string {
     const answered = [...this.intervalCounts.values()].reduce((a, b) => a + b, 0);
-    const fill = this.intervalFills.length ? this.intervalFills.reduce((a, b) => a + b, 0) / this.intervalFills.length : 0;
+    const fill = this.intervalGearRows > 0 ? this.intervalRealRows / this.intervalGearRows : 0;
     const text =
       `sent ${Math.round((sent * 1000) / intervalMs)}/s | answered ${Math.round((answered * 1000) / intervalMs)}/s | ` +
       `ok p50 ${this.interval.percentile(0.5).toFixed(1)} ms p99 ${this.interval.percentile(0.99).toFixed(1)} ms | ` +
       `batch fill ${(fill * 100).toFixed(0)}% | ${counts(this.intervalCounts)}`;
     this.interval = new LatencyHistogram();
     this.intervalCounts = new Map();
-    this.intervalFills = [];
+    this.intervalRealRows = 0;
+    this.intervalGearRows = 0;
     return text;
   }
 

@@ -54,4 +54,16 @@ describe('RunStats', () => {
     expect(s.line(1000, 0)).toMatch(/answered 0\/s .*\| no replies$/);
     expect(s.summary()).toMatch(/^ok 2 expired 1 superseded 1 no reply 1 \| ok latency p50 10\.\d ms, p95 20\.\d ms, p99 20\.\d ms, max 20\.\d ms$/);
   });
+
+  it('batch fill is real rows over gear rows per batch, not a per-result average big batches inflate', () => {
+    const s = new RunStats();
+    // A full gear-8 batch of 8 one-row requests, and a gear-8 batch holding one request: 9 of 16 rows.
+    for (let i = 0; i < 8; i++) s.result(result({ batchSize: 8, gear: 8 }));
+    s.result(result({ batchSize: 1, gear: 8 }));
+    expect(s.line(1000, 9)).toMatch(/batch fill 56%/);
+    // A 3-row request alone in a gear-4 batch: 3 of 4.
+    const rows3 = { name: 'probs', dtype: 'float32' as const, shape: [3, 10], data: new Uint8Array(120) };
+    s.result(result({ batchSize: 3, gear: 4, outputs: [rows3] }));
+    expect(s.line(1000, 1)).toMatch(/batch fill 75%/);
+  });
 });
