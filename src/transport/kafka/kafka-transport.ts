@@ -285,26 +285,36 @@ export class KafkaTransport implements Transport {
   private async settleAtLeastOnce(outcomes: readonly Outcome[], dropDlqValue: boolean): Promise<void> {
     const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     if (claimed.length > 0) {
-      const messages = claimed.flatMap(({ item, entry }) => messagesFor(item.outcome, entry.source, this.names, { dropDlqValue }));
+      const sender = this.startedSender();
+      const perClaim = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names, { dropDlqValue }) }));
+      const done = (list: typeof perClaim): void => {
+        const touched = new Set<Partition>();
+        for (const { item, entry } of list) {
+          entry.tracker.settle(entry.source.offset);
+          this.ledger.finish(item.deliveryId);
+          touched.add(entry.part);
+        }
+        this.liftBounds(touched);
+      };
       try {
         // Straight into the serialized send path, which also creates topics met for the first
         // time: results leave in settle order, so one stream's results stay in order even when
         // an earlier settle had to create a reply topic first.
-        await this.startedSender().send(messages);
+        await sender.send(perClaim.flatMap((c) => c.messages));
       } catch (err) {
-        for (const { item } of claimed) this.ledger.unclaim(item.deliveryId);
+        // Those whose records the brokers acknowledged before the failure are done: the failed
+        // call's retry (the runtime settles a refused batch again one outcome at a time) skips
+        // them instead of publishing their results twice.
+        const published = perClaim.filter((c) => c.messages.every((m) => sender.acknowledged(m)));
+        done(published);
+        for (const c of perClaim) if (!published.includes(c)) this.ledger.unclaim(c.item.deliveryId);
         throw kafkaError(err, 'publishing results failed; the requests stay unacked');
       }
-      const touched = new Set<Partition>();
-      for (const { item, entry } of claimed) {
-        entry.tracker.settle(entry.source.offset);
-        this.ledger.finish(item.deliveryId);
-        touched.add(entry.part);
-      }
-      this.liftBounds(touched);
+      done(perClaim);
     }
-    // Also when everything was skipped: a retry after a failed commit commits now.
-    if (claimed.length > 0 || this.offsets.hasPending) await this.offsets.commit();
+    // Also when everything was skipped: a retry whose deliveries a failed call published, or a
+    // retry after a failed commit, commits now (nothing to do costs no round trip).
+    await this.offsets.commit();
     if (rejected.length > 0) throw notOpenError(rejected);
   }
 

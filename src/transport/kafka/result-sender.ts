@@ -101,6 +101,11 @@ export class ResultSender {
    * ~1.5-3x slower per message than the same messages sent one batch after another. A failed
    * coalesced send is retried per settle, so one bad settle cannot fail its neighbours.
    */
+  /** Whether the brokers acknowledged `message` (also when the send it was in failed later). */
+  acknowledged(message: OutgoingMessage): boolean {
+    return this.acked.has(message);
+  }
+
   send(messages: OutgoingMessage[]): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ messages, resolve, reject });
