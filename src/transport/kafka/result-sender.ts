@@ -140,9 +140,12 @@ export class ResultSender {
     if (messages.length === 0) return;
     const topics = [...new Set(messages.map((m) => m.topic))];
     const sendAll = async (producer: Producer): Promise<void> => {
-      for (const chunk of chunkByBytes(messages)) {
+      const chunks = chunkByBytes(messages);
+      for (const chunk of chunks) {
         await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
-        for (const m of chunk) this.acked.add(m);
+        // One chunk (nearly every send) is all or nothing: nothing to remember, and no weak
+        // entries for the collector to process per result.
+        if (chunks.length > 1) for (const m of chunk) this.acked.add(m);
       }
     };
     try {
