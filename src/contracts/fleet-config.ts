@@ -51,6 +51,15 @@ export const KafkaSaslSchema = z
   })
   .describe('SASL authentication (use with ssl unless the network is trusted: PLAIN sends the password as is)');
 
+function compiles(source: string): boolean {
+  try {
+    new RegExp(source);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export const KafkaSettingsSchema = z
   .strictObject({
     brokers: z.array(z.string().min(1)).min(1).describe('Bootstrap brokers, host:port'),
@@ -64,6 +73,15 @@ export const KafkaSettingsSchema = z
       .describe('Request topic per model and priority; {model} and {priority} are replaced'),
     repliesTemplate: z.string().default(FLEET_DEFAULTS.repliesTemplate).describe('Default reply topic; {model} replaced'),
     dlqTemplate: z.string().default(FLEET_DEFAULTS.dlqTemplate).describe('Dead-letter topic; {model} replaced'),
+    replyTopicPattern: z
+      .string()
+      .min(1)
+      .refine((source) => compiles(source), { message: 'not a valid regular expression (JavaScript syntax); fix it or leave replyTopicPattern out' })
+      .optional()
+      .describe(
+        'Regular expression the whole of every replyTo a request names must match (the reply topics workers create on first use): ' +
+          "others get no topic, their request goes to {model}.dlq as INVALID_ARGUMENT. Unset: any legal name. Must admit the producers' private inboxes, <clientId>.inbox.<uuid>",
+      ),
     exactlyOnce: z.boolean().default(false).describe('Transactional results + offsets (needs broker support)'),
     sessionTimeoutMs: z.number().int().positive().default(30_000),
     maxBytesPerPartition: z

@@ -9,7 +9,7 @@ import { FleetError } from '../errors/fleet-error.ts';
 import { createKafka, ensureTopics, isUnknownTopic, kafkaError, startFailure, type TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { chunkByBytes, groupByTopic } from '../transport/kafka/kafka-outcomes.ts';
 import { RotatingProducer } from '../transport/kafka/rotating-producer.ts';
-import { CONTENT_TYPES, HEADERS, renderName } from '../transport/names.ts';
+import { CONTENT_TYPES, HEADERS, renderName, replyTopicPattern, type ReplyTopicPattern } from '../transport/names.ts';
 import type {
   Producer,
   ProducerOptions,
@@ -64,6 +64,8 @@ export class KafkaProducer implements Producer {
   private readonly defaultPriority: number;
   private readonly encoding: WireEncoding;
   private readonly limits: CodecLimits;
+  /** transport.kafka.replyTopicPattern: the workers refuse a replyTo outside it, so publish does too. */
+  private readonly replyPattern: ReplyTopicPattern | undefined;
   private connecting: Promise<{ admin: Admin }> | undefined;
   /**
    * A long-lived client hits the same kafkajs trait as a worker (see ProducerTopics): once a topic
@@ -86,7 +88,8 @@ export class KafkaProducer implements Producer {
     this.defaultPriority = options.defaultPriority ?? 0;
     this.encoding = options.encoding ?? 'binary';
     this.limits = options.limits ?? DEFAULT_LIMITS;
-    const inbox = privateInbox('kafka', this.clientId);
+    this.replyPattern = replyTopicPattern(settings.replyTopicPattern);
+    const inbox = privateInbox('kafka', this.clientId, this.replyPattern);
     this.inbox = inbox.name;
     this.inboxRefusal = inbox.refusal;
     this.producer = new RotatingProducer({
@@ -172,7 +175,7 @@ export class KafkaProducer implements Producer {
 
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
     const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
-    checkRequests(list, 'kafka', this.limits);
+    checkRequests(list, 'kafka', this.limits, this.replyPattern);
     const encoding = options.encoding ?? this.encoding;
     const contentType = encoding === 'binary' ? CONTENT_TYPES.requestFrame : CONTENT_TYPES.requestJson;
     await this.send(

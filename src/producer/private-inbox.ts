@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { FleetError } from '../errors/fleet-error.ts';
-import { replyToProblem } from '../transport/names.ts';
+import { replyToProblem, type ReplyTopicPattern } from '../transport/names.ts';
 
 export interface PrivateInbox {
   /** `<clientId>.inbox.<uuid>`: the replyTo of the producer's request()s. */
@@ -14,9 +14,9 @@ export interface PrivateInbox {
  * every request() at the producer's replyTo check, naming a replyTo the caller never set: such a
  * request() is refused naming clientId instead (publish(), which needs no inbox, is not).
  */
-export function privateInbox(kind: 'kafka' | 'bullmq' | 'memory', clientId: string): PrivateInbox {
+export function privateInbox(kind: 'kafka' | 'bullmq' | 'memory', clientId: string, replyPattern?: ReplyTopicPattern): PrivateInbox {
   const name = `${clientId}.inbox.${randomUUID()}`;
-  const problem = replyToProblem(kind, name);
+  const problem = replyToProblem(kind, name, replyPattern);
   return {
     name,
     refusal:
@@ -25,7 +25,7 @@ export function privateInbox(kind: 'kafka' | 'bullmq' | 'memory', clientId: stri
         : new FleetError(
             'INVALID_ARGUMENT',
             `clientId "${clientId.slice(0, 80)}" cannot name this producer's private inbox "${clientId.slice(0, 80)}.inbox.<uuid>" ` +
-              `for request(): ${problem}; pick a clientId of [A-Za-z0-9._-], at most 200 characters; nothing was published`,
+              `for request(): ${problem}; ${replyPattern === undefined ? 'pick a clientId of [A-Za-z0-9._-], at most 200 characters' : 'pick a clientId the pattern admits, or widen the pattern to admit <clientId>.inbox.<uuid>'}; nothing was published`,
             { details: { field: 'clientId' } },
           ),
   };

@@ -5,7 +5,7 @@ import { isPlainRequest } from '../contracts/request-fast-check.ts';
 import { expectedByteLength } from '../contracts/tensor.ts';
 import { validationError } from '../contracts/validation-error.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { replyToProblem } from '../transport/names.ts';
+import { replyToProblem, type ReplyTopicPattern } from '../transport/names.ts';
 
 /**
  * The producers' outbound edge: every request of a publish is checked before any is sent, so a
@@ -13,7 +13,7 @@ import { replyToProblem } from '../transport/names.ts';
  * with an unusable replyTo, no result at all) found later on a reply topic. Nothing of the publish
  * is sent when one request fails.
  */
-export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka' | 'bullmq' | 'memory', limits: CodecLimits): void {
+export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka' | 'bullmq' | 'memory', limits: CodecLimits, replyPattern?: ReplyTopicPattern): void {
   requests.forEach((request, index) => {
     const which = requests.length === 1 ? 'request' : `request [${index}]`;
     const parsed = isPlainRequest(request, 'memory') ? { success: true as const, data: request } : RequestEnvelopeSchema.safeParse(request);
@@ -55,7 +55,7 @@ export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka
       }
     });
     if (request.replyTo !== undefined) {
-      const problem = replyToProblem(kind, request.replyTo);
+      const problem = replyToProblem(kind, request.replyTo, replyPattern);
       if (problem !== undefined) {
         throw refuse(which, request, index, 'replyTo', `replyTo ${problem}: its result could not be delivered; pick another name or leave replyTo out for {model}.replies`);
       }

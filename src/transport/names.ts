@@ -53,15 +53,28 @@ const KAFKA_TOPIC = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,249}$/;
 /** The memory broker takes Kafka-like names. */
 const MEMORY_QUEUE = /^[A-Za-z0-9._-]{1,249}$/;
 
+/** transport.kafka.replyTopicPattern, compiled to match whole names. */
+export interface ReplyTopicPattern {
+  readonly source: string;
+  readonly regex: RegExp;
+}
+
+export function replyTopicPattern(source: string | undefined): ReplyTopicPattern | undefined {
+  return source === undefined ? undefined : { source, regex: new RegExp(`^(?:${source})$`) };
+}
+
 /**
  * Why `name` cannot be a reply destination on this transport, or undefined when it can. One rule
  * for the worker (such a result goes to the DLQ instead) and the producers (such a request is
  * refused before it is sent: its result could never reach anyone).
  */
-export function replyToProblem(kind: 'kafka' | 'bullmq' | 'memory', name: string): string | undefined {
+export function replyToProblem(kind: 'kafka' | 'bullmq' | 'memory', name: string, allowed?: ReplyTopicPattern): string | undefined {
   switch (kind) {
     case 'kafka':
-      return KAFKA_TOPIC.test(name) ? undefined : `"${name.slice(0, 260)}" is not a legal Kafka topic name ([A-Za-z0-9._-], 1..249 chars, not "." or "..")`;
+      if (!KAFKA_TOPIC.test(name)) return `"${name.slice(0, 260)}" is not a legal Kafka topic name ([A-Za-z0-9._-], 1..249 chars, not "." or "..")`;
+      return allowed === undefined || allowed.regex.test(name)
+        ? undefined
+        : `"${name.slice(0, 260)}" does not match transport.kafka.replyTopicPattern ${allowed.source} (the reply topics this fleet creates)`;
     case 'bullmq':
       return name.length > 0 && name.length <= 249 && !name.includes(':')
         ? undefined

@@ -1,5 +1,5 @@
 import type { IHeaders, Message, TopicMessages } from 'kafkajs';
-import { HEADERS, replyToProblem } from '../names.ts';
+import { HEADERS, replyToProblem, type ReplyTopicPattern } from '../names.ts';
 import type { Outcome } from '../transport.ts';
 import { encodeResultFor } from '../wire.ts';
 
@@ -27,6 +27,8 @@ export interface Names {
    * self-describing (a frame starts with "NPUF", JSON with '{') and carries the id.
    */
   readonly resultHeaders?: boolean;
+  /** transport.kafka.replyTopicPattern: a replyTo a request names must match it. */
+  readonly replyPattern?: ReplyTopicPattern;
 }
 
 /**
@@ -40,7 +42,8 @@ export function messagesFor(outcome: Outcome, source: KafkaSource, names: Names,
   const out: OutgoingMessage[] = [];
   const replyTo = outcome.replyTo ?? names.replies(model);
   let dlq = outcome.dlq;
-  const problem = replyToProblem('kafka', replyTo);
+  // The model's own replies topic is the fleet's: only a name a request chose is held to the pattern.
+  const problem = replyToProblem('kafka', replyTo, outcome.replyTo === undefined ? undefined : names.replyPattern);
   if (problem !== undefined) {
     dlq ??= { reason: 'INVALID_ARGUMENT', message: `replyTo ${problem}` };
   } else {

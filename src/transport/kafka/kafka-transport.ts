@@ -3,7 +3,7 @@ import type { Admin, Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
-import { renderName, requestSources, type SourceName } from '../names.ts';
+import { renderName, replyTopicPattern, requestSources, type SourceName } from '../names.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import type { ConsumerWatch } from './consumer-watch.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure } from './kafka-client.ts';
@@ -76,6 +76,7 @@ export class KafkaTransport implements Transport {
       replies: (model) => renderName(settings.repliesTemplate, model),
       dlq: (model) => renderName(settings.dlqTemplate, model),
       resultHeaders: options.resultHeaders ?? false,
+      ...(settings.replyTopicPattern === undefined ? {} : { replyPattern: replyTopicPattern(settings.replyTopicPattern) }),
     };
     this.pauses = new FetchPauses(
       () => this.consumer,

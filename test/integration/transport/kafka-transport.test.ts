@@ -329,6 +329,37 @@ describe('kafka transport', () => {
     expect(dead?.headers[HEADERS.dlqMessage]).toContain(`${model}_rt`);
   }, 120_000);
 
+  // Any legal replyTo a request names is created on first use; a client naming a fresh topic per
+  // request slowed every result of the worker (~150 ms each) and piled up topics. With
+  // transport.kafka.replyTopicPattern such a request is dead-lettered and no topic is created.
+  it('with replyTopicPattern, a replyTo outside it creates no topic: its request is dead-lettered, the others are answered', async () => {
+    const model = uniqueName('rtpat').replace(/-/g, '');
+    const open = kafkaSettings();
+    const guarded = kafkaSettings({ groupId: open.groupId, replyTopicPattern: `${model}\\.ok` });
+    // Published by a producer not given the pattern (it would refuse r1 itself).
+    const producer = track(new KafkaProducer(open, { partitions: 1 }));
+    await producer.publish([makeRequest(model, 'r0', 0, { replyTo: `${model}.ok` }), makeRequest(model, 'r1', 0, { replyTo: `${model}.fresh7f3a` })]);
+    const t = track(new KafkaTransport(guarded, { partitions: 1 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const deliveries = await inbox.waitFor(2, 30_000);
+    const publisher = new OutcomePublisher(t, createLogger({ level: 'silent' }), 1);
+    for (const d of deliveries) publisher.push(outcomeFor(d));
+    await publisher.flush();
+    expect((await readTopic(`${model}.ok`, 1, 30_000)).map((m) => decodeResult(m.value).id)).toEqual(['r0']);
+    const [dead] = await readTopic(`${model}.dlq`, 1, 30_000);
+    expect(String(dead?.headers[HEADERS.dlqReason])).toBe('INVALID_ARGUMENT');
+    expect(String(dead?.headers[HEADERS.dlqMessage])).toContain(`replyTo "${model}.fresh7f3a" does not match transport.kafka.replyTopicPattern`);
+    expect(await committed(guarded.groupId, `${model}.requests.p0`)).toBe(2);
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      expect((await admin.listTopics()).filter((n) => n.startsWith(`${model}.fresh`))).toEqual([]);
+    } finally {
+      await admin.disconnect();
+    }
+  }, 120_000);
+
   // Request topics for big inputs are made with a larger max.message.bytes than the broker default
   // (the fleet takes messages up to limits.maxMessageBytes, 64 MiB), while the worker creates the
   // DLQ topic with the default (1 MiB). A DLQ record carrying such a request's bytes was refused

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeResult, encodeRequest } from '../../../src/codec/index.ts';
 import { ZERO_TIMINGS } from '../../../src/contracts/result-envelope.ts';
 import { messagesFor, type KafkaSource } from '../../../src/transport/kafka/kafka-outcomes.ts';
-import { HEADERS } from '../../../src/transport/names.ts';
+import { HEADERS, replyTopicPattern } from '../../../src/transport/names.ts';
 import type { Outcome } from '../../../src/transport/transport.ts';
 
 const names = { replies: (m: string) => `${m}.replies`, dlq: (m: string) => `${m}.dlq` };
@@ -45,4 +45,20 @@ describe('messagesFor', () => {
     expect(out.map((m) => m.topic)).toEqual(['m.replies', 'm.dlq']);
     expect(out[1]?.message.headers?.[HEADERS.dlqReason]).toBe('INVALID_MESSAGE');
   });
+
+  it('with transport.kafka.replyTopicPattern, a replyTo outside it gets no topic: a DLQ record naming the setting', () => {
+    const guarded = { ...names, replyPattern: replyTopicPattern('(tenant-a|tenant-b)\\.[a-z-]+|.*\\.inbox\\.[0-9a-f-]+') };
+    expect(messagesFor(outcome('tenant-a.scores'), source, guarded).map((m) => m.topic)).toEqual(['tenant-a.scores']);
+    expect(messagesFor(outcome('cli.inbox.0f3c-9a'), source, guarded).map((m) => m.topic)).toEqual(['cli.inbox.0f3c-9a']);
+    // Whole names only: a prefix that matches is not enough.
+    for (const replyTo of ['tenant-a.scores.x1', 'reply-7f3a91', 'tenant-c.scores']) {
+      const out = messagesFor(outcome(replyTo), source, guarded);
+      expect(out.map((m) => m.topic), replyTo).toEqual(['m.dlq']);
+      expect(out[0]?.message.headers?.[HEADERS.dlqReason]).toBe('INVALID_ARGUMENT');
+      expect(String(out[0]?.message.headers?.[HEADERS.dlqMessage])).toContain(`replyTo "${replyTo}" does not match transport.kafka.replyTopicPattern`);
+    }
+    // The model's own replies topic is the fleet's, not a name a request chose.
+    expect(messagesFor(outcome(undefined), source, guarded).map((m) => m.topic)).toEqual(['m.replies']);
+  });
 });
+
