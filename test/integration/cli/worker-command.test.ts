@@ -24,6 +24,25 @@ function spawnWorker(configFile: string, env: Record<string, string> = {}) {
 }
 
 /** `npu-fleet worker` as a process: what a supervisor or Kubernetes sees of it. */
+/** A BullMQ worker on a simulator with `faults` (worker.hangLimitMs 1 s), once ready; a producer and an input for it. */
+async function readyWorkerWithFaults(prefixName: string, faults: string) {
+  const dir = tempDir('npu-fleet-worker-');
+  const configFile = join(dir, 'fleet.yaml');
+  const prefix = uniqueName(prefixName);
+  writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0, hangLimitMs: 1_000 } }));
+  const worker = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=64', NPU_FLEET_SIM_FAULTS: faults });
+  const producer = new BullmqProducer(bullmqSettings({ prefix }));
+  const deadline = Date.now() + 30_000;
+  while (!worker.output().includes('worker ready') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  if (!worker.output().includes('worker ready')) {
+    worker.child.kill('SIGKILL');
+    await producer.close();
+  }
+  expect(worker.output()).toContain('worker ready');
+  const input = { name: 'input', dtype: 'float32' as const, shape: [1, 64], data: new Uint8Array(64 * 4) };
+  return { ...worker, producer, input };
+}
+
 describe('npu-fleet worker', () => {
   it('SIGTERM while start-up waits for an unreachable broker exits 0 at once (nothing to drain), not by the signal', async () => {
     const dir = tempDir('npu-fleet-worker-');
@@ -47,18 +66,9 @@ describe('npu-fleet worker', () => {
   }, 60_000);
 
   it('a device hang exits with EXIT_HANG (75), the code a supervisor or Kubernetes can tell from an OOM kill, not by SIGKILL', async () => {
-    const dir = tempDir('npu-fleet-worker-');
-    const configFile = join(dir, 'fleet.yaml');
-    const prefix = uniqueName('hang-exit');
-    writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0, hangLimitMs: 1_000 } }));
     // The first execution never ends.
-    const { child, exited, output } = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=64', NPU_FLEET_SIM_FAULTS: 'hang@1' });
-    const producer = new BullmqProducer(bullmqSettings({ prefix }));
+    const { child, exited, output, producer, input } = await readyWorkerWithFaults('hang-exit', 'hang@1');
     try {
-      const deadline = Date.now() + 30_000;
-      while (!output().includes('worker ready') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      expect(output()).toContain('worker ready');
-      const input = { name: 'input', dtype: 'float32' as const, shape: [1, 64], data: new Uint8Array(64 * 4) };
       await producer.publish([makeRequest('mlp-classifier', 'hangs', 0, { replyTo: uniqueName('hang-replies'), inputs: [input] })]);
       const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
       if (result === 'slow') child.kill('SIGKILL');
@@ -70,18 +80,9 @@ describe('npu-fleet worker', () => {
   }, 60_000);
 
   it('a device that fails every batch for worker.hangLimitMs exits with EXIT_HANG for a restart instead of answering everything failed', async () => {
-    const dir = tempDir('npu-fleet-worker-');
-    const configFile = join(dir, 'fleet.yaml');
-    const prefix = uniqueName('lost-device');
-    writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0, hangLimitMs: 1_000 } }));
     // Every execution fails, as on a device that was lost.
-    const { child, exited, output } = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=64', NPU_FLEET_SIM_FAULTS: 'fail@1+' });
-    const producer = new BullmqProducer(bullmqSettings({ prefix }));
+    const { child, exited, output, producer, input } = await readyWorkerWithFaults('lost-device', 'fail@1+');
     try {
-      const deadline = Date.now() + 30_000;
-      while (!output().includes('worker ready') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      expect(output()).toContain('worker ready');
-      const input = { name: 'input', dtype: 'float32' as const, shape: [1, 64], data: new Uint8Array(64 * 4) };
       for (let i = 0; i < 5; i++) {
         await producer.publish([makeRequest('mlp-classifier', `lost-${i}`, 0, { replyTo: uniqueName('lost-replies'), inputs: [input] })]);
         await new Promise((r) => setTimeout(r, 200));

@@ -20,6 +20,21 @@ afterEach(async () => {
   unhandled.length = 0;
 });
 
+/** A started worker serving version 1 on `device`, over a memory broker, with its answers and log lines. */
+async function serveOn(device: DeviceLike) {
+  const broker = new MemoryBroker();
+  const transport = new MemoryTransport({ broker });
+  const lines: Array<Record<string, unknown>> = [];
+  const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+  const config = parseFleetConfig({ devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 } });
+  const worker = new DeviceWorker({ config, deviceId: 0, device, transport, metrics: new FleetMetrics({ processMetrics: false }), log, snapshot: snapshotOf('1') });
+  await worker.start();
+  const producer = new MemoryProducer({ broker });
+  const results = new Map<string, ResultEnvelope>();
+  await producer.subscribeReplies('test.replies', (r) => void results.set(r.id, r));
+  return { worker, producer, results, lines };
+}
+
 describe('a drained model version whose unload fails on the device', () => {
   it('is logged, and the worker goes on serving the new version (no unhandled rejection, no stalled loop)', async () => {
     process.on('unhandledRejection', onUnhandled);
@@ -33,16 +48,7 @@ describe('a drained model version whose unload fails on the device', () => {
         return { ...model, execute: model.execute.bind(model), unload: async () => { await model.unload(); throw new Error('aclmdlUnload failed: 507899 ACL_ERROR_RT_INTERNAL_ERROR'); } };
       },
     };
-    const broker = new MemoryBroker();
-    const transport = new MemoryTransport({ broker });
-    const lines: Array<Record<string, unknown>> = [];
-    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
-    const config = parseFleetConfig({ devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 } });
-    const worker = new DeviceWorker({ config, deviceId: 0, device, transport, metrics: new FleetMetrics({ processMetrics: false }), log, snapshot: snapshotOf('1') });
-    await worker.start();
-    const producer = new MemoryProducer({ broker });
-    const results = new Map<string, ResultEnvelope>();
-    await producer.subscribeReplies('test.replies', (r) => void results.set(r.id, r));
+    const { worker, producer, results, lines } = await serveOn(device);
     cleanup = async () => {
       for (const e of base.executions) e.release();
       await worker.close().catch(() => undefined);
@@ -82,16 +88,7 @@ describe("a request arriving while its model's last drained version is being unl
         return { ...model, execute: model.execute.bind(model), unload: async () => { await new Promise<void>((r) => (gate.open = r)); await model.unload(); } };
       },
     };
-    const broker = new MemoryBroker();
-    const transport = new MemoryTransport({ broker });
-    const lines: Array<Record<string, unknown>> = [];
-    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
-    const config = parseFleetConfig({ devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 } });
-    const worker = new DeviceWorker({ config, deviceId: 0, device, transport, metrics: new FleetMetrics({ processMetrics: false }), log, snapshot: snapshotOf('1') });
-    await worker.start();
-    const producer = new MemoryProducer({ broker });
-    const results = new Map<string, ResultEnvelope>();
-    await producer.subscribeReplies('test.replies', (r) => void results.set(r.id, r));
+    const { worker, producer, results, lines } = await serveOn(device);
     cleanup = async () => {
       gate.open?.();
       for (const e of base.executions) e.release();
