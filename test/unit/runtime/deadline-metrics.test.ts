@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import type { Outcome } from '../../../src/transport/transport.ts';
-import { MODEL, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+import { MODEL, request, sample, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 /** A broker that takes `ms` to accept each publish (a slow or distant broker). */
 class SlowPublishTransport extends MemoryTransport {
@@ -24,15 +24,6 @@ afterEach(async () => {
   h = undefined;
 });
 
-/** The value of one series in the exposition (0 when absent). */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  let total = 0;
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) total += Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return total;
-}
 
 describe('deadline and latency metrics count what happened to each request', () => {
   it('a request already past its deadline when it reaches the worker is a miss at admission, not in the local queue', async () => {

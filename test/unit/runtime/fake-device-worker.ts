@@ -143,3 +143,13 @@ export async function stopWorker(h: WorkerHarness | undefined): Promise<void> {
   await h?.worker.close();
   await h?.producer.close();
 }
+
+/** The sum of the series of `name` whose labels include `labels`, in a Prometheus exposition (0 when absent). */
+export function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+  let total = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return total;
+}

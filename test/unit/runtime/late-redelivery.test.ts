@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { MODEL, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+import { MODEL, request, sample, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 let h: WorkerHarness | undefined;
 afterEach(async () => {
@@ -7,15 +7,6 @@ afterEach(async () => {
   h = undefined;
 });
 
-/** The value of one series in the exposition (0 when absent). */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  let total = 0;
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`)) continue;
-    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) total += Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return total;
-}
 
 describe('a redelivery that arrives past its deadline while the request is held here', () => {
   it('rides along with the held request: one result for the id, one deadline miss', async () => {
