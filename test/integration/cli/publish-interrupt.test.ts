@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawnCli } from '../../helpers/spawn-cli.ts';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -14,13 +14,7 @@ describe('npu-fleet publish --await, interrupted', () => {
     const prefix = uniqueName('pubint');
     const configFile = join(dir, 'fleet.yaml');
     writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, models: ['mlp-classifier'] }));
-    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'publish', '--config', configFile, '--model', 'mlp-classifier', '--count', '2', '--await', '--timeout-ms', '60000'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const { child, exited, output } = spawnCli(['publish', '--config', configFile, '--model', 'mlp-classifier', '--count', '2', '--await', '--timeout-ms', '60000']);
 
     const redis = new Redis(getServices().redisUrl);
     try {
@@ -29,13 +23,13 @@ describe('npu-fleet publish --await, interrupted', () => {
       // Published and waiting: the requests are in their queue, the inbox worker is listening.
       const deadline = Date.now() + 30_000;
       while ((await requestKeys()).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect(await requestKeys(), out).not.toEqual([]);
+      expect(await requestKeys(), output()).not.toEqual([]);
       await new Promise((r) => setTimeout(r, 500));
       child.kill('SIGINT');
-      const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('no exit within 20 s'), 20_000))]);
+      const code = await Promise.race([exited.then((e) => e.code), new Promise<string>((r) => setTimeout(() => r('no exit within 20 s'), 20_000))]);
       if (code !== 130) child.kill('SIGKILL');
-      expect(code, out).toBe(130);
-      expect(out).toMatch(/interrupted by SIGINT after 0 of 2 result\(s\); the others were published and may still be served/);
+      expect(code, output()).toBe(130);
+      expect(output()).toMatch(/interrupted by SIGINT after 0 of 2 result\(s\); the others were published and may still be served/);
       expect(await inboxKeys()).toEqual([]);
     } finally {
       redis.disconnect();

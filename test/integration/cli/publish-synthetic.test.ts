@@ -2,7 +2,7 @@
 // used to be built all at once (every tensor in memory: gigabytes for an image model at the
 // allowed --count 1000000) and sent as one publish; nothing reached the queue until all were
 // built, if the process survived that. They are now made and sent a chunk at a time.
-import { spawn } from 'node:child_process';
+import { spawnCli } from '../../helpers/spawn-cli.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -25,13 +25,7 @@ describe('npu-fleet publish --count N (fire and forget)', () => {
     const prefix = uniqueName('pubcount');
     const configFile = join(dir, 'fleet.yaml');
     writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, models: ['small-cnn'] }));
-    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'publish', '--config', configFile, '--model', 'small-cnn', '--count', '1000000'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const { child, exited, output } = spawnCli(['publish', '--config', configFile, '--model', 'small-cnn', '--count', '1000000']);
     const redis = new Redis(getServices().redisUrl);
     const queued = async (): Promise<number> => (await redis.zcard(`${prefix}:small-cnn.requests:prioritized`)) + (await redis.llen(`${prefix}:small-cnn.requests:wait`));
     let peakMb = 0;
@@ -47,13 +41,13 @@ describe('npu-fleet publish --count N (fire and forget)', () => {
         await new Promise((r) => setTimeout(r, 100));
       }
       child.kill('SIGTERM');
-      const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('no exit within 20 s'), 20_000))]);
+      const code = await Promise.race([exited.then((e) => e.code), new Promise<string>((r) => setTimeout(() => r('no exit within 20 s'), 20_000))]);
       if (code !== 130) child.kill('SIGKILL');
-      expect(peakMb, out).toBeLessThan(RSS_BOUND_MB);
-      expect(firstAt, `no request reached the queue within 30 s\n${out}`).toBeDefined();
-      expect(code, out).toBe(130);
-      const sent = Number(/interrupted by SIGTERM after publishing (\d+) of 1000000 request\(s\)/.exec(out)?.[1]);
-      expect(sent, out).toBeGreaterThan(0);
+      expect(peakMb, output()).toBeLessThan(RSS_BOUND_MB);
+      expect(firstAt, `no request reached the queue within 30 s\n${output()}`).toBeDefined();
+      expect(code, output()).toBe(130);
+      const sent = Number(/interrupted by SIGTERM after publishing (\d+) of 1000000 request\(s\)/.exec(output())?.[1]);
+      expect(sent, output()).toBeGreaterThan(0);
       expect(await queued()).toBe(sent);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');

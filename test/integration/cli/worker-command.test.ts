@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawnCli } from '../../helpers/spawn-cli.ts';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -12,18 +12,9 @@ import { bullmqSettings } from '../transport/bullmq-harness.ts';
 
 /** `npu-fleet worker --device 0` on a config file, its stdout and stderr gathered as one text. */
 function spawnWorker(configFile: string, env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['bin/npu-fleet.js', 'worker', '--device', '0', '--config', configFile], {
-    env: { ...process.env, NPU_FLEET_DEVICE: 'sim', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  return { child, exited, output: () => out };
+  return spawnCli(['worker', '--device', '0', '--config', configFile], { NPU_FLEET_DEVICE: 'sim', ...env });
 }
 
-/** `npu-fleet worker` as a process: what a supervisor or Kubernetes sees of it. */
 /** A BullMQ worker on a simulator with `faults` (worker.hangLimitMs 1 s), once ready; a producer and an input for it. */
 async function readyWorkerWithFaults(prefixName: string, faults: string) {
   const dir = tempDir('npu-fleet-worker-');
@@ -43,6 +34,7 @@ async function readyWorkerWithFaults(prefixName: string, faults: string) {
   return { ...worker, producer, input };
 }
 
+/** `npu-fleet worker` as a process: what a supervisor or Kubernetes sees of it. */
 describe('npu-fleet worker', () => {
   it('SIGTERM while start-up waits for an unreachable broker exits 0 at once (nothing to drain), not by the signal', async () => {
     const dir = tempDir('npu-fleet-worker-');
