@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
-import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
+import { FleetError } from '../errors/fleet-error.ts';
 
 /** A request the previous worker of this device had in flight when it died (InflightJournal.takeCrashHints). */
 export interface CrashHint {
@@ -18,6 +19,52 @@ export interface CrashHint {
 }
 
 /**
+ * Each record is framed, `npu-fleet-journal/1 <payload bytes, 8 digits> <checksum>\n<payload>`, the
+ * payload the JSON of the batches: a record is written in place over the previous one, so a write
+ * cut short (a disk filling up, a quota) or torn (a machine crash mid-write) leaves the new
+ * record's head over the old one's tail, which may well parse as JSON naming requests of both
+ * (blaming some for a crash they were not in, losing a suspect's count). The frame tells such a
+ * file from a whole record.
+ */
+const FRAME = /^npu-fleet-journal\/1 (\d{8}) ([0-9a-f]{16})\n/;
+
+function checksumOf(payload: Buffer): string {
+  return createHash('sha256').update(payload).digest('hex').slice(0, 16);
+}
+
+function framed(payload: string): Buffer {
+  const bytes = Buffer.from(payload, 'utf8');
+  return Buffer.concat([Buffer.from(`npu-fleet-journal/1 ${String(bytes.length).padStart(8, '0')} ${checksumOf(bytes)}\n`), bytes]);
+}
+
+/**
+ * What a journal file holds: the batches of its last whole record (an empty file: none), or why
+ * it cannot be used. A missing file is `undefined`: a first start, not a fault.
+ */
+export function readInflightJournal(path: string): { batches: unknown[] } | { unusable: string } | undefined {
+  let file: Buffer;
+  try {
+    file = readFileSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    return { unusable: `unreadable: ${(err as Error).message}` };
+  }
+  if (file.toString('latin1').trim() === '') return { batches: [] };
+  const head = FRAME.exec(file.subarray(0, 64).toString('latin1'));
+  if (head === null) return { unusable: 'no record header (torn, or not written by this version)' };
+  const payload = file.subarray(head[0].length, head[0].length + Number(head[1]));
+  if (payload.length < Number(head[1])) return { unusable: `torn: ${payload.length} of ${Number(head[1])} bytes of the record` };
+  if (checksumOf(payload) !== head[2]) return { unusable: 'torn: the record does not match its checksum' };
+  let batches: unknown;
+  try {
+    batches = JSON.parse(payload.toString('utf8'));
+  } catch (err) {
+    return { unusable: `not JSON: ${(err as Error).message}` };
+  }
+  return Array.isArray(batches) ? { batches } : { unusable: 'not a list of batches' };
+}
+
+/**
  * Why: a request whose execution kills the worker process (a driver segfault or abort; the
  * simulator's crash@value=V) would crash-loop the fleet just like one that hangs the device, but
  * a dead process cannot record anything as it dies. So each worker keeps, in a small local file,
@@ -29,7 +76,9 @@ export interface CrashHint {
  * next crash blames it alone), and at worker.maxHangsPerRequest it is quarantined. Best effort: a
  * journal that cannot be written is reported once and tried again a second later (a disk full for
  * a while must not leave the file as it was then, naming requests long answered instead of the
- * ones on the device, for the rest of the worker's life).
+ * ones on the device, for the rest of the worker's life); meanwhile it is emptied, as a stale or
+ * half-written record would blame the wrong requests for a crash, while none only costs the count
+ * of that one crash.
  * JS thread only.
  */
 export class InflightJournal {
@@ -58,15 +107,30 @@ export class InflightJournal {
     if (this.retryAt !== 0 && Date.now() < this.retryAt) return;
     try {
       this.fd ??= openSync(this.path, 'w');
-      const text = `[${batches.join(',')}]`;
-      const bytes = Buffer.byteLength(text);
-      writeSync(this.fd, bytes < this.length ? text + ' '.repeat(this.length - bytes) : text, 0, 'utf8');
-      this.length = Math.max(this.length, bytes);
+      const record = framed(`[${batches.join(',')}]`);
+      const bytes = record.length < this.length ? Buffer.concat([record, Buffer.alloc(this.length - record.length, ' ')]) : record;
+      const written = writeSync(this.fd, bytes, 0, bytes.length, 0);
+      this.length = Math.max(this.length, written);
+      if (written < bytes.length) {
+        throw new FleetError('INTERNAL', `short write of the in-flight journal: ${written} of ${bytes.length} bytes (disk full or over quota?)`, { retriable: true, details: { path: this.path } });
+      }
       this.retryAt = 0;
     } catch (err) {
       this.retryAt = Date.now() + this.retryMs;
+      this.empty();
       if (!this.reported) this.onError(err);
       this.reported = true;
+    }
+  }
+
+  /** After a failed write: truncating frees blocks, so it works on a full disk too. */
+  private empty(): void {
+    this.length = 0;
+    try {
+      if (this.fd !== undefined) ftruncateSync(this.fd, 0);
+    } catch {
+      // Reopened, which truncates, on the next try.
+      this.close();
     }
   }
 
@@ -75,8 +139,13 @@ export class InflightJournal {
   }
 
   close(): void {
-    if (this.fd !== undefined) closeSync(this.fd);
+    const fd = this.fd;
     this.fd = undefined;
+    try {
+      if (fd !== undefined) closeSync(fd);
+    } catch {
+      // Nothing left to flush: the writes were synchronous.
+    }
   }
 
   /**
@@ -84,25 +153,21 @@ export class InflightJournal {
    * after a clean stop or a recorded hang, but for those of an earlier crash that had not come back
    * yet: CrashSuspects carries them), each with its suspect count then, and empties the
    * journal. All of them: the device may have been executing the second batch while the first
-   * was still copying out.
+   * was still copying out. A journal that cannot be read, or holds no whole record, goes to
+   * `onUnusable` with the reason and gives none: that crash goes uncounted, rather than counted
+   * against requests that may not have been on the device.
    */
-  takeCrashHints(): Map<string, CrashHint> {
+  takeCrashHints(onUnusable: (reason: string) => void = () => undefined): Map<string, CrashHint> {
     const hints = new Map<string, CrashHint>();
-    let text = '';
-    try {
-      text = readFileSync(this.path, 'utf8');
-    } catch {
-      return hints; // no predecessor
-    }
+    const read = readInflightJournal(this.path);
+    if (read === undefined) return hints; // no predecessor
     this.clear();
-    if (text.trim() === '') return hints;
-    let batches: unknown;
-    try {
-      batches = JSON.parse(text);
-    } catch {
-      return hints; // torn by the crash itself: nothing to go on
+    // Ignored whole: a torn record cannot say which of its ids were on the device.
+    if ('unusable' in read) {
+      onUnusable(read.unusable);
+      return hints;
     }
-    for (const batch of Array.isArray(batches) ? batches : []) {
+    for (const batch of read.batches) {
       for (const entry of Array.isArray(batch) ? batch : []) {
         if (Array.isArray(entry) && typeof entry[0] === 'string' && Number.isSafeInteger(entry[1]) && (entry[1] as number) >= 0) {
           const foundAt = Number.isSafeInteger(entry[3]) ? (entry[3] as number) : undefined;

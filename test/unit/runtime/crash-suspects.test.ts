@@ -1,9 +1,8 @@
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { CrashSuspects } from '../../../src/runtime/crash-suspects.ts';
-import { InflightJournal, type CrashHint } from '../../../src/runtime/inflight-journal.ts';
+import { InflightJournal, readInflightJournal, type CrashHint } from '../../../src/runtime/inflight-journal.ts';
 import type { Delivery } from '../../../src/transport/transport.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -22,12 +21,12 @@ describe('CrashSuspects', () => {
     const b = c.started([delivery('t/0/3', 1)]);
     expect(c.suspectOnDevice).toBe(true);
     // The suspect waits for the batch ahead to leave the device (BatchRunner): a crash till then is not its.
-    expect(JSON.parse(readFileSync(journal.path, 'utf8'))).toEqual([[['t/0/1', 0], ['t/0/2', 0]]]);
+    expect(readInflightJournal(journal.path)).toEqual({ batches: [[['t/0/1', 0], ['t/0/2', 0]]] });
     c.finished(a, true);
-    expect(JSON.parse(readFileSync(journal.path, 'utf8'))).toEqual([[['t/0/3', 1]]]);
+    expect(readInflightJournal(journal.path)).toEqual({ batches: [[['t/0/3', 1]]] });
     c.finished(b, true);
     expect(c.suspectOnDevice).toBe(false);
-    expect(JSON.parse(readFileSync(journal.path, 'utf8'))).toEqual([]);
+    expect(readInflightJournal(journal.path)).toEqual({ batches: [] });
     journal.close();
   });
 
@@ -98,14 +97,14 @@ describe('CrashSuspects carrying what a dead predecessor left', () => {
     const c = new CrashSuspects({ journal: third, hints: hints3, transport: { markSuspect: () => Promise.resolve(true) }, log });
     // One came back and was recorded with the broker: the journal no longer carries it.
     expect((await c.take(delivery('t/0/1')))?.suspectCount).toBe(1);
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/2', 1, 1, foundAt]]]);
+    expect(readInflightJournal(path)).toEqual({ batches: [[['t/0/2', 1, 1, foundAt]]] });
     // Batches run, a hang is recorded, the worker stops cleanly: the other is still carried.
     const b = c.started([delivery('t/0/7')]);
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/7', 0]], [['t/0/2', 1, 1, foundAt]]]);
+    expect(readInflightJournal(path)).toEqual({ batches: [[['t/0/7', 0]], [['t/0/2', 1, 1, foundAt]]] });
     c.finished(b, true);
     c.clear();
     c.record();
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['t/0/2', 1, 1, foundAt]]]);
+    expect(readInflightJournal(path)).toEqual({ batches: [[['t/0/2', 1, 1, foundAt]]] });
     third.close();
   });
 });
@@ -120,7 +119,7 @@ describe('CrashSuspects hints that never come back', () => {
     j.close();
     const next = new InflightJournal(path);
     const c = new CrashSuspects({ journal: next, hints: next.takeCrashHints(), transport: { markSuspect: () => Promise.resolve(true) }, log });
-    expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual([[['q/req-2', 0, 0, recent]]]); // not carried on
+    expect(readInflightJournal(path)).toEqual({ batches: [[['q/req-2', 0, 0, recent]]] }); // not carried on
     expect(c.take(delivery('q/req-1'))).toBeUndefined();
     expect(c.take(delivery('q/req-2'))).toBeDefined();
     next.close();

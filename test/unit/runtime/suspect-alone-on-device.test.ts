@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeRequest } from '../../../src/codec/index.ts';
@@ -7,7 +6,7 @@ import { createLogger } from '../../../src/observability/logger.ts';
 import { FleetMetrics } from '../../../src/observability/metrics.ts';
 import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
 import { DeviceWorker } from '../../../src/runtime/device-worker.ts';
-import { InflightJournal } from '../../../src/runtime/inflight-journal.ts';
+import { InflightJournal, readInflightJournal } from '../../../src/runtime/inflight-journal.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import type { TransportStartOptions } from '../../../src/transport/transport.ts';
@@ -47,7 +46,7 @@ describe('a suspect on the device', () => {
     await producer.publish(request('poison', 1));
     // Long enough for the worker to dispatch the suspect behind the first batch (the device looks free by its estimate).
     await new Promise((r) => setTimeout(r, 300));
-    const journaled = JSON.parse(readFileSync(journal.path, 'utf8')) as Array<Array<[string, number]>>;
+    const journaled = (readInflightJournal(journal.path) as { batches: Array<Array<[string, number]>> }).batches;
     // Were the process to die now, the journal must not blame the innocent request with the suspect.
     expect(dev.executions).toHaveLength(1);
     expect(journaled.some((b) => b.some(([, count]) => count > 0)) && journaled.length > 1).toBe(false);

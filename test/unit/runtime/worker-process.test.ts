@@ -1,13 +1,16 @@
+import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
+import { inflightJournalPath } from '../../../src/runtime/inflight-journal.ts';
 import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
 import type { DeviceLike } from '../../../src/runtime/load-checked.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
 import { MODEL, controlledDevice, request, until } from './fake-device-worker.ts';
 
 const config = parseFleetConfig({ modelRepository: 'examples/models', models: [MODEL], devices: { count: 1, backend: 'sim' }, worker: { metricsPort: 0 } });
@@ -84,6 +87,18 @@ describe('runWorker: the metrics/health edge', () => {
     expect(worker.metricsPort).toBeGreaterThan(0);
     expect(lines.some((l) => l.metricsPort === worker.metricsPort)).toBe(true);
     expect((await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`)).status).toBe(200);
+  });
+
+  it('starts past a torn in-flight journal, logging its path and why it is ignored', async () => {
+    // A journaled transport's config (the transport itself is the memory broker's: never contacted).
+    const cfg = parseFleetConfig({ ...config, transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://127.0.0.1:1' } }, worker: { metricsPort: 0, journalDir: tempDir('npu-fleet-torn-journal-') } });
+    const path = inflightJournalPath(cfg, 0) ?? '';
+    writeFileSync(path, 'npu-fleet-journal/1 00000040 0123456789abcdef\n[[["q/1",0]');
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const worker = await runWorker(cfg, 0, { artifact: 'onnx', openDevice: () => Promise.resolve(controlledDevice().device), createTransport: () => new MemoryTransport({ broker: new MemoryBroker() }) }, { log });
+    started.push(worker);
+    expect(lines.filter((l) => l.path === path && typeof l.reason === 'string').map((l) => l.reason)).toEqual([expect.stringMatching(/^torn: \d+ of 40 bytes/)]);
   });
 
   it('exports worker restarts from the first incarnation on (0), so the first restart shows in increase()', async () => {
