@@ -7,7 +7,7 @@ import { HEADERS, renderName } from '../names.ts';
 import { createKafka, kafkaError, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, type OutgoingMessage } from './kafka-outcomes.ts';
 import { readRanges, topicRanges } from './read-ranges.ts';
-import { ReplayLedger } from './replay-ledger.ts';
+import { originalKey, ReplayLedger, type Original } from './replay-ledger.ts';
 import { ReplayProducer, replayTakenOver } from './replay-producer.ts';
 
 const STALL_MS = 30_000;
@@ -88,9 +88,10 @@ export class KafkaDeadLetters implements DeadLetters {
     checkQuery(options);
     const tally = new ReplayTally(options);
     let alreadyReplayed = 0;
-    // Original message (its npu-fleet-dlq-source) -> re-sent, by this replay or an earlier one. Without
-    // exactlyOnce a worker that dies between writing a DLQ record and committing its offset answers
-    // the message again after the restart: a second record of it, which must not send it twice.
+    // Originals (originalKey) re-sent by this replay or found marked. Without exactlyOnce a worker
+    // that dies between writing a DLQ record and committing its offset answers the message again
+    // after the restart: a second record of it, which must not send it twice. Those an earlier
+    // replay re-sent through a record this one does not read come from the ledger.
     const resentOriginals = new Set<string>();
     const dlqTopic = renderName(this.settings.dlqTemplate, options.model);
     // Opened, fencing any replay of this DLQ still running, before the markers are read (scan):
@@ -105,9 +106,12 @@ export class KafkaDeadLetters implements DeadLetters {
       const topics = await this.requestTopics(options.model);
       const markers = producer === undefined ? false : { bootstrap: this.settings.brokers[0] ?? 'BROKER', warn };
       await this.scan(options, markers, async (batch, ledger) => {
-        const out: Array<OutgoingMessage & { ref: string; deadAt: number }> = [];
-        /** Second records of originals re-sent: marked, so later replays pass over them without reading the first. */
-        const seconds: Array<{ ref: string; source: string; deadAt: number }> = [];
+        const out: Array<OutgoingMessage & { ref: string; deadAt: number; original: Original | undefined }> = [];
+        /**
+         * Second records of originals re-sent: marked, so later replays pass over them also once the
+         * first's marker is gone (it is deleted with the first record, which may be much older).
+         */
+        const seconds: Array<{ ref: string; source: string; deadAt: number; original: Original }> = [];
         let stop = false;
         const nowMs = Date.now();
         for (const { letter, message } of batch) {
@@ -118,15 +122,17 @@ export class KafkaDeadLetters implements DeadLetters {
             break;
           }
           tally.matched++;
-          const original = headerText(message.headers?.[HEADERS.dlqSource]);
-          if (letter.replayedAt !== undefined) {
-            if (original !== undefined) resentOriginals.add(original);
+          const sourceRef = headerText(message.headers?.[HEADERS.dlqSource]);
+          const original = sourceRef === undefined ? undefined : { ref: sourceRef, requestId: letter.requestId };
+          const key = original === undefined ? undefined : originalKey(original);
+          if (ledger.replayedAt(letter.ref) !== undefined) {
+            if (key !== undefined) resentOriginals.add(key);
             alreadyReplayed++;
             continue;
           }
-          if (original !== undefined && resentOriginals.has(original)) {
+          if (original !== undefined && key !== undefined && (resentOriginals.has(key) || ledger.originalReplayedAt(key) !== undefined)) {
             alreadyReplayed++;
-            if (letter.source !== undefined) seconds.push({ ref: letter.ref, source: letter.source, deadAt: letter.deadAt });
+            if (letter.source !== undefined) seconds.push({ ref: letter.ref, source: letter.source, deadAt: letter.deadAt, original });
             continue;
           }
           // The topic is the priority on Kafka.
@@ -146,8 +152,8 @@ export class KafkaDeadLetters implements DeadLetters {
             tally.skipped.push({ ref: letter.ref, why: `it is ${bytes} bytes or more re-sent, over max.message.bytes (${maxBytes}) of ${target.source}; raise that topic's max.message.bytes and replay again` });
             continue;
           }
-          out.push({ topic: target.source, message: resend, ref: letter.ref, deadAt: letter.deadAt });
-          if (original !== undefined) resentOriginals.add(original);
+          out.push({ topic: target.source, message: resend, ref: letter.ref, deadAt: letter.deadAt, original });
+          if (key !== undefined) resentOriginals.add(key);
         }
         if (producer === undefined) tally.replayed += out.length;
         else {
@@ -160,7 +166,7 @@ export class KafkaDeadLetters implements DeadLetters {
             for (let i = 0; i < bytesChunk.length; i += SEND_RECORDS) {
               const chunk = bytesChunk.slice(i, i + SEND_RECORDS);
               const replayedAt = Date.now();
-              await producer.send([...chunk.map(({ topic, message }) => ({ topic, message })), ...chunk.map((m) => ledger.marker(m.ref, m.topic, replayedAt, m.deadAt))]);
+              await producer.send([...chunk.map(({ topic, message }) => ({ topic, message })), ...chunk.map((m) => ledger.marker(m.ref, m.topic, replayedAt, m.deadAt, m.original))]);
               tally.replayed += chunk.length;
               tally.progress();
             }
@@ -169,7 +175,7 @@ export class KafkaDeadLetters implements DeadLetters {
           // the next one passes over them once it has read the first's marker.
           if (seconds.length > 0) {
             const replayedAt = Date.now();
-            await producer.send(seconds.map((m) => ledger.marker(m.ref, m.source, replayedAt, m.deadAt)));
+            await producer.send(seconds.map((m) => ledger.marker(m.ref, m.source, replayedAt, m.deadAt, m.original)));
           }
         }
         tally.progress();
@@ -271,16 +277,19 @@ function letterOf(topic: string, partition: number, message: KafkaMessage, prior
   const value = message.value ?? Buffer.alloc(0);
   const facts = requestFacts(value);
   const ref = `${topic}/${partition}/${message.offset}`;
+  const requestId = facts.requestId ?? headerText(headers[HEADERS.requestId]);
+  const sourceRef = headerText(headers[HEADERS.dlqSource]);
   return {
     ref,
     reason: headerText(headers[HEADERS.dlqReason]) ?? '',
     message: headerText(headers[HEADERS.dlqMessage]) ?? '',
     source,
     priority: source === undefined ? undefined : priorityOf(source),
-    requestId: facts.requestId ?? headerText(headers[HEADERS.requestId]),
+    requestId,
     deadlineAt: facts.deadlineAt,
     deadAt: Number(message.timestamp),
     bytes: value.byteLength,
-    replayedAt: ledger.replayedAt(ref),
+    // Its own marker, else one of another record of its original (which replay passes it over for).
+    replayedAt: ledger.replayedAt(ref) ?? (sourceRef === undefined ? undefined : ledger.originalReplayedAt(originalKey({ ref: sourceRef, requestId }))),
   };
 }

@@ -46,7 +46,16 @@ function parseRef(ref: string): { topic: string; partition: number; offset: numb
  * line with the DLQ's retention (alignMarkerTopic), or warns naming the command when it may not.
  * Only markers of records still in the DLQ ranges read (from the partitions' log-start offsets, or
  * --since, to their end) are held in memory, so markers the DLQ no longer has records for cost
- * reading, not memory.
+ * reading, not memory; except the original each marker stood for, below.
+ *
+ * A marker also names the original request message its re-send stood for (`original`: the
+ * record's npu-fleet-dlq-source, and `requestId`): without exactlyOnce a worker that dies between
+ * writing a DLQ record and committing its offset dead-letters the message again, and the two
+ * records need not be read by one replay (a --since window starting between them, a --reason
+ * matching one, a replay run before the second was written). Replays pass over a record whose
+ * original a marker names, wherever that marker's record lies, so these originals are held for
+ * every marker read. The request id is part of it because a deleted and re-created request topic
+ * reuses offsets: another message at the same ref is another original.
  *
  * Markers of DLQ partition p go to marker partition p modulo the marker topic's partition count,
  * so a record's markers always share a partition (compaction works per partition).
@@ -58,6 +67,8 @@ export class ReplayLedger {
     private readonly partitions: number,
     /** DLQ ref -> when a replay re-sent it. */
     private readonly replayed: ReadonlyMap<string, number>,
+    /** originalKey -> when a replay re-sent that original (through any of its DLQ records). */
+    private readonly originals: ReadonlyMap<string, number>,
   ) {}
 
   /**
@@ -80,7 +91,9 @@ export class ReplayLedger {
     const ranges = found.ranges;
     const partitions = o.create === false ? found.partitions : await ensureMarkerTopic(o.admin, topic, o.dlqTopic, Math.max(1, o.dlqPartitions), found.partitions, o.create);
     const replayed = new Map<string, number>();
-    if (ranges.size === 0 || o.dlqRanges.size === 0) return new ReplayLedger(topic, partitions, replayed);
+    /** DLQ ref -> the original its marker names: per ref, so a tombstone takes it back. */
+    const originalOfRef = new Map<string, { key: string; replayedAt: number }>();
+    if (ranges.size === 0 || o.dlqRanges.size === 0) return new ReplayLedger(topic, partitions, replayed, new Map());
     const groupId = `npu-fleet-dlq-${randomUUID()}`;
     try {
       await readRanges({
@@ -91,14 +104,16 @@ export class ReplayLedger {
         ranges,
         stallMs: o.stallMs,
         visit: (_partition, messages) => {
-          for (const m of messages) markerInto(replayed, m, o.dlqTopic, o.dlqRanges);
+          for (const m of messages) markerInto(replayed, originalOfRef, m, o.dlqTopic, o.dlqRanges);
           return Promise.resolve(false);
         },
       });
     } finally {
       await o.admin.deleteGroups([groupId]).catch(() => undefined);
     }
-    return new ReplayLedger(topic, partitions, replayed);
+    const originals = new Map<string, number>();
+    for (const { key, replayedAt } of originalOfRef.values()) originals.set(key, Math.min(replayedAt, originals.get(key) ?? Infinity));
+    return new ReplayLedger(topic, partitions, replayed, originals);
   }
 
   /** When a replay re-sent the record `ref` (undefined: none did). */
@@ -106,40 +121,67 @@ export class ReplayLedger {
     return this.replayed.get(ref);
   }
 
+  /** When a replay re-sent the original `key` (originalKey) through any DLQ record of it (undefined: none did). */
+  originalReplayedAt(key: string): number | undefined {
+    return this.originals.get(key);
+  }
+
   /**
    * The marker saying the DLQ record `ref` (timestamped `recordAt`) was re-sent to `source` at
    * `replayedAt`. Its record timestamp, which its retention counts from, is never before the
    * record's, also when this host's clock is behind the workers': so it outlives the record.
    */
-  marker(ref: string, source: string, replayedAt: number, recordAt?: number): OutgoingMessage {
+  marker(ref: string, source: string, replayedAt: number, recordAt?: number, original?: Original): OutgoingMessage {
     const at = parseRef(ref);
     if (this.partitions === 0 || at === undefined) throw new FleetError('INTERNAL', `no replay marker for ${ref} in ${this.topic} (${this.partitions} partitions)`);
     const timestamp = recordAt !== undefined && Number.isFinite(recordAt) ? Math.max(replayedAt, recordAt) : replayedAt;
+    const value = original === undefined ? { replayedAt, source } : { replayedAt, source, original: original.ref, requestId: original.requestId };
     return {
       topic: this.topic,
-      message: { key: ref, value: JSON.stringify({ replayedAt, source }), partition: at.partition % this.partitions, timestamp: String(timestamp) },
+      message: { key: ref, value: JSON.stringify(value), partition: at.partition % this.partitions, timestamp: String(timestamp) },
     };
   }
 }
 
-/** Records one marker record (or its tombstone) when it is about a DLQ record inside `dlqRanges`. */
-function markerInto(replayed: Map<string, number>, m: KafkaMessage, dlqTopic: string, dlqRanges: PartitionRanges): void {
+/** The request message a DLQ record holds: where it was (npu-fleet-dlq-source) and its request id. */
+export interface Original {
+  readonly ref: string;
+  readonly requestId: string | undefined;
+}
+
+/** One string per original message, for sets and maps. */
+export function originalKey(original: Original): string {
+  return `${original.ref}\n${original.requestId ?? ''}`;
+}
+
+/**
+ * Records one marker record (or its tombstone): when it is about a DLQ record inside `dlqRanges`,
+ * in `replayed`; the original it names (any DLQ record of `dlqTopic`), in `originalOfRef`.
+ */
+function markerInto(replayed: Map<string, number>, originalOfRef: Map<string, { key: string; replayedAt: number }>, m: KafkaMessage, dlqTopic: string, dlqRanges: PartitionRanges): void {
   const ref = m.key?.toString('utf8');
   const at = ref === undefined ? undefined : parseRef(ref);
-  const range = at === undefined || at.topic !== dlqTopic ? undefined : dlqRanges.get(at.partition);
-  if (ref === undefined || at === undefined || range === undefined || at.offset < range.from || at.offset >= range.end) return;
+  if (ref === undefined || at === undefined || at.topic !== dlqTopic) return;
+  const range = dlqRanges.get(at.partition);
+  const inRange = range !== undefined && at.offset >= range.from && at.offset < range.end;
   if (m.value === null) {
     replayed.delete(ref);
+    originalOfRef.delete(ref);
     return;
   }
   let replayedAt = Number(m.timestamp);
+  let original: Original | undefined;
   try {
-    const v = JSON.parse(m.value.toString('utf8')) as { replayedAt?: unknown };
+    const v = JSON.parse(m.value.toString('utf8')) as { replayedAt?: unknown; original?: unknown; requestId?: unknown };
     if (typeof v.replayedAt === 'number' && Number.isFinite(v.replayedAt)) replayedAt = v.replayedAt;
+    if (typeof v.original === 'string') original = { ref: v.original, requestId: typeof v.requestId === 'string' ? v.requestId : undefined };
   } catch {
     // Written by hand or by a later version: the key says it was replayed; the record's time says when.
   }
-  replayed.set(ref, replayedAt);
+  if (original !== undefined) originalOfRef.set(ref, { key: originalKey(original), replayedAt });
+  // A later marker of the ref without an original (by hand) replaces one with.
+  else originalOfRef.delete(ref);
+  if (inRange) replayed.set(ref, replayedAt);
 }
 
 /** topicRanges of the marker topic, asked again while its leadership settles (about 10 s at most). */
