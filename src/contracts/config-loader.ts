@@ -3,7 +3,7 @@ import { parse as parseYaml } from 'yaml';
 import { FleetError } from '../errors/fleet-error.ts';
 import { FleetConfigSchema, type FleetConfig } from './fleet-config.ts';
 import { ModelConfigSchema, type ModelConfig } from './model-config.ts';
-import { applyEnvOverrides as applyFleetEnvOverrides, overridesBehind } from './env-overrides.ts';
+import { applyEnvOverrides as applyFleetEnvOverrides, envSpellingHints, overridesBehind } from './env-overrides.ts';
 import { validationError } from './validation-error.ts';
 
 export { ENV_PREFIX } from './env-overrides.ts';
@@ -71,7 +71,11 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
   // The file looks right when the bad value came from the environment: say which variable (never its value).
   const vars = overridesBehind(parsed.error.issues, env);
   if (vars.length === 0) throw err;
-  throw new FleetError('INVALID_CONFIG', `${err.message}; set by the environment: ${vars.join(', ')}`, { cause: err.cause, details: { ...err.details, env: vars } });
+  const hints = envSpellingHints(parsed.error.issues, env, FleetConfigSchema);
+  throw new FleetError('INVALID_CONFIG', `${err.message}; set by the environment: ${vars.join(', ')}${hints.map((h) => `; ${h}`).join('')}`, {
+    cause: err.cause,
+    details: { ...err.details, env: vars },
+  });
 }
 
 export function parseModelConfig(input: unknown, source = 'model config'): ModelConfig {

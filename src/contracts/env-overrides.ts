@@ -139,6 +139,65 @@ export function applyEnvOverrides(base: Record<string, unknown>, env: NodeJS.Pro
   return out;
 }
 
+/** `['worker', 'drainTimeoutMs']` → `NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS`, the inverse of `camel`. */
+export function envVariableName(path: readonly string[]): string {
+  return ENV_PREFIX + path.map((seg) => seg.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase()).join('__');
+}
+
+/** The keys of the object(s) `schema` accepts at `path` (every option of a union). */
+function keysAt(schema: z.core.$ZodType, path: readonly string[]): Set<string> {
+  const def = defOf(schema);
+  switch (def.type) {
+    case 'default':
+    case 'prefault':
+    case 'optional':
+    case 'nullable':
+    case 'readonly':
+    case 'catch':
+      return def.innerType ? keysAt(def.innerType, path) : new Set();
+    case 'pipe':
+      return def.in ? keysAt(def.in, path) : new Set();
+    case 'union': {
+      const out = new Set<string>();
+      for (const option of def.options ?? []) for (const k of keysAt(option, path)) out.add(k);
+      return out;
+    }
+    case 'object': {
+      if (path.length === 0) return new Set(Object.keys(def.shape ?? {}));
+      const [head, ...rest] = path as [string, ...string[]];
+      const field = def.shape?.[head];
+      return field === undefined ? new Set() : keysAt(field, rest);
+    }
+    default:
+      return new Set();
+  }
+}
+
+/**
+ * For a variable that set an unknown key only because a camelCase key was written without the `_`
+ * between its words (`NPU_FLEET__WORKER__DRAINTIMEOUTMS`), the variable meant
+ * (`NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS`): the schema's own "unknown key" says nothing of the spelling.
+ */
+export function envSpellingHints(issues: readonly z.core.$ZodIssue[], env: NodeJS.ProcessEnv, schema: z.core.$ZodType): string[] {
+  const hints: string[] = [];
+  const overrides = envOverrides(env);
+  for (const issue of issues) {
+    if (issue.code !== 'unrecognized_keys') continue;
+    const at = issue.path.map(String);
+    const known = [...keysAt(schema, at)];
+    for (const key of issue.keys) {
+      const meant = known.find((k) => k.toLowerCase() === key.toLowerCase().replace(/_/g, ''));
+      if (meant === undefined) continue;
+      for (const o of overrides) {
+        if (o.path.length <= at.length || o.path[at.length] !== key || !at.every((seg, i) => o.path[i] === seg)) continue;
+        const path = [...at, meant, ...o.path.slice(at.length + 1)];
+        hints.push(`for ${path.join('.')} set ${envVariableName(path)}, not ${o.name} (the words of a camelCase key are joined by _)`);
+      }
+    }
+  }
+  return hints;
+}
+
 /**
  * The variables behind the failed fields of `issues`: one that set the field or a section holding
  * it, or one below an unknown key (a misspelt section).

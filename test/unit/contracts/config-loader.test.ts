@@ -151,6 +151,25 @@ describe('fleet config loader', () => {
     );
   });
 
+  it('names the variable to set when a camelCase key was written without its underscores', () => {
+    const message = (env: Record<string, string>): string => {
+      try {
+        loadFleetConfig({ env });
+      } catch (e) {
+        return (e as Error).message;
+      }
+      return 'no error';
+    };
+    // The key worker.drainTimeoutMs is spelt DRAIN_TIMEOUT_MS; DRAINTIMEOUTMS reads as an unknown key.
+    expect(message({ NPU_FLEET__WORKER__DRAINTIMEOUTMS: '5000' })).toMatch(/NPU_FLEET__WORKER__DRAINTIMEOUTMS.*set NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS/);
+    expect(message({ NPU_FLEET__MODELREPOSITORY: '/srv/models' })).toMatch(/set NPU_FLEET__MODEL_REPOSITORY/);
+    expect(
+      message({ NPU_FLEET__TRANSPORT__KIND: 'kafka', NPU_FLEET__TRANSPORT__KAFKA__BROKERS: 'a:1', NPU_FLEET__TRANSPORT__KAFKA__REPLYTOPICPATTERN: 'x' }),
+    ).toMatch(/set NPU_FLEET__TRANSPORT__KAFKA__REPLY_TOPIC_PATTERN/);
+    // A key that matches nothing gets no made-up suggestion.
+    expect(message({ NPU_FLEET__WORKER__COLOUR: 'red' })).not.toMatch(/ set NPU_FLEET__/);
+  });
+
   it('reports unreadable files and bad YAML clearly', () => {
     expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
     expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);
