@@ -147,10 +147,22 @@ export class BullmqTransport implements Transport {
         answer: (model, job) => this.answerStalledOut(model, job),
         intervalMs: this.options.reaperIntervalMs ?? 10_000,
         logger: this.options.logger,
+        also: () => this.sweepSuspects(),
       });
       this.reaper.start();
     } catch (err) {
       throw bullmqError(err, 'starting the bullmq transport failed');
+    }
+  }
+
+  /** The suspect counts of jobs finished or gone without them being forgotten (SuspectStore.sweep). */
+  private async sweepSuspects(): Promise<void> {
+    for (const { queue } of this.workers.values()) {
+      try {
+        await this.suspects.sweep(queue, (jobId) => `${this.settings.prefix}:${queue}:${jobId}`);
+      } catch (err) {
+        this.options.logger?.warn({ err, queue }, 'could not sweep the device-hang counts of finished jobs; the next sweep tries again');
+      }
     }
   }
 
@@ -288,6 +300,8 @@ export class BullmqTransport implements Transport {
         this.outQueues.release(queue);
       }
     }
+    // Answered for good: a count it had (a crash-looping input) must not pass to a replay of the same job id.
+    this.suspects.forget(job.queueName, job.id ?? '');
     if (answer.dlq !== undefined) this.onAnswered?.(model, answer.dlq.reason);
   }
 

@@ -26,6 +26,8 @@ export interface StallReaperOptions {
   readonly answer: (model: string, job: Job) => Promise<void>;
   readonly intervalMs: number;
   readonly logger?: TransportLogger | undefined;
+  /** Run after each sweep, over the same queues (the transport's suspect counts of jobs gone). */
+  readonly also?: () => Promise<unknown>;
 }
 
 /**
@@ -72,6 +74,7 @@ export class StallReaper {
       }
     }
     if (answered > 0) this.o.logger?.warn({ answered }, 'answered jobs whose workers died holding them too often (WORKER_CRASHED results and DLQ records)');
+    await this.o.also?.();
     return answered;
   }
 

@@ -4,15 +4,41 @@ import { withTimeout } from '../with-timeout.ts';
 /** Suspect counts outlive a worker restart by far, and an abandoned count does not live forever. */
 const SUSPECTS_TTL_S = 7 * 24 * 3600;
 const MAX_BOUNCES_TRACKED = 10_000;
+/** Entries looked at per round trip, and round trips per queue and sweep (a big hash is swept over a few). */
+const SWEEP_PAGE = 500;
+const SWEEP_PAGES = 20;
+
+/**
+ * For each job id in ARGV whose job hash (KEYS[i + 1]) is gone or finished, removes its count
+ * from KEYS[1]; resolves to how many. Atomic, so a job cannot be re-added or marked between the
+ * look and the removal.
+ */
+const SWEEP_FINISHED = `
+local removed = 0
+for i = 1, #ARGV do
+  local job = KEYS[i + 1]
+  if redis.call('EXISTS', job) == 0 or redis.call('HEXISTS', job, 'finishedOn') == 1 then
+    removed = removed + redis.call('HDEL', KEYS[1], ARGV[i])
+  end
+end
+return removed
+`;
 
 /**
  * Device-hang suspects of BullMQ jobs (Transport.markSuspect): per request queue, a hash beside
  * BullMQ's own keys from job id to the times the job was on a device that hung. Read only for
- * redelivered jobs, so the common path pays nothing.
+ * redelivered jobs, so the common path pays nothing. A count is dropped when its job is answered
+ * with it (forget) and by a periodic sweep once its job is finished or gone by any other way (a
+ * count never read because the read failed, a job BullMQ failed after its workers died, one its
+ * producer removed): the hash's own TTL starts again with every mark, so in a fleet with a hang
+ * a week such entries would otherwise stay for good, and one left for a removed job would count
+ * against a later job of the same id (a DLQ replay, a producer's rerun).
  */
 export class SuspectStore {
   /** Job id -> times this worker put it back unprocessed (a paused priority): bounded. */
   private readonly bounced = new Map<string, number>();
+  /** Per queue, where the last sweep's scan of the hash stopped ('0': the start). */
+  private readonly sweepCursors = new Map<string, string>();
 
   constructor(
     private readonly redis: () => Redis,
@@ -70,5 +96,26 @@ export class SuspectStore {
     void this.redis()
       .hdel(this.keyOf(queue), jobId)
       .catch(() => undefined);
+  }
+
+  /**
+   * Removes the counts of `queue`'s jobs that are finished or gone (`jobKeyOf`: a job id's BullMQ
+   * hash); resolves to how many. A job still waiting, delayed or active keeps its count, however
+   * old: it may yet be quarantined by it. Bounded per call; a hash bigger than that is swept over
+   * a few calls.
+   */
+  async sweep(queue: string, jobKeyOf: (jobId: string) => string): Promise<number> {
+    const key = this.keyOf(queue);
+    let cursor = this.sweepCursors.get(queue) ?? '0';
+    let removed = 0;
+    for (let page = 0; page < SWEEP_PAGES; page++) {
+      const [next, flat] = await this.redis().hscan(key, cursor, 'COUNT', SWEEP_PAGE);
+      const ids = flat.filter((_, i) => i % 2 === 0);
+      if (ids.length > 0) removed += Number(await this.redis().eval(SWEEP_FINISHED, 1 + ids.length, key, ...ids.map(jobKeyOf), ...ids));
+      cursor = next;
+      if (cursor === '0') break;
+    }
+    this.sweepCursors.set(queue, cursor);
+    return removed;
   }
 }
