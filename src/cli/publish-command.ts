@@ -8,6 +8,7 @@ import { FleetError } from '../errors/fleet-error.ts';
 import { answeredCount, BULK_CHUNK, bulkPublish, DEFAULT_IN_FLIGHT, newBulkStats } from '../producer/bulk-publish.ts';
 import { createProducer } from '../producer/index.ts';
 import { privateInbox } from '../producer/private-inbox.ts';
+import { findRepeatCandidates, NO_ID_REPEATS, type RepeatCandidates } from '../producer/repeat-candidates.ts';
 import { checkRequests } from '../producer/request-check.ts';
 import { countRequests, isJsonLines, readRequestFile, type FileEntry } from '../producer/request-file.ts';
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
@@ -77,16 +78,21 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   };
   // Priority levels by model, for the check below; the synthetic path has its model at hand.
   const levels = new Map<string, number | undefined>();
-  let source: { entries: AsyncIterable<FileEntry>; total: number | undefined; prepare?: (r: RequestEnvelope) => void; progress: boolean } | undefined;
+  let source: { entries: AsyncIterable<FileEntry>; total: number | undefined; prepare?: (r: RequestEnvelope) => void; progress: boolean; repeats?: RepeatCandidates } | undefined;
   const requests: RequestEnvelope[] = [];
   if (values.file !== undefined && isManyRequestsFile(values.file)) {
     // A data set: read as a stream, each request checked as it goes out; a bad one is recorded
     // as invalid and the run goes on.
     const file = values.file;
+    const total = await countRequests(file);
     source = {
       entries: readRequestFile(file, config.limits),
-      total: await countRequests(file),
+      total,
       progress: true,
+      // Holding every id of a 50-million-line file to refuse repeats took gigabytes: a first pass
+      // finds the few ids that may repeat, and only those are remembered. (A JSON array is in
+      // memory whole anyway.)
+      ...(isJsonLines(file) ? { repeats: await findRepeatCandidates(file, total) } : {}),
       prepare: (r) => {
         override(r);
         checkRequests([r], config.transport.kind, config.limits);
@@ -103,7 +109,7 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     if (priority !== undefined) checkPriorities([{ model: model.name, priority }], config.modelRepository, levels);
     // Made as they are sent, a chunk at a time: --count 1000000 built up front held every tensor
     // (gigabytes for an image model) and went out as one publish.
-    source = { entries: syntheticEntries(model, count, override), total: count, progress: count > BULK_CHUNK };
+    source = { entries: syntheticEntries(model, count, override), total: count, progress: count > BULK_CHUNK, repeats: NO_ID_REPEATS };
   }
   if (source === undefined) {
     requests.forEach(override);
@@ -148,6 +154,7 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
       timeoutMs,
       inFlight,
       ...(source?.prepare === undefined ? {} : { prepare: source.prepare }),
+      ...(source?.repeats === undefined ? {} : { repeats: source.repeats }),
       ...(out === undefined ? {} : { done: out.done }),
       onRecord: (r) => (out === undefined ? void process.stdout.write(`${resultLine(r)}\n`) : out.write(r)),
       stopped: () => interruptedBy !== undefined,

@@ -2,6 +2,7 @@ import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import { ZERO_TIMINGS, type ResultEnvelope, type ResultStatus } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import type { Producer } from './producer.ts';
+import { ANY_ID_MAY_REPEAT, type RepeatCandidates } from './repeat-candidates.ts';
 import type { FileEntry } from './request-file.ts';
 
 /** Requests published per call (one Kafka sendBatch / one BullMQ addBulk per model queue). */
@@ -46,6 +47,12 @@ export interface BulkPublishOptions {
   /** Ids already answered ok (a resumed run): not sent again. */
   readonly done?: ReadonlySet<string>;
   /**
+   * Ids that may occur on more than one entry (all that do, maybe others): only their first
+   * lines are remembered, to refuse a repeat. Default: every id, one Map entry each for the whole
+   * run (about 100 bytes): a data set of millions of lines passes findRepeatCandidates' instead.
+   */
+  readonly repeats?: RepeatCandidates;
+  /**
    * Every record of the run, in arrival order: each result, and an `invalid` / `failed` result
    * made here for an entry refused before sending or a request left unanswered. Awaited: a slow
    * writer holds the run back (the in-flight bound still holds).
@@ -78,6 +85,8 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   const now = o.nowMs ?? Date.now;
   const inFlight = Math.max(1, o.inFlight ?? DEFAULT_IN_FLIGHT);
   const chunkSize = Math.min(BULK_CHUNK, inFlight);
+  const repeats = o.repeats ?? ANY_ID_MAY_REPEAT;
+  /** The first line of each id that may repeat: a repeat is refused only when its id is here (never on a guess). */
   const firstLineOf = new Map<string, number>();
   const pending = new Set<Promise<void>>();
   /** Wakes flush() waiting for room when one of `pending` settles (see flush). */
@@ -217,7 +226,8 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     }
     const request = entry.request;
     // Repeats first, so a repeated id is refused alike whether or not a resumed run skips it.
-    const first = firstLineOf.get(request.id);
+    const mayRepeat = repeats.mayRepeat(request.id);
+    const first = mayRepeat ? firstLineOf.get(request.id) : undefined;
     if (first !== undefined) {
       stats.invalidEntries++;
       const error = new FleetError('INVALID_ARGUMENT', `line ${entry.line}: id "${request.id}" repeats line ${first}; ids must be unique in a run (replies are matched by id)`, {
@@ -226,7 +236,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
       await record(local('invalid', error, '', request.model));
       continue;
     }
-    firstLineOf.set(request.id, entry.line);
+    if (mayRepeat) firstLineOf.set(request.id, entry.line);
     if (o.done?.has(request.id) === true) {
       stats.skipped++;
       continue;
