@@ -3,6 +3,7 @@ import type { ModelConfig } from '../contracts/model-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import type { FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
+import { DeviceTimeline } from '../scheduler/device-timeline.ts';
 import type { Batch } from '../scheduler/scheduler-types.ts';
 import { gatherInputs, scatterOutputs } from './batch-io.ts';
 import { failedBatchResults, finishedBatchResults, type MemberResult } from './batch-results.ts';
@@ -50,9 +51,8 @@ export class BatchRunner {
   private inflightBatches = 0;
   /** Batches in flight led by lower-priority (level > 0) work. */
   private bulkBatches = 0;
-  private deviceFreeAt = 0;
-  /** Estimated device ms of batches in flight, in dispatch order (the device runs them in turn). */
-  private readonly inflightEstimates: number[] = [];
+  /** The batches in flight by their estimates: when the device frees up. */
+  private readonly timeline = new DeviceTimeline();
   /** Recent host→device copy time: how early the next batch must be formed to overlap it. */
   private copyInEwmaMs = 0;
   /** When the device last finished a batch: a batch's service time starts no earlier. */
@@ -76,9 +76,14 @@ export class BatchRunner {
     return this.bulkBatches;
   }
 
-  /** When the device is expected to be free: now when nothing is in flight. */
+  /** When the device is expected to be free: now when nothing is in flight, else at least leadMs from now. */
   freeAt(nowMs: number): number {
-    return this.inflightBatches === 0 ? nowMs : Math.max(nowMs, this.deviceFreeAt);
+    return this.timeline.freeAt(nowMs, this.leadMs);
+  }
+
+  /** Whether the batch on the device has run past its estimated end: only its completion tells when it frees up. */
+  overrunning(nowMs: number): boolean {
+    return this.timeline.overrunning(nowMs);
   }
 
   /**
@@ -110,8 +115,7 @@ export class BatchRunner {
     const bulk = (batch.members[0]?.priority ?? 0) > 0;
     if (bulk) this.bulkBatches++;
     version.inflight++;
-    this.deviceFreeAt = Math.max(nowMs, this.deviceFreeAt) + batch.estimatedDeviceMs;
-    this.inflightEstimates.push(batch.estimatedDeviceMs);
+    this.timeline.dispatched(batch.estimatedDeviceMs, nowMs);
     const journaled = this.o.crash.started(batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]));
     this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflightBatches);
     const ahead = this.lastLeft;
@@ -197,11 +201,9 @@ export class BatchRunner {
       left();
       this.inflightBatches--;
       version.inflight--;
-      this.inflightEstimates.shift();
       this.o.crash.finished(journaled, !this.o.hung());
       // Re-anchor on what is really left: the next batch in flight starts on the device now.
-      const now = Date.now();
-      this.deviceFreeAt = now + this.inflightEstimates.reduce((a, b) => a + b, 0);
+      this.timeline.left(Date.now());
       this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflightBatches);
       await this.o.lanes.retireIfIdle(version);
       this.o.left();

@@ -269,7 +269,8 @@ export class DeviceWorker {
         // up (the lead covers copy-in) or, while urgent traffic flows, until it is idle (a
         // completion pumps again); top-priority work goes at once.
         this.answers.answerExpired(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
-        if (!holdForUrgent) nextWake = Math.min(nextWake, freeAt - leadMs);
+        // A batch past its estimated end has no known end to wake before: its completion pumps.
+        if (!holdForUrgent && !this.runner.overrunning(nowMs)) nextWake = Math.min(nextWake, freeAt - leadMs);
         nextWake = Math.min(nextWake, expiryWakeAt(lane));
       } else if (inflight < maxInflight) {
         // Urgent work going to a busy device, or while urgent traffic flows, travels without

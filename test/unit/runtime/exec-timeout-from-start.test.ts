@@ -14,8 +14,8 @@ describe('execTimeoutMs counts from when a batch starts on the device', () => {
     h = await startWorker(snapshotWith({ ...modelConfig, execTimeoutMs: 300 }, '1'));
     await h.producer.publish(request('first', 1));
     await until(() => h!.executions.length === 1, 2000, 'the first batch on the device');
-    // The device frees up by the estimate long before the first batch ends: the second slot fills.
-    await h.producer.publish(request('second', 1));
+    // Top-priority work goes to the busy device at once: the second slot fills.
+    await h.producer.publish(request('second', 0));
     await until(() => h!.executions.length === 2, 2000, 'the second batch dispatched behind the first');
     const secondAt = Date.now();
     await sleep(200);
@@ -35,7 +35,7 @@ describe('execTimeoutMs counts from when a batch starts on the device', () => {
     h = await startWorker(snapshotWith({ ...modelConfig, execTimeoutMs: 300 }, '1'));
     await h.producer.publish(request('first', 1));
     await until(() => h!.executions.length === 1, 2000, 'the first batch on the device');
-    await h.producer.publish(request('second', 1));
+    await h.producer.publish(request('second', 0));
     await until(() => h!.executions.length === 2, 2000, 'the second batch dispatched behind the first');
     await sleep(100);
     h.executions[0]?.release();
@@ -50,11 +50,11 @@ describe('execTimeoutMs counts from when a batch starts on the device', () => {
     h = await startWorker(snapshotWith({ ...modelConfig, execTimeoutMs: 300 }, '1'));
     await h.producer.publish(request('first', 1));
     await until(() => h!.executions.length === 1, 2000, 'the first batch on the device');
-    await h.producer.publish(request('second', 1));
+    await h.producer.publish(request('second', 0));
     await until(() => h!.executions.length === 2, 2000, 'the second batch behind it');
     h.executions[1]?.fail(new Error('refused at once'));
     await until(() => h!.results.has('second'), 2000, 'the second answered failed');
-    await h.producer.publish(request('third', 1));
+    await h.producer.publish(request('third', 0));
     await until(() => h!.executions.length === 3, 2000, 'the third batch behind the first');
     await sleep(350);
     h.executions[0]?.release(); // the first ran 350 ms: late; the third has not started
