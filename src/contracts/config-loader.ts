@@ -15,6 +15,10 @@ function readYaml(path: string, what: string): unknown {
   } catch (cause) {
     throw new FleetError('INVALID_CONFIG', `cannot read ${what} ${path}: ${(cause as Error).message}`, { cause });
   }
+  return yamlOf(text, path, what);
+}
+
+function yamlOf(text: string, path: string, what: string): unknown {
   try {
     return parseYaml(text) ?? {};
   } catch (cause) {
@@ -86,4 +90,9 @@ export function parseModelConfig(input: unknown, source = 'model config'): Model
 
 export function loadModelConfig(path: string): ModelConfig {
   return parseModelConfig(readYaml(path, 'model config'), `model config ${path}`);
+}
+
+/** A model config.yaml already read (by a caller that reads files its own way: the repository poll). */
+export function modelConfigFromYaml(text: string, path: string): ModelConfig {
+  return parseModelConfig(yamlOf(text, path, 'model config'), `model config ${path}`);
 }

@@ -214,6 +214,12 @@ export const FLEET_METRICS = {
     help: 'Model versions that failed to load during a hot reload (the model keeps its served versions)',
     labels: ['model'],
   },
+  repositorySlowScans: {
+    name: 'npu_fleet_model_repository_slow_scans_total',
+    kind: 'counter',
+    help: 'Hot-reload scans of the model repository still running past their time limit (a hung or slow mount); the worker serves on',
+    labels: [],
+  },
   dlq: {
     name: 'npu_fleet_dlq_total',
     kind: 'counter',

@@ -122,6 +122,7 @@ export class FleetMetrics {
   private readonly duplicates: Counter<'model'>;
   private readonly dlqs: Counter<'model' | 'reason'>;
   private readonly loadFailures: Counter<'model'>;
+  private readonly slowScans: Counter;
   private readonly hooks: Hook[] = [];
   /** Hooks still running from an earlier scrape: not started again until they settle. */
   private readonly running = new Map<Hook, Promise<void>>();
@@ -175,6 +176,7 @@ export class FleetMetrics {
     this.duplicates = counter(m.duplicates);
     this.dlqs = counter(m.dlq);
     this.loadFailures = counter(m.modelLoadFailures);
+    this.slowScans = new Counter({ name: m.repositorySlowScans.name, help: m.repositorySlowScans.help, registers });
     this.ready.set(0);
   }
 
@@ -314,6 +316,10 @@ export class FleetMetrics {
 
   modelLoadFailed(model: string): void {
     this.loadFailures.inc({ model });
+  }
+
+  repositoryScanSlow(): void {
+    this.slowScans.inc();
   }
 
   deadLettered(model: string, reason: string): void {

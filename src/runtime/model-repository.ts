@@ -1,13 +1,15 @@
-import { existsSync, readdirSync, readFileSync, readlinkSync, statSync, type Stats } from 'node:fs';
+import type { Stats } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { loadModelConfig } from '../contracts/config-loader.ts';
+import { modelConfigFromYaml } from '../contracts/config-loader.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { entriesOf, existsAt, linkOf, runAsync, runSync, statOf, textOf, type FsSteps, type RepositoryFs } from './repository-fs.ts';
 
 /**
  * The model repository on disk (DESIGN §6):
  *   <dir>/<name>/config.yaml, <dir>/<name>/<version>/model.onnx (simulator) | model.om (NPU)
- * Scanning is pure file reading; the watcher (model-watcher.ts) polls it and diffs snapshots.
+ * Scanning is pure file reading, blocking (scanRepository, for one-shot commands) or not
+ * (scanRepositoryAsync, for a worker's poll: repository-poll.ts), which diffs snapshots.
  */
 export type ArtifactKind = 'onnx' | 'om';
 
@@ -80,30 +82,33 @@ export interface ScanOptions {
  */
 export type ConfigCache = Map<string, { readonly stamp: string; readonly parsed: ModelConfig | Error; readonly lastGood: ModelConfig | undefined }>;
 
-function loadNamedConfig(path: string, name: string): ModelConfig {
-  const config = loadModelConfig(path);
-  if (config.name !== name) throw new FleetError('INVALID_CONFIG', `name "${config.name}" must equal its directory name "${name}"`);
-  return config;
+function* loadNamedConfig(path: string, name: string): FsSteps<ModelConfig | Error> {
+  let text: string;
+  try {
+    text = yield* textOf(path);
+  } catch (cause) {
+    return new FleetError('INVALID_CONFIG', `cannot read model config ${path}: ${(cause as Error).message}`, { cause });
+  }
+  try {
+    const config = modelConfigFromYaml(text, path);
+    if (config.name !== name) throw new FleetError('INVALID_CONFIG', `name "${config.name}" must equal its directory name "${name}"`);
+    return config;
+  } catch (err) {
+    return err as Error;
+  }
 }
 
 /** The model's config, or the reason it has none; with a cache, the last valid one stands in for a broken file. */
-function readConfig(path: string, name: string, cache: ConfigCache | undefined): { config: ModelConfig | undefined; error: Error | undefined } {
-  const parse = (): ModelConfig | Error => {
-    try {
-      return loadNamedConfig(path, name);
-    } catch (err) {
-      return err as Error;
-    }
-  };
+function* readConfig(path: string, name: string, cache: ConfigCache | undefined): FsSteps<{ config: ModelConfig | undefined; error: Error | undefined }> {
   if (cache === undefined) {
-    const parsed = parse();
+    const parsed = yield* loadNamedConfig(path, name);
     return parsed instanceof Error ? { config: undefined, error: parsed } : { config: parsed, error: undefined };
   }
-  const st = statSync(path);
+  const st = yield* statOf(path);
   const stamp = `${st.ino}:${st.mtimeMs}:${st.ctimeMs}:${st.size}`;
   let hit = cache.get(path);
   if (hit === undefined || hit.stamp !== stamp) {
-    const parsed = parse();
+    const parsed = yield* loadNamedConfig(path, name);
     hit = { stamp, parsed, lastGood: parsed instanceof Error ? hit?.lastGood : parsed };
     cache.set(path, hit);
   }
@@ -115,9 +120,9 @@ function readConfig(path: string, name: string, cache: ConfigCache | undefined):
  * pointing at a removed directory) or an entry removed during the scan must not fail the scan of
  * every other model, which would stop all reloads while it lasts.
  */
-function statEntry(path: string): Stats | string {
+function* statEntry(path: string): FsSteps<Stats | string> {
   try {
-    return statSync(path);
+    return yield* statOf(path);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     return `cannot read it (${code}: a symlink to nothing, or removed while scanning); point it at an existing directory or remove it`;
@@ -125,9 +130,9 @@ function statEntry(path: string): Stats | string {
 }
 
 /** Where a symlink at `path` points, or undefined for no symlink there. */
-function linkTarget(path: string): string | undefined {
+function* linkTarget(path: string): FsSteps<string | undefined> {
   try {
-    return readlinkSync(path);
+    return yield* linkOf(path);
   } catch {
     return undefined;
   }
@@ -140,9 +145,9 @@ const LFS_POINTER_MAX_BYTES = 1024;
  * A model kept in Git LFS and cloned without `git lfs pull` is a short text pointer: its load
  * fails as a malformed model, which does not say what to do.
  */
-function isLfsPointer(path: string): boolean {
+function* isLfsPointer(path: string): FsSteps<boolean> {
   try {
-    return readFileSync(path, 'utf8').startsWith('version https://git-lfs.github.com/spec/');
+    return (yield* textOf(path)).startsWith('version https://git-lfs.github.com/spec/');
   } catch {
     return false;
   }
@@ -158,20 +163,34 @@ function applyPolicy(config: ModelConfig, versions: readonly ModelVersion[]): Mo
   return versions.filter((v) => wanted.has(v.version));
 }
 
-export function scanRepository(dirIn: string, options: ScanOptions): RepositorySnapshot {
+/** Scans with blocking file reads: for one-shot commands (models validate, publish), not a serving worker. */
+export function scanRepository(dir: string, options: ScanOptions): RepositorySnapshot {
+  return runSync(scanSteps(dir, options));
+}
+
+/**
+ * Scans through fs.promises (or `fs`): the event loop keeps turning while a read waits on a slow
+ * or hung file system. The scan reads one file at a time.
+ */
+export function scanRepositoryAsync(dir: string, options: ScanOptions & { fs?: RepositoryFs }): Promise<RepositorySnapshot> {
+  return runAsync(scanSteps(dir, options), options.fs);
+}
+
+function* scanSteps(dirIn: string, options: ScanOptions): FsSteps<RepositorySnapshot> {
   const dir = resolve(dirIn);
   const problems: RepositoryProblem[] = [];
   const incomplete: Array<{ path: string; changedAt: number }> = [];
   const models = new Map<string, RepositoryModel>();
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) {
+  const dirStat = yield* statEntry(dir);
+  if (typeof dirStat === 'string' || !dirStat.isDirectory()) {
     throw new FleetError('INVALID_CONFIG', `model repository ${dir} is not a directory; set modelRepository in the fleet config`);
   }
   const nowMs = options.nowMs ?? Date.now();
   const artifactFile = options.artifact === 'onnx' ? 'model.onnx' : 'model.om';
-  for (const name of readdirSync(dir).sort()) {
+  for (const name of (yield* entriesOf(dir)).sort()) {
     if (name.startsWith('.')) continue;
     const modelDir = join(dir, name);
-    const modelStat = statEntry(modelDir);
+    const modelStat = yield* statEntry(modelDir);
     if (typeof modelStat === 'string') {
       problems.push({ path: modelDir, message: modelStat });
       continue;
@@ -179,7 +198,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     if (!modelStat.isDirectory()) continue;
     if (options.only && !options.only.includes(name)) continue;
     const configPath = join(modelDir, 'config.yaml');
-    if (!existsSync(configPath)) {
+    if (!(yield* existsAt(configPath))) {
       // An editor saving it may rename the old file away before writing the new one (vim's and
       // emacs's backups): a model the poll had stays as it was while its directory just changed,
       // or it would be unloaded, and its requests refused, for the length of a save.
@@ -192,7 +211,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       problems.push({ path: modelDir, message: 'missing config.yaml (every model directory needs one)' });
       continue;
     }
-    const { config, error } = readConfig(configPath, name, options.configCache);
+    const { config, error } = yield* readConfig(configPath, name, options.configCache);
     if (error !== undefined) {
       // A running worker must not drop a model over an edit gone wrong: it keeps the config it had.
       const keeping = config === undefined ? '' : '; still serving the model with the last valid config.yaml until it is fixed';
@@ -200,13 +219,13 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
     }
     if (config === undefined) continue;
     const versions: ModelVersion[] = [];
-    const entries = readdirSync(modelDir);
+    const entries = yield* entriesOf(modelDir);
     for (const entry of entries) {
       // Hidden entries are staging copies renamed into place when complete (mv .5.tmp 5), rsync
       // partials, tool droppings: not versions, and no problem either.
       if (entry.startsWith('.')) continue;
       const versionDir = join(modelDir, entry);
-      const versionStat = statEntry(versionDir);
+      const versionStat = yield* statEntry(versionDir);
       if (typeof versionStat === 'string') {
         problems.push({ path: versionDir, message: versionStat });
         continue;
@@ -224,7 +243,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
         continue;
       }
       const artifactPath = join(versionDir, artifactFile);
-      const artifactStat = statEntry(artifactPath);
+      const artifactStat = yield* statEntry(artifactPath);
       if (typeof artifactStat === 'string') {
         incomplete.push({ path: versionDir, changedAt: versionStat.mtimeMs });
         // Just created or changed (a copy in progress, mkdir then cp): its file may still come. A
@@ -235,7 +254,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
           if (had !== undefined) versions.push(had);
           continue;
         }
-        const target = linkTarget(artifactPath);
+        const target = yield* linkTarget(artifactPath);
         problems.push({
           path: versionDir,
           message:
@@ -253,7 +272,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
       }
       // Still listed: a load then fails naming the file, and a served version keeps its loaded bytes.
       if (artifactStat.size === 0) problems.push({ path: versionDir, message: `${artifactFile} is empty (0 bytes): copy the model file in again` });
-      else if (artifactStat.size <= LFS_POINTER_MAX_BYTES && isLfsPointer(artifactPath)) {
+      else if (artifactStat.size <= LFS_POINTER_MAX_BYTES && (yield* isLfsPointer(artifactPath))) {
         problems.push({ path: versionDir, message: `${artifactFile} is a Git LFS pointer (${artifactStat.size} bytes), not the model: run git lfs pull in the repository, or copy the real file in` });
       }
       versions.push({ model: name, version: entry, artifactPath, modifiedAt, artifactStamp: `${artifactStat.ino}:${artifactStat.size}:${modifiedAt}` });
@@ -280,7 +299,7 @@ export function scanRepository(dirIn: string, options: ScanOptions): RepositoryS
   // Configs of models removed since the last scan leave the cache (one kept above keeps its own).
   if (options.configCache !== undefined) {
     for (const path of options.configCache.keys()) {
-      if (!existsSync(path) && !models.has(basename(dirname(path)))) options.configCache.delete(path);
+      if (!models.has(basename(dirname(path))) && !(yield* existsAt(path))) options.configCache.delete(path);
     }
   }
   return { dir, models, problems, incomplete };
@@ -317,7 +336,7 @@ export interface SettleWait {
 export async function scanRepositorySettled(dir: string, options: Omit<ScanOptions, 'settleMs' | 'previous' | 'nowMs'>, wait: SettleWait): Promise<RepositorySnapshot> {
   const startedAt = Date.now();
   for (;;) {
-    const snapshot = scanRepository(dir, options);
+    const snapshot = await scanRepositoryAsync(dir, options);
     const nowMs = Date.now();
     // A model or version directory still without its file counts too: skipped, its model (maybe
     // new with it) would not be served, nor subscribed to, until the worker restarts.

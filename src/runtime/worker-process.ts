@@ -6,7 +6,8 @@ import { FleetMetrics } from '../observability/metrics.ts';
 import type { Transport } from '../transport/transport.ts';
 import { DeviceWorker } from './device-worker.ts';
 import type { DeviceLike } from './load-checked.ts';
-import { diffServed, newProblems, scanRepository, scanRepositorySettled, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
+import { diffServed, newProblems, scanRepositoryAsync, scanRepositorySettled, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
+import { startRepositoryPoll } from './repository-poll.ts';
 import { InflightJournal, inflightJournalPath, type CrashHint } from './inflight-journal.ts';
 import { openPredecessorNote, predecessorNotePath } from './predecessor-note.ts';
 
@@ -47,6 +48,8 @@ export interface RunWorkerOptions {
 }
 
 const REPO_POLL_MS = 1000;
+/** A scan taking longer is warned about (a hung mount); a healthy one takes milliseconds. */
+const REPO_SCAN_LIMIT_MS = 5_000;
 const SETTLE_MS = 500;
 /** How long a start waits for model files that keep changing before it loads them as they are. */
 const START_SETTLE_WAIT_MS = 60_000;
@@ -161,42 +164,37 @@ async function startedWorker(
   metrics.onScrape(() => metrics.setWorkerReady(worker.readiness().ready));
   for (const hook of worker.gaugeHooks()) metrics.onScrape(hook);
 
-  // Hot reload by polling: fs.watch misses events on some filesystems and gives half-written files.
-  let reloading = false;
-  const poll = setInterval(() => {
-    if (reloading || worker.status !== 'running') return;
-    reloading = true;
-    void (async () => {
-      try {
-        const next = scanRepository(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models, configCache, previous: snapshot });
-        for (const p of newProblems(snapshot, next)) log.warn({ path: p.path }, `model repository: ${p.message}`);
-        const diff = diffServed(snapshot, next);
-        for (const v of diff.replaced) {
-          log.warn({ model: v.model, version: v.version, path: v.artifactPath }, 'model file replaced in place; running workers keep the bytes they loaded (workers started later load the new file): deploy new bytes as a new version directory');
-        }
-        // The snapshot advances even when a version failed to load (it is not retried each poll);
-        // reloadPending() notices when that version's file has changed since.
-        const versionsChanged = diff.added.length > 0 || diff.removed.length > 0 || worker.reloadPending(next);
-        if (versionsChanged) {
-          log.info({ added: diff.added.map((v) => `${v.model}@${v.version}`), removed: diff.removed.map((v) => `${v.model}@${v.version}`) }, 'model repository changed');
-        }
-        // A changed config.yaml goes to the running lanes: its live fields apply now, the others
-        // are warned about until a restart (ModelLanes, model-config-reload.ts).
-        if (versionsChanged || diff.configChanged.length > 0) await worker.applySnapshot(next);
-        snapshot = next;
-      } catch (err) {
-        log.error({ err }, 'model repository reload failed; keeping the current versions');
-      } finally {
-        reloading = false;
+  const poll = startRepositoryPoll({
+    dir: config.modelRepository,
+    intervalMs: REPO_POLL_MS,
+    scanLimitMs: REPO_SCAN_LIMIT_MS,
+    log,
+    active: () => worker.status === 'running',
+    scan: () => scanRepositoryAsync(config.modelRepository, { artifact: deps.artifact, settleMs: SETTLE_MS, only: config.models, configCache, previous: snapshot }),
+    onSlowScan: () => metrics.repositoryScanSlow(),
+    apply: async (next) => {
+      for (const p of newProblems(snapshot, next)) log.warn({ path: p.path }, `model repository: ${p.message}`);
+      const diff = diffServed(snapshot, next);
+      for (const v of diff.replaced) {
+        log.warn({ model: v.model, version: v.version, path: v.artifactPath }, 'model file replaced in place; running workers keep the bytes they loaded (workers started later load the new file): deploy new bytes as a new version directory');
       }
-    })();
-  }, REPO_POLL_MS);
-  poll.unref();
+      // The snapshot advances even when a version failed to load (it is not retried each poll);
+      // reloadPending() notices when that version's file has changed since.
+      const versionsChanged = diff.added.length > 0 || diff.removed.length > 0 || worker.reloadPending(next);
+      if (versionsChanged) {
+        log.info({ added: diff.added.map((v) => `${v.model}@${v.version}`), removed: diff.removed.map((v) => `${v.model}@${v.version}`) }, 'model repository changed');
+      }
+      // A changed config.yaml goes to the running lanes: its live fields apply now, the others
+      // are warned about until a restart (ModelLanes, model-config-reload.ts).
+      if (versionsChanged || diff.configChanged.length > 0) await worker.applySnapshot(next);
+      snapshot = next;
+    },
+  });
 
   let stopping: Promise<number> | undefined;
   const stop = (): Promise<number> =>
     (stopping ??= (async () => {
-      clearInterval(poll);
+      poll.stop();
       metrics.setWorkerReady(false);
       const afterHang = async (): Promise<number> => {
         await Promise.race([worker.hangRecorded, sleep(SUSPECTS_WAIT_MS)]);
@@ -237,7 +235,7 @@ async function startedWorker(
       return transportFailed ? EXIT_FATAL : timedOut ? EXIT_DRAIN_TIMEOUT : EXIT_OK;
     })());
   const abandon = async (timeoutMs = ABANDON_CLOSE_MS): Promise<void> => {
-    clearInterval(poll);
+    poll.stop();
     // The hung batch's suspects reach the broker first (BullMQ writes them on the connection close()
     // ends), but a broker that does not answer must not keep the close from starting.
     await Promise.race([worker.hangRecorded, sleep(SUSPECTS_WAIT_MS)]);

@@ -1,7 +1,8 @@
 import { cpSync, mkdirSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { diffServed, newProblems, scanRepository, scanRepositorySettled, type ConfigCache } from '../../../src/runtime/model-repository.ts';
+import { diffServed, newProblems, scanRepository, scanRepositoryAsync, scanRepositorySettled, type ConfigCache } from '../../../src/runtime/model-repository.ts';
+import { nodeRepositoryFs, type RepositoryFs } from '../../../src/runtime/repository-fs.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 const CONFIG = `name: NAME
@@ -439,5 +440,48 @@ describe('a model file that is a symlink to nothing (its release directory remov
     symlinkSync('/releases/gone/model.onnx', file);
     const [problem] = scanRepository(dir, { artifact: 'onnx' }).problems;
     expect(`${problem?.path}: ${problem?.message}`).toBe(`${join(dir, 'a', '1')}: model.onnx is a symlink to /releases/gone/model.onnx, which does not exist: point it at the model file`);
+  });
+});
+
+describe('the scan through fs.promises (a worker poll)', () => {
+  it('finds what the blocking scan finds, problems and cached configs included', async () => {
+    const dir = repo();
+    writeFileSync(join(dir, 'a', '1', 'model.onnx'), 'version https://git-lfs.github.com/spec/v1\n');
+    symlinkSync('/releases/gone', join(dir, 'a', '2'));
+    writeFileSync(join(dir, 'b', 'config.yaml'), 'name: [');
+    mkdirSync(join(dir, 'c'));
+    const cache: ConfigCache = new Map();
+    const sync = scanRepository(dir, { artifact: 'onnx' });
+    const viaPromises = await scanRepositoryAsync(dir, { artifact: 'onnx', configCache: cache });
+    expect(viaPromises).toEqual(sync);
+    expect(viaPromises.problems.length).toBeGreaterThanOrEqual(4);
+    expect([...cache.keys()]).toEqual([join(dir, 'a', 'config.yaml'), join(dir, 'b', 'config.yaml')]);
+  });
+
+  it('reads through the file system it is given, one call at a time', async () => {
+    const dir = repo();
+    let inFlight = 0;
+    let most = 0;
+    const calls: string[] = [];
+    const slow = <T>(op: string, run: (path: string) => Promise<T>) => async (path: string): Promise<T> => {
+      calls.push(op);
+      most = Math.max(most, ++inFlight);
+      await new Promise((r) => setTimeout(r, 1));
+      try {
+        return await run(path);
+      } finally {
+        inFlight--;
+      }
+    };
+    const fs: RepositoryFs = {
+      stat: slow('stat', nodeRepositoryFs.stat),
+      readdir: slow('readdir', nodeRepositoryFs.readdir),
+      readFile: slow('readFile', nodeRepositoryFs.readFile),
+      readlink: slow('readlink', nodeRepositoryFs.readlink),
+    };
+    const snap = await scanRepositoryAsync(dir, { artifact: 'onnx', fs });
+    expect([...snap.models.keys()]).toEqual(['a', 'b']);
+    expect(most).toBe(1);
+    expect(calls).toContain('readFile');
   });
 });
