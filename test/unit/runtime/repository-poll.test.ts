@@ -61,7 +61,6 @@ describe('the worker repository poll on a file system that blocks', () => {
     // The writer got the pipe open only because a poll opened it to read; it read to the end.
     await until(() => exited, 10_000, 'the writer to get through to a reader');
     expect(running.worker.status).toBe('running');
-    await until(() => !lines.some((l) => l.level === 50), 100, 'no error logged');
     expect(lines.filter((l) => (l.level as number) >= 50)).toEqual([]);
   }, 20_000);
 });
