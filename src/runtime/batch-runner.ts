@@ -38,6 +38,8 @@ export interface BatchRunnerOptions {
   readonly hung: () => boolean;
   /** A batch left the device: the scheduling loop runs again. */
   readonly left: () => void;
+  /** The worker's clock (WorkerClock.nowMs): completion times go into the device timeline. @defaultValue Date.now */
+  readonly now?: () => number;
 }
 
 /**
@@ -66,6 +68,13 @@ export class BatchRunner {
   private failingSince = 0;
 
   constructor(private readonly o: BatchRunnerOptions) {}
+
+  private readonly now = (): number => (this.o.now ?? Date.now)();
+
+  /** The worker's clock jumped by `stepMs` without that much time passing (WorkerClock). */
+  clockStepped(stepMs: number): void {
+    this.timeline.clockStepped(stepMs);
+  }
 
   get inflight(): number {
     return this.inflightBatches;
@@ -163,7 +172,7 @@ export class BatchRunner {
       const inputs = gatherInputs(members, cfg, batch);
       onDevice = true;
       const { outputs, timings } = await version.executable.execute(inputs, batch.gear);
-      const doneAt = Date.now();
+      const doneAt = this.now();
       const deviceMs = timings.copyInMs + timings.executeMs + timings.copyOutMs;
       this.copyInEwmaMs = this.copyInEwmaMs * 0.8 + timings.copyInMs * 0.2;
       onDevice = false;
@@ -203,7 +212,7 @@ export class BatchRunner {
       version.inflight--;
       this.o.crash.finished(journaled, !this.o.hung());
       // Re-anchor on what is really left: the next batch in flight starts on the device now.
-      this.timeline.left(Date.now());
+      this.timeline.left(this.now());
       this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflightBatches);
       await this.o.lanes.retireIfIdle(version);
       this.o.left();

@@ -12,6 +12,7 @@ import type { Payload } from './request-admission.ts';
 import { RequestIntake } from './request-intake.ts';
 import { BatchRunner } from './batch-runner.ts';
 import { timerDelayMs } from './timer-delay.ts';
+import { WorkerClock } from './worker-clock.ts';
 import { exportWorkerGauges, workerGaugeHooks } from './worker-gauges.ts';
 import { CrashSuspects } from './crash-suspects.ts';
 import type { CrashHint, InflightJournal } from './inflight-journal.ts';
@@ -63,6 +64,7 @@ export class DeviceWorker {
   private readonly runner: BatchRunner;
   private readonly answers: Answerer;
   private readonly crash: CrashSuspects;
+  private readonly clock: WorkerClock;
   private wakeTimer: NodeJS.Timeout | undefined;
   private wakeAt = Infinity;
   private pumping = false;
@@ -72,6 +74,8 @@ export class DeviceWorker {
 
   constructor(private readonly o: DeviceWorkerOptions) {
     this.crash = new CrashSuspects({ journal: o.journal, hints: o.crashHints, transport: o.transport, log: o.log });
+    this.clock = new WorkerClock((stepMs) => this.clockStepped(stepMs));
+    const now = (): number => this.clock.nowMs();
     this.workerId = `${hostname()}/dev${o.deviceId}/${process.pid}`;
     this.lanes = new ModelLanes<Payload>(o.device, o.log, o.config);
     const { config, transport, metrics, log } = o;
@@ -86,6 +90,7 @@ export class DeviceWorker {
       answer: (delivery, identity, replyTo, b, dlq) => this.answers.answer(delivery, identity, replyTo, b, dlq),
       answerSuperseded: (superseded, by, nowMs) => this.answers.answerSuperseded(superseded, by, nowMs),
       pump: () => this.pump(),
+      now,
     });
     this.runner = new BatchRunner({
       config,
@@ -98,6 +103,7 @@ export class DeviceWorker {
       hang: (model, batch, elapsedMs) => this.hang(model, batch, elapsedMs),
       hung: () => this.state === 'hung',
       left: () => this.pump(),
+      now,
     });
     this.answers = new Answerer({
       transport,
@@ -238,7 +244,7 @@ export class DeviceWorker {
   }
 
   private pumpOnce(): void {
-    const nowMs = Date.now();
+    const nowMs = this.clock.nowMs();
     let nextWake = Infinity;
     // A suspect has the device to itself: if it takes the worker down again, it alone is blamed.
     const maxInflight = this.crash.suspectOnDevice ? 0 : this.o.config.worker.inflightPerDevice;
@@ -290,6 +296,18 @@ export class DeviceWorker {
       this.intake.maybeResume(lane);
     }
     this.armWake(nextWake, nowMs);
+  }
+
+  /**
+   * The wall clock stepped (WorkerClock): queued requests keep their delays in real time, the batch
+   * on the device its estimated end, and the armed wake is re-armed (its time, on the wall clock, may
+   * now be due sooner).
+   */
+  private clockStepped(stepMs: number): void {
+    this.o.log.warn({ stepMs }, 'the wall clock stepped; queue delays keep counting real time, deadlines follow the wall clock');
+    for (const lane of this.lanes.allLanes()) lane.scheduler.clockStepped(stepMs);
+    this.runner.clockStepped(stepMs);
+    this.wakeAt = Number.NaN;
   }
 
   private armWake(atMs: number, nowMs: number): void {

@@ -38,6 +38,8 @@ export interface RequestIntakeOptions {
   readonly answerSuperseded: (superseded: readonly SchedulerRequest<Payload>[], by: SchedulerRequest<Payload>, nowMs: number) => void;
   /** The scheduling loop: runs after each admission slice. */
   readonly pump: () => void;
+  /** The worker's clock (WorkerClock.nowMs): arrival times go into the scheduler. @defaultValue Date.now */
+  readonly now?: () => number;
 }
 
 /**
@@ -92,7 +94,7 @@ export class RequestIntake {
 
   private admitSlice(): void {
     this.intakeScheduled = false;
-    const nowMs = Date.now();
+    const nowMs = (this.o.now ?? Date.now)();
     let budget = ADMIT_SLICE;
     for (const queue of this.intake) {
       if (!queue) continue;
@@ -113,7 +115,7 @@ export class RequestIntake {
     const suspect = this.o.crash.take(delivery);
     if (suspect === undefined) return this.admitNow(delivery, nowMs);
     void suspect.then((d) => {
-      this.admitNow(d, Date.now());
+      this.admitNow(d, (this.o.now ?? Date.now)());
       this.o.pump();
     });
   }

@@ -33,6 +33,8 @@ export class BatchScheduler<P = unknown> {
   private readonly probe: StaleEstimateProbe;
   private trim: TrimContext<P>;
   private seq = 0;
+  /** Steps reported (clockStepped): arrivals, delays and aging run on the clock minus these. */
+  private steppedMs = 0;
 
   constructor(options: SchedulerOptionsInput = {}) {
     const o = resolveSchedulerOptions(options);
@@ -124,8 +126,19 @@ export class BatchScheduler<P = unknown> {
 
   /** Whether the next batch's leader is overdue (past (level + 1) × agingMs): it goes before all other work. */
   leadsOverdue(nowMs: number): boolean {
-    const top = this.queue.topOverall(nowMs);
-    return top !== undefined && top.agedAt <= nowMs;
+    const sinceMs = nowMs - this.steppedMs;
+    const top = this.queue.topOverall(sinceMs);
+    return top !== undefined && top.agedAt <= sinceMs;
+  }
+
+  /**
+   * The runtime's clock jumped by `stepMs` (negative: back) without that much time passing (an NTP
+   * step, a VM resume). Delays and aging of the requests queued keep counting the time that really
+   * passed: a step back of X ms would otherwise hold each for X ms more. Deadlines are absolute
+   * (producers' clocks) and stay on the stepped clock. O(1).
+   */
+  clockStepped(stepMs: number): void {
+    this.steppedMs += stepMs;
   }
 
   has(id: string): boolean {
@@ -171,9 +184,9 @@ export class BatchScheduler<P = unknown> {
       items: req.items,
       gear: this.gearOf[req.items] as number,
       bytes: req.bytes ?? 0,
-      arrivedAt: req.arrivedAt,
+      arrivedAt: req.arrivedAt - this.steppedMs,
       deadline: req.deadlineAt ?? Infinity,
-      agedAt: agedAtFor(req.arrivedAt, level, o.agingMs),
+      agedAt: agedAtFor(req.arrivedAt - this.steppedMs, level, o.agingMs),
       seq: this.seq++,
       edfPos: -1,
       fifoPos: -1,
@@ -205,17 +218,19 @@ export class BatchScheduler<P = unknown> {
 
   private decideNow(nowMs: number, deviceFreeAt: number, maxLevel: number): Decision<P> {
     const startAt = Math.max(nowMs, deviceFreeAt);
+    // Queued arrivals are on this clock (see steppedMs); deadlines on nowMs's.
+    const sinceMs = nowMs - this.steppedMs;
     const expired: SchedulerRequest<P>[] = [];
     this.expireUnreachable(startAt, expired);
     for (;;) {
-      const top = this.queue.topOverall(nowMs);
+      const top = this.queue.topOverall(sinceMs);
       if (top === undefined) return { kind: 'idle', expired };
       const limit = this.adaptive.current;
-      const trigger = this.trigger(top.bucket, limit, nowMs, startAt);
+      const trigger = this.trigger(top.bucket, limit, sinceMs, startAt);
       if (typeof trigger === 'number') {
         return trigger === Infinity ? { kind: 'idle', expired } : { kind: 'wait', untilAt: trigger, expired };
       }
-      const batch = this.compose(top.bucket, limit, trigger, nowMs, startAt, expired, maxLevel);
+      const batch = this.compose(top.bucket, limit, trigger, sinceMs, startAt, expired, maxLevel);
       if (batch !== null) return { kind: 'dispatch', batch, expired };
       // Everything the bucket offered had expired; look again.
     }
@@ -264,7 +279,7 @@ export class BatchScheduler<P = unknown> {
     const c = this.counters;
     const adaptive = this.adaptive.stats;
     const q = this.queue;
-    const levels = levelStats(c, q, this.options.priorityLevels, nowMs);
+    const levels = levelStats(c, q, this.options.priorityLevels, nowMs - this.steppedMs);
     return {
       queuedRequests: q.size,
       queuedItems: q.items,
@@ -323,13 +338,14 @@ export class BatchScheduler<P = unknown> {
   }
 
   /**
-   * Why the top bucket should go now, or the time to look again (Infinity: nothing timed).
+   * Why the top bucket should go now, or the time to look again (Infinity: nothing timed; on the
+   * deadlines' clock, as startAt; sinceMs is the arrivals', see steppedMs).
    * Each lane's earliest deadline stands for the lane: while no request of a bucket is larger than
    * the limit, every one would join a batch of the same size (releaseAt), so deadline order is
    * release order. A larger one makes its bucket full: the top bucket then goes at once, and any
    * other bucket waits for the top anyway, whoever's deadline fired the trigger.
    */
-  private trigger(bucket: number, limit: number, nowMs: number, startAt: number): DispatchReason | number {
+  private trigger(bucket: number, limit: number, sinceMs: number, startAt: number): DispatchReason | number {
     if (this.queue.itemsInBucket(bucket) >= limit) return 'full';
     const delays = this.options.maxQueueDelayMs;
     let wakeAt = Infinity;
@@ -337,8 +353,8 @@ export class BatchScheduler<P = unknown> {
       const oldest = lane.fifo.peek();
       if (oldest === undefined) continue;
       const dueAt = oldest.arrivedAt + (delays[lane.level] as number);
-      if (dueAt <= nowMs) return 'delay';
-      if (dueAt < wakeAt) wakeAt = dueAt;
+      if (dueAt <= sinceMs) return 'delay';
+      if (dueAt + this.steppedMs < wakeAt) wakeAt = dueAt + this.steppedMs;
       const urgent = lane.edf.peek() as Entry<P>;
       if (urgent.deadline !== Infinity) {
         const releaseAt = this.releaseAt(urgent, limit);
@@ -353,17 +369,17 @@ export class BatchScheduler<P = unknown> {
     bucket: number,
     limit: number,
     reason: DispatchReason,
-    nowMs: number,
+    sinceMs: number,
     startAt: number,
     expired: SchedulerRequest<P>[],
     maxLevel = Infinity,
   ): Batch<P> | null {
     const q = this.queue;
-    const outside = q.bucketCount > 1 ? q.topOutside(bucket, nowMs) : undefined;
+    const outside = q.bucketCount > 1 ? q.topOutside(bucket, sinceMs) : undefined;
     const members: Entry<P>[] = [];
     let items = 0;
     let minDeadline = Infinity;
-    for (let next = q.topOfBucket(bucket, nowMs); next !== undefined; next = q.topOfBucket(bucket, nowMs)) {
+    for (let next = q.topOfBucket(bucket, sinceMs); next !== undefined; next = q.topOfBucket(bucket, sinceMs)) {
       if (this.unreachable(next, startAt)) {
         this.expire(next, expired);
         continue;
@@ -376,13 +392,13 @@ export class BatchScheduler<P = unknown> {
         if (next.level > maxLevel && (members[0] as Entry<P>).level <= maxLevel) break;
         const total = items + next.items;
         if (total > limit) break;
-        if (outside !== undefined && passesOver(next, outside, nowMs)) break;
+        if (outside !== undefined && passesOver(next, outside, sinceMs)) break;
         const deadline = Math.min(minDeadline, next.deadline);
         // Past the estimate only in a probe already: growing an in-time batch into a stale gear makes it late.
         const inTime = this.meets(startAt, this.gearOf[items] as number, minDeadline);
         const gear = this.gearOf[total] as number;
         if (!(inTime ? this.meets(startAt, gear, deadline) : this.fits(startAt, gear, deadline))) break;
-      } else if (outside !== undefined && ranksBefore(outside, next, nowMs)) {
+      } else if (outside !== undefined && ranksBefore(outside, next, sinceMs)) {
         // The first member must be the overall top (it was, unless that one just expired).
         break;
       }
@@ -393,7 +409,7 @@ export class BatchScheduler<P = unknown> {
       if (items >= limit || next.req.alone === true) break;
     }
     if (members.length === 0) return null;
-    items = trimPadding(this.trim, members, items, limit, nowMs, startAt);
+    items = trimPadding(this.trim, members, items, limit, sinceMs, startAt);
     return finishBatch(this.trim, this.counters, members, items, bucket, limit, reason, startAt);
   }
 }

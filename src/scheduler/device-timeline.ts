@@ -33,6 +33,11 @@ export class DeviceTimeline {
     if (next !== undefined) this.headEndAt = nowMs + next;
   }
 
+  /** The caller's clock jumped by `stepMs` without that much time passing: the batch on the device did not move. */
+  clockStepped(stepMs: number): void {
+    this.headEndAt += stepMs;
+  }
+
   /** Whether the batch on the device has run to its estimated end without leaving it. */
   overrunning(nowMs: number): boolean {
     return this.estimatesMs.length > 0 && nowMs >= this.headEndAt;

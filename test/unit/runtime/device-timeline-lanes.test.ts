@@ -15,10 +15,11 @@ const full = (id: string, deadlineAt: number, extra: { version?: string } = {}) 
 describe('one scheduling pass over several lanes', () => {
   it("a batch of the second lane is judged from when the device frees up after the first lane's batch", async () => {
     h = await startWorker(snapshotOf('1'));
-    // The worker's clock stands still (timers still run): admission and scheduling see one instant,
-    // however slowly this machine gets there.
+    // The worker's clocks stand still (timers still run): admission and scheduling see one instant,
+    // however slowly this machine gets there. Both: a wall clock standing still while the monotonic
+    // one runs is a wall clock stepping back.
     const t0 = Date.now();
-    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.useFakeTimers({ toFake: ['Date', 'performance'] });
     vi.setSystemTime(t0);
     // Two lanes (the default one and the one pinned to version 1), each one request due in 30 ms:
     // either makes it alone (21 ms), not both one after the other (42 ms).
