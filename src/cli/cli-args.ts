@@ -27,17 +27,20 @@ export const COMMAND_USAGE = {
     RESULTS.jsonl, at most --in-flight (default 1000) awaiting at once, progress on stderr.
     RESULTS is never overwritten: --resume sends only the ids without an ok result there.`,
   load: `npu-fleet load --model NAME[,NAME...] [--rate R] [--seconds S] [--priority P] [--deadline-ms MS|LO-HI]
-                  [--deadline-share X] [--max-samples N] [--timeout-ms MS] [--max-outstanding N] [--config FILE]
+                  [--deadline-share X] [--max-samples N] [--timeout-ms MS] [--max-outstanding N] [--drain-ms MS]
+                  [--config FILE]
     An open-loop synthetic load (default 100 req/s, until Ctrl-C) for capacity and autoscaling
     drills: mixed priorities unless --priority, a share (default 0.5) with deadlines (default
     50-500 ms). One line a second (sent, answered, ok p50/p99, batch fill, outcomes), a summary at
-    the end; past --max-outstanding (default 20000) awaiting replies it holds back and says so.`,
+    the end; past --max-outstanding (default 20000) awaiting replies it holds back and says so.
+    Once sending stops, replies still out are awaited --drain-ms (default 5000), then left
+    uncounted (the summary says how many).`,
   frames: `npu-fleet frames --model NAME [--streams N] [--fps F] [--seconds S] [--deadline-ms MS] [--priority P]
-                  [--timeout-ms MS] [--max-outstanding N] [--config FILE]
+                  [--timeout-ms MS] [--max-outstanding N] [--drain-ms MS] [--config FILE]
     A video pipeline's traffic: N cameras (default 4) each sending a one-sample frame every 1/F s
     (default 25 fps) keyed by camera (streamKey), each frame due within MS (default two frame
     intervals). A model with streams: { superseded: drop } answers displaced frames superseded.
-    Same progress lines and summary as load.`,
+    Same progress lines and summary as load, and the same --drain-ms (default 5000).`,
   dlq: `npu-fleet dlq list|replay --model NAME [--reason CODE[,CODE...]] [--since 2h|ISO-TIME] [--limit N]
                   [--priority P] [--dry-run] [--json] [--config FILE]
     list: the model's dead letters by reason, and the oldest matching ones (default 20).

@@ -65,4 +65,12 @@ describe('npu-fleet load / frames argument checks (before anything is sent)', ()
     expect(await main(['frames', '--help'])).toBe(0);
     expect(stdout.join('')).toMatch(/npu-fleet load --model NAME.*\n[\s\S]*npu-fleet frames --model NAME/);
   });
+
+  it('--help lists --drain-ms, which the summary names when replies are still out', async () => {
+    for (const command of ['load', 'frames']) {
+      stdout = [];
+      expect(await main([command, '--help'])).toBe(0);
+      expect(stdout.join('')).toMatch(/\[--drain-ms MS\][\s\S]*--drain-ms \(default 5000\)/);
+    }
+  });
 });
