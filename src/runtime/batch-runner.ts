@@ -57,8 +57,10 @@ export class BatchRunner {
   private readonly timeline = new DeviceTimeline();
   /** Recent host→device copy time: how early the next batch must be formed to overlap it. */
   private copyInEwmaMs = 0;
-  /** When the device last finished a batch: a batch's service time starts no earlier. */
+  /** When the device last finished a batch (step-free clock): a batch's service time starts no earlier. */
   private lastCompletionAt = 0;
+  /** The clock steps reported (clockStepped): service times are measured on the clock minus these. */
+  private steppedMs = 0;
   /** Settles when the batch dispatched last has left the device: the next one starts on it then. */
   private lastLeft: Promise<void> = Promise.resolve();
   /** Batches the device failed since it last completed one, and the last failure. */
@@ -74,6 +76,7 @@ export class BatchRunner {
   /** The worker's clock jumped by `stepMs` without that much time passing (WorkerClock). */
   clockStepped(stepMs: number): void {
     this.timeline.clockStepped(stepMs);
+    this.steppedMs += stepMs;
   }
 
   get inflight(): number {
@@ -148,6 +151,9 @@ export class BatchRunner {
     left: () => void,
   ): Promise<void> {
     const cfg = lane.config;
+    // Service time is taken on the step-free clock: a step back across the batch made it negative,
+    // clamped to 0.01 ms and learnt as the gear's device time.
+    const dispatchedSince = dispatchedAt - this.steppedMs;
     let overran = false;
     let settled = false;
     let execTimer: NodeJS.Timeout | undefined;
@@ -190,8 +196,9 @@ export class BatchRunner {
       });
       // Service time, not latency: the second batch in flight waits for the first on the device,
       // and that wait must not inflate the learnt per-gear estimate.
-      const serviceMs = Math.max(0.01, doneAt - Math.max(dispatchedAt, this.lastCompletionAt));
-      this.lastCompletionAt = doneAt;
+      const doneSince = doneAt - this.steppedMs;
+      const serviceMs = Math.max(0.01, doneSince - Math.max(dispatchedSince, this.lastCompletionAt));
+      this.lastCompletionAt = doneSince;
       // Only the version the lane runs now teaches its estimates (a reload may have switched it).
       if (this.runsOn(lane, version)) lane.scheduler.recordCompletion(batch.gear, Math.min(serviceMs, deviceMs), doneAt);
       this.o.results(cfg, finishedBatchResults(batch, cfg, { perRequest, version: version.version, dispatchedAt, doneAt, deviceMs, executeMs: timings.executeMs, overran }));
