@@ -33,7 +33,7 @@ export class BatchScheduler<P = unknown> {
   private readonly probe: StaleEstimateProbe;
   private trim: TrimContext<P>;
   private seq = 0;
-  /** Steps reported (clockStepped): arrivals, delays and aging run on the clock minus these. */
+  /** Steps reported (clockStepped): arrivals, delays, aging and intervals run on the clock minus these. */
   private steppedMs = 0;
 
   constructor(options: SchedulerOptionsInput = {}) {
@@ -71,7 +71,7 @@ export class BatchScheduler<P = unknown> {
     this.opts = next.options;
     this.queue.reconfigure(next.options);
     this.trim = { ...this.trim, options: next.options };
-    this.adaptive.retarget(next.options.targetLatencyMs, nowMs);
+    this.adaptive.retarget(next.options.targetLatencyMs, nowMs - this.steppedMs);
     return next.changed;
   }
 
@@ -133,9 +133,10 @@ export class BatchScheduler<P = unknown> {
 
   /**
    * The runtime's clock jumped by `stepMs` (negative: back) without that much time passing (an NTP
-   * step, a VM resume). Delays and aging of the requests queued keep counting the time that really
-   * passed: a step back of X ms would otherwise hold each for X ms more. Deadlines are absolute
-   * (producers' clocks) and stay on the stepped clock. O(1).
+   * step, a VM resume). Delays and aging of the requests queued, and the adaptive limit's and the
+   * stale-estimate probe's intervals, keep counting the time that really passed: a step back of X ms
+   * would otherwise hold each for X ms more. Deadlines are absolute (producers' clocks) and stay on
+   * the stepped clock. O(1).
    */
   clockStepped(stepMs: number): void {
     this.steppedMs += stepMs;
@@ -205,14 +206,15 @@ export class BatchScheduler<P = unknown> {
    * urgent work sent to a busy device stays short. Batches led by lower levels are not capped.
    */
   decide(nowMs: number, deviceFreeAt: number = nowMs, maxLevel = Infinity): Decision<P> {
-    this.probe.open(nowMs, deviceFreeAt);
+    // The probe's intervals, like the estimates' sample times, run on the step-free clock.
+    this.probe.open(nowMs - this.steppedMs, deviceFreeAt - this.steppedMs);
     let probed = false;
     try {
       const d = this.decideNow(nowMs, deviceFreeAt, maxLevel);
       probed = d.kind === 'dispatch' && d.batch.probe;
       return d;
     } finally {
-      this.probe.close(nowMs, probed);
+      this.probe.close(nowMs - this.steppedMs, probed);
     }
   }
 
@@ -254,9 +256,10 @@ export class BatchScheduler<P = unknown> {
 
   /** Feeds a completed batch: device time per gear (EWMA) and the adaptive limit. */
   recordCompletion(gear: number, deviceMs: number, nowMs: number): void {
-    this.estimator.record(gear, deviceMs, nowMs, this.options.estimateTrustMs);
+    const sinceMs = nowMs - this.steppedMs;
+    this.estimator.record(gear, deviceMs, sinceMs, this.options.estimateTrustMs);
     this.gears.refresh();
-    this.adaptive.record(deviceMs, nowMs, (g) => this.estimator.estimateMs(g));
+    this.adaptive.record(deviceMs, sinceMs, (g) => this.estimator.estimateMs(g));
   }
 
   /** A new model version took over: estimates stay as guesses, stale (restarted by the next sample, probed). */

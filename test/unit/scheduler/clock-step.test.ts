@@ -82,4 +82,25 @@ describe('BatchScheduler.clockStepped: queue delays count real time, deadlines t
     expect(s.leadsOverdue(-901)).toBe(false);
     expect(s.stats(-900).levels[1]?.oldestAgeMs).toBe(100);
   });
+
+  it('the adaptive limit grows back after its interval of real time across a step back', () => {
+    const s = new BatchScheduler<string>({ priorityLevels: 1, agingMs: null, gears: [1, 2, 4, 8], maxBatchSize: 8, targetLatencyMs: 10, adaptiveWindowBatches: 5, adaptiveGrowIntervalMs: 100 });
+    for (let t = 1; t <= 5; t++) s.recordCompletion(8, 40, t);
+    expect(s.limit).toBe(4);
+    s.clockStepped(-10_000);
+    // 2 s of real time, on the stepped clock: fast batches. Before: no growth for 10 s.
+    for (let t = -9_990; t <= -8_000; t += 10) s.recordCompletion(4, 3, t);
+    expect(s.limit).toBe(8);
+  });
+
+  it('a stale estimate is probed estimateTrustMs of real time after its sample, across a step back', () => {
+    const s = new BatchScheduler<string>({ priorityLevels: 1, maxQueueDelayMs: [0], agingMs: null, gears: [1], maxBatchSize: 1, estimateTrustMs: 5000 });
+    s.recordCompletion(1, 20, 0);
+    s.clockStepped(-10_000);
+    // Real 6 s after the sample; due in 10 ms, which the 20 ms estimate rules out but a probe may try.
+    s.enqueue(req({ id: 'probe', at: -4_000, deadlineAt: -3_990 }));
+    const d = s.decide(-4_000);
+    // Before: expired (the sample looked 4 s in the future, not 6 s in the past).
+    expect(d.kind === 'dispatch' ? { ids: d.batch.members.map((m) => m.id), probe: d.batch.probe } : d).toEqual({ ids: ['probe'], probe: true });
+  });
 });
