@@ -12,6 +12,7 @@ import { findRepeatCandidates, NO_ID_REPEATS, type RepeatCandidates } from '../p
 import { checkRequests } from '../producer/request-check.ts';
 import { countRequests, isJsonLines, readRequestFile, type FileEntry } from '../producer/request-file.ts';
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
+import { replyToProblem, replyTopicPattern } from '../transport/names.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 import { progressLine, ResultFile, summaryLine } from './publish-output.ts';
@@ -70,6 +71,12 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   if (values.await && config.transport.kind === 'kafka') {
     const refusal = privateInbox('kafka', config.transport.kafka.clientId).refusal;
     if (refusal !== undefined) throw new FleetError('INVALID_CONFIG', `transport.kafka.clientId: ${refusal.message}`, { details: { field: 'transport.kafka.clientId' } });
+  }
+  // Else every request of the run would be refused on its own, each an invalid record naming replyTo.
+  if (values['reply-to'] !== undefined) {
+    const pattern = config.transport.kind === 'kafka' ? replyTopicPattern(config.transport.kafka.replyTopicPattern) : undefined;
+    const problem = replyToProblem(config.transport.kind, values['reply-to'], pattern);
+    if (problem !== undefined) throw new FleetError('INVALID_ARGUMENT', `--reply-to: ${problem}`, { details: { field: 'reply-to' } });
   }
   const override = (r: RequestEnvelope): void => {
     if (priority !== undefined) r.priority = priority;

@@ -40,6 +40,8 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     // --await reads each result on a private inbox, which replaces the reply address: the flag was silently dropped.
     [['--await', '--reply-to', 'scores'], '--reply-to sends the results to scores, but --await reads them on its own private inbox: drop one of them (subscribe to scores to read them there)'],
     [['extra'], 'unexpected argument "extra" (run npu-fleet publish --help)'],
+    // Each request got an invalid record naming replyTo on "line 1" (there was no file) and the run exited 1.
+    [['--reply-to', 'bad:name'], '--reply-to: "bad:name" is not a legal BullMQ queue name (1..249 chars, no \':\')'],
   ])('%j exits 2 naming the flag', async (args, message) => {
     expect(await main(['publish', '--config', config, '--model', 'mlp-classifier', ...args])).toBe(2);
     expect(stderr.join('')).toBe(`npu-fleet: ${message}\n`);
