@@ -1,5 +1,6 @@
 import { FleetError } from '../errors/fleet-error.ts';
 import { loadFleetConfig } from '../contracts/config-loader.ts';
+import { MAX_DEVICES } from '../contracts/fleet-config.ts';
 import { createLogger } from '../observability/logger.ts';
 import { startCommand } from './start-command.ts';
 import { workerCommand } from './worker-command.ts';
@@ -29,7 +30,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         const { values, positionals } = parsed;
         noPositionals('start', positionals);
         const overrides: Record<string, unknown> = {};
-        if (values.devices !== undefined) overrides.devices = { count: intOption('devices', values.devices, 1) };
+        if (values.devices !== undefined) overrides.devices = { count: intOption('devices', values.devices, 1, MAX_DEVICES) };
         const config = loadFleetConfig({ file: values.config, overrides });
         const embeddedDefault = config.transport.kind === 'memory' && !values.config && !process.env.NPU_FLEET_CONFIG;
         if (values.demo || embeddedDefault) config.demo.enabled = true;

@@ -27,6 +27,9 @@ export const FLEET_DEFAULTS = {
   kafkaLowPriorityInflight: 128,
 } as const;
 
+/** Devices one fleet config can name (devices.count; `start --devices`). */
+export const MAX_DEVICES = 64;
+
 export const KafkaSslSchema = z
   .strictObject({
     caFile: z.string().min(1).optional().describe('PEM CA bundle the broker certificates are checked against (default: the system CAs)'),
@@ -166,7 +169,7 @@ export const FleetConfigSchema = z
     models: z.array(z.string()).optional().describe('Serve only these models (default: all in the repository)'),
     devices: z
       .strictObject({
-        count: z.number().int().positive().max(64).default(FLEET_DEFAULTS.deviceCount).describe('Devices (one worker each)'),
+        count: z.number().int().positive().max(MAX_DEVICES).default(FLEET_DEFAULTS.deviceCount).describe('Devices (one worker each)'),
         backend: z.enum(['auto', 'sim', 'ascend']).default('auto').describe('ACL library: auto-detect, simulator or CANN'),
       })
       .default({ count: FLEET_DEFAULTS.deviceCount, backend: 'auto' }),
