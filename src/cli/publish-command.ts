@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { loadFleetConfig } from '../contracts/config-loader.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
@@ -8,14 +8,14 @@ import { FleetError } from '../errors/fleet-error.ts';
 import { answeredCount, BULK_CHUNK, bulkPublish, DEFAULT_IN_FLIGHT, newBulkStats } from '../producer/bulk-publish.ts';
 import { createProducer } from '../producer/index.ts';
 import { privateInbox } from '../producer/private-inbox.ts';
-import { findRepeatCandidates, NO_ID_REPEATS, type RepeatCandidates } from '../producer/repeat-candidates.ts';
+import { FILTER_BITS_PER_ID, findRepeatCandidates, NO_ID_REPEATS, type RepeatCandidates } from '../producer/repeat-candidates.ts';
 import { checkRequests } from '../producer/request-check.ts';
 import { countRequests, isJsonLines, readRequestFile, type FileEntry } from '../producer/request-file.ts';
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
 import { replyToProblem, replyTopicPattern } from '../transport/names.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
-import { progressLine, ResultFile, summaryLine } from './publish-output.ts';
+import { progressLine, readResumeState, ResultFile, summaryLine, type ResumeState } from './publish-output.ts';
 
 /**
  * `npu-fleet publish`: synthetic requests that fit the model's config (or one JSON request file),
@@ -83,6 +83,12 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     if (deadlineMs !== undefined) r.deadlineAt = Date.now() + deadlineMs;
     if (values['reply-to']) r.replyTo = values['reply-to'];
   };
+  // Read before the data set's first pass, which checks a resume by line against it.
+  let resumed: ResumeState | undefined;
+  if (values.resume && values.out !== undefined && existsSync(values.out)) {
+    resumed = await readResumeState(values.out, { byLine: values.file !== undefined && isJsonLines(values.file) });
+    if (resumed.note !== undefined) process.stderr.write(`npu-fleet: ${resumed.note}\n`);
+  }
   // Priority levels by model, for the check below; the synthetic path has its model at hand.
   const levels = new Map<string, number | undefined>();
   let source: { entries: AsyncIterable<FileEntry>; total: number | undefined; prepare?: (r: RequestEnvelope) => void; progress: boolean; repeats?: RepeatCandidates } | undefined;
@@ -99,7 +105,7 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
       // Holding every id of a 50-million-line file to refuse repeats took gigabytes: a first pass
       // finds the few ids that may repeat, and only those are remembered. (A JSON array is in
       // memory whole anyway.)
-      ...(isJsonLines(file) ? { repeats: await findRepeatCandidates(file, total) } : {}),
+      ...(isJsonLines(file) ? { repeats: await findRepeatCandidates(file, total, FILTER_BITS_PER_ID, { onId: resumed?.lines === undefined ? undefined : (line, id) => resumed?.lines?.checkInput(line, id) }) } : {}),
       prepare: (r) => {
         override(r);
         checkRequests([r], config.transport.kind, config.limits);
@@ -118,11 +124,17 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     // (gigabytes for an image model) and went out as one publish.
     source = { entries: syntheticEntries(model, count, override), total: count, progress: count > BULK_CHUNK, repeats: NO_ID_REPEATS };
   }
+  // Lines done are trusted only for the data set they were recorded from: one edited since (a line
+  // removed shifts every later line) would skip lines never answered.
+  if (resumed?.lines !== undefined && !resumed.lines.inputMatches() && values.out !== undefined) {
+    process.stderr.write(`npu-fleet: ${values.file ?? ''} does not hold the ids ${values.out} recorded for its lines (edited since?): resuming by id, which holds every id done in memory (about 100 B each)\n`);
+    resumed = await readResumeState(values.out, { byLine: false });
+  }
   if (source === undefined) {
     requests.forEach(override);
     checkPriorities(requests, config.modelRepository, levels);
   }
-  const out = values.out === undefined ? undefined : await ResultFile.open(values.out, values.resume);
+  const out = values.out === undefined ? undefined : await ResultFile.open(values.out, values.resume, resumed);
   const producer = createProducer(config.transport, { limits: config.limits });
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => (closing ??= producer.close());
@@ -163,7 +175,7 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
       ...(source?.prepare === undefined ? {} : { prepare: source.prepare }),
       ...(source?.repeats === undefined ? {} : { repeats: source.repeats }),
       ...(out === undefined ? {} : { done: out.done }),
-      onRecord: (r) => (out === undefined ? void process.stdout.write(`${resultLine(r)}\n`) : out.write(r)),
+      onRecord: (r, line) => (out === undefined ? void process.stdout.write(`${resultLine(r)}\n`) : out.write(r, line)),
       stopped: () => interruptedBy !== undefined,
       stats,
     });

@@ -5,10 +5,11 @@ import { resultToJson } from '../codec/index.ts';
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { answeredCount, type BulkStats } from '../producer/bulk-publish.ts';
+import { doneIds, DoneLines, MAX_LINE, type DoneEntries } from '../producer/done-lines.ts';
 
 /**
- * `publish --out FILE`: one JSON line per record (the result in its JSON form, outputs base64),
- * appended as it arrives, so a crash or Ctrl-C leaves every answer received so far on disk and
+ * `publish --out FILE`: one JSON line per record (the result in its JSON form, outputs base64, and
+ * `line`: the line of the data set it answers), appended as it arrives, so a crash or Ctrl-C leaves every answer received so far on disk and
  * `--resume` carries on from there. JS thread only.
  */
 export class ResultFile {
@@ -19,8 +20,8 @@ export class ResultFile {
 
   private constructor(
     private readonly stream: WriteStream,
-    /** Ids with an ok result in the file before this run (--resume): not sent again. */
-    readonly done: ReadonlySet<string>,
+    /** Entries with an ok result in the file before this run (--resume): not sent again. */
+    readonly done: DoneEntries,
     /** Lines of the resumed file that are not a result (a write cut off by a crash): ignored. */
     readonly unreadable: number,
     private readonly path: string,
@@ -30,24 +31,22 @@ export class ResultFile {
   }
 
   /**
-   * Opens FILE for a run. An existing FILE is continued only with `resume` (its ok ids are read
-   * first), never overwritten: it holds results already paid for in device time.
+   * Opens FILE for a run. An existing FILE is continued only with `resume` (what it holds ok is
+   * read first: `resumed`, else by id), never overwritten: it holds results already paid for in
+   * device time.
    */
-  static async open(path: string, resume: boolean): Promise<ResultFile> {
+  static async open(path: string, resume: boolean, resumed?: ResumeState): Promise<ResultFile> {
     const exists = existsSync(path);
     if (exists && !resume) {
       throw new FleetError('INVALID_ARGUMENT', `--out ${path} exists: add --resume to continue it (requests with an ok result there are not sent again), or name another file`, {
         details: { field: 'out' },
       });
     }
-    let done = new Set<string>();
+    let done: DoneEntries = doneIds(new Set());
     let unreadable = 0;
     let needsNewline = false;
-    if (exists && !statSync(path).isFile()) {
-      throw new FleetError('INVALID_ARGUMENT', `--out ${path} is not a regular file: name a file to write the results to`, { details: { field: 'out' } });
-    }
     if (exists) {
-      ({ done, unreadable } = await readDone(path));
+      ({ done, unreadable } = resumed ?? (await readResumeState(path, { byLine: false })));
       needsNewline = endsWithoutNewline(path);
     }
     const stream = createWriteStream(path, { flags: exists ? 'a' : 'wx' });
@@ -61,11 +60,14 @@ export class ResultFile {
     return new ResultFile(stream, done, unreadable, path);
   }
 
-  /** Appends one record; waits while the file is behind (the run then waits too). */
-  async write(record: ResultEnvelope): Promise<void> {
+  /** Appends the record of data set line `line`; waits while the file is behind (the run then waits too). */
+  async write(record: ResultEnvelope, line: number): Promise<void> {
     this.throwIfFailed();
+    // The line lets --resume keep one bit per line done instead of every id done (gigabytes for a
+    // data set of tens of millions of lines).
+    const text = JSON.stringify({ ...resultToJson(record), line });
     // A destroyed stream (a failed write) emits neither 'drain' nor 'close' again: nothing to wait for.
-    if (!this.stream.write(`${JSON.stringify(resultToJson(record))}\n`) && !this.stream.destroyed) {
+    if (!this.stream.write(`${text}\n`) && !this.stream.destroyed) {
       // Shared: a run settles up to --in-flight records at once, and a race of once('drain') and
       // once('close') per write left a 'close' and an 'error' listener behind for each until the
       // end of the run (hundreds of thousands on a long one, and Node's leak warnings).
@@ -99,20 +101,74 @@ export class ResultFile {
   }
 }
 
-async function readDone(path: string): Promise<{ done: Set<string>; unreadable: number }> {
-  const done = new Set<string>();
-  let unreadable = 0;
-  const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
-  for await (const line of lines) {
-    if (line.trim() === '') continue;
-    try {
-      const r = JSON.parse(line) as { id?: unknown; status?: unknown };
-      if (r.status === 'ok' && typeof r.id === 'string' && r.id !== '') done.add(r.id);
-    } catch {
-      unreadable++;
-    }
+/** What a resumed run found in its --out file. */
+export interface ResumeState {
+  readonly done: DoneEntries;
+  /** Set when resuming by line: check the data set against it (DoneLines.checkInput) before trusting `done`. */
+  readonly lines?: DoneLines;
+  /** Ok records found (by line: lines; by id: ids). */
+  readonly okCount: number;
+  /** Lines that are not a result (a write cut off by a crash): ignored. */
+  readonly unreadable: number;
+  /** Why the file was read by id when by line was asked for: a note for the user. */
+  readonly note?: string;
+}
+
+/**
+ * Reads the ok records of an existing --out FILE. `byLine` (a JSON Lines data set, whose first
+ * pass can check it) keeps one bit per line done; a file with an ok record that carries no line
+ * (written by an earlier version) is read again by id, which holds every ok id (~100 B each).
+ */
+export async function readResumeState(path: string, o: { byLine: boolean }): Promise<ResumeState> {
+  if (!statSync(path).isFile()) {
+    throw new FleetError('INVALID_ARGUMENT', `--out ${path} is not a regular file: name a file to write the results to`, { details: { field: 'out' } });
   }
-  return { done, unreadable };
+  if (o.byLine) {
+    const lines = new DoneLines();
+    const unreadable = await forEachRecord(path, (r) => {
+      if (r.status !== 'ok' || typeof r.id !== 'string' || r.id === '') return true;
+      if (typeof r.line !== 'number' || !Number.isInteger(r.line) || r.line < 1 || r.line > MAX_LINE) return false;
+      lines.add(r.line, r.id);
+      return true;
+    });
+    if (unreadable !== undefined) return { done: lines, lines, okCount: lines.size, unreadable };
+  }
+  const ids = new Set<string>();
+  const unreadable = await forEachRecord(path, (r) => {
+    if (r.status === 'ok' && typeof r.id === 'string' && r.id !== '') ids.add(r.id);
+    return true;
+  });
+  return {
+    done: doneIds(ids),
+    okCount: ids.size,
+    unreadable: unreadable ?? 0,
+    ...(o.byLine ? { note: `${path} holds results without their line (written by an earlier version): resuming by id, which holds every id done in memory (about 100 B each)` } : {}),
+  };
+}
+
+/** Calls `each` with every record of FILE until it returns false; the number of lines that are not JSON, or undefined when stopped. */
+async function forEachRecord(path: string, each: (r: { id?: unknown; status?: unknown; line?: unknown }) => boolean): Promise<number | undefined> {
+  let unreadable = 0;
+  const stream = createReadStream(path, { encoding: 'utf8' });
+  const lines = createInterface({ input: stream, crlfDelay: Infinity });
+  try {
+    for await (const line of lines) {
+      if (line.trim() === '') continue;
+      let r: { id?: unknown; status?: unknown; line?: unknown };
+      try {
+        r = JSON.parse(line) as typeof r;
+      } catch {
+        unreadable++;
+        continue;
+      }
+      if (r === null || typeof r !== 'object') unreadable++;
+      else if (!each(r)) return undefined;
+    }
+  } finally {
+    lines.close();
+    stream.destroy();
+  }
+  return unreadable;
 }
 
 function endsWithoutNewline(path: string): boolean {

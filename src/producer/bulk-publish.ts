@@ -2,6 +2,7 @@ import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import { ZERO_TIMINGS, type ResultEnvelope, type ResultStatus } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import type { Producer } from './producer.ts';
+import type { DoneEntries } from './done-lines.ts';
 import { ANY_ID_MAY_REPEAT, type RepeatCandidates } from './repeat-candidates.ts';
 import type { FileEntry } from './request-file.ts';
 
@@ -44,8 +45,8 @@ export interface BulkPublishOptions {
   readonly inFlight?: number;
   /** Last changes and checks before a request is sent (overrides, priority range): throws FleetError to refuse it. */
   readonly prepare?: (request: RequestEnvelope) => void;
-  /** Ids already answered ok (a resumed run): not sent again. */
-  readonly done?: ReadonlySet<string>;
+  /** Entries already answered ok (a resumed run): not sent again. */
+  readonly done?: DoneEntries;
   /**
    * Ids that may occur on more than one entry (all that do, maybe others): only their first
    * lines are remembered, to refuse a repeat. Default: every id, one Map entry each for the whole
@@ -55,9 +56,10 @@ export interface BulkPublishOptions {
   /**
    * Every record of the run, in arrival order: each result, and an `invalid` / `failed` result
    * made here for an entry refused before sending or a request left unanswered. Awaited: a slow
-   * writer holds the run back (the in-flight bound still holds).
+   * writer holds the run back (the in-flight bound still holds). `line` is the entry's line (or
+   * item) number, which a resumed run's `done` can go by.
    */
-  readonly onRecord: (record: ResultEnvelope) => void | Promise<void>;
+  readonly onRecord: (record: ResultEnvelope, line: number) => void | Promise<void>;
   /** Whether to stop reading (Ctrl-C): what is in flight is then left to close(). */
   readonly stopped?: () => boolean;
   readonly stats?: BulkStats;
@@ -100,10 +102,10 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   let sendFailure: FleetError | undefined;
   /** The records' writer failed (a full disk): the run stops, as nothing more could be kept. */
   let recordFailure: FleetError | undefined;
-  const record = async (r: ResultEnvelope): Promise<void> => {
+  const record = async (r: ResultEnvelope, line: number): Promise<void> => {
     if (recordFailure !== undefined) return;
     try {
-      await o.onRecord(r);
+      await o.onRecord(r, line);
     } catch (err) {
       recordFailure = FleetError.from(err, 'INTERNAL');
     }
@@ -129,7 +131,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   const refusedAlone = async ({ request, line }: Entry, error: FleetError): Promise<void> => {
     stats.published--;
     stats.invalidEntries++;
-    await record(local('invalid', new FleetError(error.code, `line ${line}: ${error.message}`, { cause: error, details: { ...error.details, line } }), request.id, request.model));
+    await record(local('invalid', new FleetError(error.code, `line ${line}: ${error.message}`, { cause: error, details: { ...error.details, line } }), request.id, request.model), line);
   };
 
   const settle = async (reply: Promise<ResultEnvelope>, entry: Entry, alone: boolean): Promise<void> => {
@@ -158,7 +160,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
       stats.unanswered++;
       result = local('failed', error, request.id, request.model);
     }
-    await record(result);
+    await record(result, entry.line);
   };
 
   /** Fire and forget of one request; false when publishing failed (the run stops). */
@@ -221,7 +223,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     stats.read++;
     if ('error' in entry) {
       stats.invalidEntries++;
-      await record(local('invalid', entry.error, entry.id ?? '', entry.model ?? ''));
+      await record(local('invalid', entry.error, entry.id ?? '', entry.model ?? ''), entry.line);
       continue;
     }
     const request = entry.request;
@@ -233,11 +235,11 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
       const error = new FleetError('INVALID_ARGUMENT', `line ${entry.line}: id "${request.id}" repeats line ${first}; ids must be unique in a run (replies are matched by id)`, {
         details: { field: 'id', line: entry.line },
       });
-      await record(local('invalid', error, '', request.model));
+      await record(local('invalid', error, '', request.model), entry.line);
       continue;
     }
     if (mayRepeat) firstLineOf.set(request.id, entry.line);
-    if (o.done?.has(request.id) === true) {
+    if (o.done?.isDone(entry.line, request.id) === true) {
       stats.skipped++;
       continue;
     }
@@ -246,7 +248,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     } catch (err) {
       stats.invalidEntries++;
       const e = FleetError.from(err, 'INVALID_ARGUMENT');
-      await record(local('invalid', new FleetError(e.code, `line ${entry.line}: ${e.message}`, { cause: e, details: { ...e.details, line: entry.line } }), request.id, request.model));
+      await record(local('invalid', new FleetError(e.code, `line ${entry.line}: ${e.message}`, { cause: e, details: { ...e.details, line: entry.line } }), request.id, request.model), entry.line);
       continue;
     }
     chunk.push({ request, line: entry.line });

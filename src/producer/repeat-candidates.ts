@@ -16,6 +16,11 @@ export const ANY_ID_MAY_REPEAT: RepeatCandidates = { mayRepeat: () => true };
 /** No id repeats (made unique by construction, as synthetic requests are). */
 export const NO_ID_REPEATS: RepeatCandidates = { mayRepeat: () => false };
 
+export interface FirstPassOptions {
+  /** Each line's id, with its line number as readRequestFile counts it (a resumed run checks its lines done). */
+  readonly onId?: ((line: number, id: string) => void) | undefined;
+}
+
 /** Bits of the first pass's filter per id: about 0.1 % of unique ids become candidates. */
 export const FILTER_BITS_PER_ID = 14;
 
@@ -29,19 +34,21 @@ export const FILTER_BITS_PER_ID = 14;
  * Lines that are not JSON objects with a string id cannot become a request that is sent, so they
  * are passed over. A file that cannot be read throws as the run's own reading would.
  */
-export async function findRepeatCandidates(path: string, expectedIds: number, bitsPerId = FILTER_BITS_PER_ID): Promise<RepeatCandidates> {
+export async function findRepeatCandidates(path: string, expectedIds: number, bitsPerId = FILTER_BITS_PER_ID, o: FirstPassOptions = {}): Promise<RepeatCandidates> {
   const filter = new IdFilter(expectedIds, bitsPerId);
   const candidates = new Set<string>();
   const stream = createReadStream(path, { encoding: 'utf8' });
   const lines = createInterface({ input: stream, crlfDelay: Infinity });
-  let first = true;
+  let line = 0;
   try {
     for await (const read of lines) {
+      line++;
       // A byte order mark before the first line (readRequestFile strips it too).
-      const text = first && read.charCodeAt(0) === 0xfeff ? read.slice(1) : read;
-      first = false;
+      const text = line === 1 && read.charCodeAt(0) === 0xfeff ? read.slice(1) : read;
       const id = idOf(text);
-      if (id !== undefined && filter.addSeen(id)) candidates.add(id);
+      if (id === undefined) continue;
+      o.onId?.(line, id);
+      if (filter.addSeen(id)) candidates.add(id);
     }
   } finally {
     lines.close();

@@ -138,6 +138,31 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     expect(await publish(), stderr.join('')).toBe(2);
     expect(stderr.join('')).toMatch(/--out .*results\.jsonl exists: add --resume to continue it/);
   });
+
+  it('--resume of a data set edited since (a line removed): no line left undone for a line number recorded done (resumes by id, saying so)', { timeout: 120_000 }, async () => {
+    const dir = tempDir('npu-fleet-pubfile-edit-');
+    writeRepository(join(dir, 'models'));
+    const fleet = { transport: setup.transport(), devices: { count: 1, backend: 'sim' }, modelRepository: join(dir, 'models'), models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
+    const configFile = join(dir, 'fleet.yaml');
+    writeFileSync(configFile, stringify(fleet));
+    const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+    cleanup.push(() => worker.stop());
+    const ids = Array.from({ length: 40 }, (_, i) => `e${i}`);
+    const data = join(dir, 'data.jsonl');
+    const out = join(dir, 'results.jsonl');
+    const publish = (...extra: string[]): Promise<number> => main(['publish', '--config', configFile, '--file', data, '--await', '--out', out, '--in-flight', '8', '--timeout-ms', '60000', ...extra]);
+    writeFileSync(data, `${ids.map((id, i) => line(id, inputOf(i), rowsOf(i))).join('\n')}\n`);
+    expect(await publish(), stderr.join('')).toBe(0);
+    // Cut off after 20 records; then line 3 is taken out of the data set, so every later line moves up one.
+    writeFileSync(out, `${records(out).slice(0, 20).map((r) => JSON.stringify(r)).join('\n')}\n`);
+    const edited = ids.filter((id) => id !== 'e2');
+    writeFileSync(data, `${edited.map((id) => line(id, inputOf(ids.indexOf(id)), rowsOf(ids.indexOf(id)))).join('\n')}\n`);
+    stderr = [];
+    expect(await publish('--resume'), stderr.join('')).toBe(0);
+    const ok = new Set(records(out).filter((r) => r.status === 'ok').map((r) => r.id));
+    expect(edited.filter((id) => !ok.has(id))).toEqual([]);
+    expect(stderr.join('')).toMatch(/data\.jsonl does not hold the ids .*results\.jsonl recorded for its lines \(edited since\?\): resuming by id/);
+  });
 });
 
 describe('npu-fleet publish --file on Kafka where the model repository is not at hand', () => {

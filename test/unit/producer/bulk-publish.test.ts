@@ -3,6 +3,7 @@ import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts
 import { ZERO_TIMINGS, type ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BULK_CHUNK, bulkPublish } from '../../../src/producer/bulk-publish.ts';
+import { doneIds, DoneLines } from '../../../src/producer/done-lines.ts';
 import type { Producer } from '../../../src/producer/producer.ts';
 import type { FileEntry } from '../../../src/producer/request-file.ts';
 
@@ -102,9 +103,21 @@ describe('bulkPublish', () => {
   it('resuming: ids already done are skipped, not sent', async () => {
     const producer = answeringProducer();
     const records: ResultEnvelope[] = [];
-    const stats = await bulkPublish({ producer, entries: entries(lines(['a', 'b', 'c', 'd'])), awaitReplies: true, timeoutMs: 1000, done: new Set(['b', 'd']), onRecord: (r) => void records.push(r) });
+    const stats = await bulkPublish({ producer, entries: entries(lines(['a', 'b', 'c', 'd'])), awaitReplies: true, timeoutMs: 1000, done: doneIds(new Set(['b', 'd'])), onRecord: (r) => void records.push(r) });
     expect(producer.published.sort()).toEqual(['a', 'c']);
     expect(records.map((r) => r.id).sort()).toEqual(['a', 'c']);
+    expect(stats.skipped).toBe(2);
+  });
+
+  it('resuming by line: the lines done are skipped whatever their id, each record names its line', async () => {
+    const producer = answeringProducer();
+    const records: Array<[string, number]> = [];
+    const done = new DoneLines();
+    done.add(2, 'b');
+    done.add(4, 'd');
+    const stats = await bulkPublish({ producer, entries: entries(lines(['a', 'b', 'c', 'd', 'e'])), awaitReplies: true, timeoutMs: 1000, done, onRecord: (r, line) => void records.push([r.id, line]) });
+    expect(producer.published.sort()).toEqual(['a', 'c', 'e']);
+    expect(records.sort()).toEqual([['a', 1], ['c', 3], ['e', 5]]);
     expect(stats.skipped).toBe(2);
   });
 

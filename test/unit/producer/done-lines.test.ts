@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { DoneLines, MAX_LINE } from '../../../src/producer/done-lines.ts';
+
+describe('DoneLines', () => {
+  it('is exact: a line is done only when added (far apart, out of order, twice)', () => {
+    const done = new DoneLines();
+    for (const line of [1, 31, 32, 33, 5_000_000, 64, 32]) done.add(line, `id-${line}`);
+    expect(done.size).toBe(6);
+    const found: number[] = [];
+    for (let line = 1; line <= 5_000_001; line++) if (done.isDone(line)) found.push(line);
+    expect(found).toEqual([1, 31, 32, 33, 64, 5_000_000]);
+    expect(() => done.add(0, 'x')).toThrow(RangeError);
+    expect(() => done.add(MAX_LINE + 1, 'x')).toThrow(RangeError);
+  });
+
+  it('matches the data set it was recorded from, and not one with a line removed, an id changed, or a line missing', () => {
+    const ids = Array.from({ length: 1_000 }, (_, i) => `id-${i}`);
+    const record = (): DoneLines => {
+      const done = new DoneLines();
+      // Every line but a few (answered not ok) was done.
+      ids.forEach((id, i) => i % 97 !== 5 && done.add(i + 1, id));
+      return done;
+    };
+    const check = (data: readonly string[]): boolean => {
+      const done = record();
+      data.forEach((id, i) => done.checkInput(i + 1, id));
+      return done.inputMatches();
+    };
+    expect(check(ids)).toBe(true);
+    // A line not done may change: it is sent again anyway.
+    expect(check(ids.map((id, i) => (i === 5 ? 'other' : id)))).toBe(true);
+    expect(check(ids.filter((_, i) => i !== 500))).toBe(false);
+    expect(check(ids.map((id, i) => (i === 700 ? `${id}x` : id)))).toBe(false);
+    expect(check(ids.slice(0, 999))).toBe(false);
+    // Two lines swapped: each line's own id is part of what is compared.
+    expect(check(ids.map((id, i) => (i === 10 ? 'id-11' : i === 11 ? 'id-10' : id)))).toBe(false);
+  });
+});
