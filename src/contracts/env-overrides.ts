@@ -200,7 +200,8 @@ export function envSpellingHints(issues: readonly z.core.$ZodIssue[], env: NodeJ
 
 /**
  * The variables behind the failed fields of `issues`: one that set the field or a section holding
- * it, or one below an unknown key (a misspelt section).
+ * it, one below an unknown key (a misspelt section), or one that set a section's `kind` when a
+ * sibling of it fails (`NPU_FLEET__TRANSPORT__KIND=kafka` over a file without `transport.kafka`).
  */
 export function overridesBehind(issues: readonly z.core.$ZodIssue[], env: NodeJS.ProcessEnv): string[] {
   const failed: Array<{ path: string[]; unknownKey: boolean }> = [];
@@ -210,7 +211,9 @@ export function overridesBehind(issues: readonly z.core.$ZodIssue[], env: NodeJS
     else failed.push({ path: at, unknownKey: false });
   }
   const startsWith = (path: readonly string[], prefix: readonly string[]): boolean => prefix.every((seg, i) => path[i] === seg);
+  const selectedBy = (path: readonly string[], o: EnvOverride): boolean =>
+    o.path[o.path.length - 1] === 'kind' && path.length === o.path.length && startsWith(path, o.path.slice(0, -1));
   return envOverrides(env)
-    .filter((o) => failed.some((f) => startsWith(f.path, o.path) || (f.unknownKey && startsWith(o.path, f.path))))
+    .filter((o) => failed.some((f) => startsWith(f.path, o.path) || (f.unknownKey && startsWith(o.path, f.path)) || selectedBy(f.path, o)))
     .map((o) => o.name);
 }

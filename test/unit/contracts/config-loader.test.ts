@@ -145,6 +145,11 @@ describe('fleet config loader', () => {
     expect(msg).not.toContain('NPU_FLEET__LOG__LEVEL');
     expect(bad({ NPU_FLEET__WORKER__METRIC_PORT: '1' })).toMatch(/Unrecognized key: "metricPort".*NPU_FLEET__WORKER__METRIC_PORT/);
     expect(bad({ NPU_FLEET__TRANSPORT__KAFKA__SASL__PASSWORD: 'hunter2' })).not.toContain('hunter2');
+    // The variable picked a transport whose settings the file lacks: the missing section is its doing.
+    expect(bad({ NPU_FLEET__TRANSPORT__KIND: 'kafka' })).toMatch(/transport\.kafka: .*required.*set by the environment: NPU_FLEET__TRANSPORT__KIND/);
+    // ... but a bad value inside a section the file does give stays the file's.
+    const kafkaFile = tmpFile('kafka.yaml', 'transport:\n  kind: kafka\n  kafka: { brokers: [a:1], sessionTimeoutMs: -1 }\n');
+    expect(() => loadFleetConfig({ file: kafkaFile, env: { NPU_FLEET__TRANSPORT__KIND: 'kafka' } })).toThrow(/^(?![\s\S]*NPU_FLEET__)[\s\S]*sessionTimeoutMs/);
     // A value from the file is not blamed on the environment.
     expect(() => loadFleetConfig({ file: tmpFile('neg.yaml', 'worker:\n  drainTimeoutMs: -1\n'), env: { NPU_FLEET__WORKER__HANG_LIMIT_MS: '100' } })).toThrow(
       /^(?![\s\S]*NPU_FLEET__)[\s\S]*worker\.drainTimeoutMs/,
