@@ -12,7 +12,9 @@ import type { Payload } from './request-admission.ts';
 import { RequestIntake } from './request-intake.ts';
 import { BatchRunner } from './batch-runner.ts';
 import { timerDelayMs } from './timer-delay.ts';
+import { WakeTimer } from './wake-timer.ts';
 import { WorkerClock } from './worker-clock.ts';
+import { workerHealth, workerReadiness, type HealthInputs, type WorkerState } from './worker-health.ts';
 import { exportWorkerGauges, workerGaugeHooks } from './worker-gauges.ts';
 import { CrashSuspects } from './crash-suspects.ts';
 import type { CrashHint, InflightJournal } from './inflight-journal.ts';
@@ -47,8 +49,6 @@ const URGENT_WINDOW_MS = 1000;
 /** Just past the moment a queued request of `lane` becomes unreachable (the check is strict). */
 const expiryWakeAt = (lane: Lane<Payload>): number => lane.scheduler.nextUnreachableAt() + 1;
 
-export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped' | 'hung' | 'failed';
-
 /**
  * One device's worker loop (DESIGN §3-§5): deliveries → decode/validate → scheduler → gather →
  * device (two batches in flight) → scatter → results → settle. Intake and admission are
@@ -65,8 +65,7 @@ export class DeviceWorker {
   private readonly answers: Answerer;
   private readonly crash: CrashSuspects;
   private readonly clock: WorkerClock;
-  private wakeTimer: NodeJS.Timeout | undefined;
-  private wakeAt = Infinity;
+  private readonly wake = new WakeTimer(() => this.pump());
   private pumping = false;
   private pumpAgain = false;
   private idleWaiters: Array<() => void> = [];
@@ -124,36 +123,18 @@ export class DeviceWorker {
     return this.state === 'running';
   }
 
-  /**
-   * For /readyz and the ready gauge: running, its broker answering as far as the client knows, and
-   * its device not failing every batch (a lost device would answer every request failed).
-   */
+  /** For /readyz and the ready gauge (see workerReadiness). */
   readiness(): { ready: true } | { ready: false; reason: string } {
-    if (this.state !== 'running') return { ready: false, reason: this.state };
-    if (!this.o.transport.connected()) return { ready: false, reason: 'broker unreachable' };
-    const failing = this.runner.deviceFailing;
-    if (failing !== undefined) {
-      return { ready: false, reason: `device failing: the last ${failing.batches} batches failed (${failing.error.code}: ${failing.error.message})` };
-    }
-    return { ready: true };
+    return workerReadiness(this.healthInputs());
   }
 
-  /**
-   * For /healthz (liveness): does this process need a restart? After a device hang or a transport
-   * lost for good, and once the device has failed every batch for worker.hangLimitMs: only a new
-   * process resets the device, and until then every request it takes is answered failed.
-   */
+  /** For /healthz (liveness, see workerHealth). */
   health(nowMs = Date.now()): { healthy: true } | { healthy: false; reason: string } {
-    if (this.state === 'hung' || this.state === 'failed') return { healthy: false, reason: this.state };
-    const failing = this.runner.deviceFailing;
-    const hangLimitMs = this.o.config.worker.hangLimitMs;
-    if (failing !== undefined && nowMs - failing.sinceMs >= hangLimitMs) {
-      return {
-        healthy: false,
-        reason: `device failing for ${nowMs - failing.sinceMs} ms (worker.hangLimitMs ${hangLimitMs}): the last ${failing.batches} batches failed (${failing.error.code}: ${failing.error.message})`,
-      };
-    }
-    return { healthy: true };
+    return workerHealth(this.healthInputs(), nowMs);
+  }
+
+  private healthInputs(): HealthInputs {
+    return { state: this.state, brokerConnected: this.o.transport.connected(), failing: this.runner.deviceFailing, hangLimitMs: this.o.config.worker.hangLimitMs };
   }
 
   get inflightBatches(): number {
@@ -295,7 +276,7 @@ export class DeviceWorker {
       }
       this.intake.maybeResume(lane);
     }
-    this.armWake(nextWake, nowMs);
+    this.wake.arm(nextWake, nowMs);
   }
 
   /**
@@ -307,22 +288,7 @@ export class DeviceWorker {
     this.o.log.warn({ stepMs }, 'the wall clock stepped; queue delays keep counting real time, deadlines follow the wall clock');
     for (const lane of this.lanes.allLanes()) lane.scheduler.clockStepped(stepMs);
     this.runner.clockStepped(stepMs);
-    this.wakeAt = Number.NaN;
-  }
-
-  private armWake(atMs: number, nowMs: number): void {
-    if (atMs === this.wakeAt) return;
-    if (this.wakeTimer) clearTimeout(this.wakeTimer);
-    this.wakeTimer = undefined;
-    this.wakeAt = atMs;
-    if (!Number.isFinite(atMs)) return;
-    // Capped (a deadline 40 days out woke the loop every ms): a wake at the cap finds nothing due
-    // and arms the next one.
-    this.wakeTimer = setTimeout(() => {
-      this.wakeTimer = undefined;
-      this.wakeAt = Infinity;
-      this.pump();
-    }, timerDelayMs(Math.floor(atMs - nowMs)));
+    this.wake.invalidate();
   }
 
   /**
@@ -395,7 +361,7 @@ export class DeviceWorker {
       await this.o.transport.release(leftovers.flatMap((r) => [r.payload.delivery, ...r.payload.duplicates]));
     }
     await this.answers.close();
-    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wake.cancel();
     // A hang during the drain took over: the state stays 'hung' (the caller must not unload what
     // the hung batch uses) and the journal stays as hang() left it (emptied once the broker holds
     // the counts: rewriting it would count the hang twice).
