@@ -1,7 +1,7 @@
 import { AdaptiveLimit } from './adaptive-limit.ts';
 import { DeviceTimeEstimator } from './device-time-estimator.ts';
 import { GearTable } from './gear-table.ts';
-import { agedAtFor, passesOver, ranksBefore } from './lane.ts';
+import { newEntry, passesOver, ranksBefore } from './lane.ts';
 import type { Entry } from './lane.ts';
 import { RequestQueue } from './request-queue.ts';
 import { levelStats, SchedulerCounters } from './scheduler-counters.ts';
@@ -172,27 +172,7 @@ export class BatchScheduler<P = unknown> {
       q.remove(displaced);
       this.counters.countSuperseded();
     }
-    let bucket = 0;
-    if (o.buckets.length > 0) {
-      const length = req.length as number;
-      while ((o.buckets[bucket] as number) < length) bucket++;
-    }
-    const level = req.priority;
-    q.add({
-      req,
-      level,
-      bucket,
-      items: req.items,
-      gear: this.gearOf[req.items] as number,
-      bytes: req.bytes ?? 0,
-      arrivedAt: req.arrivedAt - this.steppedMs,
-      deadline: req.deadlineAt ?? Infinity,
-      agedAt: agedAtFor(req.arrivedAt - this.steppedMs, level, o.agingMs),
-      seq: this.seq++,
-      edfPos: -1,
-      fifoPos: -1,
-      expiryPos: -1,
-    });
+    q.add(newEntry(req, o, this.gearOf, req.arrivedAt - this.steppedMs, this.seq++));
     const kind = q.pauseAtSoftLimit() ? 'backpressure' : 'accepted';
     return displaced === undefined ? { kind } : { kind, superseded: [displaced.req] };
   }

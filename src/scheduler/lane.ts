@@ -24,6 +24,35 @@ export interface Entry<P> {
 /** When a request of `level` arrived at `arrivedAt` is overdue: (level + 1) × agingMs later; Infinity when aging is off. */
 export const agedAtFor = (arrivedAt: number, level: number, agingMs: number | null): number => (agingMs === null ? Infinity : arrivedAt + (level + 1) * agingMs);
 
+/**
+ * The queue entry of `req`: its length bucket (the first of `buckets` it fits; 0 without buckets),
+ * its gear, and its arrival on the scheduler's step-free clock (`arrivedAt` = the wall-clock arrival
+ * minus the clock steps reported so far, so delays and aging count real time).
+ */
+export function newEntry<P>(req: SchedulerRequest<P>, o: { readonly buckets: readonly number[]; readonly agingMs: number | null }, gearOf: Int32Array, arrivedAt: number, seq: number): Entry<P> {
+  let bucket = 0;
+  if (o.buckets.length > 0) {
+    const length = req.length as number;
+    while ((o.buckets[bucket] as number) < length) bucket++;
+  }
+  const level = req.priority;
+  return {
+    req,
+    level,
+    bucket,
+    items: req.items,
+    gear: gearOf[req.items] as number,
+    bytes: req.bytes ?? 0,
+    arrivedAt,
+    deadline: req.deadlineAt ?? Infinity,
+    agedAt: agedAtFor(arrivedAt, level, o.agingMs),
+    seq,
+    edfPos: -1,
+    fifoPos: -1,
+    expiryPos: -1,
+  };
+}
+
 export const edfLess = <P>(a: Entry<P>, b: Entry<P>): boolean =>
   a.deadline < b.deadline || (a.deadline === b.deadline && (a.arrivedAt < b.arrivedAt || (a.arrivedAt === b.arrivedAt && a.seq < b.seq)));
 export const fifoLess = <P>(a: Entry<P>, b: Entry<P>): boolean => a.arrivedAt < b.arrivedAt || (a.arrivedAt === b.arrivedAt && a.seq < b.seq);
