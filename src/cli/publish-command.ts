@@ -10,11 +10,13 @@ import { createProducer } from '../producer/index.ts';
 import { privateInbox } from '../producer/private-inbox.ts';
 import { FILTER_BITS_PER_ID, findRepeatCandidates, NO_ID_REPEATS, type RepeatCandidates } from '../producer/repeat-candidates.ts';
 import { checkRequests } from '../producer/request-check.ts';
+import type { LineCounter } from '../producer/line-counter.ts';
 import { countRequests, isJsonLines, readRequestFile, type FileEntry } from '../producer/request-file.ts';
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
 import { replyToProblem, replyTopicPattern } from '../transport/names.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
+import { withPhaseProgress } from './phase-progress.ts';
 import { progressLine, readResumeState, ResultFile, summaryLine, type ResumeState } from './publish-output.ts';
 
 /**
@@ -83,10 +85,17 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     if (deadlineMs !== undefined) r.deadlineAt = Date.now() + deadlineMs;
     if (values['reply-to']) r.replyTo = values['reply-to'];
   };
+  // Counting, checking and resuming a data set of tens of millions of lines take minutes: each
+  // such phase says how far it is, as the run does (each second on a terminal).
+  const progressEveryMs = process.stderr.isTTY ? 1_000 : 10_000;
+  const phase = <T>(what: string, path: string, totalLines: number | undefined, run: (progress: LineCounter) => Promise<T>): Promise<T> =>
+    withPhaseProgress(what, { write: (line) => void process.stderr.write(line), intervalMs: progressEveryMs, totalLines, totalBytes: sizeOf(path) }, run);
   // Read before the data set's first pass, which checks a resume by line against it.
   let resumed: ResumeState | undefined;
-  if (values.resume && values.out !== undefined && existsSync(values.out)) {
-    resumed = await readResumeState(values.out, { byLine: values.file !== undefined && isJsonLines(values.file) });
+  const resumeFrom = values.resume && values.out !== undefined && existsSync(values.out) ? values.out : undefined;
+  if (resumeFrom !== undefined) {
+    const byLine = values.file !== undefined && isJsonLines(values.file);
+    resumed = await phase(`reading ${resumeFrom} to resume`, resumeFrom, undefined, (progress) => readResumeState(resumeFrom, { byLine, progress }));
     if (resumed.note !== undefined) process.stderr.write(`npu-fleet: ${resumed.note}\n`);
   }
   // Priority levels by model, for the check below; the synthetic path has its model at hand.
@@ -97,7 +106,7 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
     // A data set: read as a stream, each request checked as it goes out; a bad one is recorded
     // as invalid and the run goes on.
     const file = values.file;
-    const total = await countRequests(file);
+    const total = isJsonLines(file) ? await phase(`counting the lines of ${file}`, file, undefined, (progress) => countRequests(file, progress)) : await countRequests(file);
     source = {
       entries: readRequestFile(file, config.limits),
       total,
@@ -105,7 +114,13 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
       // Holding every id of a 50-million-line file to refuse repeats took gigabytes: a first pass
       // finds the few ids that may repeat, and only those are remembered. (A JSON array is in
       // memory whole anyway.)
-      ...(isJsonLines(file) ? { repeats: await findRepeatCandidates(file, total, FILTER_BITS_PER_ID, { onId: resumed?.lines === undefined ? undefined : (line, id) => resumed?.lines?.checkInput(line, id) }) } : {}),
+      ...(isJsonLines(file)
+        ? {
+            repeats: await phase(`checking the ids of ${file} for repeats`, file, total, (progress) =>
+              findRepeatCandidates(file, total, FILTER_BITS_PER_ID, { progress, onId: resumed?.lines === undefined ? undefined : (line, id) => resumed?.lines?.checkInput(line, id) }),
+            ),
+          }
+        : {}),
       prepare: (r) => {
         override(r);
         checkRequests([r], config.transport.kind, config.limits);
@@ -126,9 +141,9 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   }
   // Lines done are trusted only for the data set they were recorded from: one edited since (a line
   // removed shifts every later line) would skip lines never answered.
-  if (resumed?.lines !== undefined && !resumed.lines.inputMatches() && values.out !== undefined) {
-    process.stderr.write(`npu-fleet: ${values.file ?? ''} does not hold the ids ${values.out} recorded for its lines (edited since?): resuming by id, which holds every id done in memory (about 100 B each)\n`);
-    resumed = await readResumeState(values.out, { byLine: false });
+  if (resumed?.lines !== undefined && !resumed.lines.inputMatches() && resumeFrom !== undefined) {
+    process.stderr.write(`npu-fleet: ${values.file ?? ''} does not hold the ids ${resumeFrom} recorded for its lines (edited since?): resuming by id, which holds every id done in memory (about 100 B each)\n`);
+    resumed = await phase(`reading ${resumeFrom} again to resume by id`, resumeFrom, undefined, (progress) => readResumeState(resumeFrom, { byLine: false, progress }));
   }
   if (source === undefined) {
     requests.forEach(override);
@@ -222,6 +237,15 @@ async function* syntheticEntries(model: ModelConfig, count: number, override: (r
 
 async function* entriesOf(requests: readonly RequestEnvelope[]): AsyncGenerator<FileEntry> {
   for (let i = 0; i < requests.length; i++) yield { line: i + 1, request: requests[i] as RequestEnvelope };
+}
+
+/** Bytes of a file, or undefined when it cannot be read (its reader words that error). */
+function sizeOf(path: string): number | undefined {
+  try {
+    return statSync(path).size;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Both paths name one existing file (a link or another spelling included). */

@@ -6,6 +6,7 @@ import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { answeredCount, type BulkStats } from '../producer/bulk-publish.ts';
 import { doneIds, DoneLines, MAX_LINE, type DoneEntries } from '../producer/done-lines.ts';
+import type { LineCounter } from '../producer/line-counter.ts';
 
 /**
  * `publish --out FILE`: one JSON line per record (the result in its JSON form, outputs base64, and
@@ -119,13 +120,13 @@ export interface ResumeState {
  * pass can check it) keeps one bit per line done; a file with an ok record that carries no line
  * (written by an earlier version) is read again by id, which holds every ok id (~100 B each).
  */
-export async function readResumeState(path: string, o: { byLine: boolean }): Promise<ResumeState> {
+export async function readResumeState(path: string, o: { byLine: boolean; progress?: LineCounter | undefined }): Promise<ResumeState> {
   if (!statSync(path).isFile()) {
     throw new FleetError('INVALID_ARGUMENT', `--out ${path} is not a regular file: name a file to write the results to`, { details: { field: 'out' } });
   }
   if (o.byLine) {
     const lines = new DoneLines();
-    const unreadable = await forEachRecord(path, (r) => {
+    const unreadable = await forEachRecord(path, o.progress, (r) => {
       if (r.status !== 'ok' || typeof r.id !== 'string' || r.id === '') return true;
       if (typeof r.line !== 'number' || !Number.isInteger(r.line) || r.line < 1 || r.line > MAX_LINE) return false;
       lines.add(r.line, r.id);
@@ -134,7 +135,7 @@ export async function readResumeState(path: string, o: { byLine: boolean }): Pro
     if (unreadable !== undefined) return { done: lines, lines, okCount: lines.size, unreadable };
   }
   const ids = new Set<string>();
-  const unreadable = await forEachRecord(path, (r) => {
+  const unreadable = await forEachRecord(path, o.progress, (r) => {
     if (r.status === 'ok' && typeof r.id === 'string' && r.id !== '') ids.add(r.id);
     return true;
   });
@@ -147,12 +148,17 @@ export async function readResumeState(path: string, o: { byLine: boolean }): Pro
 }
 
 /** Calls `each` with every record of FILE until it returns false; the number of lines that are not JSON, or undefined when stopped. */
-async function forEachRecord(path: string, each: (r: { id?: unknown; status?: unknown; line?: unknown }) => boolean): Promise<number | undefined> {
+async function forEachRecord(path: string, progress: LineCounter | undefined, each: (r: { id?: unknown; status?: unknown; line?: unknown }) => boolean): Promise<number | undefined> {
   let unreadable = 0;
+  if (progress !== undefined) progress.lines = progress.bytes = 0;
   const stream = createReadStream(path, { encoding: 'utf8' });
   const lines = createInterface({ input: stream, crlfDelay: Infinity });
   try {
     for await (const line of lines) {
+      if (progress !== undefined) {
+        progress.lines++;
+        progress.bytes = stream.bytesRead;
+      }
       if (line.trim() === '') continue;
       let r: { id?: unknown; status?: unknown; line?: unknown };
       try {

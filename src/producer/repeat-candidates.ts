@@ -1,5 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
+import type { LineCounter } from './line-counter.ts';
 
 /**
  * The ids of a run that may occur on more than one entry: every id that does is among them, and
@@ -19,6 +20,8 @@ export const NO_ID_REPEATS: RepeatCandidates = { mayRepeat: () => false };
 export interface FirstPassOptions {
   /** Each line's id, with its line number as readRequestFile counts it (a resumed run checks its lines done). */
   readonly onId?: ((line: number, id: string) => void) | undefined;
+  /** Follows the lines and bytes read. */
+  readonly progress?: LineCounter | undefined;
 }
 
 /** Bits of the first pass's filter per id: about 0.1 % of unique ids become candidates. */
@@ -43,6 +46,10 @@ export async function findRepeatCandidates(path: string, expectedIds: number, bi
   try {
     for await (const read of lines) {
       line++;
+      if (o.progress !== undefined) {
+        o.progress.lines = line;
+        o.progress.bytes = stream.bytesRead;
+      }
       // A byte order mark before the first line (readRequestFile strips it too).
       const text = line === 1 && read.charCodeAt(0) === 0xfeff ? read.slice(1) : read;
       const id = idOf(text);

@@ -5,6 +5,7 @@ import { identityOf } from '../codec/frame.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import type { LineCounter } from './line-counter.ts';
 
 /**
  * One request of a request file, or why its line (or array item) is not one. `line` is the line
@@ -116,8 +117,11 @@ function unreadable(path: string, cause: unknown): FleetError {
   return new FleetError('INVALID_ARGUMENT', `--file ${path} cannot be read (${(cause as NodeJS.ErrnoException).code ?? (cause as Error).message})`, { cause });
 }
 
-/** Non-blank lines of a JSON Lines file (or items of a JSON file: 1, or the array's length), for progress. Streams. */
-export async function countRequests(path: string): Promise<number> {
+/**
+ * Non-blank lines of a JSON Lines file (or items of a JSON file: 1, or the array's length), for
+ * progress. Streams; `progress` follows the lines and bytes read.
+ */
+export async function countRequests(path: string, progress?: LineCounter): Promise<number> {
   if (!isJsonLines(path)) {
     const value = readJsonFile(path);
     return Array.isArray(value) ? value.length : 1;
@@ -133,6 +137,10 @@ export async function countRequests(path: string): Promise<number> {
       } else if (b !== 0x20 && b !== 0x09 && b !== 0x0d) {
         content = true;
       }
+    }
+    if (progress !== undefined) {
+      progress.lines = count;
+      progress.bytes += chunk.length;
     }
   }
   return content ? count + 1 : count;

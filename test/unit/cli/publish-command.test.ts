@@ -84,6 +84,37 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     expect(stderr.join('')).toMatch(/Redis at 127\.0\.0\.1:1 did not answer within 300 ms/);
   });
 
+  it('the long phases before a data set goes out (reading --out to resume, counting lines, the repeat check) print progress', async () => {
+    // Tens of millions of lines took minutes in each phase without a word. The interval is faked and
+    // advanced at every turn of the event loop, so each phase, however fast here, spans many.
+    const data = join(dir, 'phases.jsonl');
+    const out = join(dir, 'phases-out.jsonl');
+    const n = 20_000;
+    writeFileSync(data, Array.from({ length: n }, (_, i) => JSON.stringify({ ...goodRequest, id: `p${i}` })).join('\n'));
+    writeFileSync(out, Array.from({ length: n / 2 }, (_, i) => JSON.stringify({ id: `p${i}`, status: 'ok', line: i + 1 })).join('\n'));
+    const isTTY = Object.getOwnPropertyDescriptor(process.stderr, 'isTTY');
+    Object.defineProperty(process.stderr, 'isTTY', { value: true, configurable: true });
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      let finished = false;
+      const run = main(['publish', '--config', config, '--file', data, '--await', '--out', out, '--resume']).finally(() => (finished = true));
+      while (!finished) {
+        await new Promise((resolve) => setImmediate(resolve));
+        vi.advanceTimersByTime(1_000);
+      }
+      // The run itself then fails on the unreachable Redis.
+      expect(await run).toBe(1);
+    } finally {
+      vi.useRealTimers();
+      if (isTTY === undefined) Reflect.deleteProperty(process.stderr, 'isTTY');
+      else Object.defineProperty(process.stderr, 'isTTY', isTTY);
+    }
+    const text = stderr.join('');
+    expect(text).toMatch(/^publish: reading .*phases-out\.jsonl to resume: [1-9]\d* lines, \d+% of the file, \d+\/s(, ~\d+ s left)?$/m);
+    expect(text).toMatch(/^publish: counting the lines of .*phases\.jsonl: [1-9]\d* lines, \d+% of the file, \d+\/s(, ~\d+ s left)?$/m);
+    expect(text).toMatch(new RegExp(`^publish: checking the ids of .*phases\\.jsonl for repeats: [1-9]\\d* of ${n} lines, \\d+/s(, ~\\d+ s left)?$`, 'm'));
+  });
+
   it('--help prints the publish usage and exits 0', async () => {
     expect(await main(['publish', '--help'])).toBe(0);
     expect(stdout.join('')).toMatch(/npu-fleet publish --model NAME .*\n.*--file REQUEST\.json/);
