@@ -78,6 +78,10 @@ export interface ProducerOptions {
   /** Default body encoding (Kafka, memory). */
   readonly encoding?: WireEncoding;
   readonly limits?: CodecLimits;
-  /** Names this producer's inbox / client (default: random). */
+  /**
+   * Names this producer's private inbox (`<clientId>.inbox.<uuid>`) and its Kafka groups; request()
+   * refuses one outside [A-Za-z0-9._-] or over 200 characters. Default: transport.kafka.clientId on
+   * Kafka, `producer` otherwise.
+   */
   readonly clientId?: string;
 }
