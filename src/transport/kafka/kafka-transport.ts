@@ -9,7 +9,7 @@ import type { ConsumerWatch } from './consumer-watch.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure } from './kafka-client.ts';
 import { placeForTransaction } from './eos-placement.ts';
 import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
-import { messagesFor, type KafkaSource, type Names } from './kafka-outcomes.ts';
+import { messagesFor, type KafkaSource, type Names, type OutgoingMessage } from './kafka-outcomes.ts';
 import { FetchPauses } from './fetch-pauses.ts';
 import { consumerLag, OffsetCommitter, tpKey } from './offset-committer.ts';
 import { PartitionTracker } from './partition-tracker.ts';
@@ -31,6 +31,13 @@ interface Entry {
 
 interface Partition extends TrackedPartition {
   readonly priority: number | undefined;
+}
+
+/** A claimed delivery of an at-least-once settle with the records its outcome produces. */
+interface PublishClaim {
+  readonly item: { readonly deliveryId: string };
+  readonly entry: Entry;
+  readonly messages: OutgoingMessage[];
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -288,35 +295,58 @@ export class KafkaTransport implements Transport {
     if (claimed.length > 0) {
       const sender = this.startedSender();
       const perClaim = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names, { dropDlqValue }) }));
-      const done = (list: typeof perClaim): void => {
-        const touched = new Set<Partition>();
-        for (const { item, entry } of list) {
-          entry.tracker.settle(entry.source.offset);
-          this.ledger.finish(item.deliveryId);
-          touched.add(entry.part);
-        }
-        this.liftBounds(touched);
-      };
-      try {
-        // Straight into the serialized send path, which also creates topics met for the first
-        // time: results leave in settle order, so one stream's results stay in order even when
-        // an earlier settle had to create a reply topic first.
-        await sender.send(perClaim.flatMap((c) => c.messages));
-      } catch (err) {
-        // Those whose records the brokers acknowledged before the failure are done: the failed
-        // call's retry (the runtime settles a refused batch again one outcome at a time) skips
-        // them instead of publishing their results twice.
-        const published = perClaim.filter((c) => c.messages.every((m) => sender.acknowledged(m)));
-        done(published);
-        for (const c of perClaim) if (!published.includes(c)) this.ledger.unclaim(c.item.deliveryId);
-        throw kafkaError(err, 'publishing results failed; the requests stay unacked');
-      }
-      done(perClaim);
+      let ready = true;
+      for (const c of perClaim) if (!sender.ready(c.messages)) ready = false;
+      // Straight into the serialized send path: results leave in settle order, so one stream's
+      // results stay in order (also those waiting for their reply topic, see ResultSender.send).
+      if (ready) await this.publish(sender, perClaim);
+      else await this.publishAroundCreations(sender, perClaim);
     }
     // Also when everything was skipped: a retry whose deliveries a failed call published, or a
     // retry after a failed commit, commits now (nothing to do costs no round trip).
     await this.offsets.commit();
     if (rejected.length > 0) throw notOpenError(rejected);
+  }
+
+  /**
+   * Some results name a reply topic that does not exist yet: each of those waits for its topic
+   * apart (ResultSender.send), and the others of the settle go now. A creation the broker refuses
+   * for good fails its own results only, with that refusal (the runtime then settles them apart).
+   */
+  private async publishAroundCreations(sender: ResultSender, perClaim: readonly PublishClaim[]): Promise<void> {
+    const now = perClaim.filter((c) => sender.ready(c.messages));
+    const waiting = perClaim.filter((c) => !now.includes(c));
+    const results = await Promise.allSettled([this.publish(sender, now), ...waiting.map((c) => this.publish(sender, [c]))]);
+    const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => FleetError.from(r.reason, 'TRANSPORT_ERROR'));
+    const failed = failures.find((e) => !e.retriable) ?? failures[0];
+    if (failed !== undefined) throw failed;
+  }
+
+  /** Publishes the claims' records; done once the brokers acknowledged them. */
+  private async publish(sender: ResultSender, list: readonly PublishClaim[]): Promise<void> {
+    if (list.length === 0) return;
+    try {
+      await sender.send(list.flatMap((c) => c.messages));
+    } catch (err) {
+      // Those whose records the brokers acknowledged before the failure are done: the failed
+      // call's retry (the runtime settles a refused batch again one outcome at a time) skips
+      // them instead of publishing their results twice.
+      const published = list.filter((c) => c.messages.every((m) => sender.acknowledged(m)));
+      this.published(published);
+      for (const c of list) if (!published.includes(c)) this.ledger.unclaim(c.item.deliveryId);
+      throw kafkaError(err, 'publishing results failed; the requests stay unacked');
+    }
+    this.published(list);
+  }
+
+  private published(list: readonly PublishClaim[]): void {
+    const touched = new Set<Partition>();
+    for (const { item, entry } of list) {
+      entry.tracker.settle(entry.source.offset);
+      this.ledger.finish(item.deliveryId);
+      touched.add(entry.part);
+    }
+    this.liftBounds(touched);
   }
 
   private async settleExactlyOnce(outcomes: readonly Outcome[], dropDlqValue: boolean): Promise<void> {
@@ -328,16 +358,34 @@ export class KafkaTransport implements Transport {
       this.ledger.finish(item.deliveryId);
       return false;
     });
-    // The committer's transaction creates topics met for the first time (ResultSender.withProducer).
+    const sender = this.startedSender();
     const prepared = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names, { dropDlqValue }) }));
-    const waits = prepared.map(({ item, entry, messages }) =>
+    const place = ({ item, entry, messages }: PublishClaim): Promise<void> =>
       placeForTransaction(entry, messages, {
         holds: () => this.holds(entry),
         kick: () => this.committer?.kick(),
         finish: () => this.ledger.finish(item.deliveryId),
         unclaim: () => this.ledger.unclaim(item.deliveryId),
-      }),
-    );
+      });
+    // A result whose reply topic is new joins a transaction once the topic exists, so the
+    // transactions of the others do not wait for its creation; those behind it in its partition
+    // wait anyway (the contiguous prefix). A failed creation places it all the same: the
+    // transaction then tries the topic again and fails as it always did (the committer finds the
+    // refused one alone, see TransactionalCommitter.loop).
+    const placeOnceCreated = (c: PublishClaim): Promise<void> => {
+      const placeNow = (): Promise<void> => {
+        // Revoked meanwhile: the new owner answers it.
+        if (!this.holds(c.entry)) {
+          this.ledger.finish(c.item.deliveryId);
+          return Promise.resolve();
+        }
+        const placed = place(c);
+        this.committer?.kick();
+        return placed;
+      };
+      return sender.whenReady(c.messages).then(placeNow, placeNow);
+    };
+    const waits = prepared.map((c) => (sender.ready(c.messages) ? place(c) : placeOnceCreated(c)));
     this.committer?.kick();
     // Settled counts as done for the in-flight bound (the transaction follows), as in at-least-once
     // mode: a paused partition fetches nothing, so no later batch would lift it.

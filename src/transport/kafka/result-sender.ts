@@ -1,8 +1,9 @@
 import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
-import { ensureTopics, isUnknownTopic, type TransportLogger } from './kafka-client.ts';
+import { isUnknownTopic, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 import { ProducerWatch } from './producer-watch.ts';
+import { ReplyTopics } from './reply-topics.ts';
 import { RotatingProducer } from './rotating-producer.ts';
 
 export interface ResultSenderOptions {
@@ -15,17 +16,25 @@ export interface ResultSenderOptions {
   readonly logger?: TransportLogger;
 }
 
+interface QueuedSend {
+  readonly messages: OutgoingMessage[];
+  readonly resolve: () => void;
+  readonly reject: (err: unknown) => void;
+  /** A first send to topics just created: it leaves with the others of their creation only (see pumpSends). */
+  fresh?: number;
+}
+
 /**
  * The worker's way out to Kafka: its kafkajs producer (replaced when it has written to a topic
  * that is gone since, see ProducerTopics), the topics known to exist (others are created on first
- * use: auto-create may be off, and metadata refreshes never create topics), and the serialized,
- * coalescing at-least-once send path. In exactlyOnce mode the transport's committer asks it for
- * the producer of each transaction instead. JS thread only; the admin client is the transport's.
+ * use, in the background: see ReplyTopics), and the serialized, coalescing at-least-once send
+ * path. In exactlyOnce mode the transport's committer asks it for the producer of each
+ * transaction instead. JS thread only; the admin client is the transport's.
  */
 export class ResultSender {
   private readonly producer: RotatingProducer;
-  private readonly knownTopics = new Set<string>();
-  private readonly queue: Array<{ messages: OutgoingMessage[]; resolve: () => void; reject: (err: unknown) => void }> = [];
+  private readonly topics: ReplyTopics;
+  private readonly queue: QueuedSend[] = [];
   private sending = false;
   /** Messages the brokers acknowledged, so a failed coalesced send's retries skip them (weak: no growth). */
   private readonly acked = new WeakSet<OutgoingMessage>();
@@ -34,10 +43,11 @@ export class ResultSender {
   constructor(
     kafka: Kafka,
     settings: KafkaSettings,
-    private readonly admin: Admin,
-    private readonly options: ResultSenderOptions,
+    admin: Admin,
+    options: ResultSenderOptions,
   ) {
     this.watch = new ProducerWatch(options.contactWindowMs);
+    this.topics = new ReplyTopics(admin, kafka, options.partitions);
     this.producer = new RotatingProducer({
       // Auto-create off: topics are created explicitly (ensureKnown), never by a metadata refresh.
       create: () =>
@@ -47,7 +57,7 @@ export class ResultSender {
       listTopics: () => admin.listTopics(),
       // Forgotten as created: a result for one of them creates it again, like a first use.
       onGone: (gone) => {
-        for (const t of gone) this.knownTopics.delete(t);
+        for (const t of gone) this.topics.forget(t);
       },
       ...(options.logger === undefined ? {} : { logger: options.logger }),
       owner: 'results',
@@ -56,7 +66,7 @@ export class ResultSender {
 
   /** Connects the first producer; `existing` are topics just created (or found) by the caller. */
   async connect(existing: readonly string[]): Promise<void> {
-    for (const t of existing) this.knownTopics.add(t);
+    this.topics.add(existing);
     await this.producer.connect();
   }
 
@@ -95,22 +105,50 @@ export class ResultSender {
     this.producer.renew();
   }
 
-  /**
-   * Sends are serialized and coalesced: settles that arrive while a send is in flight leave
-   * together in the next one. Concurrent kafkajs sendBatch calls on one connection were measured
-   * ~1.5-3x slower per message than the same messages sent one batch after another. A failed
-   * coalesced send is retried per settle, so one bad settle cannot fail its neighbours.
-   */
   /** Whether the brokers acknowledged `message` (also when the send it was in failed later). */
   acknowledged(message: OutgoingMessage): boolean {
     return this.acked.has(message);
   }
 
+  /** Whether every message's topic is known to exist: a send of them leaves without waiting for a creation. */
+  ready(messages: readonly OutgoingMessage[]): boolean {
+    return this.topics.allKnown(messages);
+  }
+
+  /** Resolves once every message's topic exists (created in the background when new). */
+  whenReady(messages: readonly OutgoingMessage[]): Promise<void> {
+    return new Promise<void>((resolve, reject) => this.topics.whenKnown(messages, () => resolve(), reject));
+  }
+
+  /**
+   * Sends are serialized and coalesced: settles that arrive while a send is in flight leave
+   * together in the next one. Concurrent kafkajs sendBatch calls on one connection were measured
+   * ~1.5-3x slower per message than the same messages sent one batch after another. A failed
+   * coalesced send is retried per settle, so one bad settle cannot fail its neighbours. A send
+   * naming a topic being created waits for it apart and then joins the queue (those waiting for
+   * one topic in the order they were sent), so sends to topics that exist go on meanwhile; a
+   * failed creation fails it.
+   */
   send(messages: OutgoingMessage[]): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ messages, resolve, reject });
-      void this.pumpSends();
+      const queued: QueuedSend = { messages, resolve, reject };
+      if (this.topics.allKnown(messages)) this.enqueue(queued);
+      else {
+        this.topics.whenKnown(
+          messages,
+          (batch) => {
+            queued.fresh = batch;
+            this.enqueue(queued);
+          },
+          reject,
+        );
+      }
     });
+  }
+
+  private enqueue(queued: QueuedSend): void {
+    this.queue.push(queued);
+    void this.pumpSends();
   }
 
   private async pumpSends(): Promise<void> {
@@ -118,7 +156,14 @@ export class ResultSender {
     this.sending = true;
     try {
       while (this.queue.length > 0) {
-        const group = this.queue.splice(0);
+        // A topic just created can still refuse a write (its leader is not serving it yet, see
+        // ReplyTopics): kafkajs then retries the whole produce request, and results for other
+        // topics coalesced with it would go out twice. First sends to the topics of one creation
+        // leave together, apart from the rest, in their place in the order.
+        const fresh = this.queue[0]?.fresh;
+        let end = 1;
+        while (end < this.queue.length && this.queue[end]?.fresh === fresh) end++;
+        const group = this.queue.splice(0, end);
         try {
           await this.sendNow(group.flatMap((g) => g.messages));
           for (const g of group) g.resolve();
@@ -159,13 +204,11 @@ export class ResultSender {
     }
   }
 
-  /** Reply topics named by requests are created on first use (auto-create may be off). */
+  /**
+   * Sends and transactions wait for new topics before they start (send, whenReady): this only
+   * covers a topic forgotten since as deleted (onGone) or by the bounded cache, created here again.
+   */
   private async ensureKnown(topics: readonly string[]): Promise<void> {
-    const unknown = [...new Set(topics)].filter((t) => !this.knownTopics.has(t));
-    if (unknown.length === 0) return;
-    await ensureTopics(this.admin, unknown, this.options.partitions);
-    // Only a cache of what exists, kept bounded: every request() client names its own inbox.
-    if (this.knownTopics.size + unknown.length > 10_000) this.knownTopics.clear();
-    for (const t of unknown) this.knownTopics.add(t);
+    for (const topic of topics) if (!this.topics.has(topic)) return this.topics.ensure(topics);
   }
 }
