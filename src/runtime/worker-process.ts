@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { startHealthServer, type HealthServer } from '../observability/http-server.ts';
@@ -112,6 +114,19 @@ async function startedWorker(
     { settleMs: SETTLE_MS, maxWaitMs: START_SETTLE_WAIT_MS, onWait: (waitMs, paths) => log.info({ waitMs, paths }, 'model files changed just now (a copy in progress?): waiting for them to settle before loading') },
   );
   for (const p of snapshot.problems) log.warn({ path: p.path }, `model repository: ${p.message}`);
+  // A name in `models` the repository lacks (a typo) would leave that model unserved without a
+  // word, or, when it was the only one, fail as "no servable model" while models validate passes.
+  const absent = (config.models ?? []).filter((name) => !existsSync(join(snapshot.dir, name, 'config.yaml')));
+  if (absent.length > 0) {
+    const message =
+      `models lists ${absent.join(', ')}, which ${config.modelRepository} does not hold (no ${absent.map((n) => `${n}/config.yaml`).join(', ')}): ` +
+      'fix the name in models (NPU_FLEET__MODELS), deploy the model, or drop it from the list';
+    if (absent.length === config.models?.length) {
+      await device.close();
+      throw new FleetError('INVALID_CONFIG', message, { details: { field: 'models', absent } });
+    }
+    log.warn({ absent }, message);
+  }
   if ([...snapshot.models.values()].every((m) => m.served.length === 0)) {
     await device.close();
     throw new FleetError('INVALID_CONFIG', `no servable model in ${snapshot.dir}; run \`npu-fleet models validate ${config.modelRepository}\``);

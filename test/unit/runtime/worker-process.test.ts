@@ -137,6 +137,20 @@ describe('runWorker: the metrics/health edge', () => {
     expect([opened, transports]).toEqual([0, 0]);
   });
 
+  it('a models entry the repository does not hold is named: an error when none is there, a warning beside others', async () => {
+    const deps = { artifact: 'onnx' as const, openDevice: () => Promise.resolve(controlledDevice().device), createTransport: () => new MemoryTransport({ broker: new MemoryBroker() }) };
+    // A typo used to fail as "no servable model in examples/models", which models validate contradicts.
+    const typo = parseFleetConfig({ ...config, models: ['mlp-clasifier'] });
+    await expect(runWorker(typo, 0, deps, { log: createLogger({ level: 'silent' }), metricsPort: 0 })).rejects.toThrow(
+      /^models lists mlp-clasifier, which examples\/models does not hold \(no mlp-clasifier\/config\.yaml\): fix the name in models/,
+    );
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const worker = await runWorker(parseFleetConfig({ ...config, models: [MODEL, 'nope'] }), 0, deps, { log, metricsPort: 0 });
+    started.push(worker);
+    expect(lines.filter((l) => l.level === 40 && String(l.msg).includes('models lists nope'))).toHaveLength(1);
+  });
+
   it('a start that fails after the server listens releases the port', async () => {
     const port = await freePort();
     const attempt = runWorker(
