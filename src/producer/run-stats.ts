@@ -37,6 +37,9 @@ export function outcomeOf(result: ResultEnvelope): string {
   return result.status;
 }
 
+/** An outcome the fleet gave (any status), not a request's missing reply or failed send. */
+const isAnswer = (outcome: string): boolean => outcome !== 'no reply' && !outcome.startsWith('error ');
+
 /** The counts and latencies of a load or frames run: per interval (the progress line) and overall. */
 export class RunStats {
   readonly total = new Map<string, number>();
@@ -81,7 +84,8 @@ export class RunStats {
 
   /** One progress line for the interval just ended, then a new interval. */
   line(intervalMs: number, sent: number): string {
-    const answered = [...this.intervalCounts.values()].reduce((a, b) => a + b, 0);
+    let answered = 0;
+    for (const [outcome, count] of this.intervalCounts) if (isAnswer(outcome)) answered += count;
     const fill = this.intervalGearRows > 0 ? this.intervalRealRows / this.intervalGearRows : 0;
     const text =
       `sent ${Math.round((sent * 1000) / intervalMs)}/s | answered ${Math.round((answered * 1000) / intervalMs)}/s | ` +
@@ -97,7 +101,7 @@ export class RunStats {
   /** Requests the fleet answered (any status), as opposed to those with no reply or a send error. */
   replies(): number {
     let n = 0;
-    for (const [outcome, count] of this.total) if (outcome !== 'no reply' && !outcome.startsWith('error ')) n += count;
+    for (const [outcome, count] of this.total) if (isAnswer(outcome)) n += count;
     return n;
   }
 
