@@ -214,6 +214,12 @@ export const FLEET_METRICS = {
     help: 'Model versions that failed to load during a hot reload (the model keeps its served versions)',
     labels: ['model'],
   },
+  modelVersionServed: {
+    name: 'npu_fleet_model_version_served',
+    kind: 'gauge',
+    help: '1 for each model version this worker serves now (its default and the versions requests may pin); a version loaded on some workers only (it failed to load on the others) shows as workers that differ here',
+    labels: ['model', 'version'],
+  },
   repositorySlowScans: {
     name: 'npu_fleet_model_repository_slow_scans_total',
     kind: 'counter',

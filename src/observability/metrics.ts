@@ -122,6 +122,7 @@ export class FleetMetrics {
   private readonly duplicates: Counter<'model'>;
   private readonly dlqs: Counter<'model' | 'reason'>;
   private readonly loadFailures: Counter<'model'>;
+  private readonly versionServed: ListedGauge<'model' | 'version'>;
   private readonly slowScans: Counter;
   private readonly hooks: Hook[] = [];
   /** Hooks still running from an earlier scrape: not started again until they settle. */
@@ -176,6 +177,7 @@ export class FleetMetrics {
     this.duplicates = counter(m.duplicates);
     this.dlqs = counter(m.dlq);
     this.loadFailures = counter(m.modelLoadFailures);
+    this.versionServed = new ListedGauge(gauge(m.modelVersionServed));
     this.slowScans = new Counter({ name: m.repositorySlowScans.name, help: m.repositorySlowScans.help, registers });
     this.ready.set(0);
   }
@@ -318,6 +320,11 @@ export class FleetMetrics {
     this.loadFailures.inc({ model });
   }
 
+  /** The versions each model serves now, all at once: a version missing here leaves the gauge. */
+  setVersionsServed(served: Iterable<{ readonly model: string; readonly version: string }>): void {
+    this.versionServed.replace([...served].map(({ model, version }) => [{ model, version }, 1] as const));
+  }
+
   repositoryScanSlow(): void {
     this.slowScans.inc();
   }
@@ -368,7 +375,7 @@ export class FleetMetrics {
 
   resetAll(): void {
     this.registry.resetMetrics();
-    for (const g of [this.queueDepth, this.queueBytes, this.sourceLag, this.oldestQueuedAge, this.deviceSecondsPerRequest, this.localBacklog, this.sourceBacklog, this.backlog]) g.cleared();
+    for (const g of [this.queueDepth, this.queueBytes, this.sourceLag, this.oldestQueuedAge, this.deviceSecondsPerRequest, this.localBacklog, this.sourceBacklog, this.backlog, this.versionServed]) g.cleared();
     this.ready.set(0);
   }
 }

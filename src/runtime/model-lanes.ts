@@ -325,6 +325,11 @@ export class ModelLanes<P = unknown> {
     return { ok: true, lane };
   }
 
+  /** The versions each model serves now (loaded, not retiring): the served-versions gauge. */
+  servedVersions(): Array<{ model: string; version: string }> {
+    return [...this.models].flatMap(([model, e]) => [...e.versions.values()].filter((v) => !v.retiring).map((v) => ({ model, version: v.version })));
+  }
+
   allLanes(): Lane<P>[] {
     return [...this.models.values()].flatMap((m) => [...m.lanes.values()]);
   }

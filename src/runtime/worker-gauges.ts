@@ -66,6 +66,7 @@ function exportLocalQueues<P>(lanes: ModelLanes<P>, o: GaugeSources, lag: LastLa
   }
   o.metrics.setLocalQueues(queues);
   o.metrics.setBacklog(backlogReadings(lanes.allLanes(), lag.byModel));
+  o.metrics.setVersionsServed(lanes.servedVersions());
 }
 
 async function exportDeviceMemory(o: GaugeSources): Promise<void> {

@@ -7,7 +7,7 @@ import { backlogReadings, exportWorkerGauges, workerGaugeHooks } from '../../../
 import { BatchScheduler, type FullBatchCost, type SchedulerOptionsInput } from '../../../src/scheduler/index.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
-import { MODEL, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
+import { MODEL, request, sample, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 /** A model's lane as the gauges read it: its name, the requests (one item each) queued per priority level, its cost. */
 const lane = (name: string, perLevel: readonly number[], queuedBytes: number, cost?: FullBatchCost) => ({
@@ -30,7 +30,7 @@ type SchedulerLane = ReturnType<typeof schedulerLane>;
 const enqueue = (l: SchedulerLane, id: string, o: { items?: number; priority?: number; at?: number } = {}) =>
   expect(l.scheduler.enqueue({ id, items: o.items ?? 1, priority: o.priority ?? 0, arrivedAt: o.at ?? 0, payload: id }).kind).toBe('accepted');
 const lanesOf = (list: () => readonly SchedulerLane[]) =>
-  ({ allLanes: list, serves: (model: string) => list().some((l) => l.config.name === model) }) as unknown as ModelLanes<unknown>;
+  ({ allLanes: list, serves: (model: string) => list().some((l) => l.config.name === model), servedVersions: () => [] }) as unknown as ModelLanes<unknown>;
 const idleDevice: DeviceLike = { id: 0, loadModel: () => Promise.reject(new Error('not used')), memInfo: () => Promise.resolve({ freeBytes: 1, totalBytes: 2 }), close: () => Promise.resolve() };
 
 /** One gauge of a scrape, undefined when the series is absent. */
@@ -43,7 +43,7 @@ describe('exportWorkerGauges', () => {
   it('sums queue depth over a model\'s lanes (requests pinning a version queue in a lane of their own)', async () => {
     const metrics = new FleetMetrics({ processMetrics: false });
     // The default lane, and the lane of requests that pinned version 1 (fewer of them, read last).
-    const lanes = { allLanes: () => [lane('mlp', [5, 40], 4000), lane('mlp', [0, 2], 200), lane('cnn', [1], 10)], serves: () => true } as unknown as ModelLanes<unknown>;
+    const lanes = { allLanes: () => [lane('mlp', [5, 40], 4000), lane('mlp', [0, 2], 200), lane('cnn', [1], 10)], serves: () => true, servedVersions: () => [] } as unknown as ModelLanes<unknown>;
     const device: DeviceLike = { id: 0, loadModel: () => Promise.reject(new Error('not used')), memInfo: () => Promise.resolve({ freeBytes: 1, totalBytes: 2 }), close: () => Promise.resolve() };
     const transport = new MemoryTransport({ broker: new MemoryBroker() });
     await exportWorkerGauges(lanes, { deviceId: 0, device, transport, metrics, log: createLogger({ level: 'silent' }) });
@@ -187,7 +187,7 @@ describe('workerGaugeHooks', () => {
     const metrics = new FleetMetrics({ processMetrics: false, scrapeHookTimeoutMs: 50 });
     let depth = 3;
     const cost = { gear: 8, deviceMsPerItem: 0.5, itemsPerRequest: 1 };
-    const lanes = { allLanes: () => [lane('mlp', [depth], 100 * depth, cost)], serves: () => true } as unknown as ModelLanes<unknown>;
+    const lanes = { allLanes: () => [lane('mlp', [depth], 100 * depth, cost)], serves: () => true, servedVersions: () => [] } as unknown as ModelLanes<unknown>;
     const device: DeviceLike = { id: 0, loadModel: () => Promise.reject(new Error('not used')), memInfo: () => Promise.resolve({ freeBytes: 1, totalBytes: 2 }), close: () => Promise.resolve() };
     const transport = new MemoryTransport({ broker: new MemoryBroker() });
     let lagReads = 0;
@@ -247,5 +247,30 @@ describe('exportWorkerGauges across a hot reload', () => {
     expect(gaugeLines(text, MODEL)).toEqual([]);
     // Its counters stay: they are history, not a reading.
     expect(text).toContain(`npu_fleet_requests_total{model="${MODEL}",status="ok"} 1`);
+  });
+});
+
+describe('npu_fleet_model_version_served', () => {
+  const harnesses: WorkerHarness[] = [];
+  afterEach(async () => {
+    for (const h of harnesses.splice(0)) await stopWorker(h);
+  });
+  const served = async (h: WorkerHarness, version: string): Promise<number> => {
+    await h.worker.exportGauges();
+    return sample(await h.metrics.render(), 'npu_fleet_model_version_served', { model: MODEL, version });
+  };
+
+  it('shows which version each worker serves, so a version that failed to load on one worker shows as workers that differ', async () => {
+    const a = await startWorker(snapshotOf('1'));
+    const b = await startWorker(snapshotOf('1'));
+    harnesses.push(a, b);
+    expect([await served(a, '1'), await served(b, '1')]).toEqual([1, 1]);
+    // Version 2 loads on a's device but not on b's: b keeps serving 1.
+    const load = b.device.loadModel.bind(b.device);
+    b.device.loadModel = (path) => (path.includes('/2/') ? Promise.reject(new Error('ACL_ERROR_GE_FAILURE')) : load(path));
+    await a.worker.applySnapshot(snapshotOf('2'));
+    await b.worker.applySnapshot(snapshotOf('2'));
+    expect([await served(a, '2'), await served(a, '1')]).toEqual([1, 0]);
+    expect([await served(b, '2'), await served(b, '1')]).toEqual([0, 1]);
   });
 });
