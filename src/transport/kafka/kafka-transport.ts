@@ -7,11 +7,11 @@ import { renderName, replyTopicPattern, requestSources, type SourceName } from '
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import type { ConsumerWatch } from './consumer-watch.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure } from './kafka-client.ts';
-import { placeForTransaction } from './eos-placement.ts';
-import { TransactionalCommitter, type EosPayload, type TrackedPartition } from './kafka-eos.ts';
-import { messagesFor, type KafkaSource, type Names, type OutgoingMessage } from './kafka-outcomes.ts';
+import { TransactionalCommitter, type EosPayload } from './kafka-eos.ts';
+import type { Names } from './kafka-outcomes.ts';
 import { FetchPauses } from './fetch-pauses.ts';
 import { consumerLag, OffsetCommitter, tpKey } from './offset-committer.ts';
+import { OutcomeSettler, type HeldDelivery, type HeldPartition } from './outcome-settler.ts';
 import { PartitionTracker } from './partition-tracker.ts';
 import { predecessorMembers, predecessorMembersNote, removePredecessorMembers } from './predecessor-members.ts';
 import { RedeliveryHints } from './redelivery-hints.ts';
@@ -22,28 +22,7 @@ import { revokedDeliveries } from './revoked-deliveries.ts';
 
 export type { KafkaTransportOptions } from './kafka-transport-options.ts';
 
-interface Entry {
-  readonly source: KafkaSource;
-  /** The partition it came from, of the latest assignment that delivered it (see onBatch). */
-  tracker: PartitionTracker<EosPayload>;
-  part: Partition;
-}
-
-interface Partition extends TrackedPartition {
-  readonly priority: number | undefined;
-}
-
-/** A claimed delivery of an at-least-once settle with the records its outcome produces. */
-interface PublishClaim {
-  readonly item: { readonly deliveryId: string };
-  readonly entry: Entry;
-  readonly messages: OutgoingMessage[];
-}
-
 const EMPTY = Buffer.alloc(0);
-
-/** The broker refused a record as over its message size limit (see kafkaError). */
-const isMessageSizeRefusal = (err: unknown): boolean => err instanceof FleetError && err.details['limit'] === 'message-size';
 
 /**
  * Kafka transport (kafkajs). Request topics per model and priority; the eachBatch callback only
@@ -56,8 +35,8 @@ export class KafkaTransport implements Transport {
   readonly kind = 'kafka' as const;
   private readonly kafka: Kafka;
   private readonly names: Names;
-  private readonly ledger = new DeliveryLedger<Entry>();
-  private readonly partitions = new Map<string, Partition>();
+  private readonly ledger = new DeliveryLedger<HeldDelivery>();
+  private readonly partitions = new Map<string, HeldPartition>();
   private sources = new Map<string, SourceName>();
   private consumer: Consumer | undefined;
   private sender: ResultSender | undefined;
@@ -73,6 +52,7 @@ export class KafkaTransport implements Transport {
   private onRevoked: ((deliveryIds: ReadonlySet<string>) => void) | undefined;
   private readonly pauses: FetchPauses;
   private readonly transactionalId: string;
+  private readonly settler: OutcomeSettler;
 
   constructor(
     private readonly settings: KafkaSettings,
@@ -98,6 +78,15 @@ export class KafkaTransport implements Transport {
       holds: (key) => this.partitions.has(key),
       offsets: this.offsets,
       logger: options.logger,
+    });
+    this.settler = new OutcomeSettler({
+      ledger: this.ledger,
+      names: this.names,
+      offsets: this.offsets,
+      sender: () => this.startedSender(),
+      committer: () => this.committer,
+      holds: (entry) => this.holds(entry),
+      liftBounds: (parts) => this.liftBounds(parts),
     });
     // One id for every producer this transport starts: a replacement fences its predecessor.
     this.transactionalId = `${settings.clientId}.${settings.groupId}.${options.instanceId ?? randomUUID()}`;
@@ -170,7 +159,7 @@ export class KafkaTransport implements Transport {
     for (const [topic, parts] of Object.entries(assignment)) for (const p of parts) assigned.add(tpKey(topic, p));
     // Revoked partitions: the new owner commits them. At-least-once, their deliveries still get
     // results (and may be answered again); exactly-once, only the new owner answers them.
-    const revoked: Partition[] = [];
+    const revoked: HeldPartition[] = [];
     for (const [key, part] of [...this.partitions]) {
       if (!assigned.has(key)) {
         this.partitions.delete(key);
@@ -233,7 +222,7 @@ export class KafkaTransport implements Transport {
     }
   }
 
-  private partitionFor(topic: string, partition: number, priority: number | undefined): Partition {
+  private partitionFor(topic: string, partition: number, priority: number | undefined): HeldPartition {
     const key = tpKey(topic, partition);
     let p = this.partitions.get(key);
     if (p === undefined) {
@@ -263,26 +252,7 @@ export class KafkaTransport implements Transport {
 
   settle(outcomes: readonly Outcome[]): Promise<void> {
     if (this.closed) return Promise.reject(closedError(this.kind));
-    const run = (dropDlqValue: boolean): Promise<void> =>
-      this.committer === undefined ? this.settleAtLeastOnce(outcomes, dropDlqValue) : this.settleExactlyOnce(outcomes, dropDlqValue);
-    return this.ledger.guard(
-      outcomes.map((o) => o.delivery.deliveryId),
-      () =>
-        run(false).catch((err: unknown) => {
-          // One outcome whose records the broker refused as too big (the runtime settles such a
-          // batch apart): when it carries the request's bytes to the DLQ, those may be what the
-          // DLQ topic cannot take. Its replacement result would carry them too and be refused
-          // for ever, holding its partition's commits; the record goes without them instead.
-          if (outcomes.length === 1 && isMessageSizeRefusal(err) && this.deadLettersBytes(outcomes[0] as Outcome)) return run(true);
-          throw err;
-        }),
-    );
-  }
-
-  private deadLettersBytes(outcome: Outcome): boolean {
-    const entry = this.ledger.get(outcome.delivery.deliveryId);
-    if (entry === undefined || entry.source.value.length === 0) return false;
-    return messagesFor(outcome, entry.source, this.names).some((m) => m.topic === this.names.dlq(outcome.delivery.model));
+    return this.settler.settle(outcomes);
   }
 
   private startedSender(): ResultSender {
@@ -290,120 +260,12 @@ export class KafkaTransport implements Transport {
     return this.sender;
   }
 
-  private async settleAtLeastOnce(outcomes: readonly Outcome[], dropDlqValue: boolean): Promise<void> {
-    const { claimed, rejected } = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
-    if (claimed.length > 0) {
-      const sender = this.startedSender();
-      const perClaim = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names, { dropDlqValue }) }));
-      let ready = true;
-      for (const c of perClaim) if (!sender.ready(c.messages)) ready = false;
-      // Straight into the serialized send path: results leave in settle order, so one stream's
-      // results stay in order (also those waiting for their reply topic, see ResultSender.send).
-      if (ready) await this.publish(sender, perClaim);
-      else await this.publishAroundCreations(sender, perClaim);
-    }
-    // Also when everything was skipped: a retry whose deliveries a failed call published, or a
-    // retry after a failed commit, commits now (nothing to do costs no round trip).
-    await this.offsets.commit();
-    if (rejected.length > 0) throw notOpenError(rejected);
-  }
-
-  /**
-   * Some results name a reply topic that does not exist yet: each of those waits for its topic
-   * apart (ResultSender.send), and the others of the settle go now. A creation the broker refuses
-   * for good fails its own results only, with that refusal (the runtime then settles them apart).
-   */
-  private async publishAroundCreations(sender: ResultSender, perClaim: readonly PublishClaim[]): Promise<void> {
-    const now = perClaim.filter((c) => sender.ready(c.messages));
-    const waiting = perClaim.filter((c) => !now.includes(c));
-    const results = await Promise.allSettled([this.publish(sender, now), ...waiting.map((c) => this.publish(sender, [c]))]);
-    const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => FleetError.from(r.reason, 'TRANSPORT_ERROR'));
-    const failed = failures.find((e) => !e.retriable) ?? failures[0];
-    if (failed !== undefined) throw failed;
-  }
-
-  /** Publishes the claims' records; done once the brokers acknowledged them. */
-  private async publish(sender: ResultSender, list: readonly PublishClaim[]): Promise<void> {
-    if (list.length === 0) return;
-    try {
-      await sender.send(list.flatMap((c) => c.messages));
-    } catch (err) {
-      // Those whose records the brokers acknowledged before the failure are done: the failed
-      // call's retry (the runtime settles a refused batch again one outcome at a time) skips
-      // them instead of publishing their results twice.
-      const published = list.filter((c) => c.messages.every((m) => sender.acknowledged(m)));
-      this.published(published);
-      for (const c of list) if (!published.includes(c)) this.ledger.unclaim(c.item.deliveryId);
-      throw kafkaError(err, 'publishing results failed; the requests stay unacked');
-    }
-    this.published(list);
-  }
-
-  private published(list: readonly PublishClaim[]): void {
-    const touched = new Set<Partition>();
-    for (const { item, entry } of list) {
-      entry.tracker.settle(entry.source.offset);
-      this.ledger.finish(item.deliveryId);
-      touched.add(entry.part);
-    }
-    this.liftBounds(touched);
-  }
-
-  private async settleExactlyOnce(outcomes: readonly Outcome[], dropDlqValue: boolean): Promise<void> {
-    const claims = this.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
-    const { rejected } = claims;
-    // Revoked since delivered: the new owner answers it (see TransactionalCommitter.revoke).
-    const claimed = claims.claimed.filter(({ item, entry }) => {
-      if (this.holds(entry)) return true;
-      this.ledger.finish(item.deliveryId);
-      return false;
-    });
-    const sender = this.startedSender();
-    const prepared = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.names, { dropDlqValue }) }));
-    const place = ({ item, entry, messages }: PublishClaim): Promise<void> =>
-      placeForTransaction(entry, messages, {
-        holds: () => this.holds(entry),
-        kick: () => this.committer?.kick(),
-        finish: () => this.ledger.finish(item.deliveryId),
-        unclaim: () => this.ledger.unclaim(item.deliveryId),
-      });
-    // A result whose reply topic is new joins a transaction once the topic exists, so the
-    // transactions of the others do not wait for its creation; those behind it in its partition
-    // wait anyway (the contiguous prefix). A failed creation places it all the same: the
-    // transaction then tries the topic again and fails as it always did (the committer finds the
-    // refused one alone, see TransactionalCommitter.loop).
-    const placeOnceCreated = (c: PublishClaim): Promise<void> => {
-      const placeNow = (): Promise<void> => {
-        // Revoked meanwhile: the new owner answers it.
-        if (!this.holds(c.entry)) {
-          this.ledger.finish(c.item.deliveryId);
-          return Promise.resolve();
-        }
-        const placed = place(c);
-        this.committer?.kick();
-        return placed;
-      };
-      return sender.whenReady(c.messages).then(placeNow, placeNow);
-    };
-    const waits = prepared.map((c) => (sender.ready(c.messages) ? place(c) : placeOnceCreated(c)));
-    this.committer?.kick();
-    // Settled counts as done for the in-flight bound (the transaction follows), as in at-least-once
-    // mode: a paused partition fetches nothing, so no later batch would lift it.
-    this.liftBounds(new Set(claimed.map((c) => c.entry.part)));
-    const results = await Promise.allSettled(waits);
-    const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => FleetError.from(r.reason, 'TRANSPORT_ERROR'));
-    // A refusal for good first: the runtime then settles these apart, and the refused one alone is replaced.
-    const failed = failures.find((e) => !e.retriable) ?? failures[0];
-    if (failed !== undefined) throw failed;
-    if (rejected.length > 0) throw notOpenError(rejected);
-  }
-
   /** Whether the delivery's partition is still this worker's, in the assignment that delivered it. */
-  private holds(entry: Entry): boolean {
+  private holds(entry: HeldDelivery): boolean {
     return this.partitions.get(tpKey(entry.source.topic, entry.source.partition)) === entry.part;
   }
 
-  private liftBounds(parts: ReadonlySet<Partition>): void {
+  private liftBounds(parts: ReadonlySet<HeldPartition>): void {
     // Still assigned to this worker (not revoked since): its pause bound may lift now.
     for (const part of parts) if (this.partitions.get(tpKey(part.topic, part.partition)) === part) this.pauses.bound(part);
   }
