@@ -46,6 +46,9 @@ export interface DeviceWorkerOptions {
  */
 const URGENT_WINDOW_MS = 1000;
 
+/** How long past worker.drainTimeoutMs a drain still waits for the broker (releases, results publishing). */
+const DRAIN_GRACE_MS = 3_000;
+
 /** Just past the moment a queued request of `lane` becomes unreachable (the check is strict). */
 const expiryWakeAt = (lane: Lane<Payload>): number => lane.scheduler.nextUnreachableAt() + 1;
 
@@ -355,12 +358,23 @@ export class DeviceWorker {
     });
     await Promise.race([idle, deadline]);
     let released = 0;
+    // Past the deadline the broker gets a short grace, never more: with it away, a release or a
+    // publish waits for it (BullMQ: forever; Kafka: minutes of retries), and the stop with them.
+    const grace = deadline.then(() => new Promise<'late'>((r) => setTimeout(() => r('late'), DRAIN_GRACE_MS).unref()));
     if (timedOut) {
       const leftovers = this.lanes.drainQueued();
       released = leftovers.length;
-      await this.o.transport.release(leftovers.flatMap((r) => [r.payload.delivery, ...r.payload.duplicates]));
+      const releasing = this.o.transport.release(leftovers.flatMap((r) => [r.payload.delivery, ...r.payload.duplicates]));
+      releasing.catch(() => undefined);
+      await Promise.race([releasing, grace]);
     }
-    await this.answers.close();
+    // Results still publishing when the bound (and its grace) is over stay unacked: the broker
+    // redelivers their requests, as it does the queued ones released above.
+    const published = this.answers.close().then(() => 'published' as const, () => 'published' as const);
+    if ((await Promise.race([published, grace])) === 'late') {
+      timedOut = true;
+      this.o.log.warn({ drainTimeoutMs: timeoutMs }, 'results not published within the drain bound (broker away?); their requests stay unacked and are redelivered');
+    }
     this.wake.cancel();
     // A hang during the drain took over: the state stays 'hung' (the caller must not unload what
     // the hung batch uses) and the journal stays as hang() left it (emptied once the broker holds
@@ -382,9 +396,23 @@ export class DeviceWorker {
     await this.o.transport.close();
   }
 
-  async close(): Promise<void> {
+  /**
+   * `transportWithinMs`: how long to wait for the transport's close (a drain that timed out,
+   * maybe for a broker that is away: closing waits for it too, Kafka for minutes of retries); past
+   * it the close goes on without the stop, and what it did not commit is redelivered.
+   */
+  async close(transportWithinMs?: number): Promise<void> {
     if (this.state !== 'stopped' && this.state !== 'hung') await this.drain();
     await this.lanes.unloadAll();
-    await this.o.transport.close();
+    const closing = this.o.transport.close();
+    if (transportWithinMs === undefined) return await closing;
+    closing.catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), transportWithinMs)));
+    try {
+      if ((await Promise.race([closing, late])) === 'late') this.o.log.warn({ waitedMs: transportWithinMs }, 'closing the transport after the drain timed out is taking long (broker away?); stopping without it');
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }

@@ -236,7 +236,8 @@ async function startedWorker(
           log.warn({ inflightBatches: worker.inflightBatches, drainTimeoutMs: config.worker.drainTimeoutMs }, 'drain timed out with batches on the device; their requests go back to the broker, the device is left to process exit');
           return EXIT_DRAIN_TIMEOUT;
         }
-        await worker.close();
+        // Past the drain bound the broker session gets the same short bound as after a hang.
+        await worker.close(timedOut ? ABANDON_CLOSE_MS : undefined);
         log.info('transport closed');
         await device.close();
         log.info('device closed');
