@@ -158,7 +158,8 @@ inline float sigmoid(float v) {
   return e / (1.f + e);
 }
 
-void reluK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return v > 0.f ? v : 0.f; }); }
+// NaN stays NaN, as in onnxruntime (max(x, 0) propagating NaN).
+void reluK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return v < 0.f ? 0.f : v; }); }
 void sigmoidK(Node &n, Graph &g) { unaryFloat(n, g, sigmoid); }
 void tanhK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return std::tanh(v); }); }
 void expK(Node &n, Graph &g) { unaryFloat(n, g, [](float v) { return std::exp(v); }); }
