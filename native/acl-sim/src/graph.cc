@@ -42,6 +42,8 @@ void Tensor::alloc(int dt, const std::vector<int64_t> &s) {
 }
 
 void Tensor::view(const Tensor &src, const std::vector<int64_t> &s) {
+  // Same bound as alloc, so no view shape can claim more elements than numel() can count.
+  checkedNumel(s, ACL_ERROR_RT_MODEL_EXECUTE);
   dtype = src.dtype;
   shape = s;
   data = src.data;

@@ -68,6 +68,8 @@ void reshapeK(Node &n, Graph &g) {
     }
     if (d < 0) execFail("shape " + shapeStr(req) + " has a negative dim");
     out[i] = d;
+    // Checked: dims whose product wraps modulo 2^64 to the input's count must not pass.
+    if (d != 0 && known > (int64_t(1) << 34) / d) execFail("shape " + shapeStr(req) + " is too large (over 2^34 elements)");
     known *= d;
   }
   const int64_t total = X.numel();

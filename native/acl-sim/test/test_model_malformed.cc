@@ -73,6 +73,25 @@ void malformed() {
     outer.output("y", FLOAT, {});
     CHECK(loadBytes(outer.bytes(), &msg) == int(ACL_ERROR_GE_MEMORY_ALLOCATION) && msg.find("MatMul") != std::string::npos);
   }
+  // A Reshape target whose dims multiply to the input's element count only modulo 2^64
+  // (11 * 1676976733973595602 = 2^64 + 6) is refused, not turned into a [11, 1.7e18] view that
+  // the next kernel walks past the end of its 6 floats.
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {1, 6});
+    m.init(tb::tensorI64("shape", {2}, {11, int64_t(1676976733973595602)}));
+    m.node("Reshape", {"x", "shape"}, {"r"});
+    m.node("ReduceSum", {"r"}, {"y"}).i("keepdims", 0);
+    m.output("y", FLOAT, {});
+    CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("Reshape") != std::string::npos);
+    tb::Model inf;  // the same through the inferred (-1) dim
+    inf.input("x", FLOAT, {1, 6});
+    inf.init(tb::tensorI64("shape", {3}, {-1, 11, int64_t(1676976733973595602)}));
+    inf.node("Reshape", {"x", "shape"}, {"r"});
+    inf.node("ReduceSum", {"r"}, {"y"}).i("keepdims", 0);
+    inf.output("y", FLOAT, {});
+    CHECK(loadBytes(inf.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("Reshape") != std::string::npos);
+  }
   // Every truncation of a valid model fails cleanly (the graph field comes last).
   const std::string small = mlpModel(8, 4, 4, 3);
   int ok = 0, truncFailed = 0;
