@@ -13,6 +13,7 @@ import {
   KEEP_COMPLETED,
   KEEP_FAILED,
   redisConnection,
+  redisHost,
   toBullmqPriority,
 } from '../transport/bullmq/bullmq-names.ts';
 import { ErrorThrottle, isRedisRefusal } from '../transport/bullmq/error-throttle.ts';
@@ -144,9 +145,51 @@ export class BullmqProducer implements Producer {
     }
     await this.reach();
     try {
-      await Promise.all([...byQueue].map(([name, list]) => this.queue(name).addBulk(list)));
+      await this.whileReachable(Promise.all([...byQueue].map(([name, list]) => this.queue(name).addBulk(list))));
     } catch (err) {
       throw bullmqError(err, 'publishing requests failed');
+    }
+  }
+
+  /**
+   * `work`, or a failure naming Redis once the connection has been down for connectTimeoutMs
+   * while it waits. reach() checks Redis once per connection; a Redis lost after that (a restart,
+   * a failover) left every command queued on a connection that retries forever: a publish, and
+   * `npu-fleet publish` with it, waited for Redis for good. The commands stay queued: if Redis
+   * comes back before close(), they are still sent (an add of a request id already added is a
+   * no-op, so publishing again is safe).
+   */
+  private async whileReachable<T>(work: Promise<T>): Promise<T> {
+    const connection = this.connection;
+    if (connection === undefined) return await work;
+    const timeoutMs = this.settings.connectTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    let fail: (err: FleetError) => void = () => undefined;
+    const gone = new Promise<never>((_, reject) => (fail = reject));
+    const down = (): void => {
+      timer ??= setTimeout(() => {
+        fail(
+          new FleetError(
+            'TRANSPORT_ERROR',
+            `Redis at ${redisHost(this.settings.redisUrl)} has been unreachable for ${timeoutMs} ms (transport.bullmq.connectTimeoutMs); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
+            { retriable: true },
+          ),
+        );
+      }, timeoutMs);
+    };
+    const up = (): void => {
+      clearTimeout(timer);
+      timer = undefined;
+    };
+    connection.on('close', down);
+    connection.on('ready', up);
+    if (connection.status !== 'ready') down();
+    try {
+      return await Promise.race([work, gone]);
+    } finally {
+      clearTimeout(timer);
+      connection.off('close', down);
+      connection.off('ready', up);
     }
   }
 
