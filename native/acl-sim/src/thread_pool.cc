@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lk(mu_);
       fn_ = &fn;
+      error_ = nullptr;
       next_.store(0);
       end_ = n;
       chunk_ = chunk;
@@ -50,20 +52,34 @@ class Pool {
     }
     cv_.notify_all();
     drain(fn, n, chunk);
+    std::exception_ptr error;
     {
       std::unique_lock<std::mutex> lk(mu_);
       doneCv_.wait(lk, [&] { return busy_ == 0; });
       fn_ = nullptr;
+      error.swap(error_);
     }
     submitMu_.unlock();
+    if (error) std::rethrow_exception(error);  // the first chunk's failure, on the caller's thread
   }
 
  private:
+  // Runs chunks until none is left. A chunk that throws (e.g. a kernel's scratch allocation
+  // failing) ends the whole parallelFor: the remaining chunks are skipped and run() rethrows
+  // the first exception once every thread is out, so it never escapes a pool thread
+  // (std::terminate) nor leaves run() while workers still use fn.
   void drain(const std::function<void(int64_t, int64_t)> &fn, int64_t end, int64_t chunk) {
     for (;;) {
       int64_t b = next_.fetch_add(chunk);
       if (b >= end) return;
-      fn(b, std::min(b + chunk, end));
+      try {
+        fn(b, std::min(b + chunk, end));
+      } catch (...) {
+        next_.store(end);
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!error_) error_ = std::current_exception();
+        return;
+      }
     }
   }
   void worker() {
@@ -102,6 +118,7 @@ class Pool {
   std::mutex mu_, submitMu_;
   std::condition_variable cv_, doneCv_;
   const std::function<void(int64_t, int64_t)> *fn_ = nullptr;
+  std::exception_ptr error_;  // guarded by mu_
   std::atomic<int64_t> next_{0};
   int64_t end_ = 0, chunk_ = 1;
   std::atomic<uint64_t> gen_{0};

@@ -92,6 +92,26 @@ void malformed() {
     inf.output("y", FLOAT, {});
     CHECK(loadBytes(inf.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("Reshape") != std::string::npos);
   }
+  // A Conv whose im2col matrix cannot be allocated on the host (16384 x 4M floats = 256 GiB for a
+  // 64 KiB kernel over a 64 MiB input) fails the load; the failure inside a compute-pool task
+  // must reach the caller rather than end the process (std::terminate) or wedge the pool.
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {4, 1, 2048, 2048});
+    m.init(tb::tensorF("w", {1, 1, 128, 128}, std::vector<float>(128 * 128, 0.f)));
+    m.node("Conv", {"x", "w"}, {"y"}).ints("pads", {64, 64, 63, 63});
+    m.output("y", FLOAT, {});
+    const aclError e = loadBytes(m.bytes(), &msg);
+    CHECK(e == ACL_ERROR_PARSE_MODEL && msg.find("Conv") != std::string::npos && msg.find("allocation") != std::string::npos);
+    // The pool still works afterwards: a parallel Conv runs and gives the right values.
+    tb::Model ok;
+    ok.input("x", FLOAT, {8, 1, 4, 4});
+    ok.init(tb::tensorF("w", {1, 1, 3, 3}, std::vector<float>(9, 1.f)));
+    ok.node("Conv", {"x", "w"}, {"y"}).ints("pads", {1, 1, 1, 1});
+    ok.output("y", FLOAT, {});
+    RunResult r = runModel(ok.bytes(), {makeF({8, 1, 4, 4}, std::vector<float>(128, 1.f))});
+    CHECK(r.execErr == 0 && r.outputs.size() == 1 && r.outputs[0].f()[0] == 4.f && r.outputs[0].f()[5] == 9.f);
+  }
   // Every truncation of a valid model fails cleanly (the graph field comes last).
   const std::string small = mlpModel(8, 4, 4, 3);
   int ok = 0, truncFailed = 0;
