@@ -19,6 +19,12 @@ int64_t checkedNumel(const std::vector<int64_t> &shape, int code);
 // loads or runs), so a hostile or oversized graph fails instead of exhausting host memory.
 void setTensorByteLimit(size_t bytes);
 
+// Set on the calling thread for the validation run at load, which feeds all-zero inputs: a kernel
+// whose failure depends only on input values (integer division by zero) yields a value instead,
+// so a model is not refused for what the zeros would do at run time.
+void setValidationRun(bool on);
+bool validationRun();
+
 struct Tensor {
   int dtype = ONNX_FLOAT;
   std::vector<int64_t> shape;

@@ -26,8 +26,11 @@ int64_t checkedNumel(const std::vector<int64_t> &shape, int code) {
 
 namespace {
 thread_local size_t tl_tensorByteLimit = SIZE_MAX;
+thread_local bool tl_validationRun = false;
 }
 void setTensorByteLimit(size_t bytes) { tl_tensorByteLimit = bytes; }
+void setValidationRun(bool on) { tl_validationRun = on; }
+bool validationRun() { return tl_validationRun; }
 
 void Tensor::alloc(int dt, const std::vector<int64_t> &s) {
   const int64_t numel = checkedNumel(s, ACL_ERROR_RT_MODEL_EXECUTE);

@@ -73,6 +73,10 @@ std::vector<std::vector<int64_t>> dryRun(Graph &g, int64_t lead, int64_t other, 
     store[i].assign(std::max<size_t>(bytes, 8), 0);
     t.data = store[i].data();
   }
+  struct ValidationRun {
+    ValidationRun() { setValidationRun(true); }
+    ~ValidationRun() { setValidationRun(false); }
+  } validating;
   g.run();
   std::vector<std::vector<int64_t>> out;
   for (int s : g.outputSlots) {

@@ -120,7 +120,10 @@ void binaryKernel(Node &n, Graph &g) {
       case B_MUL: binaryLoop<T>(A, B, Y, [](T x, T y) { return T(uint64_t(x) * uint64_t(y)); }); break;
       case B_DIV:
         binaryLoop<T>(A, B, Y, [](T x, T y) -> T {
-          if (y == 0) execFail("integer division by zero");
+          if (y == 0) {
+            if (validationRun()) return T(0);  // the load-time run's zero inputs, not real data
+            execFail("integer division by zero");
+          }
           if (y == -1) return T(T(0) - x);  // avoids the MIN / -1 trap
           return x / y;
         });

@@ -112,6 +112,22 @@ void malformed() {
     RunResult r = runModel(ok.bytes(), {makeF({8, 1, 4, 4}, std::vector<float>(128, 1.f))});
     CHECK(r.execErr == 0 && r.outputs.size() == 1 && r.outputs[0].f()[0] == 4.f && r.outputs[0].f()[5] == 9.f);
   }
+  // The validation run at load feeds zeros; an integer input used as a divisor is a valid model
+  // (a zero divisor at run time fails that execution, as documented), so it must load and run.
+  {
+    tb::Model m;
+    m.input("a", INT64, {1, 4});
+    m.input("b", INT64, {1, 4});
+    m.node("Div", {"a", "b"}, {"q"});
+    m.node("Cast", {"q"}, {"y"}).i("to", FLOAT);
+    m.output("y", FLOAT, {1, 4});
+    CHECK(loadBytes(m.bytes(), &msg) == 0);
+    RunResult r = runModel(m.bytes(), {makeI64({1, 4}, {7, -7, 9, 5}), makeI64({1, 4}, {2, 2, -3, 5})});
+    CHECK(r.loadErr == 0 && r.execErr == 0 && r.outputs.size() == 1 && r.outputs[0].f()[0] == 3.f &&
+          r.outputs[0].f()[1] == -3.f && r.outputs[0].f()[2] == -3.f && r.outputs[0].f()[3] == 1.f);
+    r = runModel(m.bytes(), {makeI64({1, 4}, {7, -7, 9, 5}), makeI64({1, 4}, {2, 0, -3, 5})});
+    CHECK(r.loadErr == 0 && r.execErr == ACL_ERROR_RT_MODEL_EXECUTE && r.msg.find("division by zero") != std::string::npos);
+  }
   // Every truncation of a valid model fails cleanly (the graph field comes last).
   const std::string small = mlpModel(8, 4, 4, 3);
   int ok = 0, truncFailed = 0;
