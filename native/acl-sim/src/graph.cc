@@ -208,7 +208,12 @@ std::unique_ptr<Graph> buildGraph(ModelProto &&m) {
     byName[t.name] = newConstSlot(*g, t.name, t);
   }
   for (const ValueInfo &vi : p.inputs) {
-    if (byName.count(vi.name)) continue;  // pre-IR4 models list initializers as inputs too
+    if (byName.count(vi.name)) {
+      // Pre-IR4 models list initializers as inputs too; a real input listed twice is an error
+      // (the model description would count it twice against one value).
+      if (!g->slots[size_t(byName[vi.name])].isConst) loadFail("graph input '" + vi.name + "' is listed twice");
+      continue;
+    }
     if (vi.name.empty()) loadFail("a graph input has no name");
     if (vi.elemType != ONNX_FLOAT && vi.elemType != ONNX_INT64 && vi.elemType != ONNX_INT32) {
       fail(ACL_ERROR_UNSUPPORTED_DATA_TYPE, "graph input '" + vi.name + "' has type " + onnxTypeName(vi.elemType) +

@@ -128,6 +128,18 @@ void malformed() {
     r = runModel(m.bytes(), {makeI64({1, 4}, {7, -7, 9, 5}), makeI64({1, 4}, {2, 0, -3, 5})});
     CHECK(r.loadErr == 0 && r.execErr == ACL_ERROR_RT_MODEL_EXECUTE && r.msg.find("division by zero") != std::string::npos);
   }
+  // A graph input listed twice is refused at load. Before, the load described two inputs for one
+  // value slot and the execute read past the end of the graph's input-slot list.
+  {
+    tb::Model m;
+    m.input("x", FLOAT, {1, 4});
+    m.input("x", FLOAT, {1, 4});
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y", FLOAT, {1, 4});
+    CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("'x'") != std::string::npos);
+    RunResult r = runModel(m.bytes(), {makeF({1, 4}, {1, -2, 3, -4}), makeF({1, 4}, {1, -2, 3, -4})});
+    CHECK(r.loadErr == ACL_ERROR_PARSE_MODEL);
+  }
   // Every truncation of a valid model fails cleanly (the graph field comes last).
   const std::string small = mlpModel(8, 4, 4, 3);
   int ok = 0, truncFailed = 0;
