@@ -46,8 +46,12 @@ export interface DeviceWorkerOptions {
  */
 const URGENT_WINDOW_MS = 1000;
 
-/** How long past worker.drainTimeoutMs a drain still waits for the broker (releases, results publishing). */
-const DRAIN_GRACE_MS = 3_000;
+/**
+ * How long past worker.drainTimeoutMs a drain still waits for the broker (releases, results
+ * publishing). With the bounded transport close after it (3 s, worker-process.ts) it stays within
+ * the 5 s past the drain timeout after which npu-fleet start SIGKILLs its workers.
+ */
+const DRAIN_GRACE_MS = 1_000;
 
 /** Just past the moment a queued request of `lane` becomes unreachable (the check is strict). */
 const expiryWakeAt = (lane: Lane<Payload>): number => lane.scheduler.nextUnreachableAt() + 1;

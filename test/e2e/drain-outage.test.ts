@@ -64,8 +64,8 @@ describe('stopping a worker while its broker is away', () => {
     const r = await stopWithBrokerAway(transport, () => redis.stop());
     console.log(`[drain-outage bullmq] ${r.answered} answered before Redis went; stop took ${r.stopMs} ms, exit ${r.code}`);
     expect(r.code).toBe(EXIT_DRAIN_TIMEOUT);
-    // The drain bound, a few seconds for results still publishing, the transport's bounded close.
-    expect(r.stopMs).toBeLessThan(DRAIN_TIMEOUT_MS + 10_000);
+    // npu-fleet start SIGKILLs a worker 5 s past its drain timeout: the stop must end before.
+    expect(r.stopMs).toBeLessThan(DRAIN_TIMEOUT_MS + 5_000);
   }, 60_000);
 
   it('kafka: the broker gone, the stop ends within the drain bound (exit 71)', async () => {
@@ -75,6 +75,6 @@ describe('stopping a worker while its broker is away', () => {
     const r = await stopWithBrokerAway(transport, async () => void process.kill(kafka.pid as number, 'SIGKILL'));
     console.log(`[drain-outage kafka] ${r.answered} answered before the broker went; stop took ${r.stopMs} ms, exit ${r.code}`);
     expect(r.code).toBe(EXIT_DRAIN_TIMEOUT);
-    expect(r.stopMs).toBeLessThan(DRAIN_TIMEOUT_MS + 10_000);
+    expect(r.stopMs).toBeLessThan(DRAIN_TIMEOUT_MS + 5_000);
   }, 90_000);
 });
