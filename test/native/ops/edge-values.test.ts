@@ -30,6 +30,9 @@ const CASES: EdgeCase[] = [
   // Relu(NaN) is NaN in onnxruntime (and in max(x, 0) with NaN propagation); a `x > 0 ? x : 0`
   // kernel turns it into 0 and hides a poisoned activation.
   { name: 'Relu/nan-inf', op: 'Relu', inputs: [{ dims: [2, 8], data: specials(16) }] },
+  { name: 'LeakyRelu/nan-inf', op: 'LeakyRelu', inputs: [{ dims: [2, 8], data: specials(16) }], attributes: { alpha: attr.f(0.2) } },
+  // A row holding +Inf, or only -Inf, is NaN throughout in onnxruntime.
+  { name: 'Softmax/inf-rows', op: 'Softmax', inputs: [{ dims: [3, 4], data: [Infinity, 0, 1, 2, -Infinity, -Infinity, -Infinity, -Infinity, NaN, 1, 2, 3] }], opset: 13 },
 ];
 
 const dir = mkdtempSync(join(tmpdir(), 'sim-edge-'));
@@ -91,6 +94,3 @@ describe('simulator edge values vs onnxruntime', () => {
     }
   });
 });
-
-// Keeps `attr` in use for cases that set attributes.
-void attr;
