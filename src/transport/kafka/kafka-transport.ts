@@ -14,6 +14,7 @@ import { consumerLag, OffsetCommitter, tpKey } from './offset-committer.ts';
 import { OutcomeSettler, type HeldDelivery, type HeldPartition } from './outcome-settler.ts';
 import { PartitionTracker } from './partition-tracker.ts';
 import { predecessorMembers, predecessorMembersNote, removePredecessorMembers } from './predecessor-members.ts';
+import { StaleMemberRemover } from './stale-member-remover.ts';
 import { RedeliveryHints } from './redelivery-hints.ts';
 import { contactWindowFor, RequestConsumer } from './request-consumer.ts';
 import { ResultSender } from './result-sender.ts';
@@ -143,6 +144,7 @@ export class KafkaTransport implements Transport {
         },
       });
       this.consumer = requests.consumer;
+      new StaleMemberRemover(this.kafka, this.options.logger, () => this.closed).watch(requests.consumer);
       this.watch = requests.watch;
       await predecessorsRemoved;
       await requests.run();

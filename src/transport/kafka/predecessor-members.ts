@@ -84,24 +84,26 @@ export async function removePredecessorMembers(
   members: readonly GroupMember[],
   logger: TransportLogger | undefined,
   timeoutMs = REMOVE_TIMEOUT_MS,
+  /** Whose members these are, for the log lines. */
+  whose = "the dead previous worker's",
 ): Promise<number> {
   if (members.length === 0) return 0;
   const cluster = internalCluster(kafka);
   if (cluster === undefined) {
-    logger?.warn({ members }, "this kafkajs offers no way to remove the dead previous worker's group members; its partitions wait for its session to time out");
+    logger?.warn({ members }, `this kafkajs offers no way to remove ${whose} group members; its partitions wait for its session to time out`);
     return 0;
   }
   let removed = 0;
   const work = (async () => {
     await cluster.connect();
     for (const { groupId, memberId } of members) {
-      if (await leave(cluster, groupId, memberId, logger)) removed++;
+      if (await leave(cluster, groupId, memberId, logger, whose)) removed++;
     }
   })();
   try {
-    await withTimeout(work, timeoutMs, "removing the dead previous worker's group members");
+    await withTimeout(work, timeoutMs, `removing ${whose} group members`);
   } catch (err) {
-    logger?.warn({ err, members }, "could not remove the dead previous worker's group members; its partitions wait for its session to time out");
+    logger?.warn({ err, members }, `could not remove ${whose} group members; its partitions wait for its session to time out`);
   } finally {
     // After a timeout the attempt goes on in the background: its connections close when it ends.
     void work.catch(() => undefined).finally(() => cluster.disconnect().catch(() => undefined));
@@ -109,25 +111,25 @@ export async function removePredecessorMembers(
   return removed;
 }
 
-async function leave(cluster: InternalCluster, groupId: string, memberId: string, logger: TransportLogger | undefined): Promise<boolean> {
+async function leave(cluster: InternalCluster, groupId: string, memberId: string, logger: TransportLogger | undefined, whose: string): Promise<boolean> {
   for (let attempt = 1; ; attempt++) {
     try {
       // The coordinator is looked up again on each attempt: NOT_COORDINATOR means it moved.
       const coordinator = await cluster.findGroupCoordinator({ groupId });
       await coordinator.leaveGroup({ groupId, memberId });
-      logger?.info({ groupId, memberId }, "removed the dead previous worker's member from its consumer group: its partitions are reassigned now, not after its session timeout");
+      logger?.info({ groupId, memberId }, `removed ${whose} member from its consumer group: its partitions are reassigned now, not after its session timeout`);
       return true;
     } catch (e) {
       const err = e as KafkaErrorLike;
       if (err.type === 'UNKNOWN_MEMBER_ID') {
-        logger?.info({ groupId, memberId }, "the dead previous worker's member is no longer in its consumer group (it left, or its session timed out)");
+        logger?.info({ groupId, memberId }, `${whose} member is no longer in its consumer group (it left, or its session timed out)`);
         return false;
       }
       if (err.retriable === true && attempt < ATTEMPTS) {
         await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
         continue;
       }
-      logger?.warn({ err, groupId, memberId }, "could not remove the dead previous worker's member from its consumer group; its partitions wait for its session to time out");
+      logger?.warn({ err, groupId, memberId }, `could not remove ${whose} member from its consumer group; its partitions wait for its session to time out`);
       return false;
     }
   }
