@@ -124,7 +124,7 @@ void binaryKernel(Node &n, Graph &g) {
             if (validationRun()) return T(0);  // the load-time run's zero inputs, not real data
             execFail("integer division by zero");
           }
-          if (y == -1) return T(T(0) - x);  // avoids the MIN / -1 trap
+          if (y == -1) return T(uint64_t(0) - uint64_t(x));  // wraps MIN to MIN: no trap, no signed overflow
           return x / y;
         });
         break;

@@ -127,6 +127,10 @@ void malformed() {
           r.outputs[0].f()[1] == -3.f && r.outputs[0].f()[2] == -3.f && r.outputs[0].f()[3] == 1.f);
     r = runModel(m.bytes(), {makeI64({1, 4}, {7, -7, 9, 5}), makeI64({1, 4}, {2, 0, -3, 5})});
     CHECK(r.loadErr == 0 && r.execErr == ACL_ERROR_RT_MODEL_EXECUTE && r.msg.find("division by zero") != std::string::npos);
+    // INT64_MIN / -1 wraps to INT64_MIN like the other integer ops (no trap, no signed overflow).
+    r = runModel(m.bytes(), {makeI64({1, 4}, {INT64_MIN, INT64_MIN, -1, 1}), makeI64({1, 4}, {-1, 1, -1, -1})});
+    CHECK(r.execErr == 0 && r.outputs.size() == 1 && r.outputs[0].f()[0] == -9223372036854775808.f &&
+          r.outputs[0].f()[1] == -9223372036854775808.f && r.outputs[0].f()[2] == 1.f && r.outputs[0].f()[3] == -1.f);
   }
   // A graph input listed twice is refused at load. Before, the load described two inputs for one
   // value slot and the execute read past the end of the graph's input-slot list.
