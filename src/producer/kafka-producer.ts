@@ -9,6 +9,7 @@ import { FleetError } from '../errors/fleet-error.ts';
 import { createKafka, ensureTopics, isUnknownTopic, kafkaError, startFailure, type TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { chunkByBytes, groupByTopic } from '../transport/kafka/kafka-outcomes.ts';
 import { RotatingProducer } from '../transport/kafka/rotating-producer.ts';
+import { StaleMemberRemover } from '../transport/kafka/stale-member-remover.ts';
 import { CONTENT_TYPES, HEADERS, renderName, replyTopicPattern, type ReplyTopicPattern } from '../transport/names.ts';
 import type {
   Producer,
@@ -303,6 +304,8 @@ export class KafkaProducer implements Producer {
     const consumer = this.kafka.consumer({ groupId, maxWaitTimeInMs: 100, sessionTimeout: 30_000, allowAutoTopicCreation: false });
     const handle: ConsumerHandle = { consumer, groupId, ownGroup };
     this.consumers.add(handle);
+    // After a broker outage its replies would otherwise wait out the session of its pre-restart member.
+    new StaleMemberRemover(this.kafka, this.options.logger, () => this.closed).watch(consumer);
     // Resolves once offsets are resolved (first fetch after joining): replies from then on are seen.
     const fetched = new Promise<void>((resolve) => {
       let joined = false;

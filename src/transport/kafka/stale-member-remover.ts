@@ -40,7 +40,7 @@ export class StaleMemberRemover {
     if (member === undefined || this.removing || this.isClosed()) return;
     this.removing = true;
     // One attempt: if it fails the session timeout removes the member, as before.
-    void removePredecessorMembers(this.kafka, [member], this.logger, undefined, "this worker's earlier consumer's").finally(() => {
+    void removePredecessorMembers(this.kafka, [member], this.logger, undefined, "this client's earlier consumer's").finally(() => {
       this.removing = false;
       if (this.stale === member) this.stale = undefined;
     });
