@@ -62,6 +62,12 @@ Spatial readSpatial(const NodeProto &p, int64_t kh, int64_t kw) {
   if (s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1 || s.pt < 0 || s.pl < 0 || s.pb < 0 || s.pr < 0 || s.kh < 1 || s.kw < 1) {
     execFail("invalid strides, dilations, pads or kernel");
   }
+  // Below 2^31 each, the window arithmetic (dilation * (kernel - 1), input + pads, ...) cannot
+  // wrap int64; a larger value is no real window, and wrapping would silently change it.
+  constexpr int64_t kMax = (int64_t(1) << 31) - 1;
+  for (int64_t v : {s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.pb, s.pr, s.kh, s.kw}) {
+    if (v > kMax) execFail("strides, dilations, pads or kernel out of range (over 2^31 - 1)");
+  }
   return s;
 }
 

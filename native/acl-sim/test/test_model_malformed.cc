@@ -144,6 +144,25 @@ void malformed() {
     RunResult r = runModel(m.bytes(), {makeF({1, 4}, {1, -2, 3, -4}), makeF({1, 4}, {1, -2, 3, -4})});
     CHECK(r.loadErr == ACL_ERROR_PARSE_MODEL);
   }
+  // Window attributes so large that the window extent wraps around int64 are refused. Before,
+  // dilation 2^62+1 with a 5-wide kernel gave an extent of 4*(2^62+1)+1 = 5 (mod 2^64): the
+  // model loaded and pooled as if the dilation were 1 (and the arithmetic is undefined).
+  {
+    for (const char *op : {"MaxPool", "AveragePool"}) {
+      tb::Model m;
+      m.opset = 19;
+      m.input("x", FLOAT, {1, 1, 6, 6});
+      m.node(op, {"x"}, {"y"}).ints("kernel_shape", {5, 1}).ints("dilations", {(int64_t(1) << 62) + 1, 1});
+      m.output("y", FLOAT, {});
+      CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("out of range") != std::string::npos);
+    }
+    tb::Model c;
+    c.input("x", FLOAT, {1, 1, 6, 6});
+    c.init(tb::tensorF("w", {1, 1, 5, 1}, std::vector<float>(5, 1.f)));
+    c.node("Conv", {"x", "w"}, {"y"}).ints("dilations", {(int64_t(1) << 62) + 1, 1});
+    c.output("y", FLOAT, {});
+    CHECK(loadBytes(c.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && msg.find("out of range") != std::string::npos);
+  }
   // Every truncation of a valid model fails cleanly (the graph field comes last).
   const std::string small = mlpModel(8, 4, 4, 3);
   int ok = 0, truncFailed = 0;
