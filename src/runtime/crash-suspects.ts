@@ -89,13 +89,25 @@ export class CrashSuspects {
   }
 
   /**
-   * The batch on the device hung, and its requests are about to be recorded with the broker as
-   * suspects: the journal keeps that batch alone (the others were only waiting behind it), marked
-   * hung, for when the broker does not hold them all afterwards (see CrashHint.hung).
+   * The batch on the device (of `model`) hung: its requests are recorded with the broker as
+   * suspects. Until the broker holds them, the journal keeps that batch alone (the others were
+   * only waiting behind it), marked hung (see CrashHint.hung); where the broker cannot keep the
+   * counts (Kafka exactlyOnce), recording fails or holds only some (partitions revoked meanwhile),
+   * it stays there and the next worker of this device counts those the broker does not hold, as
+   * after a crash. Settles once recorded (or given up on); never rejects.
    */
-  hung(deliveries: readonly Delivery[]): void {
+  hung(deliveries: readonly Delivery[], model: string): Promise<void> {
     this.afterHang = [JSON.stringify(deliveries.map((d) => [d.deliveryId, d.suspectCount ?? 0, 1]))];
     this.record();
+    const kept = 'the batches that were in flight are kept in the in-flight journal: the next worker of this device counts them';
+    return this.o.transport.markSuspect(deliveries).then(
+      (recorded) => {
+        // Recorded with the broker: the journal must not count them a second time.
+        if (recorded) this.clear();
+        else this.o.log.warn({ model, suspects: deliveries.length }, `the broker does not hold device-hang counts here; ${kept}`);
+      },
+      (err: unknown) => this.o.log.error({ err, model }, `could not record the hung batch's requests as suspects; ${kept}`),
+    );
   }
 
   /** A hang was recorded with the broker: the next worker must not count it a second time. */

@@ -13,6 +13,7 @@ import { RequestIntake } from './request-intake.ts';
 import { BatchRunner } from './batch-runner.ts';
 import { timerDelayMs } from './timer-delay.ts';
 import { WakeTimer } from './wake-timer.ts';
+import { settlesWithin } from '../transport/with-timeout.ts';
 import { WorkerClock } from './worker-clock.ts';
 import { workerHealth, workerReadiness, type HealthInputs, type WorkerState } from './worker-health.ts';
 import { exportWorkerGauges, workerGaugeHooks } from './worker-gauges.ts';
@@ -300,28 +301,15 @@ export class DeviceWorker {
 
   /**
    * The first batch past the hang limit is the one on the device (the second waits behind it): its
-   * requests are recorded with the broker as suspects before the worker exits, so a poison input
-   * runs alone next time and is quarantined at worker.maxHangsPerRequest instead of crash-looping.
-   * Where the broker cannot keep the counts (Kafka exactlyOnce), recording fails or holds only some
-   * (Kafka: partitions revoked meanwhile), the in-flight journal keeps the hung batch, marked hung,
-   * and the next worker of this device counts those the broker does not hold, as after a crash.
+   * requests are recorded as suspects (CrashSuspects.hung) before the worker exits, so a poison
+   * input runs alone next time and is quarantined at worker.maxHangsPerRequest instead of crash-looping.
    */
   private hang(model: string, batch: Batch<Payload>, elapsedMs: number): void {
     if (this.state === 'hung') return;
     this.state = 'hung';
     const gear = batch.gear;
     this.o.log.fatal({ model, gear, elapsedMs, hangLimitMs: this.o.config.worker.hangLimitMs }, 'device hang: stopping intake; unacked requests will be redelivered');
-    const suspects = batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]);
-    this.crash.hung(suspects);
-    const kept = "the batches that were in flight are kept in the in-flight journal: the next worker of this device counts them";
-    this.suspectsRecorded = this.o.transport.markSuspect(suspects).then(
-      (recorded) => {
-        // Recorded with the broker: the journal must not count them a second time.
-        if (recorded) this.crash.clear();
-        else this.o.log.warn({ model, suspects: suspects.length }, `the broker does not hold device-hang counts here; ${kept}`);
-      },
-      (err: unknown) => this.o.log.error({ err, model }, `could not record the hung batch's requests as suspects; ${kept}`),
-    );
+    this.suspectsRecorded = this.crash.hung(batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]), model);
     void this.o.transport.stopIntake().catch(() => {});
     this.o.onHang?.({ model, gear, elapsedMs });
   }
@@ -409,14 +397,11 @@ export class DeviceWorker {
     if (this.state !== 'stopped' && this.state !== 'hung') await this.drain();
     await this.lanes.unloadAll();
     const closing = this.o.transport.close();
-    if (transportWithinMs === undefined) return await closing;
-    closing.catch(() => undefined);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), transportWithinMs)));
-    try {
-      if ((await Promise.race([closing, late])) === 'late') this.o.log.warn({ waitedMs: transportWithinMs }, 'closing the transport after the drain timed out is taking long (broker away?); stopping without it');
-    } finally {
-      clearTimeout(timer);
+    if (transportWithinMs !== undefined && !(await settlesWithin(closing, transportWithinMs))) {
+      closing.catch(() => undefined);
+      this.o.log.warn({ waitedMs: transportWithinMs }, 'closing the transport after the drain timed out is taking long (broker away?); stopping without it');
+      return;
     }
+    await closing;
   }
 }

@@ -64,7 +64,7 @@ describe('CrashSuspects after a hang', () => {
     const c = new CrashSuspects({ journal, transport: { markSuspect: () => Promise.resolve(false) }, log });
     c.started([delivery('t/0/1'), delivery('t/0/2', 1)]);
     c.started([delivery('t/0/3')]); // waiting behind the hung batch: not blamed
-    c.hung([delivery('t/0/1'), delivery('t/0/2', 1)]);
+    await c.hung([delivery('t/0/1'), delivery('t/0/2', 1)], 'm');
     journal.close();
     const hints = new InflightJournal(journal.path).takeCrashHints();
     expect(hints).toEqual(new Map([['t/0/1', { suspectCount: 0, hung: true }], ['t/0/2', { suspectCount: 1, hung: true }]]));
