@@ -250,7 +250,10 @@ export class DeviceWorker {
       const freeAt = this.runner.freeAt(nowMs);
       const inflight = this.runner.inflight;
       const leadMs = this.runner.leadMs;
-      const deviceBusy = inflight > 0 && freeAt - nowMs > leadMs;
+      // A batch past its estimated end is often done already, its completion not yet delivered by
+      // the event loop: the device counts as about to free up, so the next batch still overlaps it;
+      // the deadline checks count from its projected end (freeAt).
+      const deviceBusy = inflight > 0 && freeAt - nowMs > leadMs && !this.runner.overrunning(nowMs);
       const urgentActive = nowMs - this.intake.lastUrgentAt < URGENT_WINDOW_MS;
       const holdForUrgent = inflight > 0 && urgentActive;
       // Overdue work is not held either when the urgent traffic is another lane's: that traffic
