@@ -1,3 +1,5 @@
+import { fmix } from './repeat-candidates.ts';
+
 /**
  * The entries of a resumed run that already have an ok result (`publish --out R --resume`): they
  * are not sent again.
@@ -89,12 +91,4 @@ function lineHash(line: number, id: string): [number, number] {
     h2 ^= h2 >>> 15;
   }
   return [fmix(h1 ^ id.length) >>> 0, fmix(h2 ^ 0x9e3779b9) >>> 0];
-}
-
-function fmix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  return h ^ (h >>> 16);
 }

@@ -117,8 +117,8 @@ export class IdFilter {
   }
 }
 
-/** MurmurHash3's finalizer: spreads FNV's weak low bits over the word. */
-function fmix(h: number): number {
+/** MurmurHash3's finalizer: spreads FNV's weak low bits over the word (also done-lines.ts's hash). */
+export function fmix(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
