@@ -39,17 +39,14 @@ interface Def {
 
 const defOf = (schema: z.core.$ZodType): Def => schema._zod.def as unknown as Def;
 
+/** Schema types that only wrap another (`innerType`): a field's kinds and keys are its inner type's. */
+const WRAPPERS: ReadonlySet<string> = new Set(['default', 'prefault', 'optional', 'nullable', 'readonly', 'catch']);
+
 /** The kinds `schema` accepts at `path`; empty when no such field exists. */
 function kindsAt(schema: z.core.$ZodType, path: readonly string[]): Set<Kind> {
   const def = defOf(schema);
+  if (WRAPPERS.has(def.type)) return def.innerType ? kindsAt(def.innerType, path) : new Set(['unknown']);
   switch (def.type) {
-    case 'default':
-    case 'prefault':
-    case 'optional':
-    case 'nullable':
-    case 'readonly':
-    case 'catch':
-      return def.innerType ? kindsAt(def.innerType, path) : new Set(['unknown']);
     case 'pipe': {
       // A preprocess is a pipe from a transform: what it finally checks is the output's type.
       const side = def.in && defOf(def.in).type === 'transform' ? def.out : def.in;
@@ -147,14 +144,8 @@ export function envVariableName(path: readonly string[]): string {
 /** The keys of the object(s) `schema` accepts at `path` (every option of a union). */
 function keysAt(schema: z.core.$ZodType, path: readonly string[]): Set<string> {
   const def = defOf(schema);
+  if (WRAPPERS.has(def.type)) return def.innerType ? keysAt(def.innerType, path) : new Set();
   switch (def.type) {
-    case 'default':
-    case 'prefault':
-    case 'optional':
-    case 'nullable':
-    case 'readonly':
-    case 'catch':
-      return def.innerType ? keysAt(def.innerType, path) : new Set();
     case 'pipe':
       return def.in ? keysAt(def.in, path) : new Set();
     case 'union': {
