@@ -267,8 +267,8 @@ export class DeviceWorker {
         // up (the lead covers copy-in) or, while urgent traffic flows, until it is idle (a
         // completion pumps again); top-priority work goes at once.
         this.answers.answerExpired(lane.scheduler.collectExpired(nowMs, freeAt), nowMs);
-        // A batch past its estimated end has no known end to wake before: its completion pumps.
-        if (!holdForUrgent && !this.runner.overrunning(nowMs)) nextWake = Math.min(nextWake, freeAt - leadMs);
+        // (Not while urgent traffic flows, nor while the batch overruns: deviceBusy is then false.)
+        if (!holdForUrgent) nextWake = Math.min(nextWake, freeAt - leadMs);
         nextWake = Math.min(nextWake, expiryWakeAt(lane));
       } else if (inflight < maxInflight) {
         // Urgent work going to a busy device, or while urgent traffic flows, travels without
