@@ -16,10 +16,6 @@ export class DeviceTimeline {
   /** When the batch on the device is estimated to end. */
   private headEndAt = 0;
 
-  get inflight(): number {
-    return this.estimatesMs.length;
-  }
-
   /** A batch was sent to the device at `nowMs`: it starts now on an idle device, else behind the others. */
   dispatched(estimatedDeviceMs: number, nowMs: number): void {
     if (this.estimatesMs.length === 0) this.headEndAt = nowMs + estimatedDeviceMs;
