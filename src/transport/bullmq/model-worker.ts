@@ -57,6 +57,7 @@ export class ModelWorker {
   private restTimer: NodeJS.Timeout | undefined;
   private reclaimTimer: NodeJS.Timeout | undefined;
   private readonly errors = new ErrorThrottle();
+  private readonly queueErrors = new ErrorThrottle();
 
   constructor(private readonly o: ModelWorkerOptions) {
     const { settings, tuning, queue } = o;
@@ -75,8 +76,13 @@ export class ModelWorker {
       autorun: false,
     });
     this.counter = new Queue(queue, { connection: o.shared(), prefix: settings.prefix });
-    // Without a listener BullMQ prints connection errors with console.error.
-    this.counter.on('error', (err) => tuning.logger?.warn({ err, queue }, 'bullmq queue error'));
+    // Without a listener BullMQ prints connection errors with console.error. Throttled like the
+    // worker's: with Redis away the shared connection's every reconnect attempt is an error here,
+    // per model, for as long as the outage lasts.
+    this.counter.on('error', (err) => {
+      const { log, heldBack } = this.queueErrors.note(Date.now());
+      if (log) tuning.logger?.warn({ err, queue, heldBack }, 'bullmq queue error');
+    });
     this.worker.on('error', (err) => this.onError(err));
     // BullMQ fetches up to `prefetch` jobs in a row before processing the first, so the processor
     // alone met a paused priority only after a whole window was fetched, to be put back job by
