@@ -16,8 +16,6 @@ export class OutcomePublisher {
   private queue: Outcome[] = [];
   private timer: NodeJS.Timeout | undefined;
   private running = 0;
-  /** Settles outside the bound (see kick). */
-  private waiting = 0;
   private closed = false;
   private pendingCount = 0;
   private idleWaiters: Array<() => void> = [];
@@ -46,35 +44,19 @@ export class OutcomePublisher {
   private kick(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    const waits = this.transport.settleWaits?.bind(this.transport);
     while (this.queue.length > 0 && this.running < this.maxConcurrent) {
-      let batch = this.queue.splice(0, this.maxBatch);
-      // Outcomes whose settle first waits (Kafka: a reply topic being created) settle outside the
-      // bound: holding a slot for ~150 ms each, a stream of new reply topics queued every other
-      // result behind them.
-      if (waits !== undefined && batch.some(waits)) {
-        this.start(batch.filter(waits), false);
-        batch = batch.filter((o) => !waits(o));
-        if (batch.length === 0) continue;
-      }
-      this.start(batch, true);
+      const batch = this.queue.splice(0, this.maxBatch);
+      this.running++;
+      void this.settle(batch).finally(() => {
+        this.running--;
+        if (this.queue.length > 0) this.kick();
+        else if (this.running === 0) {
+          const waiters = this.idleWaiters;
+          this.idleWaiters = [];
+          for (const w of waiters) w();
+        }
+      });
     }
-  }
-
-  /** Runs one settle; `bounded` ones count against maxConcurrent. */
-  private start(batch: Outcome[], bounded: boolean): void {
-    if (bounded) this.running++;
-    else this.waiting++;
-    void this.settle(batch).finally(() => {
-      if (bounded) this.running--;
-      else this.waiting--;
-      if (this.queue.length > 0) this.kick();
-      else if (this.running === 0 && this.waiting === 0) {
-        const waiters = this.idleWaiters;
-        this.idleWaiters = [];
-        for (const w of waiters) w();
-      }
-    });
   }
 
   private async settle(batch: Outcome[]): Promise<void> {
@@ -166,7 +148,7 @@ export class OutcomePublisher {
   /** Settles everything queued; resolves when the transport has acknowledged it all. */
   async flush(): Promise<void> {
     this.kick();
-    while (this.running > 0 || this.waiting > 0 || this.queue.length > 0) {
+    while (this.running > 0 || this.queue.length > 0) {
       await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
       this.kick();
     }

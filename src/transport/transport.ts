@@ -99,13 +99,6 @@ export interface Transport {
   resume(model: string, priorities: readonly number[]): void;
   /** Publish results (+DLQ records) durably, then acknowledge their deliveries. */
   settle(outcomes: readonly Outcome[]): Promise<void>;
-  /**
-   * Whether settling `outcome` first waits for something slow the transport does apart from
-   * publishing (Kafka: creating its reply topic, ~150 ms). The runtime settles such outcomes
-   * outside its bound on concurrent settles, so results that can go at once are not queued behind
-   * them. Called once per outcome: must be cheap. Absent: never.
-   */
-  settleWaits?(outcome: Outcome): boolean;
   /** Give unprocessed deliveries back to the broker (shutdown); they will be redelivered. */
   release(deliveries: readonly Delivery[]): Promise<void>;
   /**

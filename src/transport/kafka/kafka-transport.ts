@@ -257,11 +257,6 @@ export class KafkaTransport implements Transport {
     return this.settler.settle(outcomes);
   }
 
-  /** A result to a reply topic not known to exist waits for its creation (see ReplyTopics). */
-  settleWaits(outcome: Outcome): boolean {
-    return outcome.replyTo !== undefined && this.sender !== undefined && !this.sender.knowsTopic(outcome.replyTo);
-  }
-
   private startedSender(): ResultSender {
     if (this.sender === undefined) throw new FleetError('TRANSPORT_ERROR', 'kafka transport is not started: nothing can be published yet');
     return this.sender;

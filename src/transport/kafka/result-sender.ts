@@ -110,11 +110,6 @@ export class ResultSender {
     return this.acked.has(message);
   }
 
-  /** Whether `topic` is known to exist: a result for it leaves without waiting for a creation. */
-  knowsTopic(topic: string): boolean {
-    return this.topics.has(topic);
-  }
-
   /** Whether every message's topic is known to exist: a send of them leaves without waiting for a creation. */
   ready(messages: readonly OutgoingMessage[]): boolean {
     return this.topics.allKnown(messages);

@@ -6,7 +6,6 @@ import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import type { Outcome } from '../../../src/transport/transport.ts';
 import { Inbox, makeRequest, outcomeFor, startWith } from '../../integration/transport/conformance-kit.ts';
-import { until } from '../../helpers/until.ts';
 
 const log = createLogger({ level: 'silent' });
 const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
@@ -46,43 +45,6 @@ describe('outcome publisher: failures no retry can change', () => {
     publisher.push(b);
     await within(publisher.flush(), 2000, 'flush');
     expect(publisher.pending).toBe(0);
-    await producer.close();
-  });
-});
-
-describe('outcome publisher: settles that wait for the transport apart from publishing', () => {
-  it('a settle waiting for its reply topic to be created does not hold one of the bounded slots: results that can go at once are not queued behind it', async () => {
-    const broker = new MemoryBroker();
-    const gates: Array<() => void> = [];
-    // Outcomes naming "new.*" wait, as Kafka's do for a reply topic being created.
-    class SlowTopicTransport extends MemoryTransport {
-      settleWaits(outcome: Outcome): boolean {
-        return outcome.replyTo?.startsWith('new.') === true;
-      }
-      override async settle(outcomes: readonly Outcome[]): Promise<void> {
-        if (outcomes.some((o) => this.settleWaits(o))) await new Promise<void>((r) => gates.push(r));
-        return super.settle(outcomes);
-      }
-    }
-    const transport = new SlowTopicTransport({ broker });
-    const inbox = new Inbox();
-    await startWith(transport, 'm', inbox);
-    const producer = new MemoryProducer({ broker });
-    await producer.publish(['n0', 'n1', 'n2', 'n3', 'n4', 'old'].map((id) => makeRequest('m', id, 0)));
-    const deliveries = await inbox.waitFor(6, 5000);
-    const settled: string[] = [];
-    // Batches of one, four at once.
-    const publisher = new OutcomePublisher(transport, log, 1, 1, (o) => settled.push(...o.map((x) => x.result.id)), 4);
-    for (const d of deliveries.slice(0, 5)) publisher.push({ ...outcomeFor(d), replyTo: `new.${d.deliveryId}` });
-    publisher.push(outcomeFor(deliveries[5]!));
-    // With every slot held by a waiting settle, "old" waited for a topic creation it does not need.
-    await until(() => settled.includes('old'), 2000, '"old" settled while the new topics are still being created');
-    expect(settled).toEqual(['old']);
-    expect(publisher.pending).toBe(5);
-    for (const open of gates.splice(0)) open();
-    await within(publisher.flush(), 2000, 'flush');
-    expect(settled.sort()).toEqual(['n0', 'n1', 'n2', 'n3', 'n4', 'old']);
-    await transport.close();
     await producer.close();
   });
 });
