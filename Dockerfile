@@ -69,7 +69,7 @@ FROM ${RUNTIME_IMAGE} AS runtime
 # anyway; with the cache off the image also runs with a read-only root filesystem (put
 # worker.journalDir on a volume then, as the Kubernetes manifest does).
 ENV NODE_ENV=production \
-    NODE_OPTIONS=--max-semi-space-size=64 \
+    NODE_OPTIONS=--max-semi-space-size=16 \
     TSX_DISABLE_CACHE=1
 
 # bin/npu-fleet.js resolves src/, build/Release/ and tsconfig.json relative to this directory; the

@@ -21,7 +21,7 @@ async function readyWorkerWithFaults(prefixName: string, faults: string) {
   const configFile = join(dir, 'fleet.yaml');
   const prefix = uniqueName(prefixName);
   writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0, hangLimitMs: 1_000 } }));
-  const worker = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=64', NPU_FLEET_SIM_FAULTS: faults });
+  const worker = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=16', NPU_FLEET_SIM_FAULTS: faults });
   const producer = new BullmqProducer(bullmqSettings({ prefix }));
   const deadline = Date.now() + 30_000;
   while (!worker.output().includes('worker ready') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -53,8 +53,8 @@ describe('npu-fleet worker', () => {
     expect(result, output()).toEqual({ code: 0, signal: null });
     expect(Date.now() - signalledAt).toBeLessThan(5_000);
     expect(output()).toContain('stopped during start-up; nothing to drain');
-    expect(output()).toContain('worker runs without --max-semi-space-size=64 (worker.maxSemiSpaceMb)');
-    expect(output()).toContain('NODE_OPTIONS=--max-semi-space-size=64');
+    expect(output()).toContain('worker runs without --max-semi-space-size=16 (worker.maxSemiSpaceMb)');
+    expect(output()).toContain('NODE_OPTIONS=--max-semi-space-size=16');
   }, 60_000);
 
   it('a device hang exits with EXIT_HANG (75), the code a supervisor or Kubernetes can tell from an OOM kill, not by SIGKILL', async () => {
@@ -93,7 +93,7 @@ describe('npu-fleet worker', () => {
     const configFile = join(dir, 'fleet.yaml');
     const kafka = { brokers: getServices().kafkaBrokers, groupId: uniqueName('refused'), sessionTimeoutMs: 3_000, topicTemplate: `${uniqueName('refused')}.{model}.p{priority}` };
     writeFileSync(configFile, stringify({ transport: { kind: 'kafka', kafka }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));
-    const { child, exited, output } = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=64' });
+    const { child, exited, output } = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=16' });
     const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 40_000))]);
     if (result === 'slow') child.kill('SIGKILL');
     expect(result, output()).not.toBe('slow');
