@@ -163,6 +163,42 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     expect(edited.filter((id) => !ok.has(id))).toEqual([]);
     expect(stderr.join('')).toMatch(/data\.jsonl does not hold the ids .*results\.jsonl recorded for its lines \(edited since\?\): resuming by id/);
   });
+
+  it('--resume of a data set with a line done and a line not done swapped since: each id gets one ok result, none lost, none sent twice', { timeout: 120_000 }, async () => {
+    const dir = tempDir('npu-fleet-pubfile-swap-');
+    writeRepository(join(dir, 'models'));
+    const fleet = { transport: setup.transport(), devices: { count: 1, backend: 'sim' }, modelRepository: join(dir, 'models'), models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
+    const configFile = join(dir, 'fleet.yaml');
+    writeFileSync(configFile, stringify(fleet));
+    const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+    cleanup.push(() => worker.stop());
+    const ids = Array.from({ length: 40 }, (_, i) => `s${i}`);
+    const data = join(dir, 'data.jsonl');
+    const out = join(dir, 'results.jsonl');
+    const publish = (...extra: string[]): Promise<number> => main(['publish', '--config', configFile, '--file', data, '--await', '--out', out, '--in-flight', '8', '--timeout-ms', '60000', ...extra]);
+    const write = (order: readonly string[]): void => writeFileSync(data, `${order.map((id) => line(id, inputOf(ids.indexOf(id)), rowsOf(ids.indexOf(id)))).join('\n')}\n`);
+    write(ids);
+    expect(await publish(), stderr.join('')).toBe(0);
+    // Cut off after 20 records; then one line recorded done and one not are swapped. Resumed by
+    // line unchecked, the done line's number would skip the id now on it (never answered) and the
+    // other line would send the id answered already.
+    const kept = (records(out) as Array<Rec & { line: number }>).slice(0, 20);
+    writeFileSync(out, `${kept.map((r) => JSON.stringify(r)).join('\n')}\n`);
+    const doneLines = new Set(kept.map((r) => r.line));
+    const doneLine = Math.min(...doneLines);
+    const openLine = ids.findIndex((_, i) => !doneLines.has(i + 1)) + 1;
+    const swapped = [...ids];
+    [swapped[doneLine - 1], swapped[openLine - 1]] = [ids[openLine - 1] as string, ids[doneLine - 1] as string];
+    write(swapped);
+    stderr = [];
+    expect(await publish('--resume'), stderr.join('')).toBe(0);
+    const okIds = records(out)
+      .filter((r) => r.status === 'ok')
+      .map((r) => r.id)
+      .sort();
+    expect(okIds).toEqual([...ids].sort());
+    expect(stderr.join('')).toMatch(/data\.jsonl does not hold the ids .*results\.jsonl recorded for its lines \(edited since\?\): resuming by id/);
+  });
 });
 
 describe('npu-fleet publish --file on Kafka where the model repository is not at hand', () => {

@@ -35,4 +35,40 @@ describe('DoneLines', () => {
     // Two lines swapped: each line's own id is part of what is compared.
     expect(check(ids.map((id, i) => (i === 10 ? 'id-11' : i === 11 ? 'id-10' : id)))).toBe(false);
   });
+
+  // The check is order-sensitive: each done line's number is hashed together with its id (two
+  // 32-bit lanes), so no swap or move of lines leaves the sums as they were but by chance (~2^-64).
+  it('catches every swap of two lines, of done lines and of a done line with one not done, for ids of several shapes', () => {
+    const n = 150;
+    const shapes: Record<string, (i: number) => string> = {
+      counter: (i) => `id-${i}`,
+      padded: (i) => `row${String(i).padStart(8, '0')}`,
+      uuid: (i) => `00000000-0000-4000-8000-${i.toString(16).padStart(12, '0')}`,
+      oneChar: (i) => String.fromCharCode(0x41 + i),
+    };
+    for (const [shape, idOf] of Object.entries(shapes)) {
+      const ids = Array.from({ length: n }, (_, i) => idOf(i));
+      // Lines 1..n, every seventh not done (answered not ok, or cut off by a crash).
+      const notDone = (i: number): boolean => i % 7 === 3;
+      const check = (data: readonly string[]): boolean => {
+        const done = new DoneLines();
+        ids.forEach((id, i) => !notDone(i) && done.add(i + 1, id));
+        data.forEach((id, i) => done.checkInput(i + 1, id));
+        return done.inputMatches();
+      };
+      expect(check(ids), shape).toBe(true);
+      const missed: string[] = [];
+      for (let i = 0; i < n; i++) {
+        for (let j = i + 1; j < n; j++) {
+          if (notDone(i) && notDone(j)) continue; // both are sent again whatever their order
+          const swapped = [...ids];
+          [swapped[i], swapped[j]] = [ids[j] as string, ids[i] as string];
+          if (check(swapped)) missed.push(`${shape}: lines ${i + 1} and ${j + 1}`);
+        }
+      }
+      expect(missed).toEqual([]);
+      // A block of lines moved down by one (a line taken from after it and put before it).
+      expect(check([...ids.slice(0, 20), ids[60] as string, ...ids.slice(20, 60), ...ids.slice(61)]), shape).toBe(false);
+    }
+  });
 });
