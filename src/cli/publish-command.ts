@@ -142,7 +142,9 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   // Lines done are trusted only for the data set they were recorded from: one edited since (a line
   // removed shifts every later line) would skip lines never answered.
   if (resumed?.lines !== undefined && !resumed.lines.inputMatches() && resumeFrom !== undefined) {
-    process.stderr.write(`npu-fleet: ${values.file ?? ''} does not hold the ids ${resumeFrom} recorded for its lines (edited since?): resuming by id, which holds every id done in memory (about 100 B each)\n`);
+    const twice = resumed.lines.linesRecordedTwice;
+    const why = twice > 0 ? `${resumeFrom} records more than one id for ${twice} line(s) of ${values.file ?? ''} (edited between runs)` : `${values.file ?? ''} does not hold the ids ${resumeFrom} recorded for its lines (edited since?)`;
+    process.stderr.write(`npu-fleet: ${why}: resuming by id, which holds every id done in memory (about 100 B each)\n`);
     resumed = await phase(`reading ${resumeFrom} again to resume by id`, resumeFrom, undefined, (progress) => readResumeState(resumeFrom, { byLine: false, progress }));
   }
   if (source === undefined) {

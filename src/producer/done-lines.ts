@@ -27,6 +27,7 @@ export class DoneLines implements DoneEntries {
   private words = new Uint32Array(1024);
   /** Lines added (each once). */
   private count = 0;
+  private recordedTwice = 0;
   /** Sum (mod 2^32, in two independent lanes) of a hash of each added line's number and id. */
   private sumA = 0;
   private sumB = 0;
@@ -38,7 +39,18 @@ export class DoneLines implements DoneEntries {
     return this.count;
   }
 
-  /** Records that `line`, holding `id`, has an ok result. A line recorded twice counts once. */
+  /**
+   * Lines recorded ok more than once. Only the first record's id is in the sums, and a bit cannot
+   * say which ids a line has held: after a data set edited between resumed runs (a line's id
+   * answered at another line's number), an id done may sit on a line not done, and a run by line
+   * would send it again. Each run answers a line once and a resumed one never sends an id done,
+   * so a second record of a line means such an edit (or two runs on one file at once).
+   */
+  get linesRecordedTwice(): number {
+    return this.recordedTwice;
+  }
+
+  /** Records that `line`, holding `id`, has an ok result. A line recorded twice counts once (see linesRecordedTwice). */
   add(line: number, id: string): void {
     if (!Number.isInteger(line) || line < 1 || line > MAX_LINE) throw new RangeError(`line ${line} is not a line number`);
     const word = Math.floor(line / 32);
@@ -49,7 +61,10 @@ export class DoneLines implements DoneEntries {
     }
     const mask = 1 << line % 32;
     const w = this.words[word] as number;
-    if ((w & mask) !== 0) return;
+    if ((w & mask) !== 0) {
+      this.recordedTwice++;
+      return;
+    }
     this.words[word] = w | mask;
     this.count++;
     const [a, b] = lineHash(line, id);
@@ -72,11 +87,12 @@ export class DoneLines implements DoneEntries {
   }
 
   /**
-   * Every line recorded done is in the data set with the id recorded for it. A data set changed
-   * since (a line removed, moved, or its id changed) fails this but for a chance of about 2^-64.
+   * Every line recorded done is in the data set with the id recorded for it, and none was recorded
+   * with two ids. A data set changed since (a line removed, moved, or its id changed) fails this
+   * but for a chance of about 2^-64.
    */
   inputMatches(): boolean {
-    return this.inputCount === this.count && this.inputSumA === this.sumA && this.inputSumB === this.sumB;
+    return this.recordedTwice === 0 && this.inputCount === this.count && this.inputSumA === this.sumA && this.inputSumB === this.sumB;
   }
 }
 
