@@ -1,8 +1,12 @@
+import { FRAME_PREFIX_BYTES } from '../codec/frame.ts';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
+import type { CodecLimits } from '../contracts/limits.ts';
+import { effectiveGears, type ModelConfig } from '../contracts/model-config.ts';
+import { DTYPE_BYTES } from '../contracts/tensor.ts';
 import { backendInfo, openDevice } from '../device/index.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { ArtifactKind } from '../runtime/model-repository.ts';
+import { scanRepository, type ArtifactKind } from '../runtime/model-repository.ts';
 import type { WorkerDeps } from '../runtime/worker-process.ts';
 import { createTransport, type Transport } from '../transport/index.ts';
 
@@ -36,6 +40,7 @@ export function transportFor(cfg: FleetConfig, log: Logger): Transport {
       ? {
           kafka: {
             maxBytesPerPartition: cfg.transport.kafka.maxBytesPerPartition,
+            largestRequestBytes: largestRequestBytes(modelConfigs(cfg), cfg.limits),
             lowPriorityInflightPerPartition: cfg.transport.kafka.lowPriorityInflightPerPartition,
           },
         }
@@ -51,4 +56,39 @@ export function transportFor(cfg: FleetConfig, log: Logger): Transport {
         }
       : {}),
   });
+}
+
+/** The configs of the models the worker serves (the artifact does not matter here); none when the repository cannot be read, which the worker's own scan reports. */
+function modelConfigs(cfg: FleetConfig): ModelConfig[] {
+  try {
+    return [...scanRepository(cfg.modelRepository, { artifact: 'onnx', only: cfg.models }).models.values()].map((m) => m.config);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * The largest request the models allow, in its larger wire form (JSON, base64 data; a binary frame
+ * is smaller): the largest batch gear of samples of every input, a bucketed axis at its largest
+ * bound (request validation refuses anything larger), plus the most header the codec takes;
+ * limits.maxMessageBytes bounds it. The Kafka transport raises its fetch size to hold it.
+ */
+export function largestRequestBytes(models: readonly ModelConfig[], limits: CodecLimits): number | undefined {
+  let largest: number | undefined;
+  for (const config of models) {
+    const gears = effectiveGears(config);
+    const items = gears[gears.length - 1] ?? config.maxBatchSize;
+    let bytes = FRAME_PREFIX_BYTES + limits.maxHeaderBytes;
+    for (const input of config.inputs) {
+      const perItem = input.dims.reduce((n, d, axis) => {
+        if (axis === 0) return n;
+        const bound = config.buckets?.input === input.name && config.buckets.axis === axis ? config.buckets.bounds[config.buckets.bounds.length - 1] : d;
+        return n * Math.max(0, bound ?? 0);
+      }, DTYPE_BYTES[input.dtype]);
+      // base64: 4 characters for every 3 bytes, padded; 8 more for a binary frame's alignment.
+      bytes += 4 * Math.ceil((items * perItem) / 3) + 8;
+    }
+    largest = Math.max(largest ?? 0, Math.min(bytes, limits.maxMessageBytes));
+  }
+  return largest;
 }

@@ -92,7 +92,10 @@ export const KafkaSettingsSchema = z
       .int()
       .positive()
       .default(FLEET_DEFAULTS.kafkaMaxBytesPerPartition)
-      .describe('Fetch size per partition; smaller keeps a low-priority backlog from delaying urgent fetches'),
+      .describe(
+        'Fetch size per partition; smaller keeps a low-priority backlog from delaying urgent fetches. A worker raises it to hold ' +
+          "the largest request its models allow (the broker serves a larger record batch from one partition per fetch only), up to the request topics' max.message.bytes",
+      ),
     lowPriorityInflightPerPartition: z
       .number()
       .int()

@@ -7,7 +7,14 @@ export interface KafkaTransportOptions {
   readonly partitions?: number;
   /** Fetch long-poll bound; also how quickly a resume or a new priority-0 message is seen. */
   readonly maxWaitTimeMs?: number;
+  /** Fetch size per partition (default 1 MiB); raised to hold `largestRequestBytes` (see fetch-size.ts). */
   readonly maxBytesPerPartition?: number;
+  /**
+   * The largest request the worker can be sent, as its models' configs allow (undefined: not
+   * known in advance). The per-partition fetch size is raised to hold it, capped at the request
+   * topics' max.message.bytes; a request seen larger than the fetch size is logged once.
+   */
+  readonly largestRequestBytes?: number | undefined;
   /**
    * Unsettled deliveries per partition of a priority > 0 topic before that partition is paused
    * (resumed at half). Keeps a deep low-priority backlog at the source, so priority-0 fetches are

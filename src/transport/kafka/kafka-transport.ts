@@ -10,6 +10,7 @@ import { createKafka, ensureTopics, kafkaError, startFailure } from './kafka-cli
 import { TransactionalCommitter, type EosPayload } from './kafka-eos.ts';
 import type { Names } from './kafka-outcomes.ts';
 import { FetchPauses } from './fetch-pauses.ts';
+import { fetchBytesPerPartition, largestMessageBytes, mayRaise } from './fetch-size.ts';
 import { consumerLag, OffsetCommitter, tpKey } from './offset-committer.ts';
 import { OutcomeSettler, type HeldDelivery, type HeldPartition } from './outcome-settler.ts';
 import { PartitionTracker } from './partition-tracker.ts';
@@ -54,6 +55,8 @@ export class KafkaTransport implements Transport {
   private readonly pauses: FetchPauses;
   private readonly transactionalId: string;
   private readonly settler: OutcomeSettler;
+  private fetchBytes: number | undefined;
+  private warnedLargeRequest = false;
 
   constructor(
     private readonly settings: KafkaSettings,
@@ -120,13 +123,14 @@ export class KafkaTransport implements Transport {
       await sender.connect(topics);
       if (this.settings.exactlyOnce) this.committer = new TransactionalCommitter(this.settings.groupId, () => this.partitions.values(), sender);
 
+      this.fetchBytes = await this.fetchSize();
       const requests = new RequestConsumer({
         kafka: this.kafka,
         settings: this.settings,
         requestTopics: () => [...this.sources.keys()],
         partitions: this.options.partitions ?? 8,
         maxWaitTimeMs: this.options.maxWaitTimeMs ?? 100,
-        maxBytesPerPartition: this.options.maxBytesPerPartition ?? 1_048_576,
+        maxBytesPerPartition: this.fetchBytes,
         logger: this.options.logger,
         isClosed: () => this.closed,
         onFatal: (err) => this.onFatal?.(err),
@@ -154,6 +158,27 @@ export class KafkaTransport implements Transport {
       await this.disconnect();
       throw kafkaError(err, startFailure('starting the kafka transport failed', err, this.settings));
     }
+  }
+
+  /** The consumer's per-partition fetch size, once started: the configured one or the floor above it. */
+  get fetchBytesPerPartition(): number | undefined {
+    return this.fetchBytes;
+  }
+
+  private async fetchSize(): Promise<number> {
+    const configured = this.options.maxBytesPerPartition ?? 1_048_576;
+    const largest = this.options.largestRequestBytes;
+    if (this.admin === undefined || !mayRaise(configured, largest)) return configured;
+    const topicMaxBytes = await largestMessageBytes(this.admin, [...this.sources.keys()]);
+    const bytes = fetchBytesPerPartition(configured, largest, topicMaxBytes);
+    if (bytes > configured) {
+      this.options.logger?.info(
+        { maxBytesPerPartition: configured, largestRequestBytes: largest, topicMaxMessageBytes: topicMaxBytes, fetchBytesPerPartition: bytes },
+        `transport.kafka.maxBytesPerPartition (${configured}) is below the largest request the served models allow (${largest} bytes); ` +
+          `fetching ${bytes} bytes per partition instead, or such requests would come one per fetch round trip`,
+      );
+    }
+    return bytes;
   }
 
   private onAssignment(assignment: Record<string, number[]>): void {
@@ -200,6 +225,7 @@ export class KafkaTransport implements Transport {
         continue;
       }
       const value = m.value ?? EMPTY;
+      if (value.length > (this.fetchBytes ?? Infinity) && !this.warnedLargeRequest) this.warnLargeRequest(batch.topic, value.length);
       this.ledger.add(deliveryId, {
         source: { topic: batch.topic, partition: batch.partition, offset, key: m.key, headers: m.headers, value },
         tracker: part.tracker,
@@ -222,6 +248,16 @@ export class KafkaTransport implements Transport {
     } catch (err) {
       this.options.logger?.error({ err }, 'onDeliveries threw; its deliveries stay unacked until settled or released');
     }
+  }
+
+  private warnLargeRequest(topic: string, bytes: number): void {
+    this.warnedLargeRequest = true;
+    this.options.logger?.warn(
+      { topic, requestBytes: bytes, fetchBytesPerPartition: this.fetchBytes },
+      `a request of ${bytes} bytes is larger than the fetch size per partition (${this.fetchBytes ?? 0}): while requests like it wait on ` +
+        `several partitions, they come one per fetch round trip. Raise transport.kafka.maxBytesPerPartition above the largest request ` +
+        `(logged once)`,
+    );
   }
 
   private partitionFor(topic: string, partition: number, priority: number | undefined): HeldPartition {

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { workerDeps } from '../../../src/cli/worker-deps.ts';
+import { largestRequestBytes, workerDeps } from '../../../src/cli/worker-deps.ts';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import { DEFAULT_LIMITS } from '../../../src/contracts/limits.ts';
+import { ModelConfigSchema } from '../../../src/contracts/model-config.ts';
 import { backendInfo } from '../../../src/device/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 
@@ -17,5 +19,40 @@ describe('workerDeps', () => {
     // A config error: the CLI prints its message (exit 2), not a stack trace (exit 1).
     expect(FleetError.is(err, 'INVALID_CONFIG')).toBe(true);
     expect((err as Error).message).toMatch(/devices\.backend is "ascend".*install CANN or set NPU_FLEET_ACL_LIB/);
+  });
+});
+
+function model(name: string, dims: number[], extra: Record<string, unknown> = {}): ReturnType<typeof ModelConfigSchema.parse> {
+  return ModelConfigSchema.parse({ name, inputs: [{ name: 'x', dtype: 'float32', dims }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 10] }], ...extra });
+}
+
+describe('largestRequestBytes', () => {
+  const header = 12 + DEFAULT_LIMITS.maxHeaderBytes;
+
+  it('is the largest gear of samples of fixed inputs, base64-sized, plus the most header', () => {
+    // One 3x224x224 float32 image: 602,112 bytes raw, 802,816 as base64.
+    expect(largestRequestBytes([model('img', [-1, 3, 224, 224], { maxBatchSize: 1 })], DEFAULT_LIMITS)).toBe(header + 802_816 + 8);
+    // 32 samples of 64 float32: 8 KiB raw.
+    expect(largestRequestBytes([model('mlp', [-1, 64])], DEFAULT_LIMITS)).toBe(header + 4 * Math.ceil(8192 / 3) + 8);
+    // The largest gear bounds a request, not maxBatchSize.
+    expect(largestRequestBytes([model('g', [-1, 64], { batchGears: [1, 4] })], DEFAULT_LIMITS)).toBe(header + 4 * Math.ceil(1024 / 3) + 8);
+  });
+
+  it('a bucketed axis counts at its largest bound', () => {
+    const text = ModelConfigSchema.parse({
+      name: 'text',
+      inputs: [{ name: 'tokens', dtype: 'int64', dims: [-1, -1] }],
+      outputs: [{ name: 'probs', dtype: 'float32', dims: [-1, 4] }],
+      buckets: { input: 'tokens', axis: 1, bounds: [16, 128] },
+    });
+    // 32 samples of 128 int64 tokens: 32 KiB raw.
+    expect(largestRequestBytes([text], DEFAULT_LIMITS)).toBe(header + 4 * Math.ceil(32_768 / 3) + 8);
+  });
+
+  it('the largest model counts; limits.maxMessageBytes bounds it; no model, no bound', () => {
+    const models = [model('mlp', [-1, 64]), model('img', [-1, 3, 224, 224], { maxBatchSize: 1 })];
+    expect(largestRequestBytes(models, DEFAULT_LIMITS)).toBe(header + 802_816 + 8);
+    expect(largestRequestBytes([], DEFAULT_LIMITS)).toBeUndefined();
+    expect(largestRequestBytes([model('img', [-1, 3, 224, 224])], { ...DEFAULT_LIMITS, maxMessageBytes: 1_000_000 })).toBe(1_000_000);
   });
 });
