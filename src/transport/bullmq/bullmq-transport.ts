@@ -346,8 +346,23 @@ export class BullmqTransport implements Transport {
     await settlesWithin(this.reaper?.stop(), STOP_WAIT_MS);
     for (const [id] of this.ledger.entries()) this.ledger.forget(id);
     for (const mw of this.workers.values()) mw.clearTimers();
-    await Promise.allSettled([...this.workers.values()].map((mw) => mw.worker.close(true)));
+    await Promise.all([...this.workers.values()].map((mw) => this.forceClose(mw)));
     await this.disconnect();
+  }
+
+  /**
+   * BullMQ's close(true) hands back a close already begun: after close() gave up on a graceful
+   * worker close waiting for an absent Redis, the force close waited for Redis too, for good.
+   * Past the bound its blocking connection is dropped here (BullMQ's own disconnect() drops it
+   * only once the main one has ended, which one reconnecting to an absent Redis never does; the
+   * main one is mw.connection, dropped in disconnect()).
+   */
+  private async forceClose(mw: ModelWorker): Promise<void> {
+    if (await settlesWithin(mw.worker.close(true), STOP_WAIT_MS)) return;
+    void mw.worker.backend.blockingClient?.then(
+      (client) => client.disconnect(),
+      () => undefined,
+    );
   }
 
   private async disconnect(): Promise<void> {
