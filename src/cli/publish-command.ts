@@ -16,6 +16,7 @@ import { prng, syntheticRequest } from '../runtime/demo-load.ts';
 import { replyToProblem, replyTopicPattern } from '../transport/names.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
+import { OutLock } from './out-lock.ts';
 import { withPhaseProgress } from './phase-progress.ts';
 import { progressLine, readResumeState, ResultFile, summaryLine, type ResumeState } from './publish-output.ts';
 
@@ -24,6 +25,16 @@ import { progressLine, readResumeState, ResultFile, summaryLine, type ResumeStat
  * fire-and-forget or request-and-await-reply. Prints one JSON line per reply when awaiting.
  */
 export async function publishCommand(args: readonly string[]): Promise<number> {
+  let lock: OutLock | undefined;
+  try {
+    return await runPublish(args, (out) => (lock = OutLock.take(out)));
+  } finally {
+    lock?.release();
+  }
+}
+
+/** The command; `lockOut` keeps a second run off --out until this one has ended, however it ends. */
+async function runPublish(args: readonly string[], lockOut: (out: string) => void): Promise<number> {
   const parsed = parseCommandArgs('publish', args, {
     config: { type: 'string' },
     model: { type: 'string' },
@@ -90,6 +101,8 @@ export async function publishCommand(args: readonly string[]): Promise<number> {
   const progressEveryMs = process.stderr.isTTY ? 1_000 : 10_000;
   const phase = <T>(what: string, path: string, totalLines: number | undefined, run: (progress: LineCounter) => Promise<T>): Promise<T> =>
     withPhaseProgress(what, { write: (line) => void process.stderr.write(line), intervalMs: progressEveryMs, totalLines, totalBytes: sizeOf(path) }, run);
+  // Before --out is read: a second run resumed at once would send every line this one sends.
+  if (values.out !== undefined) lockOut(values.out);
   // Read before the data set's first pass, which checks a resume by line against it.
   let resumed: ResumeState | undefined;
   const resumeFrom = values.resume && values.out !== undefined && existsSync(values.out) ? values.out : undefined;

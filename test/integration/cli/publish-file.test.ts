@@ -212,6 +212,36 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     expect(okAfter).toEqual([...ids].sort());
     expect(stderr.join('')).toMatch(/results\.jsonl records more than one id for 1 line\(s\) of .*data\.jsonl \(edited between runs\): resuming by id/);
   });
+
+  it('two runs on one RESULTS at once: the second is refused before it reads or sends anything, so no line is answered twice', { timeout: 120_000 }, async () => {
+    const dir = tempDir('npu-fleet-pubfile-twice-');
+    writeRepository(join(dir, 'models'));
+    const fleet = { transport: setup.transport(), devices: { count: 1, backend: 'sim' }, modelRepository: join(dir, 'models'), models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
+    const configFile = join(dir, 'fleet.yaml');
+    writeFileSync(configFile, stringify(fleet));
+    const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+    cleanup.push(() => worker.stop());
+    const ids = Array.from({ length: 40 }, (_, i) => `t${i}`);
+    const data = join(dir, 'data.jsonl');
+    const out = join(dir, 'results.jsonl');
+    writeFileSync(data, `${ids.map((id, i) => line(id, inputOf(i), rowsOf(i))).join('\n')}\n`);
+    // A run cut off before its first record; resumed twice at once (a second terminal, an
+    // overlapping cron job): each would send every line.
+    writeFileSync(out, '');
+    const publish = (): Promise<number> => main(['publish', '--config', configFile, '--file', data, '--await', '--out', out, '--resume', '--in-flight', '8', '--timeout-ms', '60000']);
+    const codes = await Promise.all([publish(), publish()]);
+    const okIds = records(out)
+      .filter((r) => r.status === 'ok')
+      .map((r) => r.id)
+      .sort();
+    expect(okIds).toEqual([...ids].sort());
+    expect([...codes].sort()).toEqual([0, 2]);
+    expect(stderr.join('')).toMatch(/--out .*results\.jsonl is being written by another run \(process \d+ on /);
+    // Its lock is gone with the run: the file can be resumed again.
+    stderr = [];
+    expect(await publish(), stderr.join('')).toBe(0);
+    expect(stderr.join('')).toMatch(/40 skipped \(ok in the file before\)/);
+  });
 });
 
 describe('npu-fleet publish --file on Kafka where the model repository is not at hand', () => {

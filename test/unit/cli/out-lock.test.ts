@@ -1,0 +1,49 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LOCK_STALE_MS, OutLock } from '../../../src/cli/out-lock.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+
+const dir = tempDir('npu-fleet-out-lock-');
+/** The pid of a process that has ended (a real one, not a guess). */
+const deadPid = (): number => spawnSync(process.execPath, ['-e', '0']).pid ?? 0;
+
+describe('OutLock (publish --out)', () => {
+  it('keeps a second run off the file while the first holds it, and lets the next one in after', () => {
+    const out = join(dir, 'held.jsonl');
+    const lock = OutLock.take(out);
+    expect(JSON.parse(readFileSync(`${out}.lock`, 'utf8'))).toEqual({ pid: process.pid, host: hostname() });
+    expect(() => OutLock.take(out)).toThrow(new RegExp(`--out .*held\\.jsonl is being written by another run \\(process ${process.pid} on `));
+    lock.release();
+    expect(existsSync(`${out}.lock`)).toBe(false);
+    OutLock.take(out).release();
+  });
+
+  it('takes over a lock left by a run that died: its process gone from this host, or an earlier process that had our pid', () => {
+    const out = join(dir, 'dead.jsonl');
+    const pid = deadPid();
+    expect(pid).toBeGreaterThan(0);
+    writeFileSync(`${out}.lock`, JSON.stringify({ pid, host: hostname() }));
+    const lock = OutLock.take(out);
+    expect(JSON.parse(readFileSync(`${out}.lock`, 'utf8'))).toMatchObject({ pid: process.pid });
+    lock.release();
+    // A container restarted after a crash often gets the same pid as the run before it.
+    writeFileSync(`${out}.lock`, JSON.stringify({ pid: process.pid, host: hostname() }));
+    OutLock.take(out).release();
+  });
+
+  it('a lock of another host (or unreadable) is kept while it is touched, and taken over once it is stale', () => {
+    const out = join(dir, 'elsewhere.jsonl');
+    writeFileSync(`${out}.lock`, JSON.stringify({ pid: 1, host: 'another-host' }));
+    expect(() => OutLock.take(out)).toThrow(/being written by another run \(process 1 on another-host\): wait for it to end, or remove .*elsewhere\.jsonl\.lock/);
+    const old = new Date(Date.now() - LOCK_STALE_MS - 1_000);
+    utimesSync(`${out}.lock`, old, old);
+    OutLock.take(out).release();
+    writeFileSync(`${out}.lock`, '{"pid":');
+    expect(() => OutLock.take(out)).toThrow(/being written by another run: wait/);
+    utimesSync(`${out}.lock`, old, old);
+    OutLock.take(out).release();
+  });
+});
