@@ -128,13 +128,16 @@ export async function countRequests(path: string, progress?: LineCounter): Promi
   }
   let count = 0;
   let content = false;
+  // Lines end as readRequestFile's reader (readline) ends them: LF, CRLF, or a CR alone (the LF of
+  // a CRLF then ends a blank line, not counted). Counted by LF only, a file of CR line ends was one
+  // line, and the first pass's filter sized for one id made every id a repeat candidate.
   for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
     for (let i = 0; i < chunk.length; i++) {
       const b = chunk[i] as number;
-      if (b === 0x0a) {
+      if (b === 0x0a || b === 0x0d) {
         if (content) count++;
         content = false;
-      } else if (b !== 0x20 && b !== 0x09 && b !== 0x0d) {
+      } else if (b !== 0x20 && b !== 0x09) {
         content = true;
       }
     }

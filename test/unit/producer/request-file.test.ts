@@ -101,4 +101,26 @@ describe('countRequests', () => {
     expect(await countRequests(write('c4.json', '[{}, {}, {}, {}]'))).toBe(4);
     expect(await countRequests(write('c5.json', '{}'))).toBe(1);
   });
+
+  // The count sizes the first pass's repeat filter (2 bytes a line): counted short, every id
+  // became a repeat candidate, held in memory for the run, and the progress line said "of 1".
+  it('counts the lines the reader reads, whatever ends them: LF, CRLF, a lone CR (old Mac files), CR CR LF', async () => {
+    const r = (id: string): string => JSON.stringify(request(id));
+    const texts: Record<string, string> = {
+      lf: `${r('a')}\n${r('b')}\n${r('c')}\n`,
+      crlf: `${r('a')}\r\n${r('b')}\r\n\r\n${r('c')}`,
+      cr: `${r('a')}\r${r('b')}\r${r('c')}\r`,
+      crcrlf: `${r('a')}\r\r\n${r('b')}\r\r\n${r('c')}`,
+      mixed: `${r('a')}\r${r('b')}\n \r\t\n${r('c')}\r\n`,
+    };
+    const counts: Record<string, [number, number]> = {};
+    for (const [name, text] of Object.entries(texts)) {
+      const path = write(`ends-${name}.jsonl`, text);
+      counts[name] = [await countRequests(path), (await all(path)).length];
+    }
+    expect(counts).toEqual({ lf: [3, 3], crlf: [3, 3], cr: [3, 3], crcrlf: [3, 3], mixed: [3, 3] });
+    // A lone CR at the end of one read chunk (64 KiB) and the LF at the start of the next: one line end.
+    const first = r('a').padEnd(64 * 1024 - 1, ' ');
+    expect(await countRequests(write('ends-chunk.jsonl', `${first}\r\n${r('b')}`))).toBe(2);
+  });
 });
