@@ -59,6 +59,8 @@ export class BullmqProducer implements Producer {
   private readonly router = new ReplyRouter();
   private readonly earlier: EarlierJobs;
   private readonly queues = new Map<string, Queue>();
+  /** One for all the queues: with Redis away each attempt to reconnect is an error on every one. */
+  private readonly queueErrors = new ErrorThrottle();
   /** Reply workers and their own connections: BullMQ leaves a connection it was given open on close. */
   private readonly workers = new Map<Worker, Redis>();
   private connection: Redis | undefined;
@@ -105,7 +107,10 @@ export class BullmqProducer implements Producer {
     if (q === undefined) {
       this.connection ??= redisConnection(this.settings.redisUrl);
       q = new Queue(name, { connection: this.connection, prefix: this.settings.prefix });
-      q.on('error', (err) => this.options.logger?.warn({ err, queue: name }, 'bullmq queue error'));
+      q.on('error', (err) => {
+        const { log, heldBack } = this.queueErrors.note(Date.now());
+        if (log) this.options.logger?.warn({ err, queue: name, heldBack }, 'bullmq queue error');
+      });
       this.queues.set(name, q);
     }
     return q;

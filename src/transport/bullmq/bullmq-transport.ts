@@ -6,6 +6,7 @@ import { closedError, DeliveryLedger } from '../delivery-ledger.ts';
 import { renderName } from '../names.ts';
 import { predecessorNote, predecessorWorkers } from './lost-job-reclaimer.ts';
 import { QueueCache } from './queue-cache.ts';
+import { ErrorThrottle } from './error-throttle.ts';
 import { settlesWithin } from '../with-timeout.ts';
 import { SuspectStore } from './suspect-store.ts';
 import { QueueSweeper } from './queue-sweeper.ts';
@@ -39,9 +40,17 @@ export class BullmqTransport implements Transport {
   readonly kind = 'bullmq' as const;
   private readonly ledger = new DeliveryLedger<HeldJob>();
   private readonly workers = new Map<string, ModelWorker>();
+  /**
+   * One for all reply and DLQ queues: they share one connection, and with Redis away its every
+   * reconnect attempt is an error on each of them, for as long as the outage lasts.
+   */
+  private readonly outQueueErrors = new ErrorThrottle();
   private readonly outQueues = new QueueCache<Queue>((name) => {
     const q = new Queue(name, { connection: this.shared, prefix: this.settings.prefix });
-    q.on('error', (err) => this.options.logger?.warn({ err, queue: name }, 'bullmq queue error'));
+    q.on('error', (err) => {
+      const { log, heldBack } = this.outQueueErrors.note(Date.now());
+      if (log) this.options.logger?.warn({ err, queue: name, heldBack }, 'bullmq queue error');
+    });
     return q;
   });
   private connection: Redis | undefined;

@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
+import type { TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
 import { renderName } from '../../../src/transport/names.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { bullmqSettings, lateRedis, queueJobs } from '../transport/bullmq-harness.ts';
@@ -42,5 +43,30 @@ describe('bullmq producer with Redis gone mid-run', () => {
     const ids = (await queueJobs(base, renderName(base.queueTemplate, model), ['wait', 'prioritized'])).map((j) => j.id).sort();
     expect(ids).toContain('after');
     expect(ids).toContain('before');
+  }, 40_000);
+
+  it('logs "bullmq queue error" one line per 10 s while Redis is away, carrying the count held back', async () => {
+    const base = bullmqSettings();
+    const late = await lateRedis(base.redisUrl);
+    open.push(late);
+    await late.up();
+    const lines: Array<{ msg: string; heldBack: unknown }> = [];
+    const logger: TransportLogger = {
+      warn: (o, msg) => lines.push({ msg, heldBack: (o as { heldBack?: unknown }).heldBack }),
+      info: () => undefined,
+      error: () => undefined,
+      debug: () => undefined,
+    };
+    const producer = new BullmqProducer({ ...base, redisUrl: late.url }, { logger });
+    open.push(producer);
+    // Two models: two queues on the producer's connection.
+    await producer.publish([makeRequest(uniqueName('log-outage-a'), 'a', 0), makeRequest(uniqueName('log-outage-b'), 'b', 0)]);
+    await late.close();
+    // ioredis's reconnect delay grows by 50 ms an attempt: about 20 errors in this, on each queue.
+    await new Promise((r) => setTimeout(r, 11_500));
+    const queueLines = lines.filter((l) => l.msg === 'bullmq queue error');
+    expect(queueLines).toHaveLength(2);
+    expect(queueLines[0]?.heldBack).toBe(0);
+    expect(queueLines[1]?.heldBack).toBeGreaterThanOrEqual(20);
   }, 40_000);
 });

@@ -9,11 +9,12 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
+import type { TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
 import { findRedisServer, redisInfo } from '../../helpers/local-redis-service.ts';
 import { freePort, startServiceProcess, waitUntil, type ServiceProcess } from '../../helpers/service-process.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { bullmqSettings } from './bullmq-harness.ts';
-import { Inbox, makeRequest, startWith } from './conformance-kit.ts';
+import { Inbox, makeRequest, outcomeFor, startWith } from './conformance-kit.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -133,4 +134,44 @@ describe('bullmq transport close() with its Redis away', () => {
       }, 40_000);
     }
   }
+});
+
+/** A logger keeping the warn lines: message, queue and heldBack. */
+function warnLines(): { logger: TransportLogger; lines: Array<{ msg: string; queue: unknown; heldBack: unknown }> } {
+  const lines: Array<{ msg: string; queue: unknown; heldBack: unknown }> = [];
+  const logger: TransportLogger = {
+    warn: (o, msg) => lines.push({ msg, queue: (o as { queue?: unknown }).queue, heldBack: (o as { heldBack?: unknown }).heldBack }),
+    info: () => undefined,
+    error: () => undefined,
+    debug: () => undefined,
+  };
+  return { logger, lines };
+}
+
+describe('bullmq transport log with its Redis away', () => {
+  it('logs "bullmq queue error" of its reply queues one line per 10 s, carrying the count held back', async () => {
+    const redis = await ownRedis();
+    const settings = bullmqSettings({ redisUrl: redis.url });
+    const model = uniqueName('outage-log');
+    const replyQueues = [`${model}.out-a`, `${model}.out-b`];
+    const producer = new BullmqProducer(settings);
+    cleanups.push(() => producer.close());
+    await producer.publish(replyQueues.map((replyTo, i) => makeRequest(model, `log-${i}`, 0, { replyTo })));
+    await producer.close();
+    const { logger, lines } = warnLines();
+    const t = new BullmqTransport(settings, { logger });
+    cleanups.push(() => t.close());
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    // Settled: each reply queue is now a Queue on the transport's shared connection.
+    await t.settle((await inbox.waitFor(2, 10_000)).map(outcomeFor));
+    redis.kill();
+    // ioredis's reconnect delay grows by 50 ms an attempt: about 20 errors in this, on each queue.
+    await new Promise((r) => setTimeout(r, 11_500));
+    const queueLines = lines.filter((l) => l.msg === 'bullmq queue error' && replyQueues.includes(String(l.queue)));
+    expect(queueLines).toHaveLength(2);
+    expect(queueLines[0]?.heldBack).toBe(0);
+    // Both queues' errors of the 10 s between the lines, but for the one logged.
+    expect(queueLines[1]?.heldBack).toBeGreaterThanOrEqual(20);
+  }, 40_000);
 });
