@@ -57,6 +57,11 @@ struct OpDef {
   int minIn, maxIn, minOut, maxOut;
   CheckFn check;  // validates attributes at load (throws SimError)
   KernelFn run;
+  // Bit k set: the values of input k (not only its shape) decide the output shape (shapeArgs),
+  // or can make the op fail (checkedArgs). The validation run at load uses them to tell a failure
+  // caused by its zero-filled inputs from a defect of the model (load_validation.cc).
+  uint32_t shapeArgs = 0;
+  uint32_t checkedArgs = 0;
 };
 const OpDef *findOp(const std::string &opType);
 std::string supportedOps();

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "load_validation.h"
 #include "model_internal.h"
 
 namespace sim {
@@ -47,9 +48,15 @@ std::shared_ptr<Model> findModel(uint32_t id) {
 
 namespace {
 
+struct DryRun {
+  std::vector<std::vector<int64_t>> shapes;  // per output
+  std::vector<bool> unknown;                 // per output: depends on what the zeros could not judge
+  std::string unjudged;
+};
+
 // Binds zero-filled inputs (dynamic leading dim = lead, other dynamic dims = other) and runs
-// the graph; returns the output shapes.
-std::vector<std::vector<int64_t>> dryRun(Graph &g, int64_t lead, int64_t other, std::vector<int> *types) {
+// the graph as the validation run; returns the output shapes.
+DryRun dryRun(Graph &g, const DataDeps &deps, int64_t lead, int64_t other, std::vector<int> *types) {
   std::vector<std::vector<uint8_t>> store(g.inputSlots.size());
   size_t total = 0;
   for (size_t i = 0; i < g.inputSlots.size(); ++i) {
@@ -77,14 +84,42 @@ std::vector<std::vector<int64_t>> dryRun(Graph &g, int64_t lead, int64_t other, 
     ValidationRun() { setValidationRun(true); }
     ~ValidationRun() { setValidationRun(false); }
   } validating;
-  g.run();
-  std::vector<std::vector<int64_t>> out;
+  const ValidationOutcome v = runValidation(g, deps);
+  DryRun out;
+  out.unjudged = v.unjudged;
   for (int s : g.outputSlots) {
-    out.push_back(g.slots[size_t(s)].shape);
+    out.shapes.push_back(g.slots[size_t(s)].shape);
+    out.unknown.push_back(v.unknown[size_t(s)]);
     if (types) types->push_back(g.slots[size_t(s)].dtype);
   }
   for (int s : g.inputSlots) g.slots[size_t(s)].data = nullptr;
   return out;
+}
+
+// The description of an output the validation run could not compute because it depends on
+// input values the zeros cannot stand for: the graph's declared type and rank, every dynamic dim
+// -1 for a reason other than the batch, so its buffer is sized by the caller as for any
+// data-dependent shape. Real shapes come with each execution.
+IODesc declaredOutput(const ValueInfo &vi, const std::string &source, const std::string &why) {
+  const std::string lead = source + ": output '" + vi.name + "' depends on input values the validation run cannot judge (" + why + ")";
+  if (!vi.hasShape) fail(ACL_ERROR_PARSE_MODEL, lead + ", and the graph declares no shape for it");
+  IODesc d;
+  d.name = vi.name;
+  d.onnxType = vi.elemType;
+  d.dt = aclTypeOf(vi.elemType);
+  if (d.dt == ACL_DT_UNDEFINED || onnxElemSize(vi.elemType) == 0) {
+    fail(ACL_ERROR_UNSUPPORTED_DATA_TYPE, lead + ", and its declared type " + onnxTypeName(vi.elemType) + " is not supported");
+  }
+  d.fmt = vi.dims.size() == 4 ? ACL_FORMAT_NCHW : ACL_FORMAT_ND;
+  bool sizeKnown = true;
+  for (const DimProto &dp : vi.dims) {
+    d.dims.push_back(isDyn(dp) ? -1 : dp.value);
+    d.nonBatchDyn.push_back(isDyn(dp));
+    d.perBatch.push_back(0);
+    sizeKnown = sizeKnown && !isDyn(dp);
+  }
+  d.size = sizeKnown ? size_t(checkedNumel(d.dims, ACL_ERROR_PARSE_MODEL)) * onnxElemSize(vi.elemType) : 0;
+  return d;
 }
 
 std::vector<uint64_t> takeGears(bool consume) {
@@ -155,16 +190,17 @@ std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::str
 
   // Output shapes: run A (max batch), and for dynamic models B (batch 1, other dims 2) and
   // C (batch 1, other dims 1) tell batch-driven dims from the other dynamic ones.
-  std::vector<std::vector<int64_t>> A, B, C;
+  DryRun A, B, C;
   std::vector<int> types;
   try {
+    const DataDeps deps = dataDeps(g);
     if (info.kind == STATIC) {
-      A = dryRun(g, 1, 1, &types);
+      A = dryRun(g, deps, 1, 1, &types);
       B = C = A;
     } else {
-      C = dryRun(g, 1, 1, nullptr);
-      B = dryRun(g, 1, 2, nullptr);
-      A = dryRun(g, maxB, 1, &types);
+      C = dryRun(g, deps, 1, 1, nullptr);
+      B = dryRun(g, deps, 1, 2, nullptr);
+      A = dryRun(g, deps, maxB, 1, &types);
     }
   } catch (SimError &e) {
     if (e.code == int(ACL_ERROR_GE_MEMORY_ALLOCATION)) fail(e.code, source + ": " + e.msg);
@@ -172,6 +208,11 @@ std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::str
   }
   for (size_t i = 0; i < g.outputSlots.size(); ++i) {
     const ValueInfo &vi = g.proto.outputs[i];
+    if (A.unknown[i] || B.unknown[i] || C.unknown[i]) {
+      const std::string &why = !A.unjudged.empty() ? A.unjudged : !B.unjudged.empty() ? B.unjudged : C.unjudged;
+      info.outputs.push_back(declaredOutput(vi, source, why));
+      continue;
+    }
     IODesc d;
     d.name = vi.name;
     d.onnxType = types[i];
@@ -179,7 +220,7 @@ std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::str
     if (d.dt == ACL_DT_UNDEFINED || onnxElemSize(types[i]) == 0) {
       fail(ACL_ERROR_UNSUPPORTED_DATA_TYPE, source + ": output '" + vi.name + "' has unsupported type " + onnxTypeName(types[i]));
     }
-    const auto &a = A[i], &b = B[i], &c = C[i];
+    const auto &a = A.shapes[i], &b = B.shapes[i], &c = C.shapes[i];
     if (a.size() != b.size() || a.size() != c.size()) {
       fail(ACL_ERROR_PARSE_MODEL, source + ": output '" + vi.name + "' changes rank with the input shape");
     }

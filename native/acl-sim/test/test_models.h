@@ -30,3 +30,4 @@ void timeModelAndFaults();   // test_model_resources.cc
 void manyExecutions();       // test_model_resources.cc
 void exitWhileHung();        // test_model_resources.cc
 void concurrency();          // test_model_concurrency.cc
+void validationDataDependent();  // test_model_validation.cc
