@@ -1,6 +1,6 @@
 import type { Producer } from 'kafkajs';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { kafkaError } from './kafka-client.ts';
+import { isUnknownTopic, kafkaError } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 import type { PartitionTracker } from './partition-tracker.ts';
 
@@ -139,6 +139,11 @@ export class TransactionalCommitter {
     // transactions of one delivery each, until the one it refuses is found and rejected alone.
     // Otherwise everyone in it would get the refusal, and the runtime replaces refused results.
     let soloLeft = 0;
+    // After a transaction failed on a topic deleted since it was last checked (a reply topic
+    // deleted after use): the same one once more, which checks its topics first and creates them
+    // again. Rejected instead, a payload of the same partition placed after it waited behind it,
+    // and so did the settle that placed both, for good.
+    let unknownTopicRetried = false;
     for (;;) {
       while (this.rebalancing && !this.closing) await this.untilAssigned();
       for (const tp of this.revoked.splice(0)) for (const p of tp.tracker.stuckPayloads()) p.dropped();
@@ -162,6 +167,11 @@ export class TransactionalCommitter {
         const error = kafkaError(err, 'exactly-once transaction (results + offsets) failed');
         // Its sequence numbers may be out of step with the broker now (RotatingProducer.renew).
         this.producers.renewProducer();
+        if (isUnknownTopic(err) && !unknownTopicRetried) {
+          unknownTopicRetried = true;
+          continue;
+        }
+        unknownTopicRetried = false;
         if (!error.retriable && payloads.length > 1 && soloLeft === 0) {
           soloLeft = payloads.length;
           continue;
@@ -178,6 +188,7 @@ export class TransactionalCommitter {
         for (const b of batch) for (const p of b.tp.tracker.stuckPayloads()) p.reject(behind);
         continue;
       }
+      unknownTopicRetried = false;
       // Aborted for a rebalance: the same deliveries go again once it is over, unless revoked.
       if (!committed) continue;
       if (soloLeft > 0) soloLeft--;

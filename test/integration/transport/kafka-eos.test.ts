@@ -1,5 +1,6 @@
 // Exactly-once (transactional) mode of the Kafka transport: the in-flight bound, revoked
-// partitions, close() with settles that cannot complete, and a result the broker refuses.
+// partitions, close() with settles that cannot complete, a result the broker refuses, and a reply
+// topic deleted after use.
 import { describe, expect, it } from 'vitest';
 import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { decodeResult } from '../../../src/codec/index.ts';
@@ -165,5 +166,34 @@ describe('kafka transport, exactly-once', () => {
     await t.settle([outcomeFor(d0), outcomeFor(d1)]);
     const replies = await readTopic(`${model}.replies`, 3, 5_000);
     expect(replies.map((m) => decodeResult(m.value).id)).toEqual(['q0', 'q1']);
+  });
+
+  it('a result for a reply topic deleted after use goes out again, and the results settled behind it do not hang', async () => {
+    const settings = kafkaSettings({ exactlyOnce: true });
+    const model = uniqueName('eosgone').replace(/-/g, '');
+    const replyTo = uniqueName('eosgone-replies');
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    await producer.publish(['g0', 'g1', 'g2'].map((id) => makeRequest(model, id, 0, { replyTo })));
+    const t = track(new KafkaTransport(settings, { partitions: 1, retries: 1 }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const [d0, d1, d2] = (await inbox.waitFor(3, 30_000)) as [Delivery, Delivery, Delivery];
+    await t.settle([outcomeFor(d0)]);
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      await admin.deleteTopics({ topics: [replyTo] });
+      while ((await admin.listTopics()).includes(replyTo)) await sleep(100);
+    } finally {
+      await admin.disconnect();
+    }
+    // g1's transaction fails on the deleted topic; g2, behind it in the partition, joins one once
+    // its own new topic exists. Before, g1 was rejected and g2 waited behind it, and so did this
+    // settle, which would settle g1 again: it never returned (past 60 s).
+    const settled = await within(t.settle([outcomeFor(d1), { ...outcomeFor(d2), replyTo: `${replyTo}-other` }]), 30_000);
+    expect(settled).not.toBe('timeout');
+    expect(await committed(settings.groupId, `${model}.requests.p0`)).toBe(3);
+    expect((await readTopic(replyTo, 1, 10_000)).map((m) => decodeResult(m.value).id)).toEqual(['g1']);
+    expect((await readTopic(`${replyTo}-other`, 1, 10_000)).map((m) => decodeResult(m.value).id)).toEqual(['g2']);
   });
 });
