@@ -8,7 +8,7 @@ import { supersededError } from '../scheduler/validate-request.ts';
 import type { Delivery, Outcome, Transport } from '../transport/transport.ts';
 import type { MemberResult } from './batch-results.ts';
 import { OutcomePublisher } from './outcome-publisher.ts';
-import type { Payload } from './request-admission.ts';
+import type { Payload, Rider } from './request-admission.ts';
 import { buildResult, identityOfRequest, type BuildResult, type ResultContext, type ResultIdentity } from './result-builder.ts';
 
 export interface AnswererOptions {
@@ -92,7 +92,7 @@ export class Answerer {
     replyTo: string | undefined,
     b: BuildResult,
     dlq?: Outcome['dlq'],
-    duplicates: readonly Delivery[] = [],
+    duplicates: readonly Rider[] = [],
     priority?: number,
   ): ResultEnvelope {
     const result = buildResult(identity, this.o.ctx, b);
@@ -105,7 +105,7 @@ export class Answerer {
     if (identity.createdAt === undefined) this.noCreatedAt.add(result);
     if (identity.id) this.o.answered(identity.id, delivery, b.nowMs);
     this.publisher.push({ delivery, result, replyTo, dlq });
-    for (const dup of duplicates) this.publisher.push({ delivery: dup, result, replyTo });
+    for (const dup of duplicates) this.publisher.push({ delivery: dup.delivery, result, replyTo: dup.replyTo });
     return result;
   }
 

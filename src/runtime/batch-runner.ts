@@ -128,7 +128,7 @@ export class BatchRunner {
     if (bulk) this.bulkBatches++;
     version.inflight++;
     this.timeline.dispatched(batch.estimatedDeviceMs, nowMs);
-    const journaled = this.o.crash.started(batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]));
+    const journaled = this.o.crash.started(batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates.map((d) => d.delivery)]));
     this.o.metrics.setBatchesInFlight(this.o.deviceId, this.inflightBatches);
     const ahead = this.lastLeft;
     let left = (): void => {};

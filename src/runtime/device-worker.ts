@@ -312,7 +312,7 @@ export class DeviceWorker {
     this.state = 'hung';
     const gear = batch.gear;
     this.o.log.fatal({ model, gear, elapsedMs, hangLimitMs: this.o.config.worker.hangLimitMs }, 'device hang: stopping intake; unacked requests will be redelivered');
-    this.suspectsRecorded = this.crash.hung(batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates]), model);
+    this.suspectsRecorded = this.crash.hung(batch.members.flatMap((m) => [m.payload.delivery, ...m.payload.duplicates.map((d) => d.delivery)]), model);
     void this.o.transport.stopIntake().catch(() => {});
     this.o.onHang?.({ model, gear, elapsedMs });
   }
@@ -359,7 +359,7 @@ export class DeviceWorker {
     if (timedOut) {
       const leftovers = this.lanes.drainQueued();
       released = leftovers.length;
-      const releasing = this.o.transport.release(leftovers.flatMap((r) => [r.payload.delivery, ...r.payload.duplicates]));
+      const releasing = this.o.transport.release(leftovers.flatMap((r) => [r.payload.delivery, ...r.payload.duplicates.map((d) => d.delivery)]));
       releasing.catch(() => undefined);
       await Promise.race([releasing, grace]);
     }

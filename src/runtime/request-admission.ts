@@ -14,7 +14,14 @@ export interface Payload {
   readonly delivery: Delivery;
   readonly validated: ValidatedRequest;
   /** Redeliveries of the same id that arrived while it was queued: settled with its result. */
-  readonly duplicates: Delivery[];
+  readonly duplicates: Rider[];
+}
+
+/** A delivery of a request held here already: it takes that one's result, sent where its own message asked. */
+export interface Rider {
+  readonly delivery: Delivery;
+  /** Its own message's replyTo: a retry from another client waits on its own inbox, not the first one's. */
+  readonly replyTo: string | undefined;
 }
 
 /** One delivery's verdict at intake; the worker acts on it (metrics, results, the scheduler). */

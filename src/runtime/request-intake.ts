@@ -151,7 +151,7 @@ export class RequestIntake {
         this.o.metrics.duplicateSeen(request.model);
         const queued = this.queued.get(request.id);
         if (queued) {
-          queued.duplicates.push(delivery);
+          queued.duplicates.push({ delivery, replyTo: request.replyTo });
           return;
         }
       }
@@ -176,7 +176,7 @@ export class RequestIntake {
     const held = this.queued.get(request.id);
     if (held === undefined || held.request.model !== request.model || held.request.version !== request.version) return false;
     this.o.metrics.duplicateSeen(request.model);
-    held.duplicates.push(delivery);
+    held.duplicates.push({ delivery, replyTo: request.replyTo });
     return true;
   }
 
@@ -198,7 +198,7 @@ export class RequestIntake {
     let requests = 0;
     const lanes = this.o.lanes.allLanes();
     for (const [id, payload] of [...this.queued]) {
-      const all = [payload.delivery, ...payload.duplicates];
+      const all = [payload.delivery, ...payload.duplicates.map((d) => d.delivery)];
       const gone = all.filter((d) => deliveryIds.has(d.deliveryId));
       if (gone.length === 0) continue;
       if (gone.length === all.length) {
@@ -213,8 +213,8 @@ export class RequestIntake {
       }
       // Deliveries from elsewhere stay and get its result. A revoked rider leaves with the
       // partition; a revoked first delivery stays (its settle is the transport's to skip).
-      const riders = payload.duplicates.filter((d) => !deliveryIds.has(d.deliveryId));
-      released.push(...payload.duplicates.filter((d) => deliveryIds.has(d.deliveryId)));
+      const riders = payload.duplicates.filter((d) => !deliveryIds.has(d.delivery.deliveryId));
+      for (const d of payload.duplicates) if (deliveryIds.has(d.delivery.deliveryId)) released.push(d.delivery);
       payload.duplicates.splice(0, payload.duplicates.length, ...riders);
     }
     return { released, requests };

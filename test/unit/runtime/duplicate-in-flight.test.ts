@@ -22,6 +22,24 @@ describe('a request delivered again while its first delivery is on the device', 
     expect(executions).toHaveLength(1);
   });
 
+  it('a second delivery naming another replyTo (a retry from another client) gets its result there, not on the first one\'s', async () => {
+    h = await startWorker(snapshotOf('1'));
+    const { producer, executions, results } = h;
+    const elsewhere: string[] = [];
+    await producer.subscribeReplies('other.replies', (r) => elsewhere.push(r.id));
+    await producer.publish(request('retried', 0));
+    await until(() => executions.length === 1, 2000, 'the first delivery on the device');
+    await producer.publish(request('retried', 0, { replyTo: 'other.replies' }));
+    await new Promise((r) => setTimeout(r, 200));
+    executions[0]?.release();
+    await until(() => elsewhere.length === 1, 2000, 'the retry answered on its own replyTo');
+    await until(() => (results.get('retried')?.length ?? 0) === 1, 2000, 'the first delivery answered');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(results.get('retried')).toHaveLength(1);
+    expect(elsewhere).toEqual(['retried']);
+    expect(executions).toHaveLength(1);
+  });
+
   it('a delivery pinned to another version is not taken for a duplicate', async () => {
     h = await startWorker(snapshotOf('1', '2'));
     const { producer, executions, results } = h;
