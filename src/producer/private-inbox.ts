@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { FleetError } from '../errors/fleet-error.ts';
-import { replyToProblem, type ReplyTopicPattern } from '../transport/names.ts';
+import { privateInboxName, replyToProblem, type ReplyTopicPattern } from '../transport/names.ts';
 
 export interface PrivateInbox {
   /** `<clientId>.inbox.<uuid>`: the replyTo of the producer's request()s. */
@@ -15,7 +15,7 @@ export interface PrivateInbox {
  * request() is refused naming clientId instead (publish(), which needs no inbox, is not).
  */
 export function privateInbox(kind: 'kafka' | 'bullmq' | 'memory', clientId: string, replyPattern?: ReplyTopicPattern): PrivateInbox {
-  const name = `${clientId}.inbox.${randomUUID()}`;
+  const name = privateInboxName(clientId, randomUUID());
   const problem = replyToProblem(kind, name, replyPattern);
   return {
     name,

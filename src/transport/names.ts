@@ -84,6 +84,22 @@ export function replyToProblem(kind: 'kafka' | 'bullmq' | 'memory', name: string
   }
 }
 
+/** `<clientId>.inbox.<uuid>`: the private inbox of a producer's request()s (see privateInbox). */
+export function privateInboxName(clientId: string, uuid: string): string {
+  return `${clientId}.inbox.${uuid}`;
+}
+
+const PRIVATE_INBOX = /\.inbox\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * Whether `name` has the shape of a request() client's private inbox. Such a topic is made by its
+ * client before the first request names it and deleted when the client closes, so a Kafka worker
+ * never creates one: missing, it is gone for good (see ReplyTopics).
+ */
+export function isPrivateInbox(name: string): boolean {
+  return PRIVATE_INBOX.test(name);
+}
+
 /** Memory transport names (it has no settings): the same shapes as the broker defaults. */
 export const MEMORY_NAMES = {
   requests: '{model}.requests',
@@ -102,6 +118,11 @@ export const HEADERS = {
   dlqValueDropped: 'npu-fleet-dlq-value-dropped',
   /** Memory DLQ: the original's priority lane (Kafka has it in the topic, BullMQ in the record). */
   dlqPriority: 'npu-fleet-dlq-priority',
+  /**
+   * On a result in `{model}.replies` whose request named as replyTo a request() client's inbox that
+   * was gone (the client closed first): that inbox, and why the result is here.
+   */
+  replyToGone: 'npu-fleet-reply-to-gone',
   /** On a message re-sent by DLQ replay: the DLQ record it came from. */
   replayOf: 'npu-fleet-replay-of',
 } as const;

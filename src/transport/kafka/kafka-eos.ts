@@ -65,6 +65,8 @@ export class TransactionalCommitter {
       withProducer<T>(topics: readonly string[], work: (producer: Producer) => Promise<T>): Promise<T>;
       /** The next transaction gets a fresh producer. */
       renewProducer(): void;
+      /** The messages as they leave (a client's inbox found gone: their orElse, see ResultSender.routed). */
+      routed(messages: readonly OutgoingMessage[]): readonly OutgoingMessage[];
     },
   ) {}
 
@@ -140,9 +142,10 @@ export class TransactionalCommitter {
     // Otherwise everyone in it would get the refusal, and the runtime replaces refused results.
     let soloLeft = 0;
     // After a transaction failed on a topic deleted since it was last checked (a reply topic
-    // deleted after use): the same one once more, which checks its topics first and creates them
-    // again. Rejected instead, a payload of the same partition placed after it waited behind it,
-    // and so did the settle that placed both, for good.
+    // deleted after use, a closed client's inbox): the same one once more, which checks its topics
+    // first and creates them again (an inbox is found gone instead). Rejected instead, a payload of
+    // the same partition placed after it waited behind it, and so did the settle that placed both,
+    // for good.
     let unknownTopicRetried = false;
     for (;;) {
       while (this.rebalancing && !this.closing) await this.untilAssigned();
@@ -159,7 +162,7 @@ export class TransactionalCommitter {
         return;
       }
       const payloads = batch.flatMap((b) => b.payloads);
-      const topics = [...new Set(payloads.flatMap((p) => p.messages.map((m) => m.topic)))];
+      const topics = [...new Set(payloads.flatMap((p) => this.producers.routed(p.messages).map((m) => m.topic)))];
       let committed: boolean;
       try {
         committed = await this.producers.withProducer(topics, (producer) => this.transaction(producer, batch, payloads, seen));
@@ -218,7 +221,8 @@ export class TransactionalCommitter {
   private async transaction(producer: Producer, batch: readonly PrefixOf[], payloads: readonly EosPayload[], seen: number): Promise<boolean> {
     const txn = await producer.transaction();
     try {
-      for (const chunk of chunkByBytes(payloads.flatMap((p) => p.messages))) {
+      // Routed here, after withProducer checked the topics: an inbox found gone there goes elsewhere.
+      for (const chunk of chunkByBytes(payloads.flatMap((p) => this.producers.routed(p.messages)))) {
         await txn.sendBatch({ topicMessages: groupByTopic(chunk) });
       }
       const byTopic = new Map<string, Array<{ partition: number; offset: string }>>();

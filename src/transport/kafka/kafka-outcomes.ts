@@ -1,5 +1,5 @@
 import type { IHeaders, Message, TopicMessages } from 'kafkajs';
-import { HEADERS, replyToProblem, type ReplyTopicPattern } from '../names.ts';
+import { HEADERS, isPrivateInbox, replyToProblem, type ReplyTopicPattern } from '../names.ts';
 import type { Outcome } from '../transport.ts';
 import { encodeResultFor } from '../wire.ts';
 
@@ -16,6 +16,12 @@ export interface KafkaSource {
 export interface OutgoingMessage {
   readonly topic: string;
   readonly message: Message;
+  /**
+   * Sent instead when `topic`, a request() client's private inbox, is gone (the client closed
+   * before its results): the same result on the model's replies topic, saying so in a header.
+   * Never set on a DLQ record.
+   */
+  readonly orElse?: OutgoingMessage;
 }
 
 export interface Names {
@@ -48,13 +54,24 @@ export function messagesFor(outcome: Outcome, source: KafkaSource, names: Names,
     dlq ??= { reason: 'INVALID_ARGUMENT', message: `replyTo ${problem}` };
   } else {
     const { bytes, contentType } = encodeResultFor(source.value, outcome.result);
+    const key = source.key ?? outcome.result.id;
+    const ids = { [HEADERS.contentType]: contentType, [HEADERS.requestId]: outcome.result.id };
+    // Only a client's own inbox may be gone for good: other names are created on first use.
+    const orElse: OutgoingMessage | undefined =
+      outcome.replyTo === undefined || !isPrivateInbox(replyTo)
+        ? undefined
+        : {
+            topic: names.replies(model),
+            message: {
+              key,
+              value: bytes,
+              headers: { ...ids, [HEADERS.replyToGone]: `${replyTo}: the request() client's inbox was deleted (the client closed) before this result` },
+            },
+          };
     out.push({
       topic: replyTo,
-      message: {
-        key: source.key ?? outcome.result.id,
-        value: bytes,
-        ...(names.resultHeaders === true ? { headers: { [HEADERS.contentType]: contentType, [HEADERS.requestId]: outcome.result.id } } : {}),
-      },
+      message: { key, value: bytes, ...(names.resultHeaders === true ? { headers: ids } : {}) },
+      ...(orElse === undefined ? {} : { orElse }),
     });
   }
   if (dlq !== undefined) {

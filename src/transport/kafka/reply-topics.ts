@@ -1,4 +1,5 @@
 import type { Admin, Kafka } from 'kafkajs';
+import { isPrivateInbox } from '../names.ts';
 import { ensureTopics } from './kafka-client.ts';
 
 interface Waiter {
@@ -11,6 +12,11 @@ interface Waiter {
 
 /** Only a cache of what exists, kept bounded: every request() client names its own inbox. */
 const MAX_KNOWN = 10_000;
+/**
+ * An inbox missing from the metadata is looked for once more after this: a broker's metadata may
+ * lag a creation by a moment, and one taken for gone while its client waits would lose the reply.
+ */
+const CONFIRM_GONE_MS = 250;
 
 /**
  * The topics the worker's results may go to: those known to exist, and the creation of the others
@@ -19,9 +25,17 @@ const MAX_KNOWN = 10_000;
  * creating a topic costs the broker ~150 ms, and results for topics that exist must not wait
  * for it. One creation in flight per topic; topics asked for while a createTopics call is in
  * flight go together in the next one. JS thread only; the admin client is the transport's.
+ *
+ * A request() client's private inbox (isPrivateInbox) is looked for instead of created: its
+ * client made it before naming it, so missing it is gone, deleted as the client closed, and a
+ * topic created again for it would never be deleted (under client churn the cluster filled up
+ * with dead inboxes). Such a topic counts as settled too, as gone: its results go elsewhere
+ * (OutgoingMessage.orElse).
  */
 export class ReplyTopics {
   private readonly known = new Set<string>();
+  /** Inboxes found gone: a uuid names each, so one never comes back. */
+  private readonly gone = new Set<string>();
   /** Topics being created (or queued for it), with who waits for each. */
   private readonly waiters = new Map<string, Waiter[]>();
   private queued: string[] = [];
@@ -35,6 +49,8 @@ export class ReplyTopics {
     private readonly kafka: Kafka,
     /** Partitions of the topics it creates. */
     private readonly partitions: number,
+    /** An inbox was found gone (once per inbox). */
+    private readonly onGone: (inbox: string) => void = () => undefined,
   ) {}
 
   add(topics: Iterable<string>): void {
@@ -46,18 +62,25 @@ export class ReplyTopics {
     this.known.delete(topic);
   }
 
+  /** Known to exist, or (an inbox) known to be gone. */
   has(topic: string): boolean {
-    return this.known.has(topic);
+    return this.known.has(topic) || this.gone.has(topic);
   }
 
-  /** Whether every message's topic is known to exist (no allocation: the per-result check). */
+  /** Whether `topic` is a client's inbox found gone. */
+  isGone(topic: string): boolean {
+    return this.gone.has(topic);
+  }
+
+  /** Whether every message's topic is known (to exist, or to be gone): no allocation, the per-result check. */
   allKnown(messages: ReadonlyArray<{ readonly topic: string }>): boolean {
-    for (const m of messages) if (!this.known.has(m.topic)) return false;
+    for (const m of messages) if (!this.has(m.topic)) return false;
     return true;
   }
 
   /**
-   * Calls `ready` once every message's topic exists (synchronously when they all do already), or
+   * Calls `ready` once every message's topic exists or, a client's inbox, is found gone
+   * (synchronously when they are all known already), or
    * `fail` with the first creation failure among them. Callers waiting for the same topic are
    * called in the order they asked, in one go, so results of one stream keep their order; those
    * made ready by one createTopics call get the same `batch` number (from 1), and nobody else
@@ -65,7 +88,7 @@ export class ReplyTopics {
    */
   whenKnown(messages: ReadonlyArray<{ readonly topic: string }>, ready: (batch: number) => void, fail: (err: unknown) => void): void {
     const unknown = new Set<string>();
-    for (const m of messages) if (!this.known.has(m.topic)) unknown.add(m.topic);
+    for (const m of messages) if (!this.has(m.topic)) unknown.add(m.topic);
     if (unknown.size === 0) return ready(0);
     const waiter: Waiter = { left: unknown.size, done: false, ready, fail };
     for (const topic of unknown) {
@@ -100,6 +123,45 @@ export class ReplyTopics {
   }
 
   private async create(topics: readonly string[]): Promise<void> {
+    const inboxes = topics.filter(isPrivateInbox);
+    if (inboxes.length === 0) return this.createNow(topics);
+    await this.lookFor(inboxes);
+    if (inboxes.length < topics.length) await this.createNow(topics.filter((t) => !isPrivateInbox(t)));
+  }
+
+  /** Client inboxes: those that exist are known, the others gone (see the class comment). */
+  private async lookFor(inboxes: readonly string[]): Promise<void> {
+    let missing: string[];
+    try {
+      missing = await this.missing(inboxes);
+      if (missing.length > 0) {
+        await new Promise((resolve) => setTimeout(resolve, CONFIRM_GONE_MS));
+        missing = await this.missing(missing);
+      }
+    } catch (err) {
+      for (const t of inboxes) this.failed(t, err);
+      return;
+    }
+    const batch = ++this.batches;
+    for (const t of inboxes) {
+      if (!missing.includes(t)) {
+        this.created(t, batch);
+        continue;
+      }
+      if (this.gone.size >= MAX_KNOWN) this.gone.clear();
+      this.gone.add(t);
+      this.onGone(t);
+      this.release(t, batch);
+    }
+  }
+
+  private async missing(topics: readonly string[]): Promise<string[]> {
+    // listTopics, not a metadata request naming them: that one may create them (broker auto-create).
+    const existing = new Set(await this.admin.listTopics());
+    return topics.filter((t) => !existing.has(t));
+  }
+
+  private async createNow(topics: readonly string[]): Promise<void> {
     try {
       await ensureTopics(this.admin, topics, this.partitions);
       await this.served(topics);
@@ -134,6 +196,11 @@ export class ReplyTopics {
 
   private created(topic: string, batch: number): void {
     this.remember(topic);
+    this.release(topic, batch);
+  }
+
+  /** The waiters for `topic`: it is settled (created, found, or found gone). */
+  private release(topic: string, batch: number): void {
     const list = this.waiters.get(topic) ?? [];
     this.waiters.delete(topic);
     for (const w of list) {

@@ -1,5 +1,7 @@
 import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
+import { ErrorThrottle } from '../bullmq/error-throttle.ts';
+import { HEADERS } from '../names.ts';
 import { isUnknownTopic, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 import { ProducerWatch } from './producer-watch.ts';
@@ -47,7 +49,17 @@ export class ResultSender {
     options: ResultSenderOptions,
   ) {
     this.watch = new ProducerWatch(options.contactWindowMs);
-    this.topics = new ReplyTopics(admin, kafka, options.partitions);
+    // One line per 10 s: under client churn every closing client with requests in flight makes one.
+    const goneLines = new ErrorThrottle();
+    this.topics = new ReplyTopics(admin, kafka, options.partitions, (inbox) => {
+      const { log, heldBack } = goneLines.note(Date.now());
+      if (!log) return;
+      options.logger?.warn(
+        { inbox, moreInboxesSinceLastLine: heldBack },
+        `reply topic ${inbox}, a request() client's private inbox, is gone (the client closed before its results): ` +
+          `not created again; its results go to their model's replies topic with header ${HEADERS.replyToGone}`,
+      );
+    });
     this.producer = new RotatingProducer({
       // Auto-create off: topics are created explicitly (ensureKnown), never by a metadata refresh.
       create: () =>
@@ -107,7 +119,20 @@ export class ResultSender {
 
   /** Whether the brokers acknowledged `message` (also when the send it was in failed later). */
   acknowledged(message: OutgoingMessage): boolean {
-    return this.acked.has(message);
+    return this.acked.has(message) || (message.orElse !== undefined && this.acked.has(message.orElse));
+  }
+
+  /**
+   * The messages as they leave: one to a client's inbox found gone goes to its `orElse` instead.
+   * Applied again inside each send and transaction, after its topics were checked: an inbox can be
+   * deleted after the message was queued (see sendNow).
+   */
+  routed(messages: readonly OutgoingMessage[]): readonly OutgoingMessage[] {
+    // The same array when nothing goes elsewhere (nearly always): no allocation per send.
+    for (const m of messages) {
+      if (m.orElse !== undefined && this.topics.isGone(m.topic)) return messages.map((n) => (n.orElse !== undefined && this.topics.isGone(n.topic) ? n.orElse : n));
+    }
+    return messages;
   }
 
   /** Whether every message's topic is known to exist: a send of them leaves without waiting for a creation. */
@@ -173,7 +198,7 @@ export class ResultSender {
             continue;
           }
           // Messages of the chunks the brokers acknowledged before the failure went out already.
-          for (const g of group) await this.sendNow(g.messages.filter((m) => !this.acked.has(m))).then(g.resolve, g.reject);
+          for (const g of group) await this.sendNow(g.messages.filter((m) => !this.acknowledged(m))).then(g.resolve, g.reject);
         }
       }
     } finally {
@@ -183,9 +208,10 @@ export class ResultSender {
 
   private async sendNow(messages: readonly OutgoingMessage[]): Promise<void> {
     if (messages.length === 0) return;
-    const topics = [...new Set(messages.map((m) => m.topic))];
+    const topics = [...new Set(this.routed(messages).map((m) => m.topic))];
     const sendAll = async (producer: Producer): Promise<void> => {
-      const chunks = chunkByBytes(messages);
+      // Routed after withProducer checked the topics: a retry after an inbox was deleted finds it gone there.
+      const chunks = chunkByBytes(this.routed(messages));
       for (const chunk of chunks) {
         await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
         // One chunk (nearly every send) is all or nothing: nothing to remember, and no weak
@@ -199,14 +225,16 @@ export class ResultSender {
       if (!isUnknownTopic(err)) throw err;
       // A topic deleted after the last check (or while kafkajs refreshed): the next use checks
       // now, replaces the producer if it knows a deleted topic and creates this send's topics
-      // again if they are gone. A chunk that had gone out goes again: at-least-once.
+      // again if they are gone (a client's inbox is found gone instead, and its results go to
+      // their orElse). A chunk that had gone out goes again: at-least-once.
       await this.withProducer(topics, sendAll);
     }
   }
 
   /**
    * Sends and transactions wait for new topics before they start (send, whenReady): this only
-   * covers a topic forgotten since as deleted (onGone) or by the bounded cache, created here again.
+   * covers a topic forgotten since as deleted (onGone) or by the bounded cache, created here again
+   * (a client's inbox: looked for, and found gone).
    */
   private async ensureKnown(topics: readonly string[]): Promise<void> {
     for (const topic of topics) if (!this.topics.has(topic)) return this.topics.ensure(topics);

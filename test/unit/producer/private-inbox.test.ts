@@ -3,6 +3,8 @@ import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
 import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { createProducer } from '../../../src/producer/index.ts';
+import { privateInbox } from '../../../src/producer/private-inbox.ts';
+import { isPrivateInbox } from '../../../src/transport/names.ts';
 import { sharedMemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 
 // Brokers nobody listens on: a refusal must come before any connection is tried.
@@ -55,5 +57,13 @@ describe('a producer clientId (it names the private inbox of request())', () => 
     await fine.close();
     consumer.close();
     expect(sent.reduce((a, b) => a + b, 0)).toBe(2);
+  });
+
+  it("every private inbox name has the shape Kafka workers look for instead of creating (isPrivateInbox), whatever the clientId", () => {
+    for (const clientId of ['producer', 'scorer-1.prod', 'a.inbox.b', 'x'.repeat(200)]) {
+      const { name } = privateInbox('kafka', clientId);
+      expect(name.startsWith(`${clientId}.inbox.`)).toBe(true);
+      expect(isPrivateInbox(name), name).toBe(true);
+    }
   });
 });

@@ -1,8 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { decodeResult, encodeRequest } from '../../../src/codec/index.ts';
 import { ZERO_TIMINGS } from '../../../src/contracts/result-envelope.ts';
 import { messagesFor, type KafkaSource } from '../../../src/transport/kafka/kafka-outcomes.ts';
-import { HEADERS, replyTopicPattern } from '../../../src/transport/names.ts';
+import { HEADERS, privateInboxName, replyTopicPattern } from '../../../src/transport/names.ts';
 import type { Outcome } from '../../../src/transport/transport.ts';
 
 const names = { replies: (m: string) => `${m}.replies`, dlq: (m: string) => `${m}.dlq` };
@@ -59,6 +60,27 @@ describe('messagesFor', () => {
     }
     // The model's own replies topic is the fleet's, not a name a request chose.
     expect(messagesFor(outcome(undefined), source, guarded).map((m) => m.topic)).toEqual(['m.replies']);
+  });
+
+  it("a replyTo shaped like a request() client's inbox carries the same result for the model replies topic, should the inbox be gone", () => {
+    const inbox = privateInboxName('client-7', randomUUID());
+    const [reply, ...rest] = messagesFor(outcome(inbox), source, names);
+    expect(rest).toEqual([]);
+    expect(reply?.topic).toBe(inbox);
+    expect(reply?.message.headers).toBeUndefined();
+    const orElse = reply?.orElse;
+    expect(orElse?.topic).toBe('m.replies');
+    expect(orElse?.message.key).toEqual(Buffer.from('k1'));
+    expect(orElse?.message.value).toBe(reply?.message.value);
+    expect(orElse?.message.headers?.[HEADERS.requestId]).toBe('r1');
+    expect(String(orElse?.message.headers?.[HEADERS.replyToGone])).toBe(`${inbox}: the request() client's inbox was deleted (the client closed) before this result`);
+    // Other names are created on first use: no fallback, and none for a DLQ record.
+    for (const other of ['client.inbox', 'm.inbox.3', `${inbox}x`]) expect(messagesFor(outcome(other), source, names)[0]?.orElse, other).toBeUndefined();
+    const withDlq = messagesFor(outcome(inbox, { reason: 'FAILED', message: 'boom' }), source, names);
+    expect(withDlq.map((m) => [m.topic, m.orElse?.topic])).toEqual([
+      [inbox, 'm.replies'],
+      ['m.dlq', undefined],
+    ]);
   });
 });
 
