@@ -362,12 +362,13 @@ export class BullmqTransport implements Transport {
   /**
    * BullMQ's close(true) hands back a close already begun: after close() gave up on a graceful
    * worker close waiting for an absent Redis, the force close waited for Redis too, for good.
-   * Past the bound its blocking connection is dropped here (BullMQ's own disconnect() drops it
-   * only once the main one has ended, which one reconnecting to an absent Redis never does; the
-   * main one is mw.connection, dropped in disconnect()).
+   * Past the bound its lock renewal stops and its blocking connection is dropped here (BullMQ's
+   * own disconnect() drops it only once the main one has ended, which one reconnecting to an
+   * absent Redis never does; the main one is mw.connection, dropped in disconnect()).
    */
   private async forceClose(mw: ModelWorker): Promise<void> {
     if (await settlesWithin(mw.worker.close(true), STOP_WAIT_MS)) return;
+    mw.worker.stopLockRenewal();
     void mw.worker.backend.blockingClient?.then(
       (client) => client.disconnect(),
       () => undefined,

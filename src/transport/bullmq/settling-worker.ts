@@ -73,4 +73,12 @@ export class SettlingWorker extends Worker {
       else if (latest !== undefined) this.lockManager.trackJob(id as string, latest.token, latest.fetchedAt ?? Date.now());
     }
   }
+
+  /**
+   * For a close given up on (Redis away): BullMQ stops renewing the locks of what it fetched only
+   * once its close completes, and until then that timer alone kept a process alive for good.
+   */
+  stopLockRenewal(): void {
+    void this.lockManager.close();
+  }
 }

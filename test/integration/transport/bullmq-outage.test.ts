@@ -2,9 +2,11 @@
 // an outage must exit within its drain bound) and the log does not flood. Each close test runs a
 // redis-server of its own and freezes it (SIGSTOP: connections stay open, nothing answers) or
 // kills it; the shared test Redis is never touched.
+import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
@@ -147,6 +149,35 @@ function warnLines(): { logger: TransportLogger; lines: Array<{ msg: string; que
   };
   return { logger, lines };
 }
+
+describe('a process whose bullmq transport closed with its Redis away', () => {
+  it('exits by itself: nothing of the transport is left running', async () => {
+    const redis = await ownRedis();
+    const settings = bullmqSettings({ redisUrl: redis.url, connectTimeoutMs: CONNECT_TIMEOUT_MS });
+    const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures/close-outage-worker.ts');
+    const child = spawn(process.execPath, ['--import', 'tsx', fixture, JSON.stringify(settings), uniqueName('outage-exit')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    cleanups.push(async () => child.kill('SIGKILL'));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    let out = '';
+    const saw = (what: RegExp) =>
+      new Promise<string>((resolve, reject) => {
+        const look = (): void => {
+          const m = what.exec(out);
+          if (m !== null) resolve(m[0]);
+        };
+        child.stdout.on('data', (b: Buffer) => ((out += b.toString()), look()));
+        void exited.then(() => reject(new Error(`the process exited first; its output: ${out}`)));
+        look();
+      });
+    await saw(/ready/);
+    redis.kill();
+    child.kill('SIGUSR2');
+    const closedMs = Number((await saw(/closed \d+/)).split(' ')[1]);
+    expect(closedMs).toBeLessThan(CLOSE_BOUND_MS);
+    const after = await Promise.race([exited.then(() => 'exited'), new Promise((r) => setTimeout(() => r('still running'), 10_000))]);
+    expect(after).toBe('exited');
+  }, 60_000);
+});
 
 describe('bullmq transport log with its Redis away', () => {
   it('logs "bullmq queue error" of its reply queues one line per 10 s, carrying the count held back', async () => {
