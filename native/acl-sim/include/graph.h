@@ -25,6 +25,11 @@ void setTensorByteLimit(size_t bytes);
 void setValidationRun(bool on);
 bool validationRun();
 
+// Counts ops (multiply-adds, window taps) against the validation run's work budget; a no-op
+// outside that run. Kernels call it before heavy work so a hostile shape is refused before it
+// runs (load_validation.cc).
+void chargeWork(double ops);
+
 struct Tensor {
   int dtype = ONNX_FLOAT;
   std::vector<int64_t> shape;

@@ -32,6 +32,9 @@ struct SimConfig {
   double baseMs = 0, perItemMs = 0;
   std::vector<Fault> faults;
   bool strictPinned = true;
+  // Ops the validation run at load may do (multiply-adds, window taps, kElementOps per element
+  // read or written), all its runs of one load together.
+  uint64_t loadWorkBudget = uint64_t(1) << 35;
 };
 
 // Parses NPU_FLEET_SIM_* variables; false with a message naming the variable on error.

@@ -1,4 +1,5 @@
-// The validation run at load (see load_validation.h): data-dependence of each value and the run.
+// The validation run at load (see load_validation.h): data-dependence of each value, the work
+// budget, and the run itself.
 #include "load_validation.h"
 
 #include <cstring>
@@ -7,6 +8,31 @@
 #include "ops.h"
 
 namespace sim {
+
+namespace {
+thread_local bool tl_budgetArmed = false;
+thread_local double tl_budgetOps = 0;
+thread_local double tl_spentOps = 0;
+}  // namespace
+
+WorkBudget::WorkBudget(uint64_t ops) {
+  tl_budgetArmed = true;
+  tl_budgetOps = double(ops);
+  tl_spentOps = 0;
+}
+WorkBudget::~WorkBudget() { tl_budgetArmed = false; }
+
+void chargeWork(double ops) {
+  if (!tl_budgetArmed || !validationRun()) return;
+  tl_spentOps += ops;
+  if (tl_spentOps > tl_budgetOps) {
+    // Not ACL_ERROR_RT_MODEL_EXECUTE, so runValidation never takes it for a data-dependent failure.
+    fail(ACL_ERROR_PARSE_MODEL, "the validation run at load needs more than its work budget of " +
+                                    std::to_string(uint64_t(tl_budgetOps)) +
+                                    " ops (multiply-adds, or " + std::to_string(int(kElementOps)) +
+                                    " per element moved); NPU_FLEET_SIM_LOAD_WORK_BUDGET sets it");
+  }
+}
 
 DataDeps dataDeps(const Graph &g) {
   DataDeps d;
@@ -47,6 +73,14 @@ bool dataDependent(const Node &n, const DataDeps &d) {
   return false;
 }
 
+double elements(const Graph &g, const std::vector<int> &slots) {
+  double e = 0;
+  for (int s : slots) {
+    if (s >= 0) e += double(g.slots[size_t(s)].numel());
+  }
+  return e;
+}
+
 }  // namespace
 
 ValidationOutcome runValidation(Graph &g, const DataDeps &deps) {
@@ -57,7 +91,9 @@ ValidationOutcome runValidation(Graph &g, const DataDeps &deps) {
     for (int s : n.in) skip = skip || (s >= 0 && out.unknown[size_t(s)]);
     if (!skip) {
       try {
+        chargeWork(kElementOps * elements(g, n.in));
         n.op->run(n, g);
+        chargeWork(kElementOps * elements(g, n.out));
       } catch (SimError &e) {
         if (e.code != int(ACL_ERROR_RT_MODEL_EXECUTE) || !dataDependent(n, deps)) {
           e.msg = n.label() + ": " + e.msg;

@@ -194,6 +194,7 @@ std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::str
   std::vector<int> types;
   try {
     const DataDeps deps = dataDeps(g);
+    WorkBudget budget(rtConfig().loadWorkBudget);
     if (info.kind == STATIC) {
       A = dryRun(g, deps, 1, 1, &types);
       B = C = A;

@@ -120,6 +120,7 @@ void convK(Node &n, Graph &g) {
     requireFloat(*Bt, "B");
     if (Bt->numel() != M) execFail("bias has " + std::to_string(Bt->numel()) + " values for " + std::to_string(M) + " channels");
   }
+  chargeWork(double(N) * double(M) * double(OH) * double(OW) * double(Cg) * double(s.kh) * double(s.kw));
   Tensor &Y = g.out(n, 0);
   Y.alloc(ONNX_FLOAT, {N, M, OH, OW});
   const int64_t Mg = M / group, Kd = Cg * s.kh * s.kw, P = OH * OW;

@@ -49,6 +49,7 @@ void gemmK(Node &n, Graph &g) {
   const int64_t M = tA ? A.shape[1] : A.shape[0], K = tA ? A.shape[0] : A.shape[1];
   const int64_t KB = tB ? B.shape[1] : B.shape[0], N = tB ? B.shape[0] : B.shape[1];
   if (K != KB) execFail("inner dims differ: A " + shapeStr(A.shape) + " B " + shapeStr(B.shape));
+  chargeWork(double(M) * double(N) * double(K));
   Tensor &Y = g.out(n, 0);
   Y.alloc(ONNX_FLOAT, {M, N});
   float *y = Y.f();
@@ -103,10 +104,11 @@ void matmulK(Node &n, Graph &g) {
   std::vector<int64_t> os = batch;
   if (!aVec) os.push_back(M);
   if (!bVec) os.push_back(N);
-  Tensor &Y = g.out(n, 0);
-  Y.alloc(ONNX_FLOAT, os);
   int64_t nb = 1;
   for (int64_t d : batch) nb *= d;
+  chargeWork(double(nb) * double(M) * double(N) * double(K));
+  Tensor &Y = g.out(n, 0);
+  Y.alloc(ONNX_FLOAT, os);
   int64_t aBatch = 1, bBatch = 1;
   for (int64_t d : ab) aBatch *= d;
   for (int64_t d : bb) bBatch *= d;

@@ -98,6 +98,7 @@ void poolK(Node &n, Graph &g) {
   const int64_t N = X.shape[0], C = X.shape[1], H = X.shape[2], W = X.shape[3];
   int64_t OH, OW;
   resolvePads(*n.proto, s, H, W, OH, OW, ceilMode);
+  chargeWork(double(N) * double(C) * double(OH) * double(OW) * double(s.kh) * double(s.kw));
   Tensor &Y = g.out(n, 0);
   Y.alloc(ONNX_FLOAT, {N, C, OH, OW});
   const float *x = X.f();

@@ -271,6 +271,12 @@ bool loadConfigFromEnv(SimConfig &cfg, std::string &err) {
       return false;
     }
   }
+  if (const char *e = std::getenv("NPU_FLEET_SIM_LOAD_WORK_BUDGET"); e && *e) {
+    if (!parseU64(trim(e), cfg.loadWorkBudget) || cfg.loadWorkBudget < 1) {
+      err = std::string("NPU_FLEET_SIM_LOAD_WORK_BUDGET='") + e + "' must be a positive integer (ops)";
+      return false;
+    }
+  }
   if (const char *e = std::getenv("NPU_FLEET_SIM_THREADS"); e && *e) {
     uint64_t n;
     if (!parseU64(trim(e), n) || n < 1 || n > 1024) {

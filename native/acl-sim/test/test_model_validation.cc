@@ -1,5 +1,8 @@
 // The validation run at load: models whose zero-filled run fails only because of the zeros load
-// (their data-dependent outputs are described as dynamic), and real defects are still refused.
+// (their data-dependent outputs are described as dynamic), real defects are still refused, and a
+// hostile model cannot hold the loading thread past the run's work budget.
+#include <chrono>
+
 #include "onnx_builder.h"
 #include "test_models.h"
 
@@ -122,5 +125,38 @@ void validationDataDependent() {
     tb::Model m = reshapeByInput();  // a data-dependent output needs a declared shape (its rank)
     m.outputs[0] = tb::Model::valueInfo("y", FLOAT, {}, false);
     CHECK(loadBytes(m.bytes(), &msg) == ACL_ERROR_PARSE_MODEL && has(msg, "'y'") && has(msg, "declares no shape"));
+  }
+}
+
+void validationBudget() {
+  std::string msg;
+  {
+    // 32 KiB of input broadcast to [8192, 8192], then multiplied by itself: 5.5e11 multiply-adds.
+    tb::Model m;
+    m.input("x", FLOAT, {8192, 1});
+    m.node("Transpose", {"x"}, {"xt"});
+    m.node("Add", {"x", "xt"}, {"sq"});
+    m.node("MatMul", {"sq", "sq"}, {"p"});
+    m.output("p", FLOAT, {8192, 8192});
+    const auto t0 = std::chrono::steady_clock::now();
+    const aclError e = loadBytes(m.bytes(), &msg);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("  hostile MatMul model: load %s after %.2f s\n", e ? "refused" : "accepted", s);
+    CHECK(e == ACL_ERROR_PARSE_MODEL && has(msg, "MatMul") && has(msg, "budget") && has(msg, "NPU_FLEET_SIM_LOAD_WORK_BUDGET"));
+  }
+  {
+    // Many cheap ops over one large value (no large output each, so the run's memory stays small):
+    // 400 ReduceSum nodes reading the same 2^26 elements.
+    tb::Model m;
+    m.input("x", FLOAT, {8192, 1});
+    m.node("Transpose", {"x"}, {"xt"});
+    m.node("Add", {"x", "xt"}, {"sq"});
+    for (int i = 0; i < 400; ++i) m.node("ReduceSum", {"sq"}, {"s" + std::to_string(i)});
+    m.output("s399", FLOAT, {1, 1});
+    const auto t0 = std::chrono::steady_clock::now();
+    const aclError e = loadBytes(m.bytes(), &msg);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("  hostile chain model: load %s after %.2f s\n", e ? "refused" : "accepted", s);
+    CHECK(e == ACL_ERROR_PARSE_MODEL && has(msg, "ReduceSum") && has(msg, "budget"));
   }
 }

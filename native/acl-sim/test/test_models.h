@@ -31,3 +31,4 @@ void manyExecutions();       // test_model_resources.cc
 void exitWhileHung();        // test_model_resources.cc
 void concurrency();          // test_model_concurrency.cc
 void validationDataDependent();  // test_model_validation.cc
+void validationBudget();         // test_model_validation.cc
