@@ -105,7 +105,7 @@ export class Answerer {
     if (identity.createdAt === undefined) this.noCreatedAt.add(result);
     if (identity.id) this.o.answered(identity.id, delivery, b.nowMs);
     this.publisher.push({ delivery, result, replyTo, dlq });
-    for (const dup of duplicates) this.publisher.push({ delivery: dup.delivery, result, replyTo: dup.replyTo });
+    for (const dup of duplicates) this.publisher.push({ delivery: dup.delivery, result: withMeta(result, dup.meta), replyTo: dup.replyTo });
     return result;
   }
 
@@ -131,4 +131,11 @@ export class Answerer {
       if (o.dlq) this.o.metrics.deadLettered(model, o.dlq.reason);
     }
   }
+}
+
+/** A rider's copy of the shared result, carrying its own message's meta (the same object when that is the same). */
+function withMeta(result: ResultEnvelope, meta: ResultEnvelope['meta']): ResultEnvelope {
+  if (meta === result.meta) return result;
+  const { meta: _shared, ...rest } = result;
+  return meta === undefined ? rest : { ...rest, meta };
 }

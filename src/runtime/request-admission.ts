@@ -22,6 +22,8 @@ export interface Rider {
   readonly delivery: Delivery;
   /** Its own message's replyTo: a retry from another client waits on its own inbox, not the first one's. */
   readonly replyTo: string | undefined;
+  /** Its own message's meta, which its client correlates by. */
+  readonly meta: RequestEnvelope['meta'];
 }
 
 /** One delivery's verdict at intake; the worker acts on it (metrics, results, the scheduler). */

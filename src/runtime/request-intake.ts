@@ -151,7 +151,7 @@ export class RequestIntake {
         this.o.metrics.duplicateSeen(request.model);
         const queued = this.queued.get(request.id);
         if (queued) {
-          queued.duplicates.push({ delivery, replyTo: request.replyTo });
+          queued.duplicates.push({ delivery, replyTo: request.replyTo, meta: request.meta });
           return;
         }
       }
@@ -176,7 +176,7 @@ export class RequestIntake {
     const held = this.queued.get(request.id);
     if (held === undefined || held.request.model !== request.model || held.request.version !== request.version) return false;
     this.o.metrics.duplicateSeen(request.model);
-    held.duplicates.push({ delivery, replyTo: request.replyTo });
+    held.duplicates.push({ delivery, replyTo: request.replyTo, meta: request.meta });
     return true;
   }
 
