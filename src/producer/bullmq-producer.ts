@@ -29,7 +29,7 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './producer.ts';
-import { EarlierJobs } from './earlier-jobs.ts';
+import { ADD_TOKEN_OPTION, EarlierJobs } from './earlier-jobs.ts';
 import { privateInbox } from './private-inbox.ts';
 import { refuseAll, ReplyRouter } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
@@ -68,6 +68,8 @@ export class BullmqProducer implements Producer {
   private inboxReady: Promise<void> | undefined;
   /** The inbox queue exists on Redis (its worker started): close() removes it. */
   private inboxOpened = false;
+  /** Awaited adds so far: numbers each add's token (ADD_TOKEN_OPTION), unique with the inbox name. */
+  private awaitedAdds = 0;
   private readonly defaultPriority: number;
   private readonly limits: CodecLimits;
   private closed = false;
@@ -202,8 +204,8 @@ export class BullmqProducer implements Producer {
     await this.add(Array.isArray(requests) ? requests : [requests as RequestEnvelope]);
   }
 
-  /** `timestamp`: the jobs' BullMQ timestamp, telling this add's jobs from earlier ones of the same id (EarlierJobs). */
-  private async add(list: readonly RequestEnvelope[], timestamp?: number): Promise<void> {
+  /** `token`: stored in the jobs' options, telling this add's jobs from earlier ones of the same id (EarlierJobs). */
+  private async add(list: readonly RequestEnvelope[], token?: string): Promise<void> {
     checkRequests(list, 'bullmq', this.limits);
     await this.addByModel(
       list.map((r) => ({
@@ -215,7 +217,7 @@ export class BullmqProducer implements Producer {
           priority: toBullmqPriority(r.priority ?? this.defaultPriority),
           removeOnComplete: KEEP_COMPLETED,
           removeOnFail: KEEP_FAILED,
-          ...(timestamp === undefined ? {} : { timestamp }),
+          ...(token === undefined ? {} : { [ADD_TOKEN_OPTION]: token }),
         },
       })),
     );
@@ -224,12 +226,12 @@ export class BullmqProducer implements Producer {
   /** request()/requestMany(): publish to the inbox, then take the answer of any earlier job of the same id (EarlierJobs). */
   private async addAwaited(list: readonly RequestEnvelope[], rerunNotOk = false): Promise<void> {
     if (rerunNotOk) await this.earlier.clearNotOk(list, (r) => this.queue(renderName(this.settings.queueTemplate, r.model)));
-    const stampedAt = Date.now();
+    const token = `${this.inbox}#${++this.awaitedAdds}`;
     await this.add(
       list.map((r) => ({ ...r, replyTo: this.inbox })),
-      stampedAt,
+      token,
     );
-    await this.earlier.check(list, stampedAt);
+    await this.earlier.check(list, token);
   }
 
   async publishRaw(messages: readonly RawMessage[]): Promise<void> {

@@ -10,6 +10,24 @@ import type { ReplyRouter } from './reply-router.ts';
 /** How often a request whose earlier job is still queued or running looks for that job's answer. */
 export const EARLIER_POLL_MS = 250;
 
+/**
+ * The job option naming the add that created a job (BullMQ keeps options it does not know in the
+ * job's `opts`). The job's timestamp could not tell adds apart: two producers adding one id in the
+ * same millisecond both took the job for their own, and the one whose add was dropped waited for a
+ * reply that went to the other's inbox.
+ */
+export const ADD_TOKEN_OPTION = 'npuFleetAdd';
+
+/** The add token of a job's stored `opts` (JSON), or undefined. */
+function addTokenOf(opts: string | null | undefined): unknown {
+  if (opts === null || opts === undefined) return undefined;
+  try {
+    return (JSON.parse(opts) as Record<string, unknown>)[ADD_TOKEN_OPTION];
+  } catch {
+    return undefined;
+  }
+}
+
 export interface EarlierJobsOptions {
   /** The producer's shared connection. */
   readonly redis: () => Redis;
@@ -26,7 +44,7 @@ export interface EarlierJobsOptions {
  * request-and-await whose id was asked before (a retry after a timeout, a resumed bulk run) would
  * wait for a reply that never comes: the earlier job answered, or will answer, the earlier
  * replyTo. After each awaited publish this reads the jobs back; one that is not this publish's
- * (another `timestamp`) gives its answer instead: its return value at once when it completed, or
+ * (another ADD_TOKEN_OPTION) gives its answer instead: its return value at once when it completed, or
  * as soon as it completes (polled), a FleetError when it failed for good. The device does not
  * run the request twice. JS thread only.
  */
@@ -36,17 +54,17 @@ export class EarlierJobs {
 
   constructor(private readonly o: EarlierJobsOptions) {}
 
-  /** After publishing `requests` with job timestamp `stampedAt`: answers those that met an earlier job. */
-  async check(requests: readonly RequestEnvelope[], stampedAt: number): Promise<void> {
+  /** After publishing `requests` with ADD_TOKEN_OPTION `token` (unique to that add): answers those that met an earlier job. */
+  async check(requests: readonly RequestEnvelope[], token: string): Promise<void> {
     const keys = requests.map((r) => this.o.jobKey(r));
     const pipeline = this.o.redis().pipeline();
-    for (const key of keys) pipeline.hmget(key, 'timestamp', 'finishedOn', 'returnvalue', 'failedReason');
+    for (const key of keys) pipeline.hmget(key, 'opts', 'finishedOn', 'returnvalue', 'failedReason');
     const rows = (await pipeline.exec()) ?? [];
     requests.forEach((r, i) => {
       const [err, fields] = rows[i] ?? [null, null];
-      const [timestamp] = (fields ?? []) as Array<string | null>;
+      const [opts] = (fields ?? []) as Array<string | null>;
       // Ours, or already gone (answered and trimmed): the reply comes through the inbox.
-      if (err !== null || timestamp === null || timestamp === undefined || Number(timestamp) === stampedAt) return;
+      if (err !== null || opts === null || opts === undefined || addTokenOf(opts) === token) return;
       if (!this.settle(r.id, (fields ?? []) as Array<string | null>)) this.watch(r.id, keys[i] as string);
     });
   }
@@ -115,7 +133,7 @@ export class EarlierJobs {
       return;
     }
     const pipeline = this.o.redis().pipeline();
-    for (const w of list) pipeline.hmget(w.key, 'timestamp', 'finishedOn', 'returnvalue', 'failedReason');
+    for (const w of list) pipeline.hmget(w.key, 'opts', 'finishedOn', 'returnvalue', 'failedReason');
     let rows: Array<[Error | null, unknown]>;
     try {
       rows = (await pipeline.exec()) ?? [];
