@@ -79,6 +79,12 @@ export class KafkaProducer implements Producer {
   private inboxCreated = false;
   private closed = false;
   private closing: Promise<void> | undefined;
+  /**
+   * request()s waiting for the inbox to open: not in the router yet, so close() fails them here.
+   * Else they waited for the opening to give up (about 5 s against a refused connection) and
+   * rejected with its connection error instead of CLOSED.
+   */
+  private readonly awaitingInbox = new Set<(error: FleetError) => void>();
 
   constructor(
     private readonly settings: KafkaSettings,
@@ -219,10 +225,13 @@ export class KafkaProducer implements Producer {
     // timeoutMs bounds the whole request: opening the inbox against an unreachable broker retries
     // for many seconds.
     let timer: NodeJS.Timeout | undefined;
+    let failWait: ((error: FleetError) => void) | undefined;
     try {
       await Promise.race([
         inboxReady,
         new Promise<never>((_, reject) => {
+          failWait = reject;
+          this.awaitingInbox.add(reject);
           timer = setTimeout(
             () => reject(new FleetError('TIMEOUT', `no reply for request "${request.id}" within ${options.timeoutMs} ms (the reply inbox was not open yet)`, { details: { id: request.id, timeoutMs: options.timeoutMs } })),
             waitMs,
@@ -231,6 +240,7 @@ export class KafkaProducer implements Producer {
       ]);
     } finally {
       clearTimeout(timer);
+      if (failWait !== undefined) this.awaitingInbox.delete(failWait);
     }
     const leftMs = Math.max(1, options.timeoutMs - (Date.now() - startedAt));
     return this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
@@ -376,7 +386,10 @@ export class KafkaProducer implements Producer {
 
   private async closeNow(): Promise<void> {
     this.closed = true;
-    this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
+    const closedError = new FleetError('CLOSED', 'producer closed before the reply arrived');
+    this.router.failAll(closedError);
+    for (const fail of [...this.awaitingInbox]) fail(closedError);
+    this.awaitingInbox.clear();
     // An inbox still being opened would create its topic or start its consumer after the teardown
     // below, and both would outlive the producer: let it finish (it stops at its next step) first.
     await this.inboxReady?.catch(() => undefined);

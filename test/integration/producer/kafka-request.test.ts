@@ -111,3 +111,25 @@ describe('kafka producer close() called twice (a signal handler and a finally bl
     }
   }, 90_000);
 });
+
+describe('kafka producer close() while request() waits for its inbox to open (broker not reachable)', () => {
+  it('the waiting request() settles with CLOSED at once, not when the opening gives up or its timeout passes', async () => {
+    const model = uniqueName('close-opening');
+    const port = await freePort();
+    const producer = new KafkaProducer(kafkaSettings({ brokers: [`127.0.0.1:${port}`] }), { partitions: 1 });
+    open.push(producer);
+    const startedAt = Date.now();
+    let settledAt = 0;
+    const pending = producer.request(makeRequest(model, 'w1', 0), { timeoutMs: 60_000 }).catch((e: unknown) => {
+      settledAt = Date.now();
+      return e;
+    });
+    // The opening retries the connection meanwhile (kafkajs backoff, about 16 s in all).
+    await new Promise((r) => setTimeout(r, 500));
+    const closedAt = Date.now();
+    void producer.close();
+    const error = await pending;
+    expect(FleetError.is(error, 'CLOSED'), `settled with ${String(error)}`).toBe(true);
+    expect(settledAt - closedAt, `settled ${settledAt - closedAt} ms after close() (${settledAt - startedAt} ms after the call)`).toBeLessThan(1_000);
+  }, 90_000);
+});
