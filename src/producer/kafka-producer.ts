@@ -243,7 +243,7 @@ export class KafkaProducer implements Producer {
       if (failWait !== undefined) this.awaitingInbox.delete(failWait);
     }
     const leftMs = Math.max(1, options.timeoutMs - (Date.now() - startedAt));
-    return this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
+    return this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options), options.timeoutMs);
   }
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {

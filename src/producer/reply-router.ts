@@ -46,8 +46,10 @@ export class ReplyRouter {
   /**
    * Request-and-await-reply shared by every producer: register first (a fast reply must not
    * arrive unclaimed), publish with the reply address, fail the wait if the publish fails.
+   * `statedMs`: the timeoutMs a TIMEOUT names, when the caller's was `timeoutMs` plus time spent
+   * before (opening the inbox): naming the rest ("within 3749 ms" for 4000) misled the caller.
    */
-  roundTrip(id: string, timeoutMs: number, publish: () => Promise<void>): Promise<ResultEnvelope> {
+  roundTrip(id: string, timeoutMs: number, publish: () => Promise<void>, statedMs = timeoutMs): Promise<ResultEnvelope> {
     try {
       timerMs(timeoutMs);
     } catch (err) {
@@ -55,7 +57,7 @@ export class ReplyRouter {
     }
     // Refused before anything is sent: its reply could not be told from the waiting one's.
     if (this.pending.has(id)) return this.expect(id, timeoutMs);
-    const reply = this.expect(id, timeoutMs);
+    const reply = this.expect(id, timeoutMs, statedMs);
     // Handled now, not after the publish: the timeout can fire while the publish is still under
     // way (Redis or Kafka slow to answer), and a rejection nobody handles ends the process.
     reply.catch(() => undefined);
@@ -115,12 +117,12 @@ export class ReplyRouter {
   }
 
   /** Registers before publishing so a fast reply cannot arrive unclaimed. */
-  expect(id: string, timeoutMs: number): Promise<ResultEnvelope> {
+  expect(id: string, timeoutMs: number, statedMs = timeoutMs): Promise<ResultEnvelope> {
     if (this.pending.has(id)) return this.refuseRepeat(id);
     return new Promise<ResultEnvelope>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(new FleetError('TIMEOUT', `no reply for request "${id}" within ${timeoutMs} ms`, { details: { id, timeoutMs } }));
+        reject(new FleetError('TIMEOUT', `no reply for request "${id}" within ${statedMs} ms`, { details: { id, timeoutMs: statedMs } }));
       }, timerMs(timeoutMs));
       this.pending.set(id, { resolve, reject, timer });
     });

@@ -133,3 +133,15 @@ describe('kafka producer close() while request() waits for its inbox to open (br
     expect(settledAt - closedAt, `settled ${settledAt - closedAt} ms after close() (${settledAt - startedAt} ms after the call)`).toBeLessThan(1_000);
   }, 90_000);
 });
+
+describe('kafka producer request() timing out on a fresh producer', () => {
+  it('names the timeoutMs the caller set, though part of it went to opening the inbox', async () => {
+    const producer = new KafkaProducer(kafkaSettings(), { partitions: 1 });
+    open.push(producer);
+    // No worker serves this model: the request times out.
+    const error = await producer.request(makeRequest(uniqueName('unserved'), 'late1', 0), { timeoutMs: 4_000 }).catch((e: unknown) => e);
+    expect(FleetError.is(error, 'TIMEOUT'), `settled with ${String(error)}`).toBe(true);
+    expect((error as FleetError).message).toBe('no reply for request "late1" within 4000 ms');
+    expect((error as FleetError).details.timeoutMs).toBe(4_000);
+  }, 60_000);
+});
