@@ -175,7 +175,7 @@ export const FLEET_METRICS = {
   backlogSeconds: {
     name: 'npu_fleet_backlog_seconds',
     kind: 'gauge',
-    help: 'Device seconds to clear the model\'s backlog as this worker sees it: (broker-side lag + this worker\'s local queue) x learnt device seconds per request at full batches = npu_fleet_source_backlog_seconds + npu_fleet_local_backlog_seconds. Not additive across workers (each counts the same lag): the fleet\'s is max by (model) of the source part + sum by (model) of the local part',
+    help: 'Device seconds to clear the model\'s backlog as this worker sees it: (broker-side lag + this worker\'s local queue) x learnt device seconds per request at full batches = npu_fleet_source_backlog_seconds + npu_fleet_local_backlog_seconds (on Kafka the lag holds this worker\'s queue already: the larger of the two). Not additive across workers (each counts the same lag): the fleet\'s is max by (model) of the source part + sum by (model) of the local part (not on Kafka)',
     labels: ['model'],
   },
   deadlineMisses: {

@@ -83,6 +83,12 @@ export interface BacklogReading {
   readonly localSeconds: number;
   /** Requests waiting in the broker (npu_fleet_source_lag); undefined while unknown, which leaves the source part and the total out. */
   readonly sourceLag?: number | undefined;
+  /**
+   * The lag counts this worker's queued requests already (Kafka: it runs from the group's committed
+   * offsets, and what the worker holds is not committed yet): the total is then the larger of the
+   * two parts, not their sum, which would count the queue twice.
+   */
+  readonly sourceLagHoldsLocal?: boolean | undefined;
 }
 
 type Hook = () => void | Promise<void>;
@@ -282,7 +288,8 @@ export class FleetMetrics {
       if (b.sourceLag === undefined || !nonNegative(b.sourceLag)) continue;
       const sourceSeconds = b.sourceLag * b.deviceSecondsPerRequest;
       source.push([{ model }, sourceSeconds]);
-      total.push([{ model }, sourceSeconds + b.localSeconds]);
+      // The queue priced at its lanes' costs may exceed its share of the lag at the default cost (or a lag read before it filled).
+      total.push([{ model }, b.sourceLagHoldsLocal === true ? Math.max(sourceSeconds, b.localSeconds) : sourceSeconds + b.localSeconds]);
     }
     this.deviceSecondsPerRequest.replace(cost);
     this.localBacklog.replace(local);

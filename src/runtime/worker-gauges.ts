@@ -65,7 +65,7 @@ function exportLocalQueues<P>(lanes: ModelLanes<P>, o: GaugeSources, lag: LastLa
     q.bytes += stats.queuedBytes;
   }
   o.metrics.setLocalQueues(queues);
-  o.metrics.setBacklog(backlogReadings(lanes.allLanes(), lag.byModel));
+  o.metrics.setBacklog(backlogReadings(lanes.allLanes(), lag.byModel, lagHoldsLocal(o.transport)));
   o.metrics.setVersionsServed(lanes.servedVersions());
 }
 
@@ -90,8 +90,14 @@ async function exportSourceLag<P>(lanes: ModelLanes<P>, o: GaugeSources, last: L
   // refused): the gauges list the models this worker serves.
   last.byModel = Object.fromEntries(Object.entries(lag).filter(([model]) => lanes.serves(model)));
   o.metrics.setSourceLag(o.transport.kind, last.byModel);
-  o.metrics.setBacklog(backlogReadings(lanes.allLanes(), last.byModel));
+  o.metrics.setBacklog(backlogReadings(lanes.allLanes(), last.byModel, lagHoldsLocal(o.transport)));
 }
+
+/**
+ * Kafka's lag runs from the group's committed offsets, and a request is committed once settled: what
+ * this worker fetched and holds is in the lag. BullMQ's waiting jobs leave out the jobs a worker took.
+ */
+const lagHoldsLocal = (transport: Pick<Transport, 'kind'>): boolean => transport.kind === 'kafka';
 
 /**
  * Each model's backlog in device seconds, from the lanes' learnt costs at full batches. The local
@@ -101,7 +107,7 @@ async function exportSourceLag<P>(lanes: ModelLanes<P>, o: GaugeSources, last: L
  * join (the costliest measured lane when the default lane has none). A model none of whose lanes
  * has measured a batch has no reading: its gauges are absent, not 0.
  */
-export function backlogReadings(lanes: readonly GaugedLane[], lag: Readonly<Record<string, number>> | undefined): Map<string, BacklogReading> {
+export function backlogReadings(lanes: readonly GaugedLane[], lag: Readonly<Record<string, number>> | undefined, sourceLagHoldsLocal = false): Map<string, BacklogReading> {
   const byModel = new Map<string, Array<{ items: number; cost: FullBatchCost | undefined; pinned: boolean }>>();
   for (const lane of lanes) {
     const name = lane.config.name;
@@ -119,7 +125,7 @@ export function backlogReadings(lanes: readonly GaugedLane[], lag: Readonly<Reco
     if (chosen === undefined) continue;
     let localMs = 0;
     for (const l of list) localMs += l.items * (l.cost ?? chosen).deviceMsPerItem;
-    out.set(model, { deviceSecondsPerRequest: perRequestMs(chosen) / 1000, localSeconds: localMs / 1000, sourceLag: lag?.[model] });
+    out.set(model, { deviceSecondsPerRequest: perRequestMs(chosen) / 1000, localSeconds: localMs / 1000, sourceLag: lag?.[model], sourceLagHoldsLocal });
   }
   return out;
 }

@@ -7,6 +7,7 @@ import { backlogReadings, exportWorkerGauges, workerGaugeHooks } from '../../../
 import { BatchScheduler, type FullBatchCost, type SchedulerOptionsInput } from '../../../src/scheduler/index.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
+import type { Transport } from '../../../src/transport/transport.ts';
 import { MODEL, request, sample, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 /** A model's lane as the gauges read it: its name, the requests (one item each) queued per priority level, its cost. */
@@ -94,6 +95,23 @@ describe('backlog and queue age gauges', () => {
     expect(gaugeIn(text, 'npu_fleet_source_backlog_seconds', 'model="mlp"')).toBe(0);
     expect(gaugeIn(text, 'npu_fleet_backlog_seconds', 'model="mlp"')).toBe(0.0125);
     await transport.close();
+  });
+
+  it('on Kafka the lag holds the local queue already (committed offsets): this worker\'s backlog is the lag\'s, not lag + queue', async () => {
+    const metrics = new FleetMetrics({ processMetrics: false });
+    const mlp = schedulerLane('mlp');
+    // Kafka's lag runs from the group's committed offsets: the 100 requests fetched into this
+    // worker's queue and not settled are among its 1000.
+    const transport = { kind: 'kafka', sourceLag: () => Promise.resolve({ mlp: 1000 }) } as unknown as Transport;
+    const o = { deviceId: 0, device: idleDevice, transport, metrics, log, nowMs: () => 1_000 };
+    for (let i = 0; i < 100; i++) enqueue(mlp, `r${i}`);
+    mlp.scheduler.recordCompletion(32, 4, 0); // 0.125 ms a request
+    await exportWorkerGauges(lanesOf(() => [mlp]), o);
+    const text = await metrics.render();
+    expect(gaugeIn(text, 'npu_fleet_local_backlog_seconds', 'model="mlp"')).toBe(0.0125);
+    expect(gaugeIn(text, 'npu_fleet_source_backlog_seconds', 'model="mlp"')).toBe(0.125);
+    // 1000 requests x 0.125 ms, not (1000 + 100) x 0.125 ms.
+    expect(gaugeIn(text, 'npu_fleet_backlog_seconds', 'model="mlp"')).toBe(0.125);
   });
 
   it('each lane\'s queue at its own cost (an unmeasured lane at the model\'s), the broker\'s requests at the default lane\'s cost per request (mean items); all pinned: the costliest', () => {
