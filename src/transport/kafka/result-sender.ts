@@ -26,6 +26,9 @@ interface QueuedSend {
   fresh?: number;
 }
 
+/** A send in flight longer than this has its topics looked for (see goneWhileSending); loopback sends take ~1-10 ms. */
+const STALL_CHECK_MS = 300;
+
 /**
  * The worker's way out to Kafka: its kafkajs producer (replaced when it has written to a topic
  * that is gone since, see ProducerTopics), the topics known to exist (others are created on first
@@ -45,7 +48,7 @@ export class ResultSender {
   constructor(
     kafka: Kafka,
     settings: KafkaSettings,
-    admin: Admin,
+    private readonly admin: Admin,
     options: ResultSenderOptions,
   ) {
     this.watch = new ProducerWatch(options.contactWindowMs);
@@ -152,7 +155,8 @@ export class ResultSender {
    * coalesced send is retried per settle, so one bad settle cannot fail its neighbours. A send
    * naming a topic being created waits for it apart and then joins the queue (those waiting for
    * one topic in the order they were sent), so sends to topics that exist go on meanwhile; a
-   * failed creation fails it.
+   * failed creation fails it. A send held up on a topic deleted since does not hold the others
+   * either (goneWhileSending).
    */
   send(messages: OutgoingMessage[]): Promise<void> {
     return new Promise<void>((resolve, reject) => {
@@ -189,30 +193,100 @@ export class ResultSender {
         let end = 1;
         while (end < this.queue.length && this.queue[end]?.fresh === fresh) end++;
         const group = this.queue.splice(0, end);
-        try {
-          await this.sendNow(group.flatMap((g) => g.messages));
-          for (const g of group) g.resolve();
-        } catch (err) {
-          if (group.length === 1) {
-            group[0]?.reject(err);
-            continue;
-          }
-          // Messages of the chunks the brokers acknowledged before the failure went out already.
-          for (const g of group) await this.sendNow(g.messages.filter((m) => !this.acknowledged(m))).then(g.resolve, g.reject);
+        const messages = group.flatMap((g) => g.messages);
+        const send = { abandoned: false };
+        const done = this.sendNow(messages, send).then(
+          () => undefined,
+          (err: unknown) => ({ err }),
+        );
+        const gone = await this.goneWhileSending(done, messages);
+        if (gone.length > 0) {
+          send.abandoned = true;
+          this.requeueAround(gone, group);
+          continue;
         }
+        const failure = await done;
+        if (failure === undefined) {
+          for (const g of group) g.resolve();
+          continue;
+        }
+        if (group.length === 1) {
+          group[0]?.reject(failure.err);
+          continue;
+        }
+        // Messages of the chunks the brokers acknowledged before the failure went out already.
+        for (const g of group) await this.sendNow(g.messages.filter((m) => !this.acknowledged(m))).then(g.resolve, g.reject);
       }
     } finally {
       this.sending = false;
     }
   }
 
-  private async sendNow(messages: readonly OutgoingMessage[]): Promise<void> {
+  /**
+   * While `done` (a send) is in flight past STALL_CHECK_MS, looks for its topics now and then;
+   * the ones missing, or none once it is done. A send to a topic deleted since the producer last
+   * wrote to it is retried by kafkajs for seconds (~5 s with the default retries) before it fails,
+   * and the serialized send path would hold every other result for that long.
+   */
+  private async goneWhileSending(done: Promise<unknown>, messages: readonly OutgoingMessage[]): Promise<string[]> {
+    let finished = false;
+    const ended = done.then(() => {
+      finished = true;
+    });
+    for (let waitMs = STALL_CHECK_MS; ; waitMs = Math.min(2 * waitMs, 2_000)) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([ended, new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+      clearTimeout(timer);
+      if (finished) return [];
+      let existing: Set<string>;
+      try {
+        existing = new Set(await this.admin.listTopics());
+      } catch {
+        continue;
+      }
+      if (finished) return [];
+      const gone = [...new Set(this.routed(messages).map((m) => m.topic))].filter((t) => !existing.has(t));
+      if (gone.length > 0) return gone;
+    }
+  }
+
+  /**
+   * `group`'s send writes to `gone`, deleted: it is left to fail on its own (its outcome ignored)
+   * and its results go again (at-least-once: those kafkajs wrote before stay written). Results for
+   * other topics go at once, on a fresh producer (the stalled one's metadata refreshes include the
+   * deleted topic); those for a gone topic, also the ones queued after them, wait for it to be
+   * created again (a client's inbox: found gone, their orElse) in the order they were sent.
+   */
+  private requeueAround(gone: readonly string[], group: readonly QueuedSend[]): void {
+    this.producer.renew();
+    for (const t of gone) this.topics.forget(t);
+    const held = [...group, ...this.queue.splice(0)];
+    for (const g of group) delete g.fresh;
+    for (const g of held) {
+      if (this.topics.allKnown(g.messages)) {
+        this.queue.push(g);
+        continue;
+      }
+      this.topics.whenKnown(
+        g.messages,
+        (batch) => {
+          g.fresh = batch;
+          this.enqueue(g);
+        },
+        g.reject,
+      );
+    }
+  }
+
+  /** `send.abandoned`: its results went again in other sends (requeueAround), so it sends nothing more. */
+  private async sendNow(messages: readonly OutgoingMessage[], send = { abandoned: false }): Promise<void> {
     if (messages.length === 0) return;
     const topics = [...new Set(this.routed(messages).map((m) => m.topic))];
     const sendAll = async (producer: Producer): Promise<void> => {
       // Routed after withProducer checked the topics: a retry after an inbox was deleted finds it gone there.
       const chunks = chunkByBytes(this.routed(messages));
       for (const chunk of chunks) {
+        if (send.abandoned) throw new Error('send abandoned: its results went again apart');
         await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
         // One chunk (nearly every send) is all or nothing: nothing to remember, and no weak
         // entries for the collector to process per result.
@@ -222,7 +296,7 @@ export class ResultSender {
     try {
       await this.withProducer(topics, sendAll);
     } catch (err) {
-      if (!isUnknownTopic(err)) throw err;
+      if (!isUnknownTopic(err) || send.abandoned) throw err;
       // A topic deleted after the last check (or while kafkajs refreshed): the next use checks
       // now, replaces the producer if it knows a deleted topic and creates this send's topics
       // again if they are gone (a client's inbox is found gone instead, and its results go to
