@@ -4,6 +4,7 @@ import { ListedGauge } from './listed-gauge.ts';
 import { LocalHistogram } from './local-histogram.ts';
 import {
   BATCH_SIZE_BUCKETS,
+  DEVICE_EXECUTE_BUCKETS_SECONDS,
   FLEET_METRICS,
   LATENCY_BUCKETS_SECONDS,
   PADDING_RATIO_BUCKETS,
@@ -35,6 +36,7 @@ export interface FleetMetricsOptions {
   processMetrics?: boolean;
   /** Constant labels on every series, e.g. `{ worker: 'device-0' }`. Keep them bounded. */
   defaultLabels?: Record<string, string>;
+  /** Buckets of the end-to-end latency and queue wait histograms; default LATENCY_BUCKETS_SECONDS. */
   latencyBucketsSeconds?: readonly number[];
   /**
    * How long a scrape waits for its onScrape hooks; default 2000. Some read the broker (source lag),
@@ -165,7 +167,7 @@ export class FleetMetrics {
     this.batchSlots = counter(m.batchSlots);
     this.paddedSlots = counter(m.paddedSlots);
     this.batches = counter(m.batches);
-    this.deviceExecute = histogram(m.deviceExecute, latency);
+    this.deviceExecute = histogram(m.deviceExecute, DEVICE_EXECUTE_BUCKETS_SECONDS);
     this.inFlight = gauge(m.batchesInFlight);
     this.deviceMemoryUsed = gauge(m.deviceMemoryUsed);
     this.queueDepth = new ListedGauge(gauge(m.localQueueDepth));

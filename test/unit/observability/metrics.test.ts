@@ -114,6 +114,33 @@ describe('FleetMetrics', () => {
     expect(s.get('npu_fleet_batches_total{model="cnn",device="1",gear="8"}')).toBe(2);
   });
 
+  it('resolves sub-millisecond device executes per gear: the simulator ran mlp-classifier at 3.5 µs (gear 1) and 22 µs (gear 32), small-cnn gear 1 at 0.21 ms', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    const measured = [
+      { model: 'mlp', gear: 1, seconds: 0.0000035 },
+      { model: 'mlp', gear: 32, seconds: 0.000022 },
+      { model: 'cnn', gear: 1, seconds: 0.00021 },
+      { model: 'cnn', gear: 32, seconds: 0.0016 },
+    ];
+    for (const { model, gear, seconds } of measured) for (let i = 0; i < 10; i++) m.observeBatch({ model, device: 0, gear, items: gear, executeSeconds: seconds });
+    const s = samples(await m.render());
+    for (const { model, gear, seconds } of measured) {
+      // histogram_quantile(0.5, ...) as Prometheus computes it: linear within the bucket the rank falls in.
+      const buckets = [...s]
+        .filter(([k]) => k.startsWith('npu_fleet_device_execute_seconds_bucket{') && k.includes(`model="${model}"`) && k.includes(`gear="${gear}"`))
+        .map(([k, v]) => [Number(/le="([^"]+)"/.exec(k)?.[1]), v] as const)
+        .sort((a, b) => a[0] - b[0]);
+      const rank = 0.5 * (buckets.at(-1)?.[1] ?? 0);
+      const i = buckets.findIndex(([, count]) => count >= rank);
+      const [upper, count] = buckets[i] as readonly [number, number];
+      const [lower, below] = i > 0 ? (buckets[i - 1] as readonly [number, number]) : [0, 0];
+      const p50 = lower + ((upper - lower) * (rank - below)) / (count - below);
+      // Within a factor of 2.5 of the truth, so the gears' execute times can be told apart.
+      expect(p50 / seconds, `${model} gear ${gear}: p50 ${p50} s for ${seconds} s`).toBeLessThan(2.5);
+      expect(p50 / seconds, `${model} gear ${gear}: p50 ${p50} s for ${seconds} s`).toBeGreaterThan(1 / 2.5);
+    }
+  });
+
   it('counts padding in slots: a bucketed batch pads its gear rows over the whole bound and its short samples up to it', async () => {
     const m = new FleetMetrics({ processMetrics: false });
     // Gear 4, bound 16: 3 real samples, of lengths 10, 10 and 16 (2 × 6 positions padded), and one padding row.
