@@ -180,15 +180,16 @@ export class TransactionalCommitter {
           continue;
         }
         // Nothing of this transaction is visible: re-open the entries so they can be settled
-        // again (or released), and tell their callers.
+        // again (or released), and tell their callers. Those behind them in their partitions
+        // would wait for them to be settled again, maybe by the very settle call waiting for
+        // them: they fail too, retriable, and go again with them (also after a passing failure:
+        // a fenced producer, a broker timeout).
         for (const p of payloads) p.reject(error);
-        if (soloLeft === 0) throw error;
-        // Found it: the others go on as usual, but those behind it in its partition would wait for
-        // it to be settled again, maybe by the very settle call waiting for them: they fail too,
-        // retriable, and go again with it.
-        soloLeft = 0;
-        const behind = new FleetError('TRANSPORT_ERROR', `not published: an earlier request of the partition was refused (${error.message}); settle again`, { retriable: true });
+        const behind = new FleetError('TRANSPORT_ERROR', `not published: an earlier request of the partition was not (${error.message}); settle again`, { retriable: true });
         for (const b of batch) for (const p of b.tp.tracker.stuckPayloads()) p.reject(behind);
+        if (soloLeft === 0) throw error;
+        // Found the refused one: the others go on as usual.
+        soloLeft = 0;
         continue;
       }
       unknownTopicRetried = false;

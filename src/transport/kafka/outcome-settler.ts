@@ -149,12 +149,17 @@ export class OutcomeSettler {
     });
     const sender = this.o.sender();
     const prepared = claimed.map((c) => ({ ...c, messages: messagesFor(c.item.outcome, c.entry.source, this.o.names, { dropDlqValue }) }));
+    // Set as soon as a result of this call was not written (its transaction failed).
+    let failedHere: FleetError | undefined;
     const place = ({ item, entry, messages }: PublishClaim): Promise<void> =>
       placeForTransaction(entry, messages, {
         holds: () => this.o.holds(entry),
         kick: () => this.o.committer()?.kick(),
         finish: () => this.o.ledger.finish(item.deliveryId),
-        unclaim: () => this.o.ledger.unclaim(item.deliveryId),
+        unclaim: () => {
+          failedHere ??= new FleetError('TRANSPORT_ERROR', 'not published: another result of the same settle was not; settle again', { retriable: true });
+          this.o.ledger.unclaim(item.deliveryId);
+        },
       });
     // A result whose reply topic is new joins a transaction once the topic exists, so the
     // transactions of the others do not wait for its creation; those behind it in its partition
@@ -167,6 +172,13 @@ export class OutcomeSettler {
         if (!this.o.holds(c.entry)) {
           this.o.ledger.finish(c.item.deliveryId);
           return Promise.resolve();
+        }
+        // An earlier result of this call failed: placed behind it in its partition, this one
+        // would wait until that one is settled again, by this call's retry, which cannot start
+        // before this call returns. It goes again with it.
+        if (failedHere !== undefined) {
+          this.o.ledger.unclaim(c.item.deliveryId);
+          return Promise.reject(failedHere);
         }
         const placed = place(c);
         this.o.committer()?.kick();

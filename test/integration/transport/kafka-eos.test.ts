@@ -1,6 +1,6 @@
 // Exactly-once (transactional) mode of the Kafka transport: the in-flight bound, revoked
 // partitions, close() with settles that cannot complete, a result the broker refuses, and a reply
-// topic deleted after use.
+// topic deleted after use; a transaction that fails for a passing reason (a fenced producer).
 import { describe, expect, it } from 'vitest';
 import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { decodeResult } from '../../../src/codec/index.ts';
@@ -195,5 +195,65 @@ describe('kafka transport, exactly-once', () => {
     expect(await committed(settings.groupId, `${model}.requests.p0`)).toBe(3);
     expect((await readTopic(replyTo, 1, 10_000)).map((m) => decodeResult(m.value).id)).toEqual(['g1']);
     expect((await readTopic(`${replyTo}-other`, 1, 10_000)).map((m) => decodeResult(m.value).id)).toEqual(['g2']);
+  });
+});
+
+/**
+ * The worker's transaction fails for a passing reason (fenced: another producer took its
+ * transactional id, as a zombie's successor would; a fresh producer takes it back) while one
+ * settle holds f0 and f1, f1 behind f0 in the partition. `gap`: a request nobody settled yet
+ * lies between them and f1's topic exists (f1 is placed at once, behind the gap); else f1 names a
+ * new reply topic and is placed once it exists, after f0 failed.
+ */
+async function fencedSettle(gap: boolean): Promise<void> {
+  const settings = kafkaSettings({ exactlyOnce: true });
+  const model = uniqueName('eosfenced').replace(/-/g, '');
+  const newTopic = uniqueName('eosfenced-new');
+  const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+  const f1 = gap ? makeRequest(model, 'f1', 0) : makeRequest(model, 'f1', 0, { replyTo: newTopic });
+  await producer.publish([makeRequest(model, 'fa', 0), makeRequest(model, 'f0', 0), ...(gap ? [makeRequest(model, 'fx', 0)] : []), f1]);
+  const instanceId = uniqueName('fenced');
+  const t = track(new KafkaTransport(settings, { partitions: 1, instanceId }));
+  const inbox = new Inbox();
+  await startWith(t, model, inbox);
+  const got = await inbox.waitFor(gap ? 4 : 3, 30_000);
+  const d = (id: string): Delivery => got.find((g) => idOf(g) === id) as Delivery;
+  // The worker's producer gets its transactional epoch.
+  await t.settle([outcomeFor(d('fa'))]);
+  const usurper = adminKafka().producer({ transactionalId: `${settings.clientId}.${settings.groupId}.${instanceId}`, idempotent: true, maxInFlightRequests: 1 });
+  await usurper.connect();
+  await (await usurper.transaction()).abort();
+  await usurper.disconnect();
+  // f0's transaction fails and f0 is rejected. Before, f1 waited behind it for good, and so did
+  // this settle, which would settle f0 again.
+  const started = performance.now();
+  const settled = await within(
+    t.settle([outcomeFor(d('f0')), outcomeFor(d('f1'))]).then(
+      () => undefined,
+      (e: unknown) => e,
+    ),
+    20_000,
+  );
+  console.log(`fenced transaction (gap ${gap}): the settle ended after ${(performance.now() - started).toFixed(0)} ms with ${String(settled)}`);
+  expect(settled).not.toBe('timeout');
+  expect(settled).toBeInstanceOf(FleetError);
+  expect((settled as FleetError).retriable).toBe(true);
+  // What the runtime's OutcomePublisher does with a retriable failure: the same settle again.
+  const again = t.settle([outcomeFor(d('f0')), outcomeFor(d('f1'))]);
+  if (gap) await t.settle([outcomeFor(d('fx'))]);
+  expect(await within(again, 20_000)).not.toBe('timeout');
+  expect(await committed(settings.groupId, `${model}.requests.p0`)).toBe(gap ? 4 : 3);
+  const replies = (await readTopic(`${model}.replies`, gap ? 4 : 2, 10_000)).map((m) => decodeResult(m.value).id);
+  expect(replies).toEqual(gap ? ['fa', 'f0', 'fx', 'f1'] : ['fa', 'f0']);
+  if (!gap) expect((await readTopic(newTopic, 1, 10_000)).map((m) => decodeResult(m.value).id)).toEqual(['f1']);
+}
+
+describe('kafka transport, exactly-once: a transaction that fails for a passing reason', () => {
+  it('a settle whose later result waits for a new reply topic returns, retriable, and goes through when settled again', async () => {
+    await fencedSettle(false);
+  });
+
+  it('a settle whose later result waits behind a request nobody settled yet returns, retriable, and goes through when settled again', async () => {
+    await fencedSettle(true);
   });
 });
