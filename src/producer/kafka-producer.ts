@@ -24,6 +24,9 @@ import { privateInbox } from './private-inbox.ts';
 import { refuseAll, ReplyRouter, timerMs } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
 
+/** How often at most a timed-out request() looks whether the inbox topic was deleted (checkInbox). */
+const INBOX_CHECK_MS = 5_000;
+
 /** One message on its way, with what its topic was rendered from. */
 interface Outgoing {
   readonly topic: string;
@@ -54,7 +57,8 @@ export interface KafkaProducerOptions extends ProducerOptions {
  */
 export class KafkaProducer implements Producer {
   readonly kind = 'kafka' as const;
-  readonly inbox: string;
+  /** Replaced when found deleted under this producer (see checkInbox). */
+  private inboxName: string;
   /** Why request() cannot use the inbox (a clientId the transport cannot name it with). */
   private readonly inboxRefusal: FleetError | undefined;
   private readonly kafka: Kafka;
@@ -77,6 +81,11 @@ export class KafkaProducer implements Producer {
   private inboxReady: Promise<void> | undefined;
   /** The inbox topic may exist: deleted on close, even if opening the inbox failed after creating it. */
   private inboxCreated = false;
+  /** The consumer of the open inbox. */
+  private inboxHandle: ConsumerHandle | undefined;
+  /** A checkInbox under way, and when the last began. */
+  private inboxCheck: Promise<void> | undefined;
+  private inboxCheckedAt = 0;
   private closed = false;
   private closing: Promise<void> | undefined;
   /**
@@ -97,7 +106,7 @@ export class KafkaProducer implements Producer {
     this.limits = options.limits ?? DEFAULT_LIMITS;
     this.replyPattern = replyTopicPattern(settings.replyTopicPattern);
     const inbox = privateInbox('kafka', this.clientId, this.replyPattern);
-    this.inbox = inbox.name;
+    this.inboxName = inbox.name;
     this.inboxRefusal = inbox.refusal;
     this.producer = new RotatingProducer({
       // Auto-create off: request topics are created explicitly (send), never by a metadata refresh.
@@ -109,6 +118,11 @@ export class KafkaProducer implements Producer {
       ...(options.logger === undefined ? {} : { logger: options.logger }),
       owner: `producer ${this.clientId}`,
     });
+  }
+
+  /** `<clientId>.inbox.<uuid>`: the replyTo of this producer's request()s now. */
+  get inbox(): string {
+    return this.inboxName;
   }
 
   private connect(): Promise<{ admin: Admin }> {
@@ -243,22 +257,66 @@ export class KafkaProducer implements Producer {
       if (failWait !== undefined) this.awaitingInbox.delete(failWait);
     }
     const leftMs = Math.max(1, options.timeoutMs - (Date.now() - startedAt));
-    return this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options), options.timeoutMs);
+    return this.afterTimeoutCheckInbox(this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options), options.timeoutMs));
   }
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
     const refusal = this.inboxRefusal;
     if (refusal !== undefined) return refuseAll(requests.length, refusal);
-    return this.router.roundTripMany(
-      requests.map((r) => r.id),
-      options.timeoutMs,
-      async (waiting) => {
-        await this.inboxOpened();
-        // Those whose wait ended while the inbox opened are not sent.
-        const due = requests.filter((_, i) => waiting(i));
-        if (due.length > 0) await this.publish(due.map((r) => ({ ...r, replyTo: this.inbox })), options);
-      },
-    );
+    return this.router
+      .roundTripMany(
+        requests.map((r) => r.id),
+        options.timeoutMs,
+        async (waiting) => {
+          await this.inboxOpened();
+          // Those whose wait ended while the inbox opened are not sent.
+          const due = requests.filter((_, i) => waiting(i));
+          if (due.length > 0) await this.publish(due.map((r) => ({ ...r, replyTo: this.inbox })), options);
+        },
+      )
+      .map((reply) => this.afterTimeoutCheckInbox(reply));
+  }
+
+  private afterTimeoutCheckInbox(reply: Promise<ResultEnvelope>): Promise<ResultEnvelope> {
+    reply.catch((err: unknown) => {
+      if (FleetError.is(err, 'TIMEOUT')) this.checkInbox();
+    });
+    return reply;
+  }
+
+  /**
+   * Why: an inbox topic deleted under a live producer (a cleanup of inbox topics taking it for a
+   * dead client's) is gone for good to the workers, who send its results to {model}.replies; every
+   * later request() of the producer timed out, silently and for ever. So after a timeout (at most
+   * every INBOX_CHECK_MS, in the background: the timeout is not delayed) the inbox is looked for,
+   * and when gone the next request opens a new one under a new name.
+   */
+  private checkInbox(): void {
+    const now = Date.now();
+    const ready = this.inboxReady;
+    if (this.closed || ready === undefined || this.inboxCheck !== undefined || now - this.inboxCheckedAt < INBOX_CHECK_MS) return;
+    this.inboxCheckedAt = now;
+    const name = this.inboxName;
+    this.inboxCheck = (async () => {
+      await ready;
+      const { admin } = await this.connect();
+      // Missing twice 250 ms apart, as the workers judge an inbox gone: a broker's metadata can lag.
+      if ((await admin.listTopics()).includes(name)) return;
+      await new Promise((r) => setTimeout(r, 250));
+      if ((await admin.listTopics()).includes(name) || this.closed || this.inboxName !== name || this.inboxReady !== ready) return;
+      this.options.logger?.warn({ inbox: name }, 'the reply inbox topic of this producer was deleted by someone else: its replies went elsewhere; later requests use a new inbox');
+      this.inboxName = privateInbox('kafka', this.clientId, this.replyPattern).name;
+      this.inboxReady = undefined;
+      this.inboxCreated = false;
+      this.knownTopics.delete(name);
+      const handle = this.inboxHandle;
+      this.inboxHandle = undefined;
+      if (handle !== undefined) await this.stopConsumer(handle);
+    })()
+      .catch(() => undefined)
+      .finally(() => {
+        this.inboxCheck = undefined;
+      });
   }
 
   /** Opens the inbox once; a failed opening is forgotten, so a later call tries again. */
@@ -279,7 +337,7 @@ export class KafkaProducer implements Producer {
     this.refuseIfClosed();
     this.knownTopics.add(this.inbox);
     // A fresh topic read from its beginning: no reply can slip past before the group is joined.
-    await this.consume(this.inbox, `${this.inbox}.group`, true, true, (r) => this.router.deliver(r), undefined);
+    this.inboxHandle = await this.consume(this.inbox, `${this.inbox}.group`, true, true, (r) => this.router.deliver(r), undefined);
   }
 
   /** close() waits for an inbox being opened: each step of the opening ends it once closed. */

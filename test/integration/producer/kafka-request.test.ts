@@ -145,3 +145,31 @@ describe('kafka producer request() timing out on a fresh producer', () => {
     expect((error as FleetError).details.timeoutMs).toBe(4_000);
   }, 60_000);
 });
+
+describe('kafka producer whose inbox topic is deleted under it (a cleanup taking it for a dead client\'s)', () => {
+  it('a request() after the first timeout opens a new inbox and is answered, where every later one timed out', async () => {
+    const model = uniqueName('inbox-gone');
+    const worker: Transport = createTransport({ kind: 'kafka', kafka: kafkaSettings() }, { kafka: { partitions: 1 } });
+    open.push(worker);
+    await worker.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void worker.settle(ds.map(outcomeFor)) });
+    const producer = new KafkaProducer(kafkaSettings(), { partitions: 1 });
+    open.push(producer);
+    expect((await producer.request(makeRequest(model, 'g1', 0), { timeoutMs: 30_000 })).id).toBe('g1');
+    const first = producer.inbox;
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      await admin.deleteTopics({ topics: [first] });
+      // Its reply goes to {model}.replies (the worker finds the inbox gone): this one times out.
+      const lost = await producer.request(makeRequest(model, 'g2', 0), { timeoutMs: 3_000 }).catch((e: unknown) => e);
+      expect(FleetError.is(lost, 'TIMEOUT'), `settled with ${String(lost)}`).toBe(true);
+      for (let i = 0; i < 50 && producer.inbox === first; i++) await new Promise((r) => setTimeout(r, 100));
+      const later = await producer.request(makeRequest(model, 'g3', 0), { timeoutMs: 15_000 }).then((r) => r.id, (e: unknown) => String(e));
+      expect(later).toBe('g3');
+      expect(producer.inbox).not.toBe(first);
+      expect(await admin.listTopics(), 'the deleted inbox was created again').not.toContain(first);
+    } finally {
+      await admin.disconnect();
+    }
+  }, 90_000);
+});
