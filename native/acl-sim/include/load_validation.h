@@ -22,6 +22,17 @@ struct DataDeps {
 };
 DataDeps dataDeps(const Graph &g);
 
+// The default budget of one load: max(kWorkFloorOps, kOpsPerWeightByte x weight bytes x
+// (max batch + 2)); the + 2 are the two runs at batch 1 of a dynamic model. Real models do work
+// in proportion to their weights: counted this way, ResNet-50 does ~110 ops per weight byte per
+// sample and MobileNetV2 ~260 (activation traffic), so 2048 leaves room for heavier ones. A
+// hostile model does work far out of proportion to its size, and gets the floor (about 1 s of
+// work on the development machine), or must carry (and reserve device memory for) weights in
+// proportion to the work it buys (~0.6 MB per second of work at the default gears).
+constexpr double kWorkFloorOps = 34359738368.0;  // 2^35
+constexpr double kOpsPerWeightByte = 2048;
+uint64_t defaultWorkBudget(size_t weightBytes, uint64_t maxBatch);
+
 // One load's budget, shared by all its validation runs (armed on the calling thread).
 class WorkBudget {
  public:

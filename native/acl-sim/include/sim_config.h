@@ -33,8 +33,9 @@ struct SimConfig {
   std::vector<Fault> faults;
   bool strictPinned = true;
   // Ops the validation run at load may do (multiply-adds, window taps, kElementOps per element
-  // read or written), all its runs of one load together.
-  uint64_t loadWorkBudget = uint64_t(1) << 35;
+  // read or written), all its runs of one load together. 0 (the default): scaled with the
+  // model's weights, see defaultWorkBudget in load_validation.h.
+  uint64_t loadWorkBudget = 0;
 };
 
 // Parses NPU_FLEET_SIM_* variables; false with a message naming the variable on error.

@@ -2,6 +2,7 @@
 // budget, and the run itself.
 #include "load_validation.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -14,6 +15,12 @@ thread_local bool tl_budgetArmed = false;
 thread_local double tl_budgetOps = 0;
 thread_local double tl_spentOps = 0;
 }  // namespace
+
+uint64_t defaultWorkBudget(size_t weightBytes, uint64_t maxBatch) {
+  const double scaled = kOpsPerWeightByte * double(weightBytes) * (double(maxBatch) + 2);
+  const double ops = std::max(kWorkFloorOps, scaled);
+  return ops >= 9.2e18 ? uint64_t(9.2e18) : uint64_t(ops);  // well inside uint64_t and double
+}
 
 WorkBudget::WorkBudget(uint64_t ops) {
   tl_budgetArmed = true;

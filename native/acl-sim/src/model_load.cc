@@ -194,7 +194,8 @@ std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::str
   std::vector<int> types;
   try {
     const DataDeps deps = dataDeps(g);
-    WorkBudget budget(rtConfig().loadWorkBudget);
+    const uint64_t set = rtConfig().loadWorkBudget;
+    WorkBudget budget(set ? set : defaultWorkBudget(g.weightBytes, info.maxBatch));
     if (info.kind == STATIC) {
       A = dryRun(g, deps, 1, 1, &types);
       B = C = A;

@@ -180,7 +180,8 @@ void modelTests(const char *filter) {
                {"mem_capacity", memoryCapacity, true},     {"time_faults", timeModelAndFaults, true},
                {"many_executions", manyExecutions, false}, {"exit_while_hung", exitWhileHung, true},
                {"concurrency", concurrency, true},         {"validation_data", validationDataDependent, false},
-               {"validation_budget", validationBudget, false}};
+               {"validation_budget", validationBudget, false},
+               {"validation_budget_scales", validationBudgetScales, false}};
   for (auto &t : tests) {
     if (filter && !std::strstr(t.name, filter)) continue;
     std::printf("models/%s\n", t.name);

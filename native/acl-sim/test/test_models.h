@@ -32,3 +32,4 @@ void exitWhileHung();        // test_model_resources.cc
 void concurrency();          // test_model_concurrency.cc
 void validationDataDependent();  // test_model_validation.cc
 void validationBudget();         // test_model_validation.cc
+void validationBudgetScales();   // test_model_validation.cc
