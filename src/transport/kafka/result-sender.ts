@@ -238,13 +238,15 @@ export class ResultSender {
       await Promise.race([ended, new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
       clearTimeout(timer);
       if (finished) return [];
-      let existing: Set<string>;
-      try {
-        existing = new Set(await this.admin.listTopics());
-      } catch {
-        continue;
-      }
+      // Raced with the send: with the brokers unreachable the listing can take far longer than the
+      // send, whose results must not wait for it once the brokers answer again.
+      const listing = this.admin.listTopics().then(
+        (topics) => new Set(topics),
+        () => undefined,
+      );
+      const existing = await Promise.race([listing, ended.then(() => undefined)]);
       if (finished) return [];
+      if (existing === undefined) continue;
       const gone = [...new Set(this.routed(messages).map((m) => m.topic))].filter((t) => !existing.has(t));
       if (gone.length > 0) return gone;
     }
