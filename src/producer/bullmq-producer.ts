@@ -16,7 +16,8 @@ import {
   redisHost,
   toBullmqPriority,
 } from '../transport/bullmq/bullmq-names.ts';
-import { ErrorThrottle, isRedisRefusal } from '../transport/bullmq/error-throttle.ts';
+import { isRedisRefusal } from '../transport/bullmq/redis-refusal.ts';
+import { ErrorThrottle } from '../transport/error-throttle.ts';
 import type { TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { renderName } from '../transport/names.ts';
 import { withTimeout } from '../transport/with-timeout.ts';

@@ -6,7 +6,7 @@ import { closedError, DeliveryLedger } from '../delivery-ledger.ts';
 import { renderName } from '../names.ts';
 import { predecessorNote, predecessorWorkers } from './lost-job-reclaimer.ts';
 import { QueueCache } from './queue-cache.ts';
-import { ErrorThrottle } from './error-throttle.ts';
+import { ErrorThrottle } from '../error-throttle.ts';
 import { settlesWithin } from '../with-timeout.ts';
 import { SuspectStore } from './suspect-store.ts';
 import { QueueSweeper } from './queue-sweeper.ts';

@@ -3,7 +3,8 @@ import type { Redis } from 'ioredis';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
 import { fromBullmqPriority, redisConnection } from './bullmq-names.ts';
-import { ErrorThrottle, isRedisRefusal } from './error-throttle.ts';
+import { ErrorThrottle } from '../error-throttle.ts';
+import { isRedisRefusal } from './redis-refusal.ts';
 import { reclaimLostJobs, RECLAIM_DELAY_MS } from './lost-job-reclaimer.ts';
 import { SettlingWorker } from './settling-worker.ts';
 

@@ -1,6 +1,6 @@
 import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
-import { ErrorThrottle } from '../bullmq/error-throttle.ts';
+import { ErrorThrottle } from '../error-throttle.ts';
 import { HEADERS } from '../names.ts';
 import { isUnknownTopic, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';

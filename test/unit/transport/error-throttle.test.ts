@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ErrorThrottle, isRedisRefusal } from '../../../src/transport/bullmq/error-throttle.ts';
+import { isRedisRefusal } from '../../../src/transport/bullmq/redis-refusal.ts';
+import { ErrorThrottle } from '../../../src/transport/error-throttle.ts';
 
 describe('ErrorThrottle', () => {
   it('lets one line through per period and reports how many it held back', () => {

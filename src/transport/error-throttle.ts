@@ -1,7 +1,8 @@
 /**
  * One log line per `everyMs` for a stream of like errors, carrying the count of those it held
  * back: BullMQ emits an error event per failed fetch, and retries a fetch Redis refused at once,
- * so an out-of-memory Redis meant thousands of identical lines a second. JS thread only.
+ * so an out-of-memory Redis meant thousands of identical lines a second; a Kafka worker meets a
+ * client's gone inbox once per result. JS thread only.
  */
 export class ErrorThrottle {
   private loggedAt = -Infinity;
@@ -20,9 +21,4 @@ export class ErrorThrottle {
     this.held = 0;
     return { log: true, heldBack };
   }
-}
-
-/** A Redis error answer (not a lost connection): out of memory, a read-only replica, a script error. */
-export function isRedisRefusal(err: Error): boolean {
-  return err.name === 'ReplyError';
 }
