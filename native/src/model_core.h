@@ -118,7 +118,10 @@ class ModelCore {
   void Fail(Slot &s, const Failure &f);
   void MarkDone(Slot &s, aclError rc, const char *api);
   void FillTimings(Slot &s, ExecJob *job, Clock::time_point prevDoneAt, double hostCopyOutMs);
+  // Device thread (Start before the execute, Finish after it): the dims of output o for this
+  // slot's batch; before the run, for an output known only after it, its max dims.
   std::vector<int64_t> ReadOutputDims(Slot &s, size_t o, bool afterRun);
+  bool OutputDimsAfterRun(size_t o) const;
 
   const AclApi &api_;
   int lastStarted_ = -1;  // slot of the most recent batch: the next execute waits for its evExec

@@ -22,15 +22,29 @@ void ModelCore::Fail(Slot &s, const Failure &f) {
   }
 }
 
+// Whether output o's real dims are known only after a run: with range-dynamic inputs, or when
+// its description has a -1 that the batch gear does not fill, i.e. a dim that follows input
+// values (e.g. a Reshape whose target is an int64 input), even if every input has a fixed size.
+bool ModelCore::OutputDimsAfterRun(size_t o) const {
+  if (info.dynamic == DynamicKind::Range || setsTensorDesc_) return true;
+  const std::vector<int64_t> &d = info.outputs[o].dims;
+  for (size_t k = 0; k < d.size(); ++k) {
+    if (d[k] < 0 && (k > 0 || info.dynamic != DynamicKind::Batch)) return true;
+  }
+  return false;
+}
+
+// Runs on the device thread: from Start (afterRun false, before aclmdlExecuteAsync, to size the
+// copy-out) and from Finish (afterRun true, once the slot's stream is idle).
 std::vector<int64_t> ModelCore::ReadOutputDims(Slot &s, size_t o, bool afterRun) {
   const TensorInfo &t = info.outputs[o];
-  if (info.dynamic == DynamicKind::Static) return t.dims;
-  const bool knownAfterRun = info.dynamic == DynamicKind::Range || setsTensorDesc_;
+  const bool knownAfterRun = OutputDimsAfterRun(o);
+  if (info.dynamic == DynamicKind::Static && !knownAfterRun) return t.dims;
   if (knownAfterRun && !afterRun) return t.maxDims;
   // Dynamic batch: only the batch dimension varies, so the gear determines the shape. (Not
   // aclmdlGetCurOutputDims: it is per model, and a batch finishing on another slot may update it
   // between this slot's setter and the read.)
-  if (info.dynamic == DynamicKind::Batch && !setsTensorDesc_) {
+  if (info.dynamic == DynamicKind::Batch && !knownAfterRun) {
     std::vector<int64_t> dims = t.dims;
     if (!dims.empty() && dims[0] < 0) dims[0] = static_cast<int64_t>(s.job->gear);
     if (std::all_of(dims.begin(), dims.end(), [](int64_t v) { return v >= 0; })) return dims;
@@ -243,8 +257,7 @@ ExecJob *ModelCore::Finish(int slotIndex, Clock::time_point prevDoneAt) {
     for (size_t o = 0; o < info.outputs.size(); ++o) {
       const TensorInfo &t = info.outputs[o];
       ExecOutput out;
-      out.dims = info.dynamic == DynamicKind::Range || setsTensorDesc_ ? ReadOutputDims(s, o, true)
-                                                                       : s.outDims[o];
+      out.dims = OutputDimsAfterRun(o) ? ReadOutputDims(s, o, true) : s.outDims[o];
       out.bytes = TensorBytesOrMax(out.dims, t.elemBytes);  // SIZE_MAX fails the check below
       if (out.bytes > t.bufferBytes) {
         Failure f;

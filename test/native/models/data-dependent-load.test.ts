@@ -3,7 +3,7 @@
  * shapes follow input values (here a Reshape target taken from an int64 input, which the zeros
  * make impossible) must still load through the binding, describe that output as dynamic, and run.
  * The model is range-dynamic (x has a dynamic length), so the binding reads output shapes after
- * each run; for a model with only static inputs it takes them from the description instead.
+ * each run; data-dependent-static-outputs.test.ts covers a model whose inputs are all fixed-size.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
