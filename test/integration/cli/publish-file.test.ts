@@ -70,6 +70,18 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c();
 });
 
+/** A worker serving MODEL from a fresh repository under `prefix`, stopped after the test; its config file. */
+async function servedFleet(prefix: string, transport: z.input<typeof TransportSettingsSchema>): Promise<{ dir: string; configFile: string }> {
+  const dir = tempDir(prefix);
+  writeRepository(join(dir, 'models'));
+  const fleet = { transport, devices: { count: 1, backend: 'sim' }, modelRepository: join(dir, 'models'), models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
+  const configFile = join(dir, 'fleet.yaml');
+  writeFileSync(configFile, stringify(fleet));
+  const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+  cleanup.push(() => worker.stop());
+  return { dir, configFile };
+}
+
 const setups: Array<{ name: string; transport: () => z.input<typeof TransportSettingsSchema> }> = [
   { name: 'Kafka', transport: () => uniqueKafkaTransport('pubfile') },
   { name: 'BullMQ', transport: () => ({ kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix: uniqueName('pubfile') } }) },
@@ -77,13 +89,7 @@ const setups: Array<{ name: string; transport: () => z.input<typeof TransportSet
 
 describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $name', (setup) => {
   it('scores every good line once with the model outputs, records each bad line as invalid, and --resume finishes a cut-off run', { timeout: 180_000 }, async () => {
-    const dir = tempDir('npu-fleet-pubfile-');
-    writeRepository(join(dir, 'models'));
-    const fleet = { transport: setup.transport(), devices: { count: 1, backend: 'sim' }, modelRepository: join(dir, 'models'), models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
-    const configFile = join(dir, 'fleet.yaml');
-    writeFileSync(configFile, stringify(fleet));
-    const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
-    cleanup.push(() => worker.stop());
+    const { dir, configFile } = await servedFleet('npu-fleet-pubfile-', setup.transport());
 
     const good = Array.from({ length: GOOD }, (_, i) => `g${i}`);
     const lines = good.map((id, i) => line(id, inputOf(i), rowsOf(i), { priority: i % 2 }));
@@ -140,13 +146,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
   });
 
   it('--resume of a data set edited since (a line removed): no line left undone for a line number recorded done (resumes by id, saying so)', { timeout: 120_000 }, async () => {
-    const dir = tempDir('npu-fleet-pubfile-edit-');
-    writeRepository(join(dir, 'models'));
-    const fleet = { transport: setup.transport(), devices: { count: 1, backend: 'sim' }, modelRepository: join(dir, 'models'), models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
-    const configFile = join(dir, 'fleet.yaml');
-    writeFileSync(configFile, stringify(fleet));
-    const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
-    cleanup.push(() => worker.stop());
+    const { dir, configFile } = await servedFleet('npu-fleet-pubfile-edit-', setup.transport());
     const ids = Array.from({ length: 40 }, (_, i) => `e${i}`);
     const data = join(dir, 'data.jsonl');
     const out = join(dir, 'results.jsonl');
@@ -165,13 +165,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
   });
 
   it('--resume of a data set with a line done and a line not done swapped since, then swapped back: each id gets one ok result, none lost, none sent twice', { timeout: 120_000 }, async () => {
-    const dir = tempDir('npu-fleet-pubfile-swap-');
-    writeRepository(join(dir, 'models'));
-    const fleet = { transport: setup.transport(), devices: { count: 1, backend: 'sim' }, modelRepository: join(dir, 'models'), models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
-    const configFile = join(dir, 'fleet.yaml');
-    writeFileSync(configFile, stringify(fleet));
-    const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
-    cleanup.push(() => worker.stop());
+    const { dir, configFile } = await servedFleet('npu-fleet-pubfile-swap-', setup.transport());
     const ids = Array.from({ length: 40 }, (_, i) => `s${i}`);
     const data = join(dir, 'data.jsonl');
     const out = join(dir, 'results.jsonl');
@@ -214,13 +208,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
   });
 
   it('two runs on one RESULTS at once: the second is refused before it reads or sends anything, so no line is answered twice', { timeout: 120_000 }, async () => {
-    const dir = tempDir('npu-fleet-pubfile-twice-');
-    writeRepository(join(dir, 'models'));
-    const fleet = { transport: setup.transport(), devices: { count: 1, backend: 'sim' }, modelRepository: join(dir, 'models'), models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
-    const configFile = join(dir, 'fleet.yaml');
-    writeFileSync(configFile, stringify(fleet));
-    const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
-    cleanup.push(() => worker.stop());
+    const { dir, configFile } = await servedFleet('npu-fleet-pubfile-twice-', setup.transport());
     const ids = Array.from({ length: 40 }, (_, i) => `t${i}`);
     const data = join(dir, 'data.jsonl');
     const out = join(dir, 'results.jsonl');
