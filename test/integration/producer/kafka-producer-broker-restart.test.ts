@@ -4,30 +4,20 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
-import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
 import { transportFor } from '../../../src/cli/worker-deps.ts';
 import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { createProducer } from '../../../src/producer/index.ts';
 import { runWorker } from '../../../src/runtime/worker-process.ts';
 import { startLocalKafka } from '../../helpers/local-kafka-service.ts';
+import { mlpRequest } from '../../helpers/mlp-request.ts';
+import { orderedCleanups } from '../../helpers/ordered-cleanups.ts';
 import { uniqueName } from '../../helpers/services.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await Promise.race([c().catch(() => undefined), new Promise((r) => setTimeout(r, 15_000))]);
-});
+const cleanups = orderedCleanups();
 
-const request = (id: string, replyTo: string): RequestEnvelope => ({
-  id,
-  model: 'mlp-classifier',
-  priority: 0,
-  createdAt: Date.now(),
-  replyTo,
-  inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data: new Uint8Array(64 * 4) }],
-});
 
 describe('kafka reply subscription across a broker restart', () => {
   it('replies reach the subscriber within seconds of the broker coming back, not after its 30 s session', async () => {
@@ -49,7 +39,7 @@ describe('kafka reply subscription across a broker restart', () => {
     const answered = new Set<string>();
     const sub = await producer.subscribeReplies(replyTo, (r) => void answered.add(r.id));
     cleanups.push(() => sub.close());
-    await producer.publish([request('before', replyTo)]);
+    await producer.publish([mlpRequest('before', replyTo)]);
     for (const until = Date.now() + 30_000; !answered.has('before') && Date.now() < until; ) await new Promise((r) => setTimeout(r, 100));
     expect(answered.has('before')).toBe(true);
 
@@ -61,7 +51,7 @@ describe('kafka reply subscription across a broker restart', () => {
     const backAt = Date.now();
     for (;;) {
       try {
-        await producer.publish([request('after', replyTo)]);
+        await producer.publish([mlpRequest('after', replyTo)]);
         break;
       } catch (err) {
         if (Date.now() - backAt > 30_000) throw err;

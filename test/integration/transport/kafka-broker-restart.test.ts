@@ -5,30 +5,20 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
-import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
 import { transportFor } from '../../../src/cli/worker-deps.ts';
 import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { createProducer } from '../../../src/producer/index.ts';
 import { runWorker } from '../../../src/runtime/worker-process.ts';
 import { startLocalKafka } from '../../helpers/local-kafka-service.ts';
+import { mlpRequest } from '../../helpers/mlp-request.ts';
+import { orderedCleanups } from '../../helpers/ordered-cleanups.ts';
 import { uniqueName } from '../../helpers/services.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await Promise.race([c().catch(() => undefined), new Promise((r) => setTimeout(r, 15_000))]);
-});
+const cleanups = orderedCleanups();
 
-const request = (id: string, replyTo: string): RequestEnvelope => ({
-  id,
-  model: 'mlp-classifier',
-  priority: 0,
-  createdAt: Date.now(),
-  replyTo,
-  inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data: new Uint8Array(64 * 4) }],
-});
 
 /** A fresh producer (its own reply consumer is new, so only the worker's rejoin is timed): ms until `ids` are answered. */
 async function answeredWithinMs(transport: Parameters<typeof createProducer>[0], ids: readonly string[]): Promise<number> {
@@ -41,7 +31,7 @@ async function answeredWithinMs(transport: Parameters<typeof createProducer>[0],
   cleanups.push(() => sub.close());
   for (;;) {
     try {
-      await producer.publish(ids.map((id) => request(id, replyTo)));
+      await producer.publish(ids.map((id) => mlpRequest(id, replyTo)));
       break;
     } catch (err) {
       if (Date.now() - startedAt > 30_000) throw err;
