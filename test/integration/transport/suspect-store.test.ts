@@ -1,12 +1,12 @@
 // SuspectStore (the BullMQ transport's device-hang counts) against the real Redis of the test
 // services, a unique key prefix per test; the stalled and failing Redis are real clients of a
 // loopback port nothing listens on.
-import { createServer } from 'node:net';
 import { Redis, type RedisOptions } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { redisConnection } from '../../../src/transport/bullmq/bullmq-names.ts';
 import { SuspectStore } from '../../../src/transport/bullmq/suspect-store.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
+import { freePort } from '../../helpers/service-process.ts';
 
 const clients: Redis[] = [];
 afterEach(() => {
@@ -26,14 +26,6 @@ function storeOnRedis(): { store: SuspectStore; redis: Redis; keyOf: (q: string)
   const prefix = uniqueName('suspect-store');
   const keyOf = (q: string) => `${prefix}:${q}:npu-fleet-suspects`;
   return { store: new SuspectStore(() => redis, keyOf), redis, keyOf };
-}
-
-async function closedPortUrl(): Promise<string> {
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-  const port = (probe.address() as { port: number }).port;
-  await new Promise<void>((r) => probe.close(() => r()));
-  return `redis://127.0.0.1:${port}`;
 }
 
 describe('SuspectStore', () => {
@@ -74,7 +66,7 @@ describe('SuspectStore.countForFetched', () => {
 
   it('a stalled Redis counts as 0 and says why, after the bound', async () => {
     // As the transport's connections are: commands wait in the offline queue while Redis is away.
-    const stalled = redisConnection(await closedPortUrl(), { retryStrategy: () => 100 });
+    const stalled = redisConnection(`redis://127.0.0.1:${await freePort()}`, { retryStrategy: () => 100 });
     stalled.on('error', () => undefined);
     clients.push(stalled);
     const store = new SuspectStore(() => stalled, (q) => q, 50);
@@ -89,7 +81,7 @@ describe('SuspectStore.countForFetched', () => {
 
   it('a failing Redis counts as 0 and says why', async () => {
     // No offline queue: a command on the down connection fails at once.
-    const down = client(await closedPortUrl(), { enableOfflineQueue: false, retryStrategy: () => 100 });
+    const down = client(`redis://127.0.0.1:${await freePort()}`, { enableOfflineQueue: false, retryStrategy: () => 100 });
     const store = new SuspectStore(() => down, (q) => q, 5_000);
     const t0 = Date.now();
     const r = await store.countForFetched('q', job(2));

@@ -1,20 +1,12 @@
 // ModelWorker's log during a Redis outage: real connection errors, from ioredis clients pointed at
 // a loopback port nothing listens on (no Redis needed, none mocked).
-import { createServer } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BullmqSettingsSchema } from '../../../../src/contracts/fleet-config.ts';
 import type { TransportLogger } from '../../../../src/transport/kafka/kafka-client.ts';
 import { redisConnection } from '../../../../src/transport/bullmq/bullmq-names.ts';
 import { ModelWorker } from '../../../../src/transport/bullmq/model-worker.ts';
-
-async function closedPortUrl(): Promise<string> {
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-  const port = (probe.address() as { port: number }).port;
-  await new Promise<void>((r) => probe.close(() => r()));
-  return `redis://127.0.0.1:${port}`;
-}
+import { freePort } from '../../../helpers/service-process.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -23,7 +15,7 @@ afterEach(async () => {
 
 describe('ModelWorker queue error log', () => {
   it('logs one "bullmq queue error" line per 10 s while Redis is away, carrying the count it held back', async () => {
-    const url = await closedPortUrl();
+    const url = `redis://127.0.0.1:${await freePort()}`;
     const settings = BullmqSettingsSchema.parse({ redisUrl: url, prefix: 'mw-queue-errors' });
     // ioredis's default backoff is 50 ms more per attempt: a steady error every 200 ms instead.
     const shared: Redis = redisConnection(url, { retryStrategy: () => 200 });
