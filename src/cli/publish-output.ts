@@ -153,12 +153,17 @@ async function forEachRecord(path: string, progress: LineCounter | undefined, ea
   if (progress !== undefined) progress.lines = progress.bytes = 0;
   const stream = createReadStream(path, { encoding: 'utf8' });
   const lines = createInterface({ input: stream, crlfDelay: Infinity });
+  let first = true;
   try {
-    for await (const line of lines) {
+    for await (const read of lines) {
       if (progress !== undefined) {
         progress.lines++;
         progress.bytes = stream.bytesRead;
       }
+      // An editor saving FILE as "UTF-8 with BOM" puts U+FEFF before the first record, which
+      // JSON.parse refuses: that record was counted unreadable and --resume sent its line again.
+      const line = first && read.charCodeAt(0) === 0xfeff ? read.slice(1) : read;
+      first = false;
       if (line.trim() === '') continue;
       let r: { id?: unknown; status?: unknown; line?: unknown };
       try {

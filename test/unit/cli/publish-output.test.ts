@@ -85,6 +85,23 @@ describe('readResumeState (--resume)', () => {
     expect(['a', 'b', 'c'].map((id) => state.done.isDone(99, id))).toEqual([true, true, false]);
   });
 
+  // An editor saving the file as "UTF-8 with BOM" puts U+FEFF before the first record: read as
+  // part of it, that record was not JSON, and --resume sent its line again.
+  it('a byte order mark before the first record (the file saved by an editor) does not make that record unreadable', async () => {
+    const path = join(dir, 'bom.jsonl');
+    writeFileSync(path, `\uFEFF${okLine('a', 1)}\r\n${okLine('b', 2)}\r\n`);
+    const byLine = await readResumeState(path, { byLine: true });
+    expect(byLine).toMatchObject({ okCount: 2, unreadable: 0 });
+    expect([1, 2, 3].map((line) => byLine.done.isDone(line, 'any'))).toEqual([true, true, false]);
+    const byId = await readResumeState(path, { byLine: false });
+    expect(byId).toMatchObject({ okCount: 2, unreadable: 0 });
+    expect(['a', 'b'].map((id) => byId.done.isDone(0, id))).toEqual([true, true]);
+    // ResultFile.open reads a resumed file the same way (by id, when not given what was read).
+    const file = await ResultFile.open(path, true);
+    await file.close();
+    expect([file.unreadable, file.done.isDone(0, 'a')]).toEqual([0, true]);
+  });
+
   it('resuming a long run by line holds a bit per line, not every id done (~100 B each)', async () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
