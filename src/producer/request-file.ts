@@ -131,8 +131,13 @@ export async function countRequests(path: string, progress?: LineCounter): Promi
   // Lines end as readRequestFile's reader (readline) ends them: LF, CRLF, or a CR alone (the LF of
   // a CRLF then ends a blank line, not counted). Counted by LF only, a file of CR line ends was one
   // line, and the first pass's filter sized for one id made every id a repeat candidate.
+  let start = true;
   for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
-    for (let i = 0; i < chunk.length; i++) {
+    // A byte order mark is no content (the reader strips it): counted, a file starting with a
+    // blank line after it counted one request more than it holds.
+    const from = start && chunk.length >= 3 && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf ? 3 : 0;
+    start = false;
+    for (let i = from; i < chunk.length; i++) {
       const b = chunk[i] as number;
       if (b === 0x0a || b === 0x0d) {
         if (content) count++;

@@ -90,6 +90,11 @@ describe('readRequestFile', () => {
     const one = await all(write('bom-one.json', `${bom}${JSON.stringify(request('solo'))}`));
     expect(one.map((e) => ('request' in e ? e.request.id : e.error.message))).toEqual(['solo']);
     expect(await countRequests(write('bom-count.json', `${bom}[{}, {}]`))).toBe(2);
+    // The count sizes the first pass's filter and the progress line: the mark is no request of its own.
+    const blankFirst = write('bom-blank.jsonl', `${bom}\n${JSON.stringify(request('x'))}\n${JSON.stringify(request('y'))}\n`);
+    expect([await countRequests(blankFirst), (await all(blankFirst)).length]).toEqual([2, 2]);
+    const onlyMark = write('bom-only.jsonl', bom);
+    expect([await countRequests(onlyMark), (await all(onlyMark)).length]).toEqual([0, 0]);
   });
 });
 
