@@ -27,6 +27,12 @@ export function unservedCodeLabel(code: string | undefined): UnservedCode {
 export type DeadlineStage = 'admission' | 'queue' | 'device' | 'publish';
 export type WasteReason = 'late' | 'expired';
 export type SourceTransport = 'kafka' | 'bullmq' | 'memory';
+/**
+ * How a batch the device was given ended: ok (its results were split per request), or failed (the
+ * execute rejected, or its outputs could not be used). A batch that failed on the host before the
+ * device got it is in neither: only its requests' failed results count it.
+ */
+export type BatchOutcome = 'ok' | 'failed';
 
 /** Latency buckets in seconds: ms-scale inference up to a 30 s deadline. */
 export const LATENCY_BUCKETS_SECONDS = [
@@ -87,7 +93,7 @@ export const FLEET_METRICS = {
   batchSize: {
     name: 'npu_fleet_batch_size',
     kind: 'histogram',
-    help: 'Real (non-padding) items per dispatched batch',
+    help: 'Real (non-padding) items per batch given to the device (failed ones too)',
     labels: ['model'],
   },
   batchPaddingRatio: {
@@ -117,13 +123,13 @@ export const FLEET_METRICS = {
   batches: {
     name: 'npu_fleet_batches_total',
     kind: 'counter',
-    help: 'Batches executed on a device, by gear',
-    labels: ['model', 'device', 'gear'],
+    help: 'Batches given to a device, by gear and outcome (ok|failed: the execute rejected or its outputs were unusable); the sum over outcome is every batch the device ran or tried to',
+    labels: ['model', 'device', 'gear', 'outcome'],
   },
   deviceExecute: {
     name: 'npu_fleet_device_execute_seconds',
     kind: 'histogram',
-    help: 'Device execution time per batch (the execute itself, without the host/device copies; npu_fleet_wasted_device_seconds_total counts the same time)',
+    help: 'Device execution time per batch (the execute itself, without the host/device copies; npu_fleet_wasted_device_seconds_total counts the same time). A failed batch is in it when the device reported its time (it ran, and its outputs were unusable); a rejected execute reports none, so the count can be below npu_fleet_batches_total',
     labels: ['model', 'device', 'gear'],
   },
   batchesInFlight: {

@@ -11,6 +11,7 @@ import {
   PROCESS_METRICS_PREFIX,
   isUnserved,
   unservedCodeLabel,
+  type BatchOutcome,
   type DeadlineStage,
   type MetricDefinition,
   type RequestStatus,
@@ -24,7 +25,7 @@ export * from './metric-definitions.ts';
 /**
  * All npu-fleet metrics. Each FleetMetrics owns its own Registry (never prom-client's global one) so
  * several instances in one process (tests, an embedded fleet) do not collide. Label sets are fixed
- * and bounded — model, version, priority, status, code, device, gear, stage, transport, reason — never
+ * and bounded — model, version, priority, status, code, device, gear, stage, transport, reason, outcome — never
  * request ids. The runtime calls the typed helpers at its edges; core modules hold no metrics.
  */
 
@@ -61,7 +62,10 @@ export interface BatchObservation {
   boundLength?: number | null;
   /** Positions of that axis padded up to the bound in the real items: Σ items × (bound − length). */
   paddedLengthSlots?: number;
-  executeSeconds: number;
+  /** Default ok. */
+  outcome?: BatchOutcome;
+  /** The execute alone; undefined when the device reported no time (a rejected execute). */
+  executeSeconds: number | undefined;
 }
 
 /** One model's local queue at a scrape, summed over its lanes (a lane per pinned version). */
@@ -111,7 +115,7 @@ export class FleetMetrics {
   private readonly paddedItems: Counter<'model'>;
   private readonly batchSlots: Counter<'model'>;
   private readonly paddedSlots: Counter<'model'>;
-  private readonly batches: Counter<'model' | 'device' | 'gear'>;
+  private readonly batches: Counter<'model' | 'device' | 'gear' | 'outcome'>;
   private readonly deviceExecute: Histogram<'model' | 'device' | 'gear'>;
   private readonly inFlight: Gauge<'device'>;
   private readonly deviceMemoryUsed: Gauge<'device'>;
@@ -225,7 +229,7 @@ export class FleetMetrics {
     const { model, gear, items } = batch;
     const device = String(batch.device);
     const padded = Math.max(0, batch.padded ?? gear - items);
-    this.batches.inc({ model, device, gear: String(gear) });
+    this.batches.inc({ model, device, gear: String(gear), outcome: batch.outcome ?? 'ok' });
     this.batchSize.observe({ model }, items);
     if (padded > 0) this.paddedItems.inc({ model }, padded);
     // A slot is one position of the bucketed axis (one sample without buckets), as the device gets
@@ -236,7 +240,7 @@ export class FleetMetrics {
     this.batchSlots.inc({ model }, slots);
     if (paddedSlots > 0) this.paddedSlots.inc({ model }, paddedSlots);
     this.paddingRatio.observe({ model }, slots > 0 ? paddedSlots / slots : 0);
-    if (Number.isFinite(batch.executeSeconds)) {
+    if (batch.executeSeconds !== undefined && Number.isFinite(batch.executeSeconds)) {
       this.deviceExecute.observe({ model, device, gear: String(gear) }, Math.max(0, batch.executeSeconds));
     }
   }

@@ -1,7 +1,7 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import type { FleetMetrics } from '../observability/metrics.ts';
+import type { BatchOutcome, FleetMetrics } from '../observability/metrics.ts';
 import type { Logger } from '../observability/logger.ts';
 import { DeviceTimeline } from '../scheduler/device-timeline.ts';
 import type { Batch } from '../scheduler/scheduler-types.ts';
@@ -108,6 +108,21 @@ export class BatchRunner {
       : undefined;
   }
 
+  /** `executeMs` the device reported, undefined when it reported none (a rejected execute). */
+  private countBatch(model: string, batch: Batch<Payload>, outcome: BatchOutcome, executeMs: number | undefined): void {
+    this.o.metrics.observeBatch({
+      model,
+      device: this.o.deviceId,
+      gear: batch.gear,
+      items: batch.items,
+      padded: batch.paddedItems,
+      boundLength: batch.boundLength,
+      paddedLengthSlots: batch.paddedLengthSlots,
+      outcome,
+      executeSeconds: executeMs === undefined ? undefined : executeMs / 1000,
+    });
+  }
+
   private runsOn(lane: Lane<Payload>, version: LoadedVersion): boolean {
     try {
       return lane.current() === version;
@@ -172,28 +187,26 @@ export class BatchRunner {
     const members = batch.members.map((m) => m.payload.request);
     // Only a failure of the execute itself counts against the device (not gather or scatter on the host).
     let onDevice = false;
+    // The device was given the batch: it is counted in the batch metrics, whatever becomes of it.
+    let given = false;
+    let counted = false;
+    let executeMs: number | undefined;
     try {
       // A suspect has the device to itself (CrashSuspects): it starts once the batches ahead left.
       if (journaled.suspect) await ahead;
       const inputs = gatherInputs(members, cfg, batch);
       onDevice = true;
+      given = true;
       const { outputs, timings } = await version.executable.execute(inputs, batch.gear);
+      executeMs = timings.executeMs;
       const doneAt = this.now();
       const deviceMs = timings.copyInMs + timings.executeMs + timings.copyOutMs;
       this.copyInEwmaMs = this.copyInEwmaMs * 0.8 + timings.copyInMs * 0.2;
       onDevice = false;
       this.failedInARow = 0;
       const perRequest = scatterOutputs(outputs, cfg, batch);
-      this.o.metrics.observeBatch({
-        model: cfg.name,
-        device: this.o.deviceId,
-        gear: batch.gear,
-        items: batch.items,
-        padded: batch.paddedItems,
-        boundLength: batch.boundLength,
-        paddedLengthSlots: batch.paddedLengthSlots,
-        executeSeconds: timings.executeMs / 1000,
-      });
+      counted = true;
+      this.countBatch(cfg.name, batch, 'ok', timings.executeMs);
       // Service time, not latency: the second batch in flight waits for the first on the device,
       // and that wait must not inflate the learnt per-gear estimate.
       const doneSince = doneAt - this.steppedMs;
@@ -209,6 +222,7 @@ export class BatchRunner {
         this.lastFault = fe;
       }
       this.o.log.error({ err: fe, model: cfg.name, gear: batch.gear }, 'batch failed');
+      if (given && !counted) this.countBatch(cfg.name, batch, 'failed', executeMs);
       this.o.results(cfg, failedBatchResults(batch, version.version, fe, Date.now(), dispatchedAt));
     } finally {
       settled = true;

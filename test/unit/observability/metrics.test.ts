@@ -22,7 +22,7 @@ describe('FleetMetrics', () => {
       expect(text).toContain(`# TYPE ${def.name} ${def.kind}`);
       expect(def.name).toMatch(/^npu_fleet_[a-z_]+$/);
       for (const label of def.labels) {
-        expect(['model', 'version', 'priority', 'status', 'code', 'device', 'gear', 'stage', 'transport', 'reason']).toContain(label);
+        expect(['model', 'version', 'priority', 'status', 'code', 'device', 'gear', 'stage', 'transport', 'reason', 'outcome']).toContain(label);
       }
     }
     expect(text).not.toContain('npu_fleet_process_');
@@ -111,7 +111,21 @@ describe('FleetMetrics', () => {
     expect(s.get('npu_fleet_batch_padding_ratio_sum{model="cnn"}')).toBeCloseTo(0.25 + 0.25, 10);
     expect(s.get('npu_fleet_device_execute_seconds_count{model="cnn",device="1",gear="8"}')).toBe(2);
     expect(s.get('npu_fleet_device_execute_seconds_sum{model="cnn",device="0",gear="4"}')).toBeCloseTo(0.002, 10);
-    expect(s.get('npu_fleet_batches_total{model="cnn",device="1",gear="8"}')).toBe(2);
+    expect(s.get('npu_fleet_batches_total{model="cnn",device="1",gear="8",outcome="ok"}')).toBe(2);
+  });
+
+  it('counts a failed batch under outcome="failed", in the size and padding metrics, and its execute time only when known', async () => {
+    const m = new FleetMetrics({ processMetrics: false });
+    m.observeBatch({ model: 'cnn', device: 0, gear: 8, items: 6, executeSeconds: 0.003 });
+    m.observeBatch({ model: 'cnn', device: 0, gear: 8, items: 4, outcome: 'failed', executeSeconds: undefined });
+    m.observeBatch({ model: 'cnn', device: 0, gear: 8, items: 8, outcome: 'failed', executeSeconds: 0.002 });
+    const s = samples(await m.render());
+    expect(s.get('npu_fleet_batches_total{model="cnn",device="0",gear="8",outcome="ok"}')).toBe(1);
+    expect(s.get('npu_fleet_batches_total{model="cnn",device="0",gear="8",outcome="failed"}')).toBe(2);
+    expect(s.get('npu_fleet_batch_size_count{model="cnn"}')).toBe(3);
+    expect(s.get('npu_fleet_padded_items_total{model="cnn"}')).toBe(6);
+    expect(s.get('npu_fleet_device_execute_seconds_count{model="cnn",device="0",gear="8"}')).toBe(2);
+    expect(s.get('npu_fleet_device_execute_seconds_sum{model="cnn",device="0",gear="8"}')).toBeCloseTo(0.005, 10);
   });
 
   it('resolves sub-millisecond device executes per gear: the simulator ran mlp-classifier at 3.5 µs (gear 1) and 22 µs (gear 32), small-cnn gear 1 at 0.21 ms', async () => {
