@@ -5,7 +5,7 @@ import { childLogger, createLogger } from '../observability/logger.ts';
 import { startEmbeddedFleet } from '../runtime/embedded-fleet.ts';
 import { Supervisor } from '../runtime/supervisor.ts';
 import { workerNodeFlags } from '../runtime/worker-node-flags.ts';
-import { workerDeps } from './worker-deps.ts';
+import { checkDeviceCount, workerDeps } from './worker-deps.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/npu-fleet.js', import.meta.url));
 
@@ -35,6 +35,7 @@ export async function startCommand(config: FleetConfig, configFile: string | und
   }
   // Workers in this process bind their own component: they get the root logger, not this one
   // (a child of a child repeats the key: {"component":"supervisor","component":"worker"}).
+  checkDeviceCount(config);
   const root = createLogger({ level: config.log.level });
   const log = childLogger(root, { component: 'supervisor' });
   if (config.transport.kind === 'memory') {

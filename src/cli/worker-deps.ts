@@ -31,6 +31,23 @@ export function workerDeps(config: FleetConfig): WorkerDeps {
   };
 }
 
+/**
+ * `npu-fleet start`: the backend has a device for every worker devices.count asks for. A worker for
+ * a device it lacks exits 2 (unknown device) at every start, and its supervisor would restart it
+ * for good while the fleet looks up; this refuses the fleet before any worker starts.
+ */
+export function checkDeviceCount(config: FleetConfig): void {
+  workerDeps(config);
+  const { kind, deviceCount, libraryPath } = backendInfo();
+  if (config.devices.count <= deviceCount) return;
+  throw new FleetError(
+    'INVALID_CONFIG',
+    `devices.count ${config.devices.count} (--devices) but the ${kind} backend (${libraryPath}) has ${deviceCount} device(s): lower devices.count` +
+      (kind === 'sim' ? ', or set NPU_FLEET_SIM_DEVICES to simulate more' : ''),
+    { details: { field: 'devices.count', count: config.devices.count, deviceCount, libraryPath } },
+  );
+}
+
 /** The configured transport with its tuning knobs applied (also used by benches). */
 export function transportFor(cfg: FleetConfig, log: Logger): Transport {
   return createTransport(cfg.transport, {

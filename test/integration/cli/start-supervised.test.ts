@@ -74,6 +74,24 @@ describe('npu-fleet start (one worker process per device)', () => {
     }
   }, 90_000);
 
+  it('devices.count beyond the devices the backend has is refused at start (exit 2, naming it) instead of restarting the missing devices\' workers for good', async () => {
+    // The simulator has 2 devices (NPU_FLEET_SIM_DEVICES unset): a worker for device 2 can never start.
+    const fleet = spawnFleet(3, { NPU_FLEET_SIM_DEVICES: '' });
+    try {
+      const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
+      expect(result, fleet.output()).toEqual({ code: 2, signal: null });
+      expect(fleet.output()).toMatch(/devices\.count 3/);
+      expect(fleet.output()).toMatch(/2 device\(s\)/);
+      expect(fleet.lines('worker started'), 'no worker is started for a fleet that cannot run').toHaveLength(0);
+    } finally {
+      try {
+        process.kill(-(fleet.child.pid as number), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }, 60_000);
+
   it('SIGTERM a moment after start (workers still loading, nothing to drain) exits 0', async () => {
     const fleet = spawnFleet(2);
     try {
