@@ -5,17 +5,28 @@ import type { Outcome, Transport } from '../transport/transport.ts';
 /** Replacement outcomes: if even these fail for good, they are retried like any other, not replaced again. */
 const undeliverable = new WeakSet<Outcome>();
 
+/** One of the `maxConcurrent` settle slots, held by a settle until it ends or only waits for a creation. */
+interface Slot {
+  held: boolean;
+}
+
 /**
  * Collects outcomes and settles them with the transport in small batches (publish results, then
  * ack). Up to `maxConcurrent` settles run at once: one broker round trip per batch would otherwise
  * cap throughput at batch size / round trip. A failed settle is retried with backoff, never
  * dropped: its deliveries stay unacked, so a crash meanwhile means redelivery, not loss. A result
- * the broker refuses for good is replaced by a failed result (see settleApart).
+ * the broker refuses for good is replaced by a failed result (see settleApart). A settle left
+ * waiting only for a reply destination to be created (SettleOptions.onWaitingForCreation) gives its
+ * slot up: with a few new Kafka reply topics at once every slot waited ~100-300 ms, and the results
+ * for topics that exist, with the offset commits behind them, waited too.
  */
 export class OutcomePublisher {
   private queue: Outcome[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /** Slots held. */
   private running = 0;
+  /** Settles in flight, also those that gave their slot up: flush() waits for them all. */
+  private active = 0;
   private closed = false;
   private pendingCount = 0;
   private idleWaiters: Array<() => void> = [];
@@ -46,11 +57,13 @@ export class OutcomePublisher {
     this.timer = undefined;
     while (this.queue.length > 0 && this.running < this.maxConcurrent) {
       const batch = this.queue.splice(0, this.maxBatch);
+      const slot: Slot = { held: true };
       this.running++;
-      void this.settle(batch).finally(() => {
-        this.running--;
-        if (this.queue.length > 0) this.kick();
-        else if (this.running === 0) {
+      this.active++;
+      void this.settle(batch, slot).finally(() => {
+        this.active--;
+        this.free(slot);
+        if (this.active === 0 && this.queue.length === 0) {
           const waiters = this.idleWaiters;
           this.idleWaiters = [];
           for (const w of waiters) w();
@@ -59,10 +72,20 @@ export class OutcomePublisher {
     }
   }
 
-  private async settle(batch: Outcome[]): Promise<void> {
+  /** `slot` goes back (once): the next queued batch may start. */
+  private free(slot: Slot): void {
+    if (!slot.held) return;
+    slot.held = false;
+    this.running--;
+    if (this.queue.length > 0) this.kick();
+  }
+
+  private async settle(batch: Outcome[], slot: Slot): Promise<void> {
+    // A retry after the slot was given up runs without one: it waits for the same creation.
+    const options = { onWaitingForCreation: () => this.free(slot) };
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.transport.settle(batch);
+        await this.transport.settle(batch, options);
         this.pendingCount -= batch.length;
         this.onSettled(batch, Date.now());
         return;
@@ -70,7 +93,7 @@ export class OutcomePublisher {
         const failure = FleetError.from(err, 'TRANSPORT_ERROR');
         // Only a publish the broker refused for good; not CLOSED or deliveries that are not open.
         if (failure.code === 'TRANSPORT_ERROR' && !failure.retriable && !batch.some((o) => undeliverable.has(o))) {
-          await this.settleApart(batch, failure);
+          await this.settleApart(batch, failure, slot);
           return;
         }
         if (this.settledOtherwise(batch, failure)) return;
@@ -118,9 +141,9 @@ export class OutcomePublisher {
    * outcome is retried; one that still fails is answered with a small `failed` result naming the
    * reason, and its request goes to the DLQ.
    */
-  private async settleApart(batch: Outcome[], failure: FleetError): Promise<void> {
+  private async settleApart(batch: Outcome[], failure: FleetError, slot: Slot): Promise<void> {
     if (batch.length > 1) {
-      for (const outcome of batch) await this.settle([outcome]);
+      for (const outcome of batch) await this.settle([outcome], slot);
       return;
     }
     const [outcome] = batch as [Outcome];
@@ -142,13 +165,13 @@ export class OutcomePublisher {
     };
     undeliverable.add(replacement);
     this.log.error({ err: failure, model: outcome.result.model, status: outcome.result.status }, 'result undeliverable; sending a failed result and a DLQ record instead');
-    await this.settle([replacement]);
+    await this.settle([replacement], slot);
   }
 
   /** Settles everything queued; resolves when the transport has acknowledged it all. */
   async flush(): Promise<void> {
     this.kick();
-    while (this.running > 0 || this.queue.length > 0) {
+    while (this.active > 0 || this.queue.length > 0) {
       await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
       this.kick();
     }

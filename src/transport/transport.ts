@@ -91,6 +91,16 @@ export interface PredecessorNote {
   save(note: string): void;
 }
 
+export interface SettleOptions {
+  /**
+   * Called (at most once) when all that is left of this settle is waiting for a reply destination
+   * to be created (Kafka: a reply topic new to the broker, ~150 ms+ each): the caller need not count
+   * it against its concurrent settles any more, so settles behind it are not held by creations.
+   * The promise still resolves only once everything is published and acknowledged.
+   */
+  readonly onWaitingForCreation?: () => void;
+}
+
 export interface Transport {
   readonly kind: 'kafka' | 'bullmq' | 'memory';
   start(options: TransportStartOptions): Promise<void>;
@@ -98,7 +108,7 @@ export interface Transport {
   pause(model: string, priorities: readonly number[]): void;
   resume(model: string, priorities: readonly number[]): void;
   /** Publish results (+DLQ records) durably, then acknowledge their deliveries. */
-  settle(outcomes: readonly Outcome[]): Promise<void>;
+  settle(outcomes: readonly Outcome[], options?: SettleOptions): Promise<void>;
   /** Give unprocessed deliveries back to the broker (shutdown); they will be redelivered. */
   release(deliveries: readonly Delivery[]): Promise<void>;
   /**

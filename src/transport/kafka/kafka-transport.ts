@@ -4,7 +4,7 @@ import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { closedError, DeliveryLedger, notOpenError } from '../delivery-ledger.ts';
 import { renderName, replyTopicPattern, requestSources, type SourceName } from '../names.ts';
-import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
+import type { Delivery, Outcome, SettleOptions, Transport, TransportStartOptions } from '../transport.ts';
 import type { ConsumerWatch } from './consumer-watch.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure } from './kafka-client.ts';
 import { TransactionalCommitter, type EosPayload } from './kafka-eos.ts';
@@ -288,9 +288,9 @@ export class KafkaTransport implements Transport {
     this.pauses.resume(this.topicsOf(model, priorities));
   }
 
-  settle(outcomes: readonly Outcome[]): Promise<void> {
+  settle(outcomes: readonly Outcome[], options?: SettleOptions): Promise<void> {
     if (this.closed) return Promise.reject(closedError(this.kind));
-    return this.settler.settle(outcomes);
+    return this.settler.settle(outcomes, options);
   }
 
   private startedSender(): ResultSender {

@@ -1,6 +1,6 @@
 import { FleetError } from '../../errors/fleet-error.ts';
 import { notOpenError, type DeliveryLedger } from '../delivery-ledger.ts';
-import type { Outcome } from '../transport.ts';
+import type { Outcome, SettleOptions } from '../transport.ts';
 import { placeForTransaction } from './eos-placement.ts';
 import { kafkaError } from './kafka-client.ts';
 import type { EosPayload, TrackedPartition, TransactionalCommitter } from './kafka-eos.ts';
@@ -56,9 +56,10 @@ export class OutcomeSettler {
   constructor(private readonly o: OutcomeSettlerParts) {}
 
   /** Transport.settle of a transport that is not closed. */
-  settle(outcomes: readonly Outcome[]): Promise<void> {
+  settle(outcomes: readonly Outcome[], options: SettleOptions = {}): Promise<void> {
+    const waiting = options.onWaitingForCreation ?? (() => undefined);
     const run = (dropDlqValue: boolean): Promise<void> =>
-      this.o.committer() === undefined ? this.settleAtLeastOnce(outcomes, dropDlqValue) : this.settleExactlyOnce(outcomes, dropDlqValue);
+      this.o.committer() === undefined ? this.settleAtLeastOnce(outcomes, dropDlqValue, waiting) : this.settleExactlyOnce(outcomes, dropDlqValue, waiting);
     return this.o.ledger.guard(
       outcomes.map((o) => o.delivery.deliveryId),
       () =>
@@ -79,7 +80,7 @@ export class OutcomeSettler {
     return messagesFor(outcome, entry.source, this.o.names).some((m) => m.topic === this.o.names.dlq(outcome.delivery.model));
   }
 
-  private async settleAtLeastOnce(outcomes: readonly Outcome[], dropDlqValue: boolean): Promise<void> {
+  private async settleAtLeastOnce(outcomes: readonly Outcome[], dropDlqValue: boolean, waiting: () => void): Promise<void> {
     const { claimed, rejected } = this.o.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     if (claimed.length > 0) {
       const sender = this.o.sender();
@@ -89,7 +90,7 @@ export class OutcomeSettler {
       // Straight into the serialized send path: results leave in settle order, so one stream's
       // results stay in order (also those waiting for their reply topic, see ResultSender.send).
       if (ready) await this.publish(sender, perClaim);
-      else await this.publishAroundCreations(sender, perClaim);
+      else await this.publishAroundCreations(sender, perClaim, waiting);
     }
     // Also when everything was skipped: a retry whose deliveries a failed call published, or a
     // retry after a failed commit, commits now (nothing to do costs no round trip).
@@ -99,13 +100,26 @@ export class OutcomeSettler {
 
   /**
    * Some results name a reply topic that does not exist yet: each of those waits for its topic
-   * apart (ResultSender.send), and the others of the settle go now. A creation the broker refuses
-   * for good fails its own results only, with that refusal (the runtime then settles them apart).
+   * apart (ResultSender.send), and the others of the settle go now. Once those are out, their
+   * offsets are committed (as far as the contiguous prefix goes) and the caller is told the rest
+   * only waits for creations (`waiting`). A creation the broker refuses for good fails its own
+   * results only, with that refusal (the runtime then settles them apart).
    */
-  private async publishAroundCreations(sender: ResultSender, perClaim: readonly PublishClaim[]): Promise<void> {
+  private async publishAroundCreations(sender: ResultSender, perClaim: readonly PublishClaim[], waiting: () => void): Promise<void> {
     const now = perClaim.filter((c) => sender.ready(c.messages));
-    const waiting = perClaim.filter((c) => !now.includes(c));
-    const results = await Promise.allSettled([this.publish(sender, now), ...waiting.map((c) => this.publish(sender, [c]))]);
+    // Started first: the creations run while the others are sent.
+    const later = perClaim.filter((c) => !now.includes(c)).map((c) => this.publish(sender, [c]));
+    const first = this.publish(sender, now);
+    const nowSent = await first.then(
+      () => true,
+      () => false,
+    );
+    if (nowSent) {
+      // A failed commit is tried again after the rest (settleAtLeastOnce), which reports it.
+      await this.o.offsets.commit().catch(() => undefined);
+      waiting();
+    }
+    const results = await Promise.allSettled([first, ...later]);
     const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => FleetError.from(r.reason, 'TRANSPORT_ERROR'));
     const failed = failures.find((e) => !e.retriable) ?? failures[0];
     if (failed !== undefined) throw failed;
@@ -138,7 +152,7 @@ export class OutcomeSettler {
     this.o.liftBounds(touched);
   }
 
-  private async settleExactlyOnce(outcomes: readonly Outcome[], dropDlqValue: boolean): Promise<void> {
+  private async settleExactlyOnce(outcomes: readonly Outcome[], dropDlqValue: boolean, waiting: () => void): Promise<void> {
     const claims = this.o.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     const { rejected } = claims;
     // Revoked since delivered: the new owner answers it (see TransactionalCommitter.revoke).
@@ -186,8 +200,16 @@ export class OutcomeSettler {
       };
       return sender.whenReady(c.messages).then(placeNow, placeNow);
     };
-    const waits = prepared.map((c) => (sender.ready(c.messages) ? place(c) : placeOnceCreated(c)));
+    const readyNow = prepared.map((c) => sender.ready(c.messages));
+    const waits = prepared.map((c, i) => (readyNow[i] === true ? place(c) : placeOnceCreated(c)));
     this.o.committer()?.kick();
+    if (readyNow.includes(false)) {
+      // Once the others are in a committed transaction, only creations are left (see publishAroundCreations).
+      const placedNow = waits.filter((_, i) => readyNow[i] === true);
+      void Promise.allSettled(placedNow).then((r) => {
+        if (r.every((x) => x.status === 'fulfilled')) waiting();
+      });
+    }
     // Settled counts as done for the in-flight bound (the transaction follows), as in at-least-once
     // mode: a paused partition fetches nothing, so no later batch would lift it.
     this.o.liftBounds(new Set(claimed.map((c) => c.entry.part)));

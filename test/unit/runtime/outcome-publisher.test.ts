@@ -4,7 +4,7 @@ import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
 import { OutcomePublisher } from '../../../src/runtime/outcome-publisher.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
-import type { Outcome } from '../../../src/transport/transport.ts';
+import type { Outcome, SettleOptions, Transport } from '../../../src/transport/transport.ts';
 import { Inbox, makeRequest, outcomeFor, startWith } from '../../integration/transport/conformance-kit.ts';
 
 const log = createLogger({ level: 'silent' });
@@ -45,6 +45,55 @@ describe('outcome publisher: failures no retry can change', () => {
     publisher.push(b);
     await within(publisher.flush(), 2000, 'flush');
     expect(publisher.pending).toBe(0);
+    await producer.close();
+  });
+});
+
+describe('outcome publisher: settles waiting for a creation', () => {
+  it('a settle that only waits for a reply destination gives its slot up; flush still waits for it', async () => {
+    const broker = new MemoryBroker();
+    const transport = new MemoryTransport({ broker });
+    const inbox = new Inbox();
+    await startWith(transport, 'm', inbox);
+    const producer = new MemoryProducer({ broker });
+    const ids = ['new0', 'new1', 'old0', 'old1'];
+    await producer.publish(ids.map((id) => makeRequest('m', id, 0)));
+    const outcomes = (await inbox.waitFor(ids.length, 5000)).map(outcomeFor);
+    // The memory transport creates nothing: this one stands in for a broker that has to create
+    // the destination of every "new" result first, and says so as the Kafka transport does.
+    let createNow: () => void = () => undefined;
+    const created = new Promise<void>((resolve) => (createNow = resolve));
+    const creating: Transport = Object.assign(Object.create(transport) as MemoryTransport, {
+      settle: async (batch: readonly Outcome[], options?: SettleOptions): Promise<void> => {
+        if (batch.some((o) => o.result.id.startsWith('new'))) {
+          options?.onWaitingForCreation?.();
+          await created;
+        }
+        await transport.settle(batch);
+      },
+    });
+    const settled: string[] = [];
+    const publisher = new OutcomePublisher(creating, log, 1, 500, (o) => settled.push(...o.map((x) => x.result.id)), 2);
+    for (const o of outcomes) {
+      publisher.push(o);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const flushed = publisher.flush().then(() => 'flushed');
+    // Both slots went to the "new" settles: before, the others waited for their creations.
+    await within(
+      (async () => {
+        while (settled.length < 2) await new Promise((r) => setTimeout(r, 5));
+      })(),
+      2000,
+      'the settles of old0 and old1',
+    );
+    expect(settled).toEqual(['old0', 'old1']);
+    expect(await Promise.race([flushed, new Promise((r) => setTimeout(() => r('waiting'), 50))])).toBe('waiting');
+    createNow();
+    expect(await within(flushed, 2000, 'flush')).toBe('flushed');
+    expect(settled.sort()).toEqual([...ids].sort());
+    expect(publisher.pending).toBe(0);
+    await transport.close();
     await producer.close();
   });
 });
