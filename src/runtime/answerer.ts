@@ -6,10 +6,11 @@ import type { Logger } from '../observability/logger.ts';
 import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import { supersededError } from '../scheduler/validate-request.ts';
 import type { Delivery, Outcome, Transport } from '../transport/transport.ts';
-import type { MemberResult } from './batch-results.ts';
+import { waitedMs, type MemberResult } from './batch-results.ts';
 import { OutcomePublisher } from './outcome-publisher.ts';
 import type { Payload, Rider } from './request-admission.ts';
 import { buildResult, identityOfRequest, type BuildResult, type ResultContext, type ResultIdentity } from './result-builder.ts';
+import { monoNowMs } from './worker-clock.ts';
 
 export interface AnswererOptions {
   readonly transport: Transport;
@@ -51,7 +52,7 @@ export class Answerer {
         status: 'expired',
         error: new FleetError('DEADLINE_EXCEEDED', 'deadline could not be met before execution; not sent to the device'),
         nowMs,
-        timings: { queuedMs: r.arrivedAt - request.createdAt, batchWaitMs: nowMs - r.arrivedAt },
+        timings: { queuedMs: r.arrivedAt - request.createdAt, batchWaitMs: waitedMs(r, monoNowMs()) },
         device: -1,
       }, undefined, r.payload.duplicates, r.priority);
     }
@@ -68,7 +69,7 @@ export class Answerer {
         status: 'rejected',
         error: supersededError(r, by),
         nowMs,
-        timings: { queuedMs: r.arrivedAt - request.createdAt, batchWaitMs: nowMs - r.arrivedAt },
+        timings: { queuedMs: r.arrivedAt - request.createdAt, batchWaitMs: waitedMs(r, monoNowMs()) },
         device: -1,
       }, undefined, duplicates, r.priority);
     }

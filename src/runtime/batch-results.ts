@@ -24,7 +24,8 @@ export interface FinishedBatch {
   /** Device outputs already split per member, in member order. */
   readonly perRequest: ReadonlyArray<Tensor[] | undefined>;
   readonly version: string;
-  readonly dispatchedAt: number;
+  /** When the batch was dispatched, on the monotonic clock (monoNowMs): the members' waits end there. */
+  readonly dispatchedMonoMs: number;
   readonly doneAt: number;
   /** Copy-in, execute and copy-out: what the result's timings report. */
   readonly deviceMs: number;
@@ -32,6 +33,16 @@ export interface FinishedBatch {
   readonly executeMs: number;
   /** The batch ran past execTimeoutMs: every member is late. */
   readonly overran: boolean;
+}
+
+/**
+ * How long a request waited on this worker until `untilMonoMs` (monotonic, monoNowMs), e.g. its
+ * batch's dispatch: the difference of two monotonic readings, which a wall-clock step between them
+ * does not move (arrivedAt and dispatch times are wall clock). queuedMs, createdAt to arrivedAt,
+ * stays wall clock: it compares the producer's clock with this worker's.
+ */
+export function waitedMs(member: SchedulerRequest<Payload>, untilMonoMs: number): number {
+  return untilMonoMs - member.payload.arrivedMonoMs;
 }
 
 /**
@@ -43,7 +54,7 @@ export function finishedBatchResults(batch: Batch<Payload>, cfg: ModelConfig, do
     const { request } = member.payload;
     const missedDeadline = request.deadlineAt !== undefined && done.doneAt > request.deadlineAt;
     const late = done.overran || missedDeadline;
-    const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: done.dispatchedAt - member.arrivedAt, deviceMs: done.deviceMs };
+    const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: waitedMs(member, done.dispatchedMonoMs), deviceMs: done.deviceMs };
     const wastedDeviceSeconds = late ? (done.executeMs / 1000) * (member.items / batch.gear) : 0;
     const dropped = late && cfg.lateResults === 'drop';
     const result: BuildResult = dropped
@@ -61,10 +72,10 @@ function droppedMessage(cfg: ModelConfig, pastMs: number | undefined): string {
 }
 
 /** A device failure becomes each member's own `failed` result; the worker keeps going. */
-export function failedBatchResults(batch: Batch<Payload>, version: string, error: FleetError, nowMs: number, dispatchedAt: number): MemberResult[] {
+export function failedBatchResults(batch: Batch<Payload>, version: string, error: FleetError, nowMs: number, dispatchedMonoMs: number): MemberResult[] {
   return batch.members.map((member) => {
     const { request } = member.payload;
-    const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: dispatchedAt - member.arrivedAt };
+    const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: waitedMs(member, dispatchedMonoMs) };
     return { member, late: false, missedDeadline: false, wastedDeviceSeconds: 0, result: { status: 'failed', version, error, nowMs, timings, batchSize: batch.items, gear: batch.gear } };
   });
 }

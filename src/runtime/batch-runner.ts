@@ -11,6 +11,7 @@ import type { CrashSuspects, JournaledBatch } from './crash-suspects.ts';
 import type { Lane, LoadedVersion, ModelLanes } from './model-lanes.ts';
 import type { Payload } from './request-admission.ts';
 import { timerDelayMs } from './timer-delay.ts';
+import { monoNowMs } from './worker-clock.ts';
 
 /** How long before the device frees up the next batch is formed, so its copy-in overlaps. */
 const PIPELINE_LEAD_MS = 1;
@@ -150,7 +151,7 @@ export class BatchRunner {
     const settled = new Promise<void>((resolve) => (left = resolve));
     // Left the device: settled, and the batch ahead has left (one that failed at once did not hold it).
     this.lastLeft = ahead.then(() => settled);
-    void this.run(lane, version, batch, nowMs, journaled, ahead, () => {
+    void this.run(lane, version, batch, nowMs, monoNowMs(), journaled, ahead, () => {
       if (bulk) this.bulkBatches--;
       left();
     });
@@ -161,6 +162,7 @@ export class BatchRunner {
     version: LoadedVersion,
     batch: Batch<Payload>,
     dispatchedAt: number,
+    dispatchedMonoMs: number,
     journaled: JournaledBatch,
     ahead: Promise<void>,
     left: () => void,
@@ -214,7 +216,7 @@ export class BatchRunner {
       this.lastCompletionAt = doneSince;
       // Only the version the lane runs now teaches its estimates (a reload may have switched it).
       if (this.runsOn(lane, version)) lane.scheduler.recordCompletion(batch.gear, Math.min(serviceMs, deviceMs), doneAt);
-      this.o.results(cfg, finishedBatchResults(batch, cfg, { perRequest, version: version.version, dispatchedAt, doneAt, deviceMs, executeMs: timings.executeMs, overran }));
+      this.o.results(cfg, finishedBatchResults(batch, cfg, { perRequest, version: version.version, dispatchedMonoMs, doneAt, deviceMs, executeMs: timings.executeMs, overran }));
     } catch (err) {
       const fe = FleetError.from(err, 'DEVICE_ERROR');
       if (onDevice && DEVICE_FAULTS.has(fe.code)) {
@@ -223,7 +225,7 @@ export class BatchRunner {
       }
       this.o.log.error({ err: fe, model: cfg.name, gear: batch.gear }, 'batch failed');
       if (given && !counted) this.countBatch(cfg.name, batch, 'failed', executeMs);
-      this.o.results(cfg, failedBatchResults(batch, version.version, fe, Date.now(), dispatchedAt));
+      this.o.results(cfg, failedBatchResults(batch, version.version, fe, Date.now(), dispatchedMonoMs));
     } finally {
       settled = true;
       clearTimeout(execTimer);

@@ -7,6 +7,7 @@ import type { Delivery, Outcome } from '../transport/transport.ts';
 import type { Lane, ModelLanes } from './model-lanes.ts';
 import { validateForModel, type ValidatedRequest } from './request-validation.ts';
 import { identityOfRequest, type BuildResult, type ResultIdentity } from './result-builder.ts';
+import { monoNowMs } from './worker-clock.ts';
 
 /** What a queued request carries through the scheduler (opaque to it). */
 export interface Payload {
@@ -15,6 +16,8 @@ export interface Payload {
   readonly validated: ValidatedRequest;
   /** Redeliveries of the same id that arrived while it was queued: settled with its result. */
   readonly duplicates: Rider[];
+  /** When it was admitted on the monotonic clock (monoNowMs): its waits here, which a wall-clock step must not move. */
+  readonly arrivedMonoMs: number;
 }
 
 /** A delivery of a request held here already: it takes that one's result, sent where its own message asked. */
@@ -71,7 +74,7 @@ export interface AdmissionContext {
   readonly maxHangsPerRequest: number;
 }
 
-export function admitDelivery(delivery: Delivery, nowMs: number, ctx: AdmissionContext): Admission {
+export function admitDelivery(delivery: Delivery, nowMs: number, ctx: AdmissionContext, monoMs: number = monoNowMs()): Admission {
   const { limits, running, lanes } = ctx;
   let request: RequestEnvelope;
   try {
@@ -141,7 +144,7 @@ export function admitDelivery(delivery: Delivery, nowMs: number, ctx: AdmissionC
       alone: hangs > 0,
       streamKey: request.streamKey,
       createdAt: request.createdAt,
-      payload: { request, delivery, validated, duplicates: [] },
+      payload: { request, delivery, validated, duplicates: [], arrivedMonoMs: monoMs },
     },
   };
 }

@@ -8,6 +8,13 @@ export interface ClockSource {
 export const systemClock: ClockSource = { wallMs: () => Date.now(), monoMs: () => performance.now() };
 
 /**
+ * The monotonic clock (ms, arbitrary origin) the worker measures its own durations on (a request's
+ * wait for its batch, in the queue): a wall-clock step between two readings moves Date.now() and
+ * would count in them. Never compared with epoch times.
+ */
+export const monoNowMs = (): number => systemClock.monoMs();
+
+/**
  * A wall-clock jump this large between two readings, beyond the time the monotonic clock says
  * passed, is a step (NTP, a VM resume) and not the ms rounding of Date.now() between them.
  */

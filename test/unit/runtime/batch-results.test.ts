@@ -15,7 +15,10 @@ const cfg = (lateResults: 'deliver' | 'drop') =>
     lateResults,
   });
 
-/** Members created at 1000, arrived at 1010, dispatched at 1020; deadlines as given. */
+/**
+ * Members created at 1000, arrived at 1010 (wall; 510 on the monotonic clock), dispatched at 520
+ * (monotonic); deadlines as given.
+ */
 function batchOf(deadlines: Array<number | undefined>, items = 1): Batch<Payload> {
   const members: SchedulerRequest<Payload>[] = deadlines.map((deadlineAt, i) => ({
     id: `r${i}`,
@@ -28,6 +31,7 @@ function batchOf(deadlines: Array<number | undefined>, items = 1): Batch<Payload
       delivery: { deliveryId: `d${i}`, model: 'm', priority: 1, body: new Uint8Array(0), receivedAt: 1010, redelivered: false },
       validated: { items, length: undefined, priority: 1 },
       duplicates: [],
+      arrivedMonoMs: 510,
     },
   }));
   const total = members.length * items;
@@ -47,7 +51,7 @@ describe('finishedBatchResults', () => {
   ];
   for (const c of cases) {
     it(c.name, () => {
-      const [r] = finishedBatchResults(batchOf(c.deadlines), cfg(c.policy), { perRequest: [out(7)], version: '3', dispatchedAt: 1020, doneAt: 1030, deviceMs: 8, executeMs: 2, overran: c.overran });
+      const [r] = finishedBatchResults(batchOf(c.deadlines), cfg(c.policy), { perRequest: [out(7)], version: '3', dispatchedMonoMs: 520, doneAt: 1030, deviceMs: 8, executeMs: 2, overran: c.overran });
       expect(r?.result.status).toBe(c.status);
       expect(r?.result.late === true).toBe(c.late);
       expect(r?.wastedDeviceSeconds).toBeCloseTo(c.wasted, 9);
@@ -59,7 +63,7 @@ describe('finishedBatchResults', () => {
   }
 
   it('under lateResults=drop the expired answer says why: its deadline passed, or the batch overran execTimeoutMs', () => {
-    const done = { perRequest: [out(1), out(2)], version: '1', dispatchedAt: 1020, doneAt: 1030, deviceMs: 8, executeMs: 2 };
+    const done = { perRequest: [out(1), out(2)], version: '1', dispatchedMonoMs: 520, doneAt: 1030, deviceMs: 8, executeMs: 2 };
     const [missed, overran] = finishedBatchResults(batchOf([1025, undefined]), cfg('drop'), { ...done, overran: true });
     expect(missed?.result.status).toBe('expired');
     expect(missed?.result.error?.message).toMatch(/5 ms after the request's deadline/);
@@ -71,7 +75,7 @@ describe('finishedBatchResults', () => {
   });
 
   it('gives each member its own outputs, in member order, and only late ones waste', () => {
-    const rs = finishedBatchResults(batchOf([2000, 1025, undefined], 2), cfg('deliver'), { perRequest: [out(1), out(2), out(3)], version: '1', dispatchedAt: 1020, doneAt: 1030, deviceMs: 8, executeMs: 2, overran: false });
+    const rs = finishedBatchResults(batchOf([2000, 1025, undefined], 2), cfg('deliver'), { perRequest: [out(1), out(2), out(3)], version: '1', dispatchedMonoMs: 520, doneAt: 1030, deviceMs: 8, executeMs: 2, overran: false });
     expect(rs.map((r) => r.result.outputs?.[0]?.data[3])).toEqual([out(1)[0]?.data[3], out(2)[0]?.data[3], out(3)[0]?.data[3]]);
     expect(rs.map((r) => r.wastedDeviceSeconds)).toEqual([0, (2 / 1000) * (2 / 8), 0]);
   });
@@ -80,7 +84,7 @@ describe('finishedBatchResults', () => {
 describe('failedBatchResults', () => {
   it('turns a device failure into each member its own failed result with the error', () => {
     const err = new FleetError('DEVICE_ERROR', 'aclmdlExecute failed');
-    const rs = failedBatchResults(batchOf([2000, undefined]), '2', err, 1040, 1020);
+    const rs = failedBatchResults(batchOf([2000, undefined]), '2', err, 1040, 520);
     expect(rs).toHaveLength(2);
     for (const r of rs) {
       expect(r.result).toMatchObject({ status: 'failed', version: '2', nowMs: 1040, gear: 8, batchSize: 2, timings: { queuedMs: 10, batchWaitMs: 10 } });

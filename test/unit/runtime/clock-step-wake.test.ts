@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { fakeClocks } from './fake-clocks.ts';
 import { request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 let h: WorkerHarness | undefined;
@@ -10,21 +11,10 @@ afterEach(async () => {
 
 const STEP_BACK_MS = 2000;
 
-/**
- * The worker's clocks are faked (Date and performance.now, no timers): they advance with real
- * time in 1 ms ticks, and the test steps the wall clock alone, as NTP or a VM resume does.
- */
-async function fakeClocks(): Promise<{ stepWall(ms: number): void; stop(): void }> {
-  vi.useFakeTimers({ toFake: ['Date', 'performance'] });
-  vi.setSystemTime(Date.now());
-  const ticker = setInterval(() => vi.advanceTimersByTime(1), 1);
-  return { stepWall: (ms) => vi.setSystemTime(Date.now() + ms), stop: () => clearInterval(ticker) };
-}
-
 describe('a wall-clock step backwards', () => {
   it('does not hold a queued batch past its fill delay (lowest priority: 20 ms)', async () => {
     h = await startWorker(snapshotOf('1'));
-    const clocks = await fakeClocks();
+    const clocks = fakeClocks();
     try {
       const startedAt = performance.now();
       await h.producer.publish(request('bulk', 2));
@@ -43,7 +33,7 @@ describe('a wall-clock step backwards', () => {
 describe('a wall-clock step backwards while a batch runs', () => {
   it('does not teach the scheduler a near-zero device time', async () => {
     h = await startWorker(snapshotOf('1'));
-    const clocks = await fakeClocks();
+    const clocks = fakeClocks();
     try {
       await h.producer.publish(request('measured', 0));
       await until(() => h!.executions.length === 1, 2000, 'the batch on the device');
