@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from '../observability/logger.ts';
-import { EXIT_OK } from './worker-process.ts';
+import { EXIT_DRAIN_TIMEOUT, EXIT_FATAL, EXIT_HANG, EXIT_OK } from './worker-process.ts';
 import { timerDelayMs } from './timer-delay.ts';
 
 export interface SupervisorOptions {
@@ -16,6 +16,35 @@ export interface SupervisorOptions {
   /** A worker that ran this long is healthy again: its backoff resets. */
   readonly stableAfterMs?: number;
   readonly onWorkerExit?: (deviceId: number, code: number | null, signal: NodeJS.Signals | null) => void;
+}
+
+/**
+ * What a worker's exit means, for the restart line: the number alone sends the operator to the
+ * docs, and a worker killed outright (SIGKILL: the OOM killer) or crashed in native code logged
+ * nothing of its own.
+ */
+export function workerExitReason(code: number | null, signal: NodeJS.Signals | null): string {
+  if (signal === 'SIGKILL') return 'killed by SIGKILL: out of memory (see the kernel log) or killed by hand';
+  if (signal === 'SIGSEGV' || signal === 'SIGBUS' || signal === 'SIGABRT' || signal === 'SIGILL') return `crashed (${signal}): in native code (addon, ACL library) or V8 out of heap; see its stderr`;
+  if (signal !== null) return `ended by ${signal}, sent to the worker itself`;
+  switch (code) {
+    case null:
+      return 'could not be started (see the error above)';
+    case EXIT_OK:
+      return 'stopped on its own signal (drained), not by this supervisor';
+    case 1:
+      return 'failed to start or crashed (its error is printed above it)';
+    case 2:
+      return 'invalid config or command line (its error names the field)';
+    case EXIT_FATAL:
+      return 'the brokers refuse it for good, or its shutdown failed';
+    case EXIT_DRAIN_TIMEOUT:
+      return 'its drain ran out of worker.drainTimeoutMs';
+    case EXIT_HANG:
+      return 'device hang, or a device that failed every batch for worker.hangLimitMs';
+    default:
+      return `exit code ${code}`;
+  }
 }
 
 interface Slot {
@@ -34,6 +63,7 @@ interface Slot {
 export class Supervisor {
   private readonly slots: Slot[];
   private stopping = false;
+  private killed = false;
 
   constructor(private readonly o: SupervisorOptions) {
     this.slots = o.deviceIds.map((deviceId) => ({ deviceId, child: undefined, restarts: 0, consecutiveFailures: 0, startedAt: 0, timer: undefined }));
@@ -91,7 +121,7 @@ export class Supervisor {
     const ranMs = Date.now() - slot.startedAt;
     slot.consecutiveFailures = ranMs > (this.o.stableAfterMs ?? 30_000) ? 1 : slot.consecutiveFailures + 1;
     const backoffMs = Math.min(this.o.restartBackoffMaxMs, this.o.restartBackoffMinMs * 2 ** (slot.consecutiveFailures - 1));
-    this.o.log.warn({ device: slot.deviceId, code, signal, backoffMs }, 'worker exited; restarting');
+    this.o.log.warn({ device: slot.deviceId, code, signal, reason: workerExitReason(code, signal), ranMs, backoffMs }, 'worker exited; restarting');
     slot.restarts++;
     slot.timer = setTimeout(() => {
       slot.timer = undefined;
@@ -110,8 +140,10 @@ export class Supervisor {
         if (!child || child.exitCode !== null) return;
         const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
         child.kill('SIGTERM');
+        let killedHere = false;
         const killTimer = setTimeout(() => {
           this.o.log.error({ device: slot.deviceId }, 'worker did not drain in time; killing it');
+          killedHere = true;
           child.kill('SIGKILL');
         }, timerDelayMs(this.o.drainTimeoutMs + 5000));
         const { code, signal } = await exited;
@@ -120,7 +152,7 @@ export class Supervisor {
         // it was still loading node and the CLI, with nothing to drain: as clean as a drain.
         if (code !== 0 && signal !== 'SIGTERM') {
           exitCode = 1;
-          this.o.log.warn({ device: slot.deviceId, code, signal }, 'worker did not stop cleanly');
+          this.o.log.warn({ device: slot.deviceId, code, signal, reason: killedHere || this.killed ? 'killed by this supervisor' : workerExitReason(code, signal) }, 'worker did not stop cleanly');
         }
       }),
     );
@@ -130,6 +162,7 @@ export class Supervisor {
   /** A forced stop (a second signal): SIGKILL every worker; a pending stop() then resolves with 1. */
   kill(): void {
     this.stopping = true;
+    this.killed = true;
     for (const slot of this.slots) {
       if (slot.timer) clearTimeout(slot.timer);
       slot.child?.kill('SIGKILL');

@@ -83,7 +83,7 @@ describe('Supervisor', () => {
     expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(5_000);
     expect(exits).toEqual([{ device: 0, code: null }]);
     expect(lines.map((l) => l.msg)).toContain('worker did not drain in time; killing it');
-    expect(lines.find((l) => l.msg === 'worker did not stop cleanly')).toMatchObject({ device: 0, signal: 'SIGKILL' });
+    expect(lines.find((l) => l.msg === 'worker did not stop cleanly')).toMatchObject({ device: 0, signal: 'SIGKILL', reason: 'killed by this supervisor' });
   });
 
   it('a drain timeout beyond setTimeout\'s 2^31 - 1 ms waits for the drain instead of SIGKILLing the worker at once', async () => {
@@ -117,5 +117,23 @@ describe('Supervisor', () => {
     await new Promise((r) => setTimeout(r, 200));
     expect(await sup.stop()).toBe(0);
     expect(exits).toEqual([{ device: 0, code: null }]);
+  });
+});
+
+describe('Supervisor log of a worker exit', () => {
+  it('says what the exit code or signal means (device hang, bad config, killed), not only the number', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    // One incarnation each: a device hang (75), a config error (2), a SIGKILL (out of memory), then one that runs on.
+    const incarnations = ['process.exit(75)', 'process.exit(2)', "process.kill(process.pid, 'SIGKILL')", "process.on('SIGTERM', () => process.exit(0)); setInterval(() => undefined, 1000);"];
+    const { sup } = supervisor({ log, workerArgs: (_device, restarts) => ['-e', incarnations[Math.min(restarts, incarnations.length - 1)] ?? ''] });
+    sup.start();
+    await until(() => lines.filter((l) => l.msg === 'worker exited; restarting').length === 3);
+    await new Promise((r) => setTimeout(r, 500));
+    await sup.stop();
+    const reasons = lines.filter((l) => l.msg === 'worker exited; restarting').map((l) => String(l.reason));
+    expect(reasons[0]).toMatch(/device hang/);
+    expect(reasons[1]).toMatch(/invalid config/);
+    expect(reasons[2]).toMatch(/SIGKILL.*out of memory/);
   });
 });
