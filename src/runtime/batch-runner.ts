@@ -179,12 +179,13 @@ export class BatchRunner {
     // left: the second batch in flight is not late, nor hung, for the time it waited behind the first.
     void ahead.then(() => {
       if (settled) return;
-      const startedAt = Date.now();
+      // Monotonic: the elapsed time the hang reports must not take in a wall-clock step.
+      const startedMonoMs = monoNowMs();
       execTimer = setTimeout(() => {
         overran = true;
         this.o.log.warn({ model: cfg.name, gear: batch.gear, execTimeoutMs: cfg.execTimeoutMs }, 'batch overran execTimeoutMs; letting it finish');
       }, timerDelayMs(cfg.execTimeoutMs));
-      hangTimer = setTimeout(() => this.o.hang(cfg.name, batch, Date.now() - startedAt), timerDelayMs(this.o.config.worker.hangLimitMs));
+      hangTimer = setTimeout(() => this.o.hang(cfg.name, batch, monoNowMs() - startedMonoMs), timerDelayMs(this.o.config.worker.hangLimitMs));
     });
     const members = batch.members.map((m) => m.payload.request);
     // Only a failure of the execute itself counts against the device (not gather or scatter on the host).

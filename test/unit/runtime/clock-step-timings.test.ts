@@ -85,3 +85,23 @@ describe('batch wait and queue wait across a wall-clock step count the time that
     expect(sample(await h.metrics.render(), 'npu_fleet_queue_wait_seconds_sum', { model: MODEL })).toBeLessThan(1);
   });
 });
+
+describe('a device hang across a wall-clock step', () => {
+  // Before: elapsedMs = 200 ms - 60 s, about -59800.
+  it('reports the time the batch really spent on the device', async () => {
+    h = await startWorker(snapshotOf('1'), { hangLimitMs: 200 });
+    const harness = h;
+    const clocks = fakeClocks();
+    try {
+      await harness.producer.publish(request('stuck', 0));
+      await until(() => harness.executions.length === 1, 2000, 'the batch on the device');
+      clocks.stepWall(-60_000);
+      await until(() => harness.lines.some((l) => l['elapsedMs'] !== undefined), 5000, 'the hang logged');
+    } finally {
+      clocks.stop();
+    }
+    const elapsedMs = harness.lines.find((l) => l['elapsedMs'] !== undefined)?.['elapsedMs'] as number;
+    expect(elapsedMs).toBeGreaterThanOrEqual(100);
+    expect(elapsedMs).toBeLessThan(1000);
+  });
+});
