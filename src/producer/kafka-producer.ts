@@ -20,12 +20,9 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './producer.ts';
-import { privateInbox } from './private-inbox.ts';
+import { KafkaInbox } from './kafka-inbox.ts';
 import { refuseAll, ReplyRouter, timerMs } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
-
-/** How often at most a timed-out request() looks whether the inbox topic was deleted (checkInbox). */
-const INBOX_CHECK_MS = 5_000;
 
 /** One message on its way, with what its topic was rendered from. */
 interface Outgoing {
@@ -57,10 +54,8 @@ export interface KafkaProducerOptions extends ProducerOptions {
  */
 export class KafkaProducer implements Producer {
   readonly kind = 'kafka' as const;
-  /** Replaced when found deleted under this producer (see checkInbox). */
-  private inboxName: string;
-  /** Why request() cannot use the inbox (a clientId the transport cannot name it with). */
-  private readonly inboxRefusal: FleetError | undefined;
+  /** The private inbox of request()s: opened, re-opened when deleted under us, deleted on close. */
+  private readonly inboxState: KafkaInbox;
   private readonly kafka: Kafka;
   private readonly router = new ReplyRouter();
   private readonly consumers = new Set<ConsumerHandle>();
@@ -78,22 +73,8 @@ export class KafkaProducer implements Producer {
    * re-create it or fail every later publish; so its producer is replaced before that.
    */
   private readonly producer: RotatingProducer;
-  private inboxReady: Promise<void> | undefined;
-  /** The inbox topic may exist: deleted on close, even if opening the inbox failed after creating it. */
-  private inboxCreated = false;
-  /** The consumer of the open inbox. */
-  private inboxHandle: ConsumerHandle | undefined;
-  /** A checkInbox under way, and when the last began. */
-  private inboxCheck: Promise<void> | undefined;
-  private inboxCheckedAt = 0;
   private closed = false;
   private closing: Promise<void> | undefined;
-  /**
-   * request()s waiting for the inbox to open: not in the router yet, so close() fails them here.
-   * Else they waited for the opening to give up (about 5 s against a refused connection) and
-   * rejected with its connection error instead of CLOSED.
-   */
-  private readonly awaitingInbox = new Set<(error: FleetError) => void>();
 
   constructor(
     private readonly settings: KafkaSettings,
@@ -105,9 +86,18 @@ export class KafkaProducer implements Producer {
     this.encoding = options.encoding ?? 'binary';
     this.limits = options.limits ?? DEFAULT_LIMITS;
     this.replyPattern = replyTopicPattern(settings.replyTopicPattern);
-    const inbox = privateInbox('kafka', this.clientId, this.replyPattern);
-    this.inboxName = inbox.name;
-    this.inboxRefusal = inbox.refusal;
+    this.inboxState = new KafkaInbox({
+      clientId: this.clientId,
+      replyPattern: this.replyPattern,
+      logger: options.logger,
+      knownTopics: this.knownTopics,
+      connect: () => this.connect(),
+      isClosed: () => this.closed,
+      consume: async (topic, groupId) => {
+        const handle = await this.consume(topic, groupId, true, true, (r) => this.router.deliver(r), undefined);
+        return () => this.stopConsumer(handle);
+      },
+    });
     this.producer = new RotatingProducer({
       // Auto-create off: request topics are created explicitly (send), never by a metadata refresh.
       create: () => this.kafka.producer({ allowAutoTopicCreation: false }),
@@ -122,7 +112,7 @@ export class KafkaProducer implements Producer {
 
   /** `<clientId>.inbox.<uuid>`: the replyTo of this producer's request()s now. */
   get inbox(): string {
-    return this.inboxName;
+    return this.inboxState.name;
   }
 
   private connect(): Promise<{ admin: Admin }> {
@@ -228,119 +218,32 @@ export class KafkaProducer implements Producer {
   }
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
-    if (this.inboxRefusal !== undefined) throw this.inboxRefusal;
+    const inbox = this.inboxState;
+    if (inbox.refusal !== undefined) throw inbox.refusal;
     const startedAt = Date.now();
-    const waitMs = timerMs(options.timeoutMs);
-    // A failed opening is forgotten, so a later request tries again (a broker down for a moment
-    // would otherwise fail every request of this producer for good).
-    const inboxReady = this.inboxOpened();
-    // Handled here: the wait below may give up first, and the opening goes on for later requests.
-    inboxReady.catch(() => undefined);
-    // timeoutMs bounds the whole request: opening the inbox against an unreachable broker retries
-    // for many seconds.
-    let timer: NodeJS.Timeout | undefined;
-    let failWait: ((error: FleetError) => void) | undefined;
-    try {
-      await Promise.race([
-        inboxReady,
-        new Promise<never>((_, reject) => {
-          failWait = reject;
-          this.awaitingInbox.add(reject);
-          timer = setTimeout(
-            () => reject(new FleetError('TIMEOUT', `no reply for request "${request.id}" within ${options.timeoutMs} ms (the reply inbox was not open yet)`, { details: { id: request.id, timeoutMs: options.timeoutMs } })),
-            waitMs,
-          );
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
-      if (failWait !== undefined) this.awaitingInbox.delete(failWait);
-    }
+    await inbox.waitOpened(request.id, options.timeoutMs, timerMs(options.timeoutMs));
     const leftMs = Math.max(1, options.timeoutMs - (Date.now() - startedAt));
-    return this.afterTimeoutCheckInbox(this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options), options.timeoutMs));
+    return inbox.afterTimeoutCheck(this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options), options.timeoutMs));
   }
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
-    const refusal = this.inboxRefusal;
-    if (refusal !== undefined) return refuseAll(requests.length, refusal);
+    const inbox = this.inboxState;
+    if (inbox.refusal !== undefined) return refuseAll(requests.length, inbox.refusal);
     return this.router
       .roundTripMany(
         requests.map((r) => r.id),
         options.timeoutMs,
         async (waiting) => {
-          await this.inboxOpened();
+          await inbox.opened();
           // Those whose wait ended while the inbox opened are not sent.
           const due = requests.filter((_, i) => waiting(i));
           if (due.length > 0) await this.publish(due.map((r) => ({ ...r, replyTo: this.inbox })), options);
         },
       )
-      .map((reply) => this.afterTimeoutCheckInbox(reply));
+      .map((reply) => inbox.afterTimeoutCheck(reply));
   }
 
-  private afterTimeoutCheckInbox(reply: Promise<ResultEnvelope>): Promise<ResultEnvelope> {
-    reply.catch((err: unknown) => {
-      if (FleetError.is(err, 'TIMEOUT')) this.checkInbox();
-    });
-    return reply;
-  }
-
-  /**
-   * Why: an inbox topic deleted under a live producer (a cleanup of inbox topics taking it for a
-   * dead client's) is gone for good to the workers, who send its results to {model}.replies; every
-   * later request() of the producer timed out, silently and for ever. So after a timeout (at most
-   * every INBOX_CHECK_MS, in the background: the timeout is not delayed) the inbox is looked for,
-   * and when gone the next request opens a new one under a new name.
-   */
-  private checkInbox(): void {
-    const now = Date.now();
-    const ready = this.inboxReady;
-    if (this.closed || ready === undefined || this.inboxCheck !== undefined || now - this.inboxCheckedAt < INBOX_CHECK_MS) return;
-    this.inboxCheckedAt = now;
-    const name = this.inboxName;
-    this.inboxCheck = (async () => {
-      await ready;
-      const { admin } = await this.connect();
-      // Missing twice 250 ms apart, as the workers judge an inbox gone: a broker's metadata can lag.
-      if ((await admin.listTopics()).includes(name)) return;
-      await new Promise((r) => setTimeout(r, 250));
-      if ((await admin.listTopics()).includes(name) || this.closed || this.inboxName !== name || this.inboxReady !== ready) return;
-      this.options.logger?.warn({ inbox: name }, 'the reply inbox topic of this producer was deleted by someone else: its replies went elsewhere; later requests use a new inbox');
-      this.inboxName = privateInbox('kafka', this.clientId, this.replyPattern).name;
-      this.inboxReady = undefined;
-      this.inboxCreated = false;
-      this.knownTopics.delete(name);
-      const handle = this.inboxHandle;
-      this.inboxHandle = undefined;
-      if (handle !== undefined) await this.stopConsumer(handle);
-    })()
-      .catch(() => undefined)
-      .finally(() => {
-        this.inboxCheck = undefined;
-      });
-  }
-
-  /** Opens the inbox once; a failed opening is forgotten, so a later call tries again. */
-  private inboxOpened(): Promise<void> {
-    const ready = (this.inboxReady ??= this.openInbox().catch((err: unknown) => {
-      this.inboxReady = undefined;
-      throw err;
-    }));
-    return ready;
-  }
-
-  private async openInbox(): Promise<void> {
-    const { admin } = await this.connect();
-    this.refuseIfClosed();
-    // Before the call: a creation that went through but answered with an error still gets deleted.
-    this.inboxCreated = true;
-    await ensureTopics(admin, [this.inbox], 1);
-    this.refuseIfClosed();
-    this.knownTopics.add(this.inbox);
-    // A fresh topic read from its beginning: no reply can slip past before the group is joined.
-    this.inboxHandle = await this.consume(this.inbox, `${this.inbox}.group`, true, true, (r) => this.router.deliver(r), undefined);
-  }
-
-  /** close() waits for an inbox being opened: each step of the opening ends it once closed. */
+  /** Each step of an opening (an inbox, a consumer) ends it once closed: close() waits for those. */
   private refuseIfClosed(): void {
     if (this.closed) throw new FleetError('CLOSED', 'kafka producer is closed');
   }
@@ -446,16 +349,12 @@ export class KafkaProducer implements Producer {
     this.closed = true;
     const closedError = new FleetError('CLOSED', 'producer closed before the reply arrived');
     this.router.failAll(closedError);
-    for (const fail of [...this.awaitingInbox]) fail(closedError);
-    this.awaitingInbox.clear();
-    // An inbox still being opened would create its topic or start its consumer after the teardown
-    // below, and both would outlive the producer: let it finish (it stops at its next step) first.
-    await this.inboxReady?.catch(() => undefined);
+    await this.inboxState.closing(closedError);
     for (const handle of [...this.consumers]) await this.stopConsumer(handle);
     const connected = this.connecting;
     if (connected === undefined) return;
     const { admin } = await connected.catch(() => ({ admin: undefined }));
-    if (admin !== undefined && this.inboxCreated) await admin.deleteTopics({ topics: [this.inbox] }).catch(() => undefined);
+    if (admin !== undefined) await this.inboxState.deleteTopic(admin);
     await Promise.allSettled([this.producer.disconnect(), admin?.disconnect()]);
   }
 }
