@@ -187,8 +187,16 @@ function* scanSteps(dirIn: string, options: ScanOptions): FsSteps<RepositorySnap
   }
   const nowMs = options.nowMs ?? Date.now();
   const artifactFile = options.artifact === 'onnx' ? 'model.onnx' : 'model.om';
-  for (const name of (yield* entriesOf(dir)).sort()) {
-    if (name.startsWith('.')) continue;
+  const names = (yield* entriesOf(dir)).filter((name) => !name.startsWith('.')).sort();
+  // An unmounted NFS or CSI volume leaves its mount point, an empty directory: taken as it reads,
+  // every model would be unloaded and every request refused until the mount returns. A worker
+  // cannot start on an empty repository either, so a poll fails (the worker serves on) instead.
+  if (names.length === 0 && options.previous !== undefined && options.previous.models.size > 0) {
+    throw new FleetError('SERVICE_UNAVAILABLE', `model repository ${dir} is empty now (an unmounted volume?); serving on with the loaded versions until models are back in it`, {
+      details: { dir },
+    });
+  }
+  for (const name of names) {
     const modelDir = join(dir, name);
     const modelStat = yield* statEntry(modelDir);
     if (typeof modelStat === 'string') {

@@ -4,19 +4,10 @@
 import { cpSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadModelConfig, parseFleetConfig } from '../../../src/contracts/config-loader.ts';
-import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
-import { openDevice } from '../../../src/device/index.ts';
-import { createLogger } from '../../../src/observability/logger.ts';
-import { MemoryProducer } from '../../../src/producer/memory-producer.ts';
-import { prng, syntheticRequest } from '../../../src/runtime/demo-load.ts';
-import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
-import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
-import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
-import { tempDir } from '../../helpers/temp-dir.ts';
+import type { RunningWorker } from '../../../src/runtime/worker-process.ts';
 import { until } from '../../helpers/until.ts';
+import { fleetOnCopiedRepo as startOnCopiedRepo, MODEL } from './reload-fleet.ts';
 
-const MODEL = 'mlp-classifier';
 let worker: RunningWorker | undefined;
 afterEach(async () => {
   await worker?.stop();
@@ -24,29 +15,9 @@ afterEach(async () => {
 });
 
 async function fleetOnCopiedRepo() {
-  process.env.NPU_FLEET_DEVICE = 'sim';
-  const repo = join(tempDir('npu-fleet-reload-'), 'models');
-  cpSync(join('examples/models', MODEL), join(repo, MODEL), { recursive: true });
-  const lines: Array<Record<string, unknown>> = [];
-  const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
-  const config = parseFleetConfig({ modelRepository: repo, devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 } });
-  const broker = new MemoryBroker();
-  const running = await runWorker(config, 0, { artifact: 'onnx', openDevice, createTransport: () => new MemoryTransport({ broker }) }, { log, metricsPort: 0 });
-  worker = running;
-  const producer = new MemoryProducer({ broker });
-  const results = new Map<string, ResultEnvelope>();
-  await producer.subscribeReplies('reload.replies', (r) => results.set(r.id, r));
-  const modelConfig = loadModelConfig(join(repo, MODEL, 'config.yaml'));
-  const rand = prng(3);
-  let n = 0;
-  const ask = async (): Promise<ResultEnvelope> => {
-    const r = syntheticRequest(modelConfig, n++, rand, { idPrefix: 'reload', replyTo: 'reload.replies', deadlineShare: 0, maxSamples: 1 });
-    await producer.publish(r);
-    await until(() => results.has(r.id), 20_000, `result of ${r.id}`);
-    return results.get(r.id)!;
-  };
-  const failures = () => lines.filter((l) => l.msg === 'model version failed to load; keeping the versions already served (tried again when the file changes)');
-  return { repo, lines, running, producer, ask, failures };
+  const fleet = await startOnCopiedRepo();
+  worker = fleet.running;
+  return fleet;
 }
 
 describe('hot reload of a version that fails to load', () => {
