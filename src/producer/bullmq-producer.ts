@@ -1,6 +1,6 @@
-import { Queue, Worker } from 'bullmq';
+import { Queue, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { requestToJson, resultFromJson } from '../codec/index.ts';
+import { requestToJson } from '../codec/index.ts';
 import type { BullmqSettings } from '../contracts/fleet-config.ts';
 import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
@@ -16,7 +16,6 @@ import {
   redisHost,
   toBullmqPriority,
 } from '../transport/bullmq/bullmq-names.ts';
-import { isRedisRefusal } from '../transport/bullmq/redis-refusal.ts';
 import { ErrorThrottle } from '../transport/error-throttle.ts';
 import type { TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { renderName } from '../transport/names.ts';
@@ -30,15 +29,11 @@ import type {
   RequestOptions,
   SubscribeOptions,
 } from './producer.ts';
+import { ReplyWorkers } from './bullmq-reply-workers.ts';
 import { ADD_TOKEN_OPTION, EarlierJobs } from './earlier-jobs.ts';
 import { privateInbox } from './private-inbox.ts';
 import { refuseAll, ReplyRouter } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
-
-/** Lock and stalled-check period of reply-queue workers (see listen). */
-const REPLY_LOCK_MS = 5_000;
-/** After Redis refuses a reply fetch, how long the reply worker rests. */
-const REPLY_FETCH_BACKOFF_MS = 1_000;
 
 export interface BullmqProducerOptions extends ProducerOptions {
   readonly logger?: TransportLogger;
@@ -62,8 +57,7 @@ export class BullmqProducer implements Producer {
   private readonly queues = new Map<string, Queue>();
   /** One for all the queues: with Redis away each attempt to reconnect is an error on every one. */
   private readonly queueErrors = new ErrorThrottle();
-  /** Reply workers and their own connections: BullMQ leaves a connection it was given open on close. */
-  private readonly workers = new Map<Worker, Redis>();
+  private readonly replyWorkers: ReplyWorkers;
   private connection: Redis | undefined;
   private reachable: Promise<void> | undefined;
   private inboxReady: Promise<void> | undefined;
@@ -86,6 +80,13 @@ export class BullmqProducer implements Producer {
     const inbox = privateInbox('bullmq', options.clientId ?? 'producer');
     this.inbox = inbox.name;
     this.inboxRefusal = inbox.refusal;
+    this.replyWorkers = new ReplyWorkers({
+      settings,
+      limits: this.limits,
+      logger: options.logger,
+      concurrency: options.replyConcurrency,
+      isClosed: () => this.closed,
+    });
     this.earlier = new EarlierJobs({
       redis: () => {
         if (this.connection === undefined) throw new FleetError('CLOSED', 'bullmq producer is closed');
@@ -297,7 +298,7 @@ export class BullmqProducer implements Producer {
     const worker = await this.listen(replyTo, onResult, options.onError);
     return {
       close: async () => {
-        await this.closeWorker(worker);
+        await this.replyWorkers.close(worker);
       },
     };
   }
@@ -306,81 +307,7 @@ export class BullmqProducer implements Producer {
   private async listen(queue: string, onResult: (r: ResultEnvelope) => void, onError: ((e: Error) => void) | undefined): Promise<Worker> {
     await this.reach();
     if (this.closing !== undefined) throw new FleetError('CLOSED', 'bullmq producer is closed');
-    // Named, so an operator (and a test) can tell a client's reply connections in CLIENT LIST.
-    const connection = redisConnection(this.settings.redisUrl, { connectionName: `npu-fleet-replies:${this.settings.prefix}:${queue}`.replace(/[^\w:.-]/g, '_') });
-    // Reconnect attempts while Redis is away; without a listener ioredis prints each one.
-    connection.on('error', (err: Error) => this.options.logger?.debug({ err, queue }, 'redis connection error'));
-    const worker = new Worker(
-      queue,
-      async (job) => {
-        let result: ResultEnvelope;
-        try {
-          result = resultFromJson(job.data, this.limits);
-        } catch (err) {
-          onError?.(err as Error);
-          return;
-        }
-        onResult(result);
-      },
-      {
-        connection,
-        prefix: this.settings.prefix,
-        concurrency: this.options.replyConcurrency ?? 64,
-        removeOnComplete: { count: 0 },
-        // Handing a result to a callback takes no time, so short locks cost nothing and bound how
-        // long a result waits when its fetch was lost (a Redis restart, a dropped connection):
-        // BullMQ's 30 s lock and check kept such results active for 30-60 s. A result is never
-        // failed for stalling a few times.
-        lockDuration: REPLY_LOCK_MS,
-        stalledInterval: REPLY_LOCK_MS,
-        maxStalledCount: 100,
-      },
-    );
-    // As on a fleet worker (ModelWorker.onError): a fetch Redis refuses is retried at
-    // once by BullMQ, so fetching rests a second and the log is throttled.
-    const errors = new ErrorThrottle();
-    let resting = false;
-    worker.on('error', (err) => {
-      const { log, heldBack } = errors.note(Date.now());
-      if (log) this.options.logger?.warn({ err, queue, heldBack }, 'bullmq reply worker error');
-      if (!isRedisRefusal(err) || resting || this.closed) return;
-      resting = true;
-      void worker
-        .pause(true)
-        .catch(() => undefined)
-        .then(() => new Promise((r) => setTimeout(r, REPLY_FETCH_BACKOFF_MS).unref()))
-        .then(() => {
-          resting = false;
-          if (!this.closed && this.workers.has(worker)) worker.resume();
-        });
-    });
-    this.workers.set(worker, connection);
-    try {
-      await worker.waitUntilReady();
-    } catch (err) {
-      throw bullmqError(err, `subscribing to replies on ${queue} failed`);
-    }
-    return worker;
-  }
-
-  private async closeWorker(worker: Worker): Promise<void> {
-    const connection = this.workers.get(worker);
-    this.workers.delete(worker);
-    const closing = worker.close();
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), this.settings.connectTimeoutMs)));
-    try {
-      // With Redis away, a graceful close waits for it forever (BullMQ waits for the blocking
-      // connection to end, which a reconnecting ioredis client never does): past the bound the
-      // connections are dropped and close goes on without waiting for them.
-      if ((await Promise.race([closing, bound])) === 'late') {
-        closing.catch(() => undefined);
-        void worker.disconnect().catch(() => undefined);
-      }
-    } finally {
-      clearTimeout(timer);
-      connection?.disconnect();
-    }
+    return this.replyWorkers.start(queue, onResult, onError);
   }
 
   close(): Promise<void> {
@@ -391,7 +318,7 @@ export class BullmqProducer implements Producer {
   private async closeNow(): Promise<void> {
     this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
     this.earlier.close();
-    await Promise.allSettled([...this.workers.keys()].map((w) => this.closeWorker(w)));
+    await this.replyWorkers.closeAll();
     if (this.inboxOpened) {
       // Bounded: with Redis away the command would wait for it forever (and close with it).
       await withTimeout(this.openQueue(this.inbox).obliterate({ force: true }), this.settings.connectTimeoutMs, 'removing the inbox queue').catch((err: unknown) =>

@@ -1,0 +1,118 @@
+import { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { resultFromJson } from '../codec/index.ts';
+import type { BullmqSettings } from '../contracts/fleet-config.ts';
+import type { CodecLimits } from '../contracts/limits.ts';
+import type { ResultEnvelope } from '../contracts/result-envelope.ts';
+import { bullmqError, redisConnection } from '../transport/bullmq/bullmq-names.ts';
+import { isRedisRefusal } from '../transport/bullmq/redis-refusal.ts';
+import { ErrorThrottle } from '../transport/error-throttle.ts';
+import type { TransportLogger } from '../transport/kafka/kafka-client.ts';
+
+/** Lock and stalled-check period of reply-queue workers (see start). */
+const REPLY_LOCK_MS = 5_000;
+/** After Redis refuses a reply fetch, how long the reply worker rests. */
+const REPLY_FETCH_BACKOFF_MS = 1_000;
+
+export interface ReplyWorkersOptions {
+  readonly settings: BullmqSettings;
+  readonly limits: CodecLimits;
+  readonly logger: TransportLogger | undefined;
+  /** Workers' concurrency (results are handed over synchronously; this bounds Redis round trips in flight). */
+  readonly concurrency: number | undefined;
+  /** The producer is closed: a worker resting after a refused fetch stays paused. */
+  readonly isClosed: () => boolean;
+}
+
+/** A BullmqProducer's workers on reply queues (its inbox, subscribeReplies), each with its own connection. */
+export class ReplyWorkers {
+  /** Reply workers and their own connections: BullMQ leaves a connection it was given open on close. */
+  private readonly workers = new Map<Worker, Redis>();
+
+  constructor(private readonly o: ReplyWorkersOptions) {}
+
+  /** A worker on a reply queue; jobs already waiting there are read too (a queue keeps them). */
+  async start(queue: string, onResult: (r: ResultEnvelope) => void, onError: ((e: Error) => void) | undefined): Promise<Worker> {
+    const { settings, logger } = this.o;
+    // Named, so an operator (and a test) can tell a client's reply connections in CLIENT LIST.
+    const connection = redisConnection(settings.redisUrl, { connectionName: `npu-fleet-replies:${settings.prefix}:${queue}`.replace(/[^\w:.-]/g, '_') });
+    // Reconnect attempts while Redis is away; without a listener ioredis prints each one.
+    connection.on('error', (err: Error) => logger?.debug({ err, queue }, 'redis connection error'));
+    const worker = new Worker(
+      queue,
+      async (job) => {
+        let result: ResultEnvelope;
+        try {
+          result = resultFromJson(job.data, this.o.limits);
+        } catch (err) {
+          onError?.(err as Error);
+          return;
+        }
+        onResult(result);
+      },
+      {
+        connection,
+        prefix: settings.prefix,
+        concurrency: this.o.concurrency ?? 64,
+        removeOnComplete: { count: 0 },
+        // Handing a result to a callback takes no time, so short locks cost nothing and bound how
+        // long a result waits when its fetch was lost (a Redis restart, a dropped connection):
+        // BullMQ's 30 s lock and check kept such results active for 30-60 s. A result is never
+        // failed for stalling a few times.
+        lockDuration: REPLY_LOCK_MS,
+        stalledInterval: REPLY_LOCK_MS,
+        maxStalledCount: 100,
+      },
+    );
+    // As on a fleet worker (ModelWorker.onError): a fetch Redis refuses is retried at
+    // once by BullMQ, so fetching rests a second and the log is throttled.
+    const errors = new ErrorThrottle();
+    let resting = false;
+    worker.on('error', (err) => {
+      const { log, heldBack } = errors.note(Date.now());
+      if (log) logger?.warn({ err, queue, heldBack }, 'bullmq reply worker error');
+      if (!isRedisRefusal(err) || resting || this.o.isClosed()) return;
+      resting = true;
+      void worker
+        .pause(true)
+        .catch(() => undefined)
+        .then(() => new Promise((r) => setTimeout(r, REPLY_FETCH_BACKOFF_MS).unref()))
+        .then(() => {
+          resting = false;
+          if (!this.o.isClosed() && this.workers.has(worker)) worker.resume();
+        });
+    });
+    this.workers.set(worker, connection);
+    try {
+      await worker.waitUntilReady();
+    } catch (err) {
+      throw bullmqError(err, `subscribing to replies on ${queue} failed`);
+    }
+    return worker;
+  }
+
+  async close(worker: Worker): Promise<void> {
+    const connection = this.workers.get(worker);
+    this.workers.delete(worker);
+    const closing = worker.close();
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), this.o.settings.connectTimeoutMs)));
+    try {
+      // With Redis away, a graceful close waits for it forever (BullMQ waits for the blocking
+      // connection to end, which a reconnecting ioredis client never does): past the bound the
+      // connections are dropped and close goes on without waiting for them.
+      if ((await Promise.race([closing, bound])) === 'late') {
+        closing.catch(() => undefined);
+        void worker.disconnect().catch(() => undefined);
+      }
+    } finally {
+      clearTimeout(timer);
+      connection?.disconnect();
+    }
+  }
+
+  /** Every worker started and not yet closed. */
+  async closeAll(): Promise<void> {
+    await Promise.allSettled([...this.workers.keys()].map((w) => this.close(w)));
+  }
+}
