@@ -30,7 +30,11 @@ export class OutLock {
   private readonly touch: NodeJS.Timeout;
   private released = false;
 
-  private constructor(private readonly path: string) {
+  private constructor(
+    private readonly path: string,
+    /** The inode of our lock file: release() removes the lock only while it is still this one. */
+    private readonly inode: bigint,
+  ) {
     heldHere.add(path);
     this.touch = setInterval(() => {
       try {
@@ -48,12 +52,13 @@ export class OutLock {
     const me: Holder = { pid: process.pid, host: hostname() };
     const text = `${JSON.stringify(me)}\n`;
     for (let attempt = 0; ; attempt++) {
-      if (create(path, text, out)) return new OutLock(path);
+      const made = create(path, text, out);
+      if (made !== undefined) return new OutLock(path, made);
       const found = readLock(path);
       if (found === 'gone') continue; // released between our create and our read
       if (attempt < TAKEOVER_ATTEMPTS && isStale(found, me, nowMs, path)) {
         const taken = takeOver(path, found.generation, text, out);
-        if (taken === 'won') return new OutLock(path);
+        if (typeof taken === 'bigint') return new OutLock(path, taken);
         // Another run is taking the same stale lock over: its lock is in place in microseconds.
         if (taken === 'busy') Atomics.wait(pause, 0, 0, 2);
         continue;
@@ -70,7 +75,9 @@ export class OutLock {
     this.released = true;
     clearInterval(this.touch);
     heldHere.delete(this.path);
-    removeIfPresent(this.path);
+    // A lock taken over from this run (judged stale while it was away: a suspended VM, a stalled
+    // mount) is the new holder's: removed, it let a third run in beside that one.
+    if (inodeOf(this.path) === this.inode) removeIfPresent(this.path);
   }
 }
 
@@ -86,14 +93,14 @@ interface FoundLock {
  * fails if `path` exists. (Made by an exclusive open and then written, a lock was empty for a
  * moment, and a run reading it then could not name its holder.)
  */
-function create(path: string, text: string, out: string): boolean {
+function create(path: string, text: string, out: string): bigint | undefined {
   const own = writeOwn(path, text, out);
   try {
     linkSync(own, path);
-    return true;
+    return inodeOf(own);
   } catch (cause) {
     const code = (cause as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST') return false;
+    if (code === 'EEXIST') return undefined;
     // A file system without hard links (FAT, some network shares): exclusive create, then write.
     if (code === 'EPERM' || code === 'ENOTSUP' || code === 'ENOSYS' || code === 'EOPNOTSUPP') return createInPlace(path, text, out);
     throw unwritable(out, path, cause);
@@ -102,20 +109,20 @@ function create(path: string, text: string, out: string): boolean {
   }
 }
 
-function createInPlace(path: string, text: string, out: string): boolean {
+function createInPlace(path: string, text: string, out: string): bigint | undefined {
   let fd: number;
   try {
     fd = openSync(path, 'wx');
   } catch (cause) {
-    if ((cause as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    if ((cause as NodeJS.ErrnoException).code === 'EEXIST') return undefined;
     throw unwritable(out, path, cause);
   }
   try {
     writeSync(fd, text);
+    return fstatSync(fd, { bigint: true }).ino;
   } finally {
     closeSync(fd);
   }
-  return true;
 }
 
 /** A file only this call writes, next to the lock (a rename or link stays on one file system). */
@@ -138,7 +145,8 @@ function writeOwn(path: string, text: string, out: string): string {
  * (A run that dies between its marker and its rename leaves the stale lock held for good: the
  * refusal says to remove it.)
  */
-function takeOver(path: string, generation: string, text: string, out: string): 'won' | 'busy' | 'lost' {
+/** Our lock's inode when won. */
+function takeOver(path: string, generation: string, text: string, out: string): bigint | 'busy' | 'lost' {
   const marker = `${path}.takeover-${generation}`;
   try {
     closeSync(openSync(marker, 'wx'));
@@ -149,13 +157,14 @@ function takeOver(path: string, generation: string, text: string, out: string): 
   try {
     if (generationOf(path) !== generation) return 'lost'; // released or taken over since it was read
     const own = writeOwn(path, text, out);
+    const inode = inodeOf(own);
     try {
       renameSync(own, path);
     } catch (cause) {
       removeIfPresent(own);
       throw unwritable(out, path, cause);
     }
-    return 'won';
+    return inode ?? 'lost';
   } finally {
     removeIfPresent(marker);
   }
@@ -182,6 +191,14 @@ function generationOf(path: string): string | undefined {
   try {
     const st = statSync(path, { bigint: true });
     return `${st.ino}-${st.mtimeNs}`;
+  } catch {
+    return undefined;
+  }
+}
+
+function inodeOf(path: string): bigint | undefined {
+  try {
+    return statSync(path, { bigint: true }).ino;
   } catch {
     return undefined;
   }

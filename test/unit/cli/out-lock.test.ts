@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -45,5 +45,15 @@ describe('OutLock (publish --out)', () => {
     expect(() => OutLock.take(out)).toThrow(/being written by another run: wait/);
     utimesSync(`${out}.lock`, old, old);
     OutLock.take(out).release();
+  });
+
+  it('a run whose lock was taken over while it was away (untouched for LOCK_STALE_MS) leaves the new holder\'s lock in place when it ends', () => {
+    const out = join(dir, 'taken-over.jsonl');
+    const lock = OutLock.take(out);
+    // A run on another host judged it stale (a suspended VM, a stalled NFS mount) and renamed its own over it.
+    writeFileSync(`${out}.lock.theirs`, JSON.stringify({ pid: 1, host: 'another-host' }));
+    renameSync(`${out}.lock.theirs`, `${out}.lock`);
+    lock.release();
+    expect(existsSync(`${out}.lock`) ? JSON.parse(readFileSync(`${out}.lock`, 'utf8')) : 'removed').toEqual({ pid: 1, host: 'another-host' });
   });
 });
