@@ -3,7 +3,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { modelConfigFromYaml } from '../contracts/config-loader.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { entriesOf, existsAt, linkOf, runAsync, runSync, statOf, textOf, type FsSteps, type RepositoryFs } from './repository-fs.ts';
+import { entriesOf, existsAt, linkOf, runAsync, runSync, statOf, textOf, unlessAbsent, type FsSteps, type RepositoryFs } from './repository-fs.ts';
 
 /**
  * The model repository on disk (DESIGN §6):
@@ -124,6 +124,7 @@ function* statEntry(path: string): FsSteps<Stats | string> {
   try {
     return yield* statOf(path);
   } catch (err) {
+    unlessAbsent(path, err);
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     return `cannot read it (${code}: a symlink to nothing, or removed while scanning); point it at an existing directory or remove it`;
   }

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, readlinkSync, statSync, type Stats } from 'node:fs';
 import { readdir, readFile, readlink, stat } from 'node:fs/promises';
+import { FleetError } from '../errors/fleet-error.ts';
 
 /**
  * The file-system calls a model repository scan makes. The scan is written once as a generator
@@ -44,12 +45,30 @@ export function* linkOf(path: string): FsSteps<string> {
   return (yield { op: 'readlink', path }) as string;
 }
 
-/** Whether `path` exists, following links (as existsSync). */
+/**
+ * Codes that say the entry is not there (or never readable by this worker): a problem of that
+ * entry. Any other failure (EIO, ESTALE, ETIMEDOUT: an NFS soft mount timing out, a stale handle)
+ * says nothing about the entry: taken as absence, one such blip would unload the model it holds.
+ */
+const ABSENT = new Set(['ENOENT', 'ENOTDIR', 'ELOOP', 'ENAMETOOLONG', 'EACCES', 'EPERM']);
+
+/** Rethrows a failure other than absence as the file system's (the scan then fails; a poll serves on). */
+export function unlessAbsent(path: string, err: unknown): void {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code !== undefined && ABSENT.has(code)) return;
+  throw new FleetError('SERVICE_UNAVAILABLE', `cannot read ${path} (${code ?? (err as Error).message}): the file system failed, not the entry; serving on with the loaded versions`, {
+    cause: err,
+    details: { path, code },
+  });
+}
+
+/** Whether `path` exists, following links (as existsSync); a read failure other than absence throws. */
 export function* existsAt(path: string): FsSteps<boolean> {
   try {
     yield* statOf(path);
     return true;
-  } catch {
+  } catch (err) {
+    unlessAbsent(path, err);
     return false;
   }
 }

@@ -485,3 +485,35 @@ describe('the scan through fs.promises (a worker poll)', () => {
     expect(calls).toContain('readFile');
   });
 });
+
+describe('a poll scan on a file system that fails a read for a moment (an NFS soft mount timing out: EIO, ESTALE)', () => {
+  it.each([
+    ['the model directory', (dir: string) => join(dir, 'a')],
+    ['its config.yaml', (dir: string) => join(dir, 'a', 'config.yaml')],
+    ['the version directory', (dir: string) => join(dir, 'a', '1')],
+    ['the model file', (dir: string) => join(dir, 'a', '1', 'model.onnx')],
+  ])('a stat of %s failing with EIO or ESTALE removes no served version: the scan fails (the worker serves on)', async (_what, pathOf) => {
+    for (const code of ['EIO', 'ESTALE']) {
+      const dir = repo();
+      // Deployed an hour ago: nothing in it is young enough to pass for a copy under way.
+      const anHourAgo = new Date(Date.now() - 3_600_000);
+      for (const path of ['a/1/model.onnx', 'a/1', 'a/config.yaml', 'a']) utimesSync(join(dir, path), anHourAgo, anHourAgo);
+      const configCache: ConfigCache = new Map();
+      const previous = await scanRepositoryAsync(dir, { artifact: 'onnx', configCache });
+      const failing = pathOf(dir);
+      const fs: RepositoryFs = {
+        ...nodeRepositoryFs,
+        stat: (path) => (path === failing ? Promise.reject(Object.assign(new Error(`${code}: i/o error, stat '${path}'`), { code })) : nodeRepositoryFs.stat(path)),
+      };
+      let removed: string[];
+      try {
+        const next = await scanRepositoryAsync(dir, { artifact: 'onnx', configCache, previous, settleMs: 500, fs });
+        removed = diffServed(previous, next).removed.map((v) => `${v.model}@${v.version}`);
+      } catch (err) {
+        expect((err as Error).message).toContain(code);
+        removed = [];
+      }
+      expect(removed, `${code} on ${failing}`).toEqual([]);
+    }
+  });
+});
