@@ -266,3 +266,25 @@ describe('npu-fleet publish --file on Kafka where the model repository is not at
     expect(printed.join('')).toMatch(/"id":"too-low","status":"invalid".*line 4: priority 5/);
   });
 });
+
+describe('npu-fleet publish --file --out --resume on BullMQ, RESULTS saved by an editor since', () => {
+  // "UTF-8 with BOM" puts U+FEFF before the first record: read as part of it, that record was not
+  // JSON, and --resume sent its line again (a second ok record, device time paid twice).
+  it('a byte order mark before the first record: every line done is skipped, none is sent again', { timeout: 120_000 }, async () => {
+    const { dir, configFile } = await servedFleet('npu-fleet-pubfile-bom-', { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix: uniqueName('pubbom') } });
+    const ids = Array.from({ length: 12 }, (_, i) => `b${i}`);
+    const data = join(dir, 'data.jsonl');
+    const out = join(dir, 'results.jsonl');
+    writeFileSync(data, `${ids.map((id, i) => line(id, inputOf(i), rowsOf(i))).join('\n')}\n`);
+    const publish = (...extra: string[]): Promise<number> => main(['publish', '--config', configFile, '--file', data, '--await', '--out', out, '--timeout-ms', '60000', ...extra]);
+    expect(await publish(), stderr.join('')).toBe(0);
+    expect(records(out).filter((r) => r.status === 'ok')).toHaveLength(12);
+    writeFileSync(out, `\uFEFF${readFileSync(out, 'utf8').replace(/\n/g, '\r\n')}`);
+    stderr = [];
+    expect(await publish('--resume'), stderr.join('')).toBe(0);
+    expect(stderr.join('')).toMatch(/12 skipped \(ok in the file before\)/);
+    // One record per id, the first still behind its mark.
+    const ok = readFileSync(out, 'utf8').replace(/^\uFEFF/, '').split('\n').filter((l) => l.trim() !== '').map((l) => (JSON.parse(l) as Rec).id);
+    expect(ok.sort()).toEqual([...ids].sort());
+  });
+});
