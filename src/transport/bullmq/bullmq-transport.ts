@@ -15,6 +15,7 @@ import { answerJobs, stalledOutAnswer } from './answer-jobs.ts';
 import { StallReaper } from './stall-reaper.ts';
 import { JobSettler } from './job-settler.ts';
 import { HeldJob } from './held-job.ts';
+import { putBack } from './put-back.ts';
 import { ModelWorker, type FetchTuning } from './model-worker.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import { bullmqError, ensureRedisAnswers, fromBullmqPriority, KEEP_COMPLETED, redisConnection } from './bullmq-names.ts';
@@ -207,8 +208,8 @@ export class BullmqTransport implements Transport {
     const priority = fromBullmqPriority(job.priority);
     if (this.stopped || this.closed || mw === undefined || (priority !== undefined && mw.paused.has(priority))) {
       // Fetched although intake is off for it (a fetch was in flight, or only some priorities are
-      // paused and this is the best job left): put it back at the head of its priority, rest.
-      await job.moveToWait(token);
+      // paused and this is the best job left): put it back at its place in its priority, rest.
+      await this.moveBack(job, token ?? '');
       this.suspects.noteBounce(job.id ?? '');
       if (mw !== undefined && !this.stopped && !this.closed) await mw.rest();
       throw new WaitingError();
@@ -222,13 +223,13 @@ export class BullmqTransport implements Transport {
       if (error !== undefined) this.options.logger?.warn({ err: error, queue: mw.queue }, 'could not read device-hang suspects; delivering the job as unsuspected');
       if (this.stopped || this.closed) {
         // Intake stopped during the read: give the job back rather than hand it to a stopped runtime.
-        await job.moveToWait(token);
+        await this.moveBack(job, token ?? '');
         throw new WaitingError();
       }
       suspectCount = count;
     }
     return new Promise<unknown>((resolve, reject) => {
-      this.ledger.add(deliveryId, new HeldJob(model, { job, token: token ?? '', resolve, reject }, mw.worker.completions));
+      this.ledger.add(deliveryId, new HeldJob(model, { job, token: token ?? '', resolve, reject }, mw.worker.completions, this.moveBack));
       const data: unknown = job.data;
       const body =
         data !== null && typeof data === 'object' && !Array.isArray(data)
@@ -246,6 +247,9 @@ export class BullmqTransport implements Transport {
       this.scheduleFlush();
     });
   }
+
+  /** Not BullMQ's moveToWait: a job goes back to its place in its priority (put-back.ts). */
+  private readonly moveBack = (job: Job, token: string): Promise<void> => putBack(this.shared, this.settings.prefix, job, token);
 
   /** Jobs arrive one by one; hand them over in batches on the next turn of the event loop. */
   private scheduleFlush(): void {

@@ -12,6 +12,9 @@ export interface JobFetch {
 
 type CompletionListener = (error: Error | undefined) => void;
 
+/** Moves a job active under a token back to wait (put-back.ts: at its place in its priority). */
+export type MoveBack = (job: Job, token: string) => Promise<void>;
+
 /**
  * A fetched job the transport holds (its ledger entry) until it is settled or released.
  *
@@ -30,6 +33,7 @@ export class HeldJob {
     first: JobFetch,
     /** The worker's moveToCompleted outcomes by lock token (SettlingWorker.completions). */
     private readonly completions: Map<string, CompletionListener>,
+    private readonly moveToWait: MoveBack,
   ) {
     this.fetch = first;
   }
@@ -73,7 +77,7 @@ export class HeldJob {
       const f = this.fetch;
       let failure: unknown;
       try {
-        await f.job.moveToWait(f.token);
+        await this.moveToWait(f.job, f.token);
       } catch (err) {
         failure = err;
       }

@@ -1,6 +1,7 @@
 import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { TransportLogger } from '../kafka/kafka-client.ts';
+import { nextFetchSeq, putBack } from './put-back.ts';
 
 /** After a reconnect, how long fetches still in flight get to reach the processor first. */
 export const RECLAIM_DELAY_MS = 2_000;
@@ -26,14 +27,18 @@ export interface ReclaimTarget {
  * reply carrying them was lost with the connection (a Redis restart or failover, a dropped
  * socket). BullMQ would give them back only once their lock lapses (lockDurationMs: minutes,
  * since it must outlast the longest local wait); this puts them back in the queue at once.
- * Returns how many it put back. Runs on the JS thread after the worker's connection is ready
- * again; a job moved or completed meanwhile makes moveToWait fail on the lock, and is skipped.
+ * Returns how many it put back, each at its place in its priority (put-back.ts). Runs on the JS
+ * thread after the worker's connection is ready again; a job moved or completed meanwhile makes
+ * the put-back fail on the lock, and is skipped.
  */
 export async function reclaimLostJobs(t: ReclaimTarget): Promise<number> {
   // Every worker's active jobs: the locks tell which are this worker's (one MGET for all).
   const active = (await t.queue.getActive()).filter((job): job is Job & { id: string } => job.id !== undefined && !t.holds(job.id));
   if (active.length === 0) return 0;
   const tokens = await t.redis.mget(active.map((job) => `${t.prefix}:${t.queueName}:${job.id}:lock`));
+  // getActive lists the oldest fetch first; a cut-off fetch came after every one the processor
+  // received, so numbered now, after theirs, they tie-break as they were fetched.
+  const seqs = active.map(() => nextFetchSeq());
   let reclaimed = 0;
   for (const [i, job] of active.entries()) {
     const id = job.id;
@@ -42,7 +47,7 @@ export async function reclaimLostJobs(t: ReclaimTarget): Promise<number> {
     // Re-checked after the awaits: a fetch may have reached the processor meanwhile.
     if (t.holds(id)) continue;
     try {
-      await job.moveToWait(token);
+      await putBack(t.redis, t.prefix, job, token, seqs[i]);
       reclaimed++;
     } catch (err) {
       t.logger?.debug({ err, queue: t.queueName, jobId: id }, 'lost job already moved on');

@@ -1,4 +1,5 @@
 import { Worker, type Job, type JobJson } from 'bullmq';
+import { noteFetched } from './put-back.ts';
 
 type CompletionListener = (error: Error | undefined) => void;
 
@@ -52,7 +53,10 @@ export class SettlingWorker extends Worker {
 
   protected override async nextJobFromJobData(jobData?: JobJson, jobId?: string, token?: string): Promise<Job> {
     const job = await super.nextJobFromJobData(jobData, jobId, token);
-    if (job !== undefined) this.onFetched?.(job);
+    if (job !== undefined) {
+      noteFetched(job);
+      this.onFetched?.(job);
+    }
     return job;
   }
 

@@ -1,7 +1,7 @@
 // Broker-side helpers for the BullMQ transport tests (real redis-server from the test services).
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
-import { Queue } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { BullmqSettingsSchema, type BullmqSettings } from '../../../src/contracts/fleet-config.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
@@ -86,4 +86,23 @@ export async function bullmqHarness(transportOptions: BullmqTransportOptions = {
       redis.disconnect();
     },
   };
+}
+
+/**
+ * The ids of a queue's next `count` jobs in the order BullMQ's own fetch serves them (each taken
+ * active under a throwaway token: the queue is spent afterwards).
+ */
+export async function servedOrder(settings: BullmqSettings, queue: string, count: number): Promise<string[]> {
+  const raw = new Worker(queue, null, { connection: { url: settings.redisUrl } as never, prefix: settings.prefix });
+  try {
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const job = await raw.getNextJob(`served-order:${i}`, { block: false });
+      if (job?.id === undefined) break;
+      ids.push(job.id);
+    }
+    return ids;
+  } finally {
+    await raw.close(true);
+  }
 }

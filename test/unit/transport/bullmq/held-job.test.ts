@@ -1,8 +1,11 @@
 import { WaitingError, type Job } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { HeldJob, type JobFetch } from '../../../../src/transport/bullmq/held-job.ts';
+import { HeldJob, type JobFetch, type MoveBack } from '../../../../src/transport/bullmq/held-job.ts';
 
 type Completions = Map<string, (error: Error | undefined) => void>;
+
+/** The put-back the transport gives a HeldJob, here the fake job's own (records the token). */
+const moveBack: MoveBack = async (job, token) => void (await job.moveToWait(token));
 
 /** One fetch of job 'j': records how its processor ended and its moves back to wait. */
 function fetchOf(token: string, moves: string[], moveFails = false): JobFetch & { ended: Promise<{ value?: unknown; error?: Error }> } {
@@ -35,7 +38,7 @@ describe('HeldJob', () => {
   it('a fetch adopted before completion: the earlier processor ends with WaitingError, completion goes to the new fetch', async () => {
     const completions: Completions = new Map();
     const first = fetchOf('w:1', []);
-    const held = new HeldJob('m', first, completions);
+    const held = new HeldJob('m', first, completions, moveBack);
     const second = fetchOf('w:2', []);
     held.adopt(second);
     expect((await first.ended).error).toBeInstanceOf(WaitingError);
@@ -50,7 +53,7 @@ describe('HeldJob', () => {
   it('a fetch adopted while the earlier one is being completed: its lock failure completes the new fetch instead', async () => {
     const completions: Completions = new Map();
     const first = fetchOf('w:1', []);
-    const held = new HeldJob('m', first, completions);
+    const held = new HeldJob('m', first, completions, moveBack);
     const done = held.complete('result');
     expect(await first.ended).toEqual({ value: 'result' });
     const second = fetchOf('w:2', []);
@@ -63,7 +66,7 @@ describe('HeldJob', () => {
 
   it('a completion that fails with no newer fetch fails', async () => {
     const completions: Completions = new Map();
-    const held = new HeldJob('m', fetchOf('w:1', []), completions);
+    const held = new HeldJob('m', fetchOf('w:1', []), completions, moveBack);
     const done = held.complete('result');
     await Promise.resolve();
     completions.get('w:1')?.(new Error('Missing lock'));
@@ -73,7 +76,7 @@ describe('HeldJob', () => {
   it('moveBack moves back and ends the fetch adopted meanwhile too, and reports a refused move of the last one', async () => {
     const moves: string[] = [];
     const first = fetchOf('w:1', moves, true);
-    const held = new HeldJob('m', first, new Map());
+    const held = new HeldJob('m', first, new Map(), moveBack);
     const second = fetchOf('w:2', moves);
     const back = held.moveBack();
     held.adopt(second);
@@ -82,7 +85,7 @@ describe('HeldJob', () => {
     expect((await first.ended).error).toBeInstanceOf(WaitingError);
     expect((await second.ended).error).toBeInstanceOf(WaitingError);
 
-    const lone = new HeldJob('m', fetchOf('w:3', moves, true), new Map());
+    const lone = new HeldJob('m', fetchOf('w:3', moves, true), new Map(), moveBack);
     await expect(lone.moveBack()).rejects.toThrow('Missing lock for job j (w:3)');
   });
 });
