@@ -33,6 +33,22 @@ export interface RepositoryPoll {
 export function startRepositoryPoll<S>(o: RepositoryPollOptions<S>): RepositoryPoll {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
+  // A failure that lasts (a volume unmounted for hours) fails every poll the same way: logged
+  // each second it would bury the worker's log; logged when it starts or changes, and when it ends.
+  let failing: { message: string; polls: number; sinceMs: number } | undefined;
+  const failed = (err: unknown): void => {
+    const message = err instanceof Error ? err.message : String(err);
+    if (failing?.message !== message) {
+      o.log.error({ err }, 'model repository reload failed; keeping the current versions');
+      failing = { message, polls: failing?.polls ?? 0, sinceMs: failing?.sinceMs ?? Date.now() };
+    }
+    failing.polls++;
+  };
+  const succeeded = (): void => {
+    if (failing === undefined) return;
+    o.log.info({ dir: o.dir, failedPolls: failing.polls, failingMs: Date.now() - failing.sinceMs }, `model repository ${o.dir}: reloads work again`);
+    failing = undefined;
+  };
 
   const pollOnce = async (): Promise<void> => {
     const startedAt = Date.now();
@@ -64,7 +80,7 @@ export function startRepositoryPoll<S>(o: RepositoryPollOptions<S>): RepositoryP
         return;
       }
       void pollOnce()
-        .catch((err: unknown) => o.log.error({ err }, 'model repository reload failed; keeping the current versions'))
+        .then(succeeded, failed)
         .finally(schedule);
     }, o.intervalMs);
     timer.unref();

@@ -127,4 +127,36 @@ describe('startRepositoryPoll', () => {
     expect(h.slow()).toBe(0);
     expect(h.lines.filter((l) => (l.level as number) >= 40)).toEqual([]);
   });
+
+  it('a scan failing the same way poll after poll (a volume unmounted for hours) is logged once, its return once', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    let fail: string | undefined = 'model repository /models/on-nfs is empty now';
+    let scans = 0;
+    const applied: number[] = [];
+    polls.push(
+      startRepositoryPoll<number>({
+        dir: '/models/on-nfs',
+        intervalMs: 10,
+        scanLimitMs: 10_000,
+        log,
+        active: () => true,
+        scan: () => (++scans, fail === undefined ? Promise.resolve(scans) : Promise.reject(new Error(fail))),
+        apply: (n) => (applied.push(n), Promise.resolve()),
+        onSlowScan: () => undefined,
+      }),
+    );
+    await until(() => scans >= 20, 2_000, '20 failed scans');
+    fail = 'cannot read /models/on-nfs/a (ESTALE)';
+    const at = scans;
+    await until(() => scans >= at + 5, 2_000, '5 scans failing another way');
+    fail = undefined;
+    await until(() => applied.length >= 3, 2_000, 'scans applied again');
+    const errors = lines.filter((l) => l.level === 50);
+    expect(errors.map((l) => (l.err as { message: string }).message)).toEqual(['model repository /models/on-nfs is empty now', 'cannot read /models/on-nfs/a (ESTALE)']);
+    const back = lines.filter((l) => l.level === 30);
+    expect(back).toHaveLength(1);
+    expect(back[0]).toMatchObject({ dir: '/models/on-nfs' });
+    expect(back[0]?.failedPolls).toBeGreaterThanOrEqual(25);
+  });
 });
