@@ -106,17 +106,30 @@ export function tlsOptions(ssl: KafkaSettings['ssl']): boolean | ConnectionOptio
   };
 }
 
+export interface EnsureTopicsOptions {
+  /**
+   * Lists the cluster's topics first and asks to create only the missing ones (default true): the
+   * way when most exist (start-up). False: asks to create them all at once and takes the broker's
+   * TOPIC_ALREADY_EXISTS for those that exist, saving a listing of every topic of the cluster (a
+   * metadata request that grows with it) per call, the way for topics that are new nearly always
+   * (reply topics on first use).
+   */
+  readonly listFirst?: boolean;
+  /** Waits until the metadata names a leader for each created topic (default true). */
+  readonly waitForLeaders?: boolean;
+}
+
 /**
  * Creates missing topics (existing ones are left as they are). Results and DLQ records must not
  * depend on the broker's auto-create setting, and request topics need enough partitions for the
  * workers of a group to share them.
  */
-export async function ensureTopics(admin: Admin, topics: readonly string[], numPartitions: number): Promise<void> {
+export async function ensureTopics(admin: Admin, topics: readonly string[], numPartitions: number, options: EnsureTopicsOptions = {}): Promise<void> {
   // A freshly created topic's metadata can lag on a busy KRaft controller ("does not host this
   // topic-partition", retriable): try again with backoff before calling it a failure.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await ensureTopicsOnce(admin, topics, numPartitions);
+      return await ensureTopicsOnce(admin, topics, numPartitions, options);
     } catch (err) {
       const cause = (err as FleetError).cause as { retriable?: boolean } | undefined;
       if (attempt >= 6 || cause?.retriable !== true) throw err;
@@ -125,20 +138,25 @@ export async function ensureTopics(admin: Admin, topics: readonly string[], numP
   }
 }
 
-async function ensureTopicsOnce(admin: Admin, topics: readonly string[], numPartitions: number): Promise<void> {
+async function ensureTopicsOnce(admin: Admin, topics: readonly string[], numPartitions: number, options: EnsureTopicsOptions): Promise<void> {
   const wanted = [...new Set(topics)];
   if (wanted.length === 0) return;
   try {
-    const existing = new Set(await admin.listTopics());
+    const existing = options.listFirst === false ? new Set<string>() : new Set(await admin.listTopics());
     const missing: ITopicConfig[] = wanted.filter((t) => !existing.has(t)).map((topic) => ({ topic, numPartitions }));
     if (missing.length === 0) return;
-    await admin.createTopics({ topics: missing, waitForLeaders: true });
+    await admin.createTopics({ topics: missing, waitForLeaders: options.waitForLeaders ?? true });
   } catch (err) {
     // A concurrent creator wins the race; anything else is a real failure.
     if ((err as { type?: string }).type === 'TOPIC_ALREADY_EXISTS') return;
     const nested = (err as { errors?: Array<{ type?: string }> }).errors;
     if (Array.isArray(nested) && nested.every((e) => e.type === 'TOPIC_ALREADY_EXISTS')) return;
     const refused = Array.isArray(nested) ? nested.filter((e) => e.type !== 'TOPIC_ALREADY_EXISTS') : [err as { type?: string }];
+    // A client without CREATE is refused for a topic that exists too (the authorizer answers
+    // first): asked the listing's way, those that exist are fine and only the missing ones fail.
+    if (options.listFirst === false && refused.some((e) => e.type === 'TOPIC_AUTHORIZATION_FAILED' || e.type === 'CLUSTER_AUTHORIZATION_FAILED')) {
+      return ensureTopicsOnce(admin, topics, numPartitions, { ...options, listFirst: true });
+    }
     // The broker refused the name or this client for good (a name colliding with an existing
     // topic, no CREATE permission, a creation policy): retrying the same creation cannot help, and
     // a retriable error would hold every result settled with a bad replyTo for ever.

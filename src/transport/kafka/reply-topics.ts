@@ -19,6 +19,13 @@ const MAX_KNOWN = 10_000;
 const CONFIRM_GONE_MS = 250;
 
 /**
+ * A reply topic asked for here is nearly always new: no listing of the cluster's topics first (the
+ * broker's TOPIC_ALREADY_EXISTS tells the others), and no wait for leaders in the metadata, which
+ * `served` covers by asking the leaders themselves.
+ */
+const CREATE_ON_FIRST_USE = { listFirst: false, waitForLeaders: true } as const;
+
+/**
  * The topics the worker's results may go to: those known to exist, and the creation of the others
  * (reply topics a request names are created on first use: auto-create may be off, and metadata
  * refreshes never create topics). Creation runs in the background, apart from the send path:
@@ -163,7 +170,7 @@ export class ReplyTopics {
 
   private async createNow(topics: readonly string[]): Promise<void> {
     try {
-      await ensureTopics(this.admin, topics, this.partitions);
+      await ensureTopics(this.admin, topics, this.partitions, CREATE_ON_FIRST_USE);
       await this.served(topics);
       const batch = ++this.batches;
       for (const t of topics) this.created(t, batch);
@@ -173,7 +180,7 @@ export class ReplyTopics {
       await Promise.all(
         topics.map(async (t) => {
           try {
-            await ensureTopics(this.admin, [t], this.partitions);
+            await ensureTopics(this.admin, [t], this.partitions, CREATE_ON_FIRST_USE);
           } catch (e) {
             return this.failed(t, e);
           }
