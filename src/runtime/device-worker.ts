@@ -49,10 +49,9 @@ const URGENT_WINDOW_MS = 1000;
 
 /**
  * How long past worker.drainTimeoutMs a drain still waits for the broker (releases, results
- * publishing). With the bounded transport close after it (3 s, worker-process.ts) it stays within
- * the 5 s past the drain timeout after which npu-fleet start SIGKILLs its workers.
+ * publishing). The rest of a stop's bounds past the drain timeout: stopPastDrainMs (worker-process.ts).
  */
-const DRAIN_GRACE_MS = 1_000;
+export const DRAIN_GRACE_MS = 1_000;
 
 /** Just past the moment a queued request of `lane` becomes unreachable (the check is strict). */
 const expiryWakeAt = (lane: Lane<Payload>): number => lane.scheduler.nextUnreachableAt() + 1;

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from '../observability/logger.ts';
-import { EXIT_DRAIN_TIMEOUT, EXIT_FATAL, EXIT_HANG, EXIT_OK } from './worker-process.ts';
+import { EXIT_DRAIN_TIMEOUT, EXIT_FATAL, EXIT_HANG, EXIT_OK, stopPastDrainMs } from './worker-process.ts';
 import { timerDelayMs } from './timer-delay.ts';
 
 export interface SupervisorOptions {
@@ -10,7 +10,7 @@ export interface SupervisorOptions {
   readonly env?: NodeJS.ProcessEnv;
   readonly restartBackoffMinMs: number;
   readonly restartBackoffMaxMs: number;
-  /** After SIGTERM, how long workers get to drain before SIGKILL. */
+  /** The workers' worker.drainTimeoutMs: SIGKILL comes KILL_SLACK_MS after their own bounds past it (stopPastDrainMs). */
   readonly drainTimeoutMs: number;
   readonly log: Logger;
   /** A worker that ran this long is healthy again: its backoff resets. */
@@ -46,6 +46,9 @@ export function workerExitReason(code: number | null, signal: NodeJS.Signals | n
       return `exit code ${code}`;
   }
 }
+
+/** Past a worker's own bounds: process exit, log flushing, a loaded host. */
+const KILL_SLACK_MS = 1_000;
 
 interface Slot {
   deviceId: number;
@@ -129,7 +132,12 @@ export class Supervisor {
     }, backoffMs);
   }
 
-  /** Forwards SIGTERM, waits for every worker to drain; SIGKILL after the drain timeout. */
+  /** How long after SIGTERM a worker still running is SIGKILLed. */
+  killAfterMs(): number {
+    return this.o.drainTimeoutMs + stopPastDrainMs({ ...process.env, ...this.o.env }) + KILL_SLACK_MS;
+  }
+
+  /** Forwards SIGTERM, waits for every worker to drain; SIGKILL once past the workers' own bounds (killAfterMs). */
   async stop(): Promise<number> {
     this.stopping = true;
     let exitCode = EXIT_OK;
@@ -145,7 +153,7 @@ export class Supervisor {
           this.o.log.error({ device: slot.deviceId }, 'worker did not drain in time; killing it');
           killedHere = true;
           child.kill('SIGKILL');
-        }, timerDelayMs(this.o.drainTimeoutMs + 5000));
+        }, timerDelayMs(this.killAfterMs()));
         const { code, signal } = await exited;
         clearTimeout(killTimer);
         // A worker handles SIGTERM from its first line of the CLI on; dying of our one SIGTERM means

@@ -6,7 +6,7 @@ import { startHealthServer, type HealthServer } from '../observability/http-serv
 import { childLogger, createLogger, type Logger } from '../observability/logger.ts';
 import { FleetMetrics } from '../observability/metrics.ts';
 import type { Transport } from '../transport/transport.ts';
-import { DeviceWorker } from './device-worker.ts';
+import { DRAIN_GRACE_MS, DeviceWorker } from './device-worker.ts';
 import type { DeviceLike } from './load-checked.ts';
 import { diffServed, newProblems, scanRepositoryAsync, scanRepositorySettled, type ArtifactKind, type ConfigCache, type RepositorySnapshot } from './model-repository.ts';
 import { startRepositoryPoll } from './repository-poll.ts';
@@ -59,6 +59,19 @@ const START_SETTLE_WAIT_MS = 60_000;
 const SUSPECTS_WAIT_MS = 1_500;
 /** How long stopping a hung worker waits for its broker session to close. */
 const ABANDON_CLOSE_MS = 3_000;
+/** The addon's wait at exit for a batch left on the device: NPU_FLEET_EXIT_GRACE_MS, as native/src/device_core.cc reads it. */
+const DEFAULT_EXIT_GRACE_MS = 2_000;
+
+/**
+ * The longest a stopped worker process runs past worker.drainTimeoutMs: the drain's wait for the
+ * broker, the wait for a hang's suspects, the bounded transport close and, with a batch left on
+ * the device, the addon's wait for it at exit. A supervisor's SIGKILL must come later than this,
+ * or it kills a worker that was stopping within its bounds and loses its exit code.
+ */
+export function stopPastDrainMs(env: NodeJS.ProcessEnv = process.env): number {
+  const exitGraceMs = Number.parseInt(env.NPU_FLEET_EXIT_GRACE_MS ?? '', 10);
+  return DRAIN_GRACE_MS + SUSPECTS_WAIT_MS + ABANDON_CLOSE_MS + (exitGraceMs > 0 ? exitGraceMs : DEFAULT_EXIT_GRACE_MS);
+}
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
 
 /**

@@ -1,8 +1,11 @@
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { startLocalRedis } from '../../helpers/local-redis-service.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
@@ -10,17 +13,17 @@ import { makeRequest } from '../transport/conformance-kit.ts';
 import { bullmqSettings } from '../transport/bullmq-harness.ts';
 
 /** `npu-fleet start` on BullMQ (one worker process per device), in its own process group as a shell runs it. */
-function spawnFleet(devices: number, env: Record<string, string> = {}) {
+function spawnFleet(devices: number, env: Record<string, string> = {}, over: { redisUrl?: string; drainTimeoutMs?: number } = {}) {
   const dir = tempDir('npu-fleet-supervised-');
   const configFile = join(dir, 'fleet.yaml');
   const prefix = uniqueName('supervised');
   writeFileSync(
     configFile,
     stringify({
-      transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } },
+      transport: { kind: 'bullmq', bullmq: { redisUrl: over.redisUrl ?? getServices().redisUrl, prefix } },
       devices: { count: devices, backend: 'sim' },
       models: ['mlp-classifier'],
-      worker: { metricsPort: 0 },
+      worker: { metricsPort: 0, ...(over.drainTimeoutMs === undefined ? {} : { drainTimeoutMs: over.drainTimeoutMs }) },
       log: { level: 'info' },
     }),
   );
@@ -163,6 +166,38 @@ describe('npu-fleet start (one worker process per device)', () => {
     } finally {
       if (workerPid !== undefined && alive(workerPid)) process.kill(workerPid, 'SIGKILL');
       await producer.close();
+    }
+  }, 90_000);
+
+  it('a drain that times out with a batch on the device and Redis frozen: the worker exits 71 by itself, before the supervisor\'s SIGKILL', async () => {
+    // A Redis of its own, frozen (CLIENT PAUSE) once the batch of 20 s is on the device: the worker's
+    // stop then takes every bound it has past the drain timeout, and its exit waits for the device.
+    const redis = await startLocalRedis(mkdtempSync(join(tmpdir(), 'npu-fleet-supervised-redis-')));
+    const fleet = spawnFleet(1, { NPU_FLEET_SIM_PROFILE: 'base=20000ms' }, { redisUrl: redis.url, drainTimeoutMs: 2_000 });
+    const producer = new BullmqProducer(bullmqSettings({ redisUrl: redis.url, prefix: fleet.prefix }));
+    const admin = new Redis(redis.url);
+    try {
+      expect(await until(() => fleet.lines('worker ready').length === 1, 30_000), fleet.output()).toBe(true);
+      const input = { name: 'input', dtype: 'float32' as const, shape: [1, 64], data: new Uint8Array(64 * 4) };
+      await producer.publish([makeRequest('mlp-classifier', 'frozen', 0, { replyTo: uniqueName('frozen-replies'), inputs: [input] })]);
+      await new Promise((r) => setTimeout(r, 1000)); // the batch is on the device
+      await producer.close();
+      await admin.call('CLIENT', 'PAUSE', '30000', 'ALL');
+      fleet.child.kill('SIGTERM');
+      const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 30_000))]);
+      expect(result, fleet.output()).toEqual({ code: 1, signal: null });
+      // It used to be SIGKILLed 5 s past the drain timeout while its exit waited for the device (NPU_FLEET_EXIT_GRACE_MS).
+      expect(fleet.lines('worker did not drain in time; killing it'), fleet.output()).toHaveLength(0);
+      expect(fleet.lines('worker did not stop cleanly')[0], fleet.output()).toMatchObject({ code: 71, signal: null });
+    } finally {
+      try {
+        process.kill(-(fleet.child.pid as number), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      // Not CLIENT UNPAUSE: the pause holds it too. This Redis is the test's own: stopped, paused or not.
+      admin.disconnect();
+      await redis.stop();
     }
   }, 90_000);
 

@@ -71,16 +71,20 @@ describe('Supervisor', () => {
     expect(sup.restarts[0]).toBe(backoffs.length);
   });
 
-  it('a worker still running 5 s past the drain timeout is SIGKILLed, reported, and the stop resolves 1', async () => {
+  it('a worker still running past the drain timeout and its own bounds after it is SIGKILLed, reported, and the stop resolves 1', async () => {
     const stuck = ['-e', "process.on('SIGTERM', () => undefined); setInterval(() => undefined, 1000);"];
     const lines: Array<Record<string, unknown>> = [];
     const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
-    const { sup, exits } = supervisor({ workerArgs: () => stuck, drainTimeoutMs: 200, log });
+    // The workers' exit wait for the device counts in their bounds, as they read it.
+    const { sup, exits } = supervisor({ workerArgs: () => stuck, drainTimeoutMs: 200, log, env: { NPU_FLEET_EXIT_GRACE_MS: '100' } });
+    // Drain grace 1 s + a hang's suspects 1.5 s + transport close 3 s + exit grace, and 1 s of slack.
+    expect(sup.killAfterMs()).toBe(200 + 1_000 + 1_500 + 3_000 + 100 + 1_000);
+    expect(supervisor({ drainTimeoutMs: 30_000, env: { NPU_FLEET_EXIT_GRACE_MS: '' } }).sup.killAfterMs()).toBe(30_000 + 8_500);
     sup.start();
     await new Promise((r) => setTimeout(r, 500));
     const stoppedAt = Date.now();
     expect(await sup.stop()).toBe(1);
-    expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(5_000);
+    expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(sup.killAfterMs());
     expect(exits).toEqual([{ device: 0, code: null }]);
     expect(lines.map((l) => l.msg)).toContain('worker did not drain in time; killing it');
     expect(lines.find((l) => l.msg === 'worker did not stop cleanly')).toMatchObject({ device: 0, signal: 'SIGKILL', reason: 'killed by this supervisor' });
