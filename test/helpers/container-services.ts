@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { kafkaReady, warmUpKafka } from './kafka-probe.ts';
 import { saslListenerSettings, tlsListenerSettings } from './local-kafka-service.ts';
 import { makeTestTls } from './test-tls.ts';
-import { freePort } from './service-process.ts';
+import { freePorts } from './service-process.ts';
 
 export interface ContainerService {
   readonly endpoint: string;
@@ -96,9 +96,7 @@ export async function startKafkaContainer(version: string): Promise<ContainerSer
   const image = process.env['TEST_KAFKA_IMAGE'] ?? `apache/kafka:${version}`;
   const host = (await getContainerRuntimeClient()).info.containerRuntime.host;
   // The broker must advertise the address clients dial, which is only known up front with a fixed binding.
-  const port = await freePort();
-  const saslPort = await freePort();
-  const tlsPort = await freePort();
+  const [port = 0, saslPort = 0, tlsPort = 0] = await freePorts(3);
   const tls = makeTestTls(mkdtempSync(join(tmpdir(), 'npu-fleet-kafka-tls-')), [host, 'localhost', '127.0.0.1']);
   const keystoreInContainer = '/opt/kafka/config/npu-fleet-test-keystore.pem';
   // The image turns KAFKA_A_B into a.b; these listeners' names (SASL, TLS) have no '_'.

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, logTail, startServiceProcess, waitUntil } from './service-process.ts';
+import { freePorts, logTail, startServiceProcess, waitUntil } from './service-process.ts';
 import { kafkaReady, warmUpKafka } from './kafka-probe.ts';
 import { makeTestTls } from './test-tls.ts';
 
@@ -174,10 +174,7 @@ export async function startLocalKafka(workDir: string): Promise<LocalKafka> {
 
   let lastError: unknown;
   for (let attempt = 1; attempt <= 2; attempt++) {
-    const port = await freePort();
-    const controllerPort = await freePort();
-    const saslPort = await freePort();
-    const tlsPort = await freePort();
+    const [port = 0, controllerPort = 0, saslPort = 0, tlsPort = 0] = await freePorts(4);
     const nodeDir = join(workDir, `kafka-${port}`);
     const dataDir = join(nodeDir, 'data');
     mkdirSync(dataDir, { recursive: true });

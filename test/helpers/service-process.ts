@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, type Server } from 'node:net';
 
 export interface ServiceProcess {
   readonly name: string;
@@ -98,15 +98,39 @@ export function startServiceProcess(
 
 /** A port that was free a moment ago on 127.0.0.1 (callers retry on a bind race). */
 export async function freePort(): Promise<number> {
-  return await new Promise<number>((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => (port > 0 ? resolve(port) : reject(new Error('no port assigned'))));
-    });
-  });
+  const [port] = await freePorts(1);
+  if (port === undefined) throw new Error('no port assigned');
+  return port;
+}
+
+/**
+ * `count` distinct free ports. Each is held open until all are found: ports asked for one after
+ * another, each closed before the next, can come back equal (a broker then got PLAINTEXT and
+ * CONTROLLER on one port and failed to start).
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers: Server[] = [];
+  try {
+    const ports: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const server = createServer();
+      servers.push(server);
+      ports.push(
+        await new Promise<number>((resolve, reject) => {
+          server.once('error', reject);
+          server.listen(0, '127.0.0.1', () => {
+            const address = server.address();
+            const port = typeof address === 'object' && address !== null ? address.port : 0;
+            if (port > 0) resolve(port);
+            else reject(new Error('no port assigned'));
+          });
+        }),
+      );
+    }
+    return ports;
+  } finally {
+    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  }
 }
 
 export function logTail(logPath: string, lines = 40): string {

@@ -5,17 +5,10 @@ import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { createTransport } from '../../../src/transport/index.ts';
 import type { Transport } from '../../../src/transport/transport.ts';
+import { freePort } from '../../helpers/service-process.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { makeRequest, outcomeFor } from '../transport/conformance-kit.ts';
 import { adminKafka, kafkaSettings } from '../transport/kafka-harness.ts';
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 /** A TCP forwarder to the test broker on `port`: the producer bootstraps through it (metadata then names the real broker). */
 async function forwarder(port: number): Promise<{ close(): Promise<void> }> {
