@@ -56,6 +56,23 @@ export function schedulerOptionsFor(config: ModelConfig): SchedulerOptionsInput 
  */
 const fileIdentity = (v: ModelVersion): string => v.artifactStamp ?? `mtime ${v.modifiedAt}`;
 
+/**
+ * A load that failed for a passing reason (FleetError.retriable: device out of memory, a device
+ * error) is tried again at most this often while nothing on the device was unloaded: memory may be
+ * given back by another process sharing the device.
+ */
+export const RETRIABLE_LOAD_RETRY_MS = 5 * 60_000;
+
+interface FailedLoad {
+  /** The file as the failed load saw it (fileIdentity). */
+  readonly identity: string;
+  /** The failure may pass with the same file (FleetError.retriable), e.g. DEVICE_OUT_OF_MEMORY. */
+  readonly retriable: boolean;
+  /** ModelLanes.unloads when it failed: an unload since has given device memory back. */
+  readonly unloads: number;
+  readonly atMs: number;
+}
+
 interface ModelEntry<P> {
   config: ModelConfig;
   versions: Map<string, LoadedVersion>;
@@ -83,10 +100,15 @@ export class ModelLanes<P = unknown> {
   }
 
   /**
-   * Versions that failed to load during a hot reload, by `model@version`, with the artifact's
-   * identity then (fileIdentity): not retried (a load is heavy on a real NPU) until the file changes.
+   * Versions that failed to load, by `model@version`: not retried (a load is heavy on a real NPU)
+   * until the file changes, or, for a failure that may pass (out of device memory: the version
+   * being replaced still loaded beside it), once a version on this device was unloaded since or
+   * RETRIABLE_LOAD_RETRY_MS passed (see retryDue).
    */
-  private readonly failedLoads = new Map<string, string>();
+  private readonly failedLoads = new Map<string, FailedLoad>();
+
+  /** Versions unloaded on this device so far (memory given back since a failed load). */
+  private unloads = 0;
 
   /**
    * Models that had a version loaded at some point (subscribed when served at start): the config
@@ -135,7 +157,7 @@ export class ModelLanes<P = unknown> {
           }
           continue;
         }
-        if (options.reload === true && this.failedLoads.get(`${v.model}@${v.version}`) === fileIdentity(v)) continue;
+        if (options.reload === true && !this.retryDue(v)) continue;
         const failure = await this.loadVersion(repoModel, v, config, added, options);
         if (failure !== undefined) failures.push(failure);
       }
@@ -191,11 +213,14 @@ export class ModelLanes<P = unknown> {
       // Checked against the running config: a new version made for new tensors waits for a restart.
       executable = await loadChecked(this.device, v.artifactPath, config, `${v.model} version ${v.version}`);
     } catch (err) {
-      this.failedLoads.set(key, fileIdentity(v));
+      const retriable = FleetError.is(err) && err.retriable;
+      this.failedLoads.set(key, { identity: fileIdentity(v), retriable, unloads: this.unloads, atMs: Date.now() });
       options.onLoadFailure?.(v.model);
       const serving = this.models.get(repoModel.name)?.defaultVersion ?? null;
+      // The message stays one string (alerts and searches key on it); when else it is retried is a field.
+      const alsoRetried = retriable ? `once a version on this device is unloaded, or after ${RETRIABLE_LOAD_RETRY_MS / 60_000} min` : undefined;
       this.log.error(
-        { err, model: v.model, version: v.version, path: v.artifactPath, serving },
+        { err, model: v.model, version: v.version, path: v.artifactPath, serving, ...(alsoRetried === undefined ? {} : { alsoRetried }) },
         options.reload === true
           ? 'model version failed to load; keeping the versions already served (tried again when the file changes)'
           : 'model version failed to load at start (tried again when the file changes)',
@@ -273,11 +298,17 @@ export class ModelLanes<P = unknown> {
   hasRetryableFailures(snapshot: RepositorySnapshot): boolean {
     for (const m of snapshot.models.values()) {
       for (const v of m.served) {
-        const failed = this.failedLoads.get(`${v.model}@${v.version}`);
-        if (failed !== undefined && failed !== fileIdentity(v)) return true;
+        if (this.failedLoads.has(`${v.model}@${v.version}`) && this.retryDue(v)) return true;
       }
     }
     return false;
+  }
+
+  /** Whether `v`, not loaded, is to be loaded now: never tried, or failed but may load now. */
+  private retryDue(v: ModelVersion): boolean {
+    const failed = this.failedLoads.get(`${v.model}@${v.version}`);
+    if (failed === undefined || failed.identity !== fileIdentity(v)) return true;
+    return failed.retriable && (this.unloads > failed.unloads || Date.now() - failed.atMs >= RETRIABLE_LOAD_RETRY_MS);
   }
 
   /** Whether this worker has `model` loaded (in any version). */
@@ -374,6 +405,7 @@ export class ModelLanes<P = unknown> {
     } finally {
       if (entry.versions.size === 0) this.models.delete(v.model);
     }
+    this.unloads++;
     this.log.info({ model: v.model, version: v.version }, 'version unloaded');
   }
 

@@ -20,13 +20,15 @@ export const MODEL = 'mlp-classifier';
 export type LogLine = Record<string, unknown>;
 
 /**
- * Starts a worker on `<tmp>/models/mlp-classifier` (copied from examples/models); `ask()` sends one
- * request and waits for its result, `version` pins one. The caller stops `running`.
+ * Starts a worker on `<tmp>/models/mlp-classifier` (copied from examples/models, then changed by
+ * `prepare`); `ask()` sends one request and waits for its result, `version` pins one. The caller
+ * stops `running`.
  */
-export async function fleetOnCopiedRepo(opts: { seed?: number } = {}) {
+export async function fleetOnCopiedRepo(opts: { seed?: number; prepare?: (modelDir: string) => void } = {}) {
   process.env.NPU_FLEET_DEVICE = 'sim';
   const repo = join(tempDir('npu-fleet-reload-'), 'models');
   cpSync(join('examples/models', MODEL), join(repo, MODEL), { recursive: true });
+  opts.prepare?.(join(repo, MODEL));
   const lines: LogLine[] = [];
   const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as LogLine) } });
   const config = parseFleetConfig({ modelRepository: repo, devices: { count: 1, backend: 'sim' }, models: [MODEL], worker: { metricsPort: 0 } });

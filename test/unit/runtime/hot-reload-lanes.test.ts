@@ -1,8 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { type DeviceLike } from '../../../src/runtime/load-checked.ts';
-import { ModelLanes } from '../../../src/runtime/model-lanes.ts';
+import { ModelLanes, RETRIABLE_LOAD_RETRY_MS } from '../../../src/runtime/model-lanes.ts';
 import { controlledDevice, MODEL, modelConfig, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 let h: WorkerHarness | undefined;
@@ -164,6 +165,49 @@ describe('a version that failed to load during a hot reload', () => {
     expect(loads).toBe(2);
     const lane = lanes.laneFor(MODEL, undefined);
     expect(lane.ok && lane.lane.current().version).toBe('2');
+  });
+});
+
+describe('a version that failed to load for want of device memory', () => {
+  it('is tried again after RETRIABLE_LOAD_RETRY_MS with its file unchanged (memory given back by another process); a malformed file is not', async () => {
+    const base = controlledDevice();
+    const loads = new Map<string, number>();
+    const device: DeviceLike = {
+      ...base.device,
+      loadModel: async (path, opts) => {
+        const version = path.split('/').at(-2) as string;
+        const n = (loads.get(version) ?? 0) + 1;
+        loads.set(version, n);
+        if (version === '2' && n === 1) throw new FleetError('DEVICE_OUT_OF_MEMORY', 'aclmdlLoadFromFile: 207001 ACL_ERROR_RT_MEMORY_ALLOCATION');
+        if (version === '3') throw new FleetError('MODEL_LOAD_FAILED', 'aclmdlLoadFromFile: 500002 malformed model');
+        return base.device.loadModel(path, opts);
+      },
+    };
+    const lanes = new ModelLanes(device, createLogger({ level: 'silent' }), parseFleetConfig({ devices: { count: 1, backend: 'sim' } }));
+    await lanes.apply(snapshotOf('1'));
+    let nowMs = Date.now();
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => nowMs);
+    try {
+      await lanes.apply(snapshotOf('1', '2'), { reload: true });
+      expect(loads.get('2')).toBe(1);
+      nowMs += RETRIABLE_LOAD_RETRY_MS - 1;
+      expect(lanes.hasRetryableFailures(snapshotOf('1', '2'))).toBe(false);
+      nowMs += 1;
+      expect(lanes.hasRetryableFailures(snapshotOf('1', '2'))).toBe(true);
+      await lanes.apply(snapshotOf('1', '2'), { reload: true });
+      expect(loads.get('2')).toBe(2);
+      const lane = lanes.laneFor(MODEL, undefined);
+      expect(lane.ok && lane.lane.current().version).toBe('2');
+
+      // Version 3's file does not parse: neither time nor version 1 unloaded meanwhile brings it back.
+      await lanes.apply(snapshotOf('2', '3'), { reload: true });
+      expect(loads.get('3')).toBe(1);
+      expect(base.loaded.has('1')).toBe(false);
+      nowMs += 10 * RETRIABLE_LOAD_RETRY_MS;
+      expect(lanes.hasRetryableFailures(snapshotOf('2', '3'))).toBe(false);
+    } finally {
+      clock.mockRestore();
+    }
   });
 });
 
