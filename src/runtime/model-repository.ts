@@ -158,6 +158,12 @@ function* isLfsPointer(path: string): FsSteps<boolean> {
 // or a YYYYMMDDhhmmss stamp fits.
 const VERSION_DIR = /^[1-9][0-9]{0,14}$/;
 
+/** Whether a symlink in `modelDir` pointing at `target` points at a version directory beside it. */
+function isSiblingVersion(modelDir: string, target: string): boolean {
+  const resolved = resolve(modelDir, target);
+  return dirname(resolved) === modelDir && VERSION_DIR.test(basename(resolved));
+}
+
 function applyPolicy(config: ModelConfig, versions: readonly ModelVersion[]): ModelVersion[] {
   if (config.versionPolicy.kind === 'latest') return versions.slice(-config.versionPolicy.count);
   const wanted = new Set(config.versionPolicy.versions.map(String));
@@ -248,6 +254,10 @@ function* scanSteps(dirIn: string, options: ScanOptions): FsSteps<RepositorySnap
         continue;
       }
       if (!VERSION_DIR.test(entry)) {
+        // A release pointer (current -> 3, stable -> 2) names a version served or not under its
+        // own number: not a version, and no mistake either.
+        const target = yield* linkTarget(versionDir);
+        if (target !== undefined && isSiblingVersion(modelDir, target)) continue;
         problems.push({ path: versionDir, message: "version directories must be positive integers without leading zeros, at most 15 digits (1, 2, ..., 10, or a time stamp like 1764500000): rename it, or move it out (or prefix it with '.' to hide it)" });
         continue;
       }

@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactFromEnv, loadCheckModelsCommand, validateModelsCommand } from '../../../src/cli/models-command.ts';
@@ -170,5 +170,30 @@ describe('npu-fleet models validate without --load on a host with CANN', () => {
     [{ NPU_FLEET_ACL_LIB: '/work/build/Release/libacl_sim.so' }, 'onnx'],
   ] as const)('with %j the workers load model.%s', (env, artifact) => {
     expect(artifactFromEnv(env)).toBe(artifact);
+  });
+});
+
+describe('npu-fleet models validate on a model directory with release pointers', () => {
+  it('passes a symlink to a version beside it (current -> 2, stable -> 1), and still fails one to a missing version or elsewhere', () => {
+    const dir = tempDir('npu-fleet-validate-pointer-');
+    const m = join(dir, 'mlp-classifier');
+    cpSync('examples/models/mlp-classifier', m, { recursive: true });
+    cpSync(join(m, '1'), join(m, '2'), { recursive: true });
+    symlinkSync('2', join(m, 'current'));
+    symlinkSync(join(m, '1'), join(m, 'stable'));
+    const lines: string[] = [];
+    expect(validateModelsCommand(dir, (l) => lines.push(l), 'onnx')).toBe(0);
+    expect(lines).toEqual([
+      'ok   mlp-classifier: versions [1, 2], serving [2], gears [1,2,4,8,16,32], 3 priority levels',
+      `1 model(s), 0 problem(s) in ${dir} (artifact: model.onnx)`,
+    ]);
+    // Pointing at a version that is not there, or at a directory of another name: still reported.
+    symlinkSync('3', join(m, 'next'));
+    const build = join(tempDir('npu-fleet-builds-'), 'b7');
+    mkdirSync(build);
+    symlinkSync(build, join(m, 'candidate'));
+    lines.length = 0;
+    expect(validateModelsCommand(dir, (l) => lines.push(l), 'onnx')).toBe(1);
+    expect(lines.filter((l) => l.startsWith('FAIL')).map((l) => l.split(':')[0])).toEqual([`FAIL ${join(m, 'candidate')}`, `FAIL ${join(m, 'next')}`]);
   });
 });
