@@ -6,6 +6,7 @@ import { fromBullmqPriority, redisConnection } from './bullmq-names.ts';
 import { ErrorThrottle } from '../error-throttle.ts';
 import { isRedisRefusal } from './redis-refusal.ts';
 import { reclaimLostJobs, RECLAIM_DELAY_MS } from './lost-job-reclaimer.ts';
+import { placeStalled } from './put-back.ts';
 import { SettlingWorker } from './settling-worker.ts';
 
 /** After Redis refuses a fetch (out of memory, a read-only replica), how long fetching rests. */
@@ -93,7 +94,13 @@ export class ModelWorker {
       const priority = fromBullmqPriority(job.priority);
       if (priority !== undefined && this.paused.has(priority) && !this.o.intakeOff()) void this.rest();
     };
-    // Every 'ready' after the first is a reconnect: a fetch may have been cut off with the
+    // Told by this worker's stalled check of each job it put on the wait list: see placeStalled.
+    this.worker.on('stalled', (jobId: string) => {
+      placeStalled(o.shared(), settings.prefix, queue, jobId).catch((err: unknown) =>
+        tuning.logger?.warn({ err, queue, jobId }, 'could not move a stalled job to its place in its priority; it is served next'),
+      );
+    });
+        // Every 'ready' after the first is a reconnect: a fetch may have been cut off with the
     // old connection (see reclaimLostJobs).
     let readies = 0;
     this.connection.on('ready', () => {

@@ -19,28 +19,37 @@ import { FleetError } from '../../errors/fleet-error.ts';
  * member, else half way between the neighbours; when no double fits there, the band is spaced
  * out again. Jobs in the band without a key (put back by BullMQ itself, at the band's bottom) are
  * compared by the same fields, without the sequence. Past about 2^15 jobs waiting in one band
- * the spacing runs out of doubles and equal scores fall back to id order. What this cannot
+ * the spacing runs out of doubles and equal scores fall back to id order. The same placement
+ * serves jobs BullMQ's stalled check pushed on the wait list (placeStalled). What this cannot
  * reach: docs/topics-and-queues.md ("BullMQ: jobs handed back").
  */
 const PUT_BACK = `
 local rcall = redis.call
 local activeKey, waitKey, stalledKey, metaKey, prioritizedKey, markerKey, eventsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local jobId, token, jobKey, seq, orderField = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local jobId, token, jobKey, seq, orderField, stalled = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6] == "stalled"
 -- The smallest step every band can take: a double near 16 x 2^32 (fleet priority 15) resolves 2^-16.
 local STEP = 1 / 65536
 
 if rcall("EXISTS", jobKey) == 0 then return -1 end
-if token ~= "0" then
-  local lockKey = jobKey .. ":lock"
-  local lockToken = rcall("GET", lockKey)
-  if lockToken ~= token then
-    if lockToken then return -6 end
-    return -2
+local priority = tonumber(rcall("HGET", jobKey, "priority")) or 0
+if stalled then
+  -- Put on the wait list by BullMQ's stalled check: taken from there unless fetched meanwhile, or
+  -- failed on its next fetch anyway (stalled too often: no device time, so no place to keep).
+  if priority == 0 or rcall("HEXISTS", jobKey, "defa") == 1 then return 0 end
+  if rcall("LREM", waitKey, 1, jobId) == 0 then return 0 end
+else
+  if token ~= "0" then
+    local lockKey = jobKey .. ":lock"
+    local lockToken = rcall("GET", lockKey)
+    if lockToken ~= token then
+      if lockToken then return -6 end
+      return -2
+    end
+    rcall("DEL", lockKey)
+    rcall("SREM", stalledKey, jobId)
   end
-  rcall("DEL", lockKey)
-  rcall("SREM", stalledKey, jobId)
+  if rcall("LREM", activeKey, 1, jobId) == 0 then return 0 end
 end
-if rcall("LREM", activeKey, 1, jobId) == 0 then return 0 end
 
 local meta = rcall("HMGET", metaKey, "paused", "concurrency", "opts.maxLenEvents")
 local pausedOrMaxed = meta[1] ~= false or (meta[2] ~= false and rcall("LLEN", activeKey) >= tonumber(meta[2]))
@@ -50,7 +59,6 @@ local function orderOf(key, s)
   return string.format("%016.0f%016.0f%016.0f", tonumber(f[1]) or 0, tonumber(f[2]) or 0, s)
 end
 
-local priority = tonumber(rcall("HGET", jobKey, "priority")) or 0
 if priority > 0 then
   local order = rcall("HGET", jobKey, orderField)
   if not order then
@@ -109,7 +117,10 @@ else
   rcall("RPUSH", waitKey, jobId)
   if not pausedOrMaxed then rcall("ZADD", markerKey, 0, "0") end
 end
-rcall("XADD", eventsKey, "MAXLEN", "~", meta[3] or 10000, "*", "event", "waiting", "jobId", jobId, "prev", "active")
+-- The stalled check told of its move already.
+if not stalled then
+  rcall("XADD", eventsKey, "MAXLEN", "~", meta[3] or 10000, "*", "event", "waiting", "jobId", jobId, "prev", "active")
+end
 return 0
 `;
 
@@ -148,9 +159,27 @@ let sha: Promise<string> | undefined;
  */
 export async function putBack(redis: Redis, prefix: string, job: Job, token: string, seq?: number): Promise<void> {
   const jobId = job.id ?? '';
-  const key = (name: string): string => `${prefix}:${job.queueName}:${name}`;
+  const code = await run(redis, prefix, job.queueName, jobId, token === '' ? '0' : token, seq ?? fetchSeqs.get(job) ?? nextFetchSeq(), 'active');
+  if (code < 0) {
+    throw new FleetError('TRANSPORT_ERROR', `putting job ${jobId} of queue ${job.queueName} back to wait failed: it ${ERRORS[code] ?? `was refused (${code})`}`, { retriable: false });
+  }
+}
+
+/**
+ * Why: BullMQ's stalled check (a lock that lapsed: its worker crashed or hung, Redis away longer
+ * than the lock) pushes a job on the wait list, which every fetch takes before any prioritized
+ * job: served next, ahead of more urgent work, and several of them last pushed first. Moved from
+ * there to its place in its priority, unless a fetch took it first (this runs one round trip after
+ * the check: a race BullMQ's script alone could close).
+ */
+export async function placeStalled(redis: Redis, prefix: string, queueName: string, jobId: string): Promise<void> {
+  await run(redis, prefix, queueName, jobId, '0', nextFetchSeq(), 'stalled');
+}
+
+async function run(redis: Redis, prefix: string, queueName: string, jobId: string, token: string, seq: number, mode: 'active' | 'stalled'): Promise<number> {
+  const key = (name: string): string => `${prefix}:${queueName}:${name}`;
   const keys = ['active', 'wait', 'stalled', 'meta', 'prioritized', 'marker', 'events'].map(key);
-  const args = [jobId, token === '' ? '0' : token, key(jobId), String(seq ?? fetchSeqs.get(job) ?? nextFetchSeq()), ORDER_FIELD];
+  const args = [jobId, token, key(jobId), String(seq), ORDER_FIELD, mode];
   sha ??= redis.script('LOAD', PUT_BACK).then(String, (err: unknown) => {
     sha = undefined;
     throw err;
@@ -162,7 +191,5 @@ export async function putBack(redis: Redis, prefix: string, job: Job, token: str
     if (!String((err as Error)?.message).includes('NOSCRIPT')) throw err;
     code = await redis.eval(PUT_BACK, keys.length, ...keys, ...args);
   }
-  if (typeof code === 'number' && code < 0) {
-    throw new FleetError('TRANSPORT_ERROR', `putting job ${jobId} of queue ${job.queueName} back to wait failed: it ${ERRORS[code] ?? `was refused (${code})`}`, { retriable: false });
-  }
+  return Number(code);
 }

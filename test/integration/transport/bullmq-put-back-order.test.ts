@@ -133,6 +133,39 @@ describe('bullmq put-back order within a priority', () => {
     expect(await servedOrder(settings, queue, 5)).toEqual(IN_ORDER);
   }, 40_000);
 
+  it("jobs a crashed worker held, put back by BullMQ's stalled check, go to their place, not ahead of every priority", async () => {
+    const settings = bullmqSettings({ lockDurationMs: 1_000 });
+    const { model, queue, producer } = await queued(settings, 'order-stalled');
+    const crashed = new BullmqTransport(settings, { prefetch: 3, stalledIntervalMs: 500 });
+    const crashedInbox = new Inbox();
+    await startWith(crashed, model, crashedInbox);
+    expect((await crashedInbox.waitFor(3, 10_000)).map(idOf)).toEqual(FIRST_THREE);
+    // The worker left to run the stalled check holds one job (prefetch 1), so it fetches nothing
+    // more and the queue stays to be looked at; a paused worker would not check for stalls.
+    await producer.publish(makeRequest(model, 'blocker', 0));
+    const checker = track(new BullmqTransport(settings, { prefetch: 1, stalledIntervalMs: 500 }));
+    const checkerInbox = new Inbox();
+    await startWith(checker, model, checkerInbox);
+    expect((await checkerInbox.waitFor(1, 10_000)).map(idOf)).toEqual(['blocker']);
+    await producer.publish([makeRequest(model, 'urgent', 0), makeRequest(model, 'w-fourth', 1)]);
+    await crashed.abort();
+    const admin = new Redis(settings.redisUrl);
+    try {
+      const deadline = Date.now() + 15_000;
+      while ((await admin.lrange(`${settings.prefix}:${queue}:active`, 0, -1)).join() !== 'blocker') {
+        if (Date.now() > deadline) throw new Error("the crashed worker's jobs were not put back by the stalled check");
+        await sleep(50);
+      }
+    } finally {
+      admin.disconnect();
+    }
+    await sleep(500);
+    await checker.close();
+    expect(checkerInbox.all).toHaveLength(1);
+    const served = await servedOrder(settings, queue, 7);
+    expect(served).toEqual(['blocker', 'urgent', ...IN_ORDER]);
+  }, 40_000);
+
   it('40 jobs put back each just ahead of the one before (no double left between two scores) and one BullMQ put back itself keep their order', async () => {
     const settings = bullmqSettings();
     const model = uniqueName('order-dense');
