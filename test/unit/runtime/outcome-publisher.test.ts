@@ -49,35 +49,62 @@ describe('outcome publisher: failures no retry can change', () => {
   });
 });
 
+/**
+ * A memory transport standing in for a broker that must create the destination of every "new"
+ * result first, and says so as the Kafka transport does; `create()` ends the creation.
+ */
+async function creatingTransport(ids: readonly string[]) {
+  const broker = new MemoryBroker();
+  const transport = new MemoryTransport({ broker });
+  const inbox = new Inbox();
+  await startWith(transport, 'm', inbox);
+  const producer = new MemoryProducer({ broker });
+  await producer.publish(ids.map((id) => makeRequest('m', id, 0)));
+  const outcomes = (await inbox.waitFor(ids.length, 5000)).map(outcomeFor);
+  let create: () => void = () => undefined;
+  const created = new Promise<void>((resolve) => (create = resolve));
+  const creating: Transport = Object.assign(Object.create(transport) as MemoryTransport, {
+    settle: async (batch: readonly Outcome[], options?: SettleOptions): Promise<void> => {
+      if (batch.some((o) => o.result.id.startsWith('new'))) {
+        options?.onWaitingForCreation?.();
+        await created;
+      }
+      await transport.settle(batch);
+    },
+  });
+  return { transport, producer, outcomes, creating, create };
+}
+
+async function pushApart(publisher: OutcomePublisher, outcomes: readonly Outcome[]): Promise<void> {
+  for (const o of outcomes) {
+    publisher.push(o);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 describe('outcome publisher: settles waiting for a creation', () => {
+  it('at most 4 per slot give their slot up: past that, one waiting for a creation keeps its slot', async () => {
+    const ids = ['new0', 'new1', 'new2', 'new3', 'new4', 'old0'];
+    const { transport, producer, outcomes, creating, create } = await creatingTransport(ids);
+    const settled: string[] = [];
+    const publisher = new OutcomePublisher(creating, log, 1, 500, (o) => settled.push(...o.map((x) => x.result.id)), 1);
+    await pushApart(publisher, outcomes);
+    await new Promise((r) => setTimeout(r, 100));
+    // new0-new3 went aside, new4 holds the one slot: old0 waits for the creation.
+    expect(settled).toEqual([]);
+    create();
+    await within(publisher.flush(), 2000, 'flush');
+    expect(settled.sort()).toEqual([...ids].sort());
+    await transport.close();
+    await producer.close();
+  });
+
   it('a settle that only waits for a reply destination gives its slot up; flush still waits for it', async () => {
-    const broker = new MemoryBroker();
-    const transport = new MemoryTransport({ broker });
-    const inbox = new Inbox();
-    await startWith(transport, 'm', inbox);
-    const producer = new MemoryProducer({ broker });
     const ids = ['new0', 'new1', 'old0', 'old1'];
-    await producer.publish(ids.map((id) => makeRequest('m', id, 0)));
-    const outcomes = (await inbox.waitFor(ids.length, 5000)).map(outcomeFor);
-    // The memory transport creates nothing: this one stands in for a broker that has to create
-    // the destination of every "new" result first, and says so as the Kafka transport does.
-    let createNow: () => void = () => undefined;
-    const created = new Promise<void>((resolve) => (createNow = resolve));
-    const creating: Transport = Object.assign(Object.create(transport) as MemoryTransport, {
-      settle: async (batch: readonly Outcome[], options?: SettleOptions): Promise<void> => {
-        if (batch.some((o) => o.result.id.startsWith('new'))) {
-          options?.onWaitingForCreation?.();
-          await created;
-        }
-        await transport.settle(batch);
-      },
-    });
+    const { transport, producer, outcomes, creating, create: createNow } = await creatingTransport(ids);
     const settled: string[] = [];
     const publisher = new OutcomePublisher(creating, log, 1, 500, (o) => settled.push(...o.map((x) => x.result.id)), 2);
-    for (const o of outcomes) {
-      publisher.push(o);
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await pushApart(publisher, outcomes);
     const flushed = publisher.flush().then(() => 'flushed');
     // Both slots went to the "new" settles: before, the others waited for their creations.
     await within(
