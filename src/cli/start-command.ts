@@ -5,6 +5,7 @@ import { childLogger, createLogger } from '../observability/logger.ts';
 import { startEmbeddedFleet } from '../runtime/embedded-fleet.ts';
 import { Supervisor } from '../runtime/supervisor.ts';
 import { workerNodeFlags } from '../runtime/worker-node-flags.ts';
+import { offStopSignals, onStopSignals } from './stop-signals.ts';
 import { checkDeviceCount, workerDeps } from './worker-deps.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/npu-fleet.js', import.meta.url));
@@ -12,12 +13,10 @@ const BIN = fileURLToPath(new URL('../../bin/npu-fleet.js', import.meta.url));
 function untilSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
     const on = (s: NodeJS.Signals): void => {
-      process.off('SIGTERM', on);
-      process.off('SIGINT', on);
+      offStopSignals(on);
       resolve(s);
     };
-    process.on('SIGTERM', on);
-    process.on('SIGINT', on);
+    onStopSignals(on);
   });
 }
 

@@ -2,10 +2,11 @@ import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { childLogger, createLogger } from '../observability/logger.ts';
 import { missingWorkerFlags } from '../runtime/worker-node-flags.ts';
 import { EXIT_HANG, runWorker } from '../runtime/worker-process.ts';
+import { offStopSignals, onStopSignals } from './stop-signals.ts';
 import { workerDeps } from './worker-deps.ts';
 
 /**
- * `npu-fleet worker --device N`: runs until SIGTERM/SIGINT (drain, exit 0; 71 if the drain timed
+ * `npu-fleet worker --device N`: runs until SIGTERM/SIGINT/SIGHUP (drain, exit 0; 71 if the drain timed
  * out) or a device hang (exit 75 without waiting for the hung batch; the supervisor restarts us and
  * the broker redelivers what we never acked).
  */
@@ -30,8 +31,7 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
     log.info({ signal }, 'stopped during start-up; nothing to drain');
     process.exit(0);
   };
-  process.on('SIGTERM', duringStartUp);
-  process.on('SIGINT', duringStartUp);
+  onStopSignals(duringStartUp);
   // Set once the worker is ready: starts its drain (at most once).
   const ready: { drain?: (why: NodeJS.Signals | 'supervisor gone') => void } = {};
   const supervised = process.env.NPU_FLEET_SUPERVISED === '1';
@@ -73,8 +73,7 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
       if (late.stop !== undefined) void late.stop().then(finish);
     },
   });
-  process.off('SIGTERM', duringStartUp);
-  process.off('SIGINT', duringStartUp);
+  offStopSignals(duringStartUp);
   late.abandon = () => running.abandon();
   late.stop = () => running.stop();
   log.info({ metricsPort: running.metricsPort }, 'worker ready');
@@ -100,16 +99,14 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
     }
     // On its own, a second Ctrl-C forces the exit (the signal's default action).
     if (!supervised) {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
+      offStopSignals(onSignal);
     }
     draining = true;
     log.info({ signal }, 'draining');
     void running.stop().then(finish);
   };
   ready.drain = onSignal;
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
+  onStopSignals(onSignal);
   if (running.worker.status === 'failed') void running.stop().then(finish);
   return await finished;
 }

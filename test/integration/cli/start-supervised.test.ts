@@ -113,8 +113,9 @@ describe('npu-fleet start (one worker process per device)', () => {
 
   // Ctrl-C in a terminal signals the whole foreground process group, and systemd's default
   // KillMode=control-group signals every process of the unit: each worker gets the signal itself
-  // and then the supervisor's forwarded SIGTERM a moment later.
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  // and then the supervisor's forwarded SIGTERM a moment later. A terminal hangup (ssh session
+  // gone) sends SIGHUP to the foreground group the same way.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     it(`${signal} to the whole process group drains the workers (the forwarded SIGTERM used to kill them mid-drain) and exits 0`, async () => {
       const fleet = spawnFleet(1, { NPU_FLEET_SIM_PROFILE: 'base=3000ms' });
       const producer = new BullmqProducer(bullmqSettings({ prefix: fleet.prefix }));

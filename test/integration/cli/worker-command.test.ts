@@ -15,12 +15,12 @@ function spawnWorker(configFile: string, env: Record<string, string> = {}) {
   return spawnCli(['worker', '--device', '0', '--config', configFile], { NPU_FLEET_DEVICE: 'sim', ...env });
 }
 
-/** A BullMQ worker on a simulator with `faults` (worker.hangLimitMs 1 s), once ready; a producer and an input for it. */
-async function readyWorkerWithFaults(prefixName: string, faults: string) {
+/** A BullMQ worker on a simulator with `faults` (worker.hangLimitMs 1 s unless given), once ready; a producer and an input for it. */
+async function readyWorkerWithFaults(prefixName: string, faults: string, hangLimitMs = 1_000) {
   const dir = tempDir('npu-fleet-worker-');
   const configFile = join(dir, 'fleet.yaml');
   const prefix = uniqueName(prefixName);
-  writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0, hangLimitMs: 1_000 } }));
+  writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0, hangLimitMs } }));
   const worker = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=16', NPU_FLEET_SIM_FAULTS: faults });
   const producer = new BullmqProducer(bullmqSettings({ prefix }));
   const deadline = Date.now() + 30_000;
@@ -55,6 +55,29 @@ describe('npu-fleet worker', () => {
     expect(output()).toContain('stopped during start-up; nothing to drain');
     expect(output()).toContain('worker runs without --max-semi-space-size=16 (worker.maxSemiSpaceMb)');
     expect(output()).toContain('NODE_OPTIONS=--max-semi-space-size=16');
+  }, 60_000);
+
+  it('SIGHUP (a terminal hangup, kill -HUP) drains a ready worker and exits 0, as SIGTERM does, instead of ending it mid-batch', async () => {
+    // The first batch takes 3 s longer: it is on the device when the signal comes.
+    const { child, exited, output, producer, input } = await readyWorkerWithFaults('hangup', 'slow@1:3000ms', 30_000);
+    const results = new Map<string, string>();
+    try {
+      const replyTo = uniqueName('hangup-replies');
+      await producer.subscribeReplies(replyTo, (r) => results.set(r.id, r.status));
+      await producer.publish([makeRequest('mlp-classifier', 'hup', 0, { replyTo, inputs: [input] })]);
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(results.size, 'answered before the signal: the batch was not slow').toBe(0);
+      child.kill('SIGHUP');
+      const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
+      if (result === 'slow') child.kill('SIGKILL');
+      expect(result, output()).toEqual({ code: 0, signal: null });
+      expect(output()).toContain('"signal":"SIGHUP","msg":"draining"');
+      const deadline = Date.now() + 10_000;
+      while (results.size === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect([...results.values()]).toEqual(['ok']);
+    } finally {
+      await producer.close();
+    }
   }, 60_000);
 
   it('a device hang exits with EXIT_HANG (75), the code a supervisor or Kubernetes can tell from an OOM kill, not by SIGKILL', async () => {
