@@ -188,9 +188,20 @@ function* scanSteps(dirIn: string, options: ScanOptions): FsSteps<RepositorySnap
   const problems: RepositoryProblem[] = [];
   const incomplete: Array<{ path: string; changedAt: number }> = [];
   const models = new Map<string, RepositoryModel>();
-  const dirStat = yield* statEntry(dir);
-  if (typeof dirStat === 'string' || !dirStat.isDirectory()) {
-    throw new FleetError('INVALID_CONFIG', `model repository ${dir} is not a directory; set modelRepository in the fleet config`);
+  let dirStat: Stats | undefined;
+  let why = '';
+  try {
+    dirStat = yield* statOf(dir);
+  } catch (err) {
+    why = ` (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
+  }
+  if (dirStat === undefined || !dirStat.isDirectory()) {
+    // Gone under a running worker (an unmounted volume, a release link removed), it is an outage
+    // the poll rides out, not a mistake in the fleet config, which is what it is at start.
+    if (options.previous !== undefined && options.previous.models.size > 0) {
+      throw new FleetError('SERVICE_UNAVAILABLE', `model repository ${dir} cannot be read${why || ' (not a directory)'}; serving on with the loaded versions until it can`, { details: { dir } });
+    }
+    throw new FleetError('INVALID_CONFIG', `model repository ${dir} is not a directory${why}; set modelRepository in the fleet config`);
   }
   const nowMs = options.nowMs ?? Date.now();
   const artifactFile = options.artifact === 'onnx' ? 'model.onnx' : 'model.om';

@@ -517,3 +517,21 @@ describe('a poll scan on a file system that fails a read for a moment (an NFS so
     }
   });
 });
+
+describe('a poll scan of a repository whose path is gone (its volume unmounted, a release link removed)', () => {
+  it('fails naming what the file system said and that the worker serves on, not blaming the fleet config', async () => {
+    const dir = repo();
+    const previous = await scanRepositoryAsync(dir, { artifact: 'onnx' });
+    renameSync(dir, `${dir}.away`);
+    try {
+      await expect(scanRepositoryAsync(dir, { artifact: 'onnx', previous, settleMs: 500 })).rejects.toMatchObject({
+        code: 'SERVICE_UNAVAILABLE',
+        message: `model repository ${dir} cannot be read (ENOENT); serving on with the loaded versions until it can`,
+      });
+      // At start (no previous scan) a wrong path is the fleet config's.
+      expect(() => scanRepository(dir, { artifact: 'onnx' })).toThrow(`model repository ${dir} is not a directory (ENOENT); set modelRepository in the fleet config`);
+    } finally {
+      renameSync(`${dir}.away`, dir);
+    }
+  });
+});
