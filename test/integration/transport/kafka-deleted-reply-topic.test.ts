@@ -59,8 +59,21 @@ describe('kafka at-least-once: a reply topic deleted after use', () => {
     // Before: h2 waited for g1's send, ~5.1-5.6 s of kafkajs retries.
     expect(healthyMs).toBeLessThan(2_000);
     expect(await committed(settings.groupId, `${model}.requests.p0`)).toBe(5);
-    expect((await readTopic(replyTo, 1, 10_000)).map((m) => decodeResult(m.value).id)).toContain('g1');
-    const replies = new Set((await readTopic(`${model}.replies`, 3, 10_000)).map((m) => decodeResult(m.value).id));
-    expect(replies).toEqual(new Set(['h0', 'h1', 'h2']));
+    // Read past the expected count (until the time is up) so that copies written twice show.
+    const gone = (await readTopic(replyTo, 10, 3_000)).map((m) => decodeResult(m.value).id);
+    expect(gone).toContain('g1');
+    const replies = (await readTopic(`${model}.replies`, 10, 3_000)).map((m) => decodeResult(m.value).id);
+    expect(new Set(replies)).toEqual(new Set(['h0', 'h1', 'h2']));
+    const copies = (ids: readonly string[]): Record<string, number> => Object.fromEntries([...new Set(ids)].sort().map((id) => [id, ids.filter((x) => x === id).length]));
+    const duplicates = replies.length - new Set(replies).size + (gone.length - new Set(gone).size);
+    console.log(`deleted reply topic: copies on ${model}.replies ${JSON.stringify(copies(replies))}, on the re-created topic ${JSON.stringify(copies(gone))}; duplicates ${duplicates}`);
+    // At-least-once allows copies, and there are some. The send of g1 + h2 is given up at the
+    // stall check (~300 ms) and both go again (h2 at once, g1 once its topic is created again),
+    // but kafkajs goes on retrying the given-up one on the replaced producer (disconnecting that
+    // producer does not stop it), the whole produce request each time, h2's partition with it,
+    // until it goes through once the topic is back (~500 ms). Measured (sends logged): h2 x5, g1 x2,
+    // h0 and h1 once: 5 duplicates in 9 of 9 runs. Each kafkajs retry (8 with the transport's
+    // default) can add one copy of h2; more than that would be a new way to write twice.
+    expect(duplicates).toBeLessThanOrEqual(10);
   });
 });
