@@ -20,6 +20,12 @@ export interface TrackedPartition {
   readonly tracker: PartitionTracker<EosPayload>;
 }
 
+/**
+ * The group's committed offsets (the next offset to read) of `partitions` as the broker has them
+ * now, keyed `topic/partition` (-1 or missing: none).
+ */
+export type CommittedOffsets = (groupId: string, partitions: ReadonlyArray<{ readonly topic: string; readonly partition: number }>) => Promise<ReadonlyMap<string, number>>;
+
 /** A partition's settled prefix going out in one transaction. */
 interface PrefixOf {
   readonly tp: TrackedPartition;
@@ -44,6 +50,13 @@ interface PrefixOf {
  * before its commit and goes again without the revoked partitions. Left open: a commit already
  * sent as the rebalance starts, and a worker evicted from the group without knowing it (a session
  * lost to a stalled process), which learns of it only at its next heartbeat.
+ *
+ * A commit that got no answer (the broker died or timed out after it had the EndTxn request;
+ * kafkajs sends EndTxn once) may have been committed: its results and offsets are in. Its settles
+ * fail, retriable, as any failed transaction's, but its partitions are in doubt: before the next
+ * transaction of such a partition, a fresh producer's InitProducerId (which the coordinator answers
+ * once that transaction is complete, committed or aborted) and the group's committed offsets tell
+ * which it was, and the deliveries it committed are done without being written again.
  */
 export class TransactionalCommitter {
   private running: Promise<void> | undefined;
@@ -56,6 +69,8 @@ export class TransactionalCommitter {
   private wake: (() => void) | undefined;
   /** Group changes seen (starts and assignments): a transaction that saw one must not commit. */
   private groupChanges = 0;
+  /** Partitions whose last commit got no answer: the offset that transaction committed, if it did. */
+  private readonly doubts = new Map<PartitionTracker<EosPayload>, number>();
 
   constructor(
     private readonly groupId: string,
@@ -68,6 +83,11 @@ export class TransactionalCommitter {
       /** The messages as they leave (a client's inbox found gone: their orElse, see ResultSender.routed). */
       routed(messages: readonly OutgoingMessage[]): readonly OutgoingMessage[];
     },
+    /**
+     * Tells a commit that got no answer from one that did not happen. Without it such a commit's
+     * results are written again when their settle is retried (answered twice if it had committed).
+     */
+    private readonly committedOffsets?: CommittedOffsets,
   ) {}
 
   kick(): void {
@@ -149,7 +169,10 @@ export class TransactionalCommitter {
     let unknownTopicRetried = false;
     for (;;) {
       while (this.rebalancing && !this.closing) await this.untilAssigned();
-      for (const tp of this.revoked.splice(0)) for (const p of tp.tracker.stuckPayloads()) p.dropped();
+      for (const tp of this.revoked.splice(0)) {
+        this.doubts.delete(tp.tracker);
+        for (const p of tp.tracker.stuckPayloads()) p.dropped();
+      }
       if (this.rebalancing && this.closing) {
         // Closing mid-rebalance: what is settled cannot be written safely; it is redelivered.
         this.rejectStuck();
@@ -162,12 +185,28 @@ export class TransactionalCommitter {
         return;
       }
       const payloads = batch.flatMap((b) => b.payloads);
+      const doubtful = batch.filter((b) => this.doubts.has(b.tp.tracker));
+      if (doubtful.length > 0) {
+        try {
+          await this.resolveDoubts(doubtful);
+        } catch (err) {
+          const error = kafkaError(err, 'exactly-once: finding out whether a transaction whose commit got no answer was committed failed');
+          this.producers.renewProducer();
+          for (const p of payloads) p.reject(error);
+          for (const b of batch) for (const p of b.tp.tracker.stuckPayloads()) p.reject(error);
+          throw error;
+        }
+        // Its committed deliveries are done: the rest of the batch goes as usual.
+        continue;
+      }
       const topics = [...new Set(payloads.flatMap((p) => this.producers.routed(p.messages).map((m) => m.topic)))];
       let committed: boolean;
+      const progress = { commitSent: false };
       try {
-        committed = await this.producers.withProducer(topics, (producer) => this.transaction(producer, batch, payloads, seen));
+        committed = await this.producers.withProducer(topics, (producer) => this.transaction(producer, batch, payloads, seen, progress));
       } catch (err) {
         const error = kafkaError(err, 'exactly-once transaction (results + offsets) failed');
+        if (progress.commitSent && this.committedOffsets !== undefined) for (const b of batch) this.doubts.set(b.tp.tracker, b.commitNext);
         // Its sequence numbers may be out of step with the broker now (RotatingProducer.renew).
         this.producers.renewProducer();
         if (isUnknownTopic(err) && !unknownTopicRetried) {
@@ -218,8 +257,51 @@ export class TransactionalCommitter {
     for (const tp of this.partitions()) for (const p of tp.tracker.stuckPayloads()) p.reject(error);
   }
 
+  /**
+   * Whether the transaction in doubt on each of `doubtful`'s partitions was committed; its
+   * deliveries settled again since are then done, unwritten. The failed transaction renewed the
+   * producer: this one's InitProducerId waits for the coordinator to complete the transaction in
+   * doubt (it is in already when a transaction of another partition ran since).
+   */
+  private async resolveDoubts(doubtful: readonly PrefixOf[]): Promise<void> {
+    const lookup = this.committedOffsets;
+    if (lookup === undefined) return;
+    await this.producers.withProducer([], async (producer) => {
+      const txn = await producer.transaction();
+      await txn.abort();
+    });
+    const offsets = await lookup(
+      this.groupId,
+      doubtful.map((b) => ({ topic: b.tp.topic, partition: b.tp.partition })),
+    );
+    for (const b of doubtful) {
+      const { tracker } = b.tp;
+      const doubtNext = this.doubts.get(tracker);
+      if (doubtNext === undefined) continue;
+      if ((offsets.get(`${b.tp.topic}/${b.tp.partition}`) ?? -1) < doubtNext) {
+        // Not committed (aborted by the coordinator): written as usual.
+        this.doubts.delete(tracker);
+        continue;
+      }
+      const count = settledBelow(tracker, doubtNext);
+      const done = count > 0 ? tracker.prefix(count) : undefined;
+      if (done !== undefined) {
+        tracker.advance(done.count);
+        for (const p of done.payloads) p.resolve();
+      }
+      // Deliveries of that transaction not settled again yet find it still in doubt (and committed).
+      if (tracker.uncommittedFrom >= doubtNext) this.doubts.delete(tracker);
+    }
+  }
+
   /** False when aborted because the group changed since `seen` (nothing of it is visible). */
-  private async transaction(producer: Producer, batch: readonly PrefixOf[], payloads: readonly EosPayload[], seen: number): Promise<boolean> {
+  private async transaction(
+    producer: Producer,
+    batch: readonly PrefixOf[],
+    payloads: readonly EosPayload[],
+    seen: number,
+    progress: { commitSent: boolean },
+  ): Promise<boolean> {
     const txn = await producer.transaction();
     try {
       // Routed here, after withProducer checked the topics: an inbox found gone there goes elsewhere.
@@ -240,6 +322,7 @@ export class TransactionalCommitter {
         await txn.abort();
         return false;
       }
+      progress.commitSent = true;
       await txn.commit();
       return true;
     } catch (err) {
@@ -247,4 +330,16 @@ export class TransactionalCommitter {
       throw err;
     }
   }
+}
+
+/** How many entries of `tracker`'s settled prefix lie below offset `next` (offsets are not contiguous). */
+function settledBelow(tracker: PartitionTracker<EosPayload>, next: number): number {
+  let low = 0;
+  let high = tracker.prefix()?.count ?? 0;
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if ((tracker.prefix(mid)?.commitNext ?? Infinity) <= next) low = mid;
+    else high = mid - 1;
+  }
+  return low;
 }
