@@ -15,6 +15,8 @@ export interface LoadedVersion {
   readonly model: string;
   readonly version: string;
   readonly executable: ExecutableModel;
+  /** The file as it was loaded (fileIdentity), when known. */
+  readonly identity?: string;
   /** Batches on the device right now; a retiring version is unloaded when this reaches 0. */
   inflight: number;
   retiring: boolean;
@@ -148,6 +150,13 @@ export class ModelLanes<P = unknown> {
         // Each load below awaits; batches completing meanwhile may unload versions (see after load).
         entry = this.models.get(repoModel.name);
         const have = entry?.versions.get(v.version);
+        if (have?.retiring === true && have.identity !== undefined && have.identity !== fileIdentity(v)) {
+          // Removed, then copied in again with other bytes while the old load drains: put back, the
+          // old bytes would serve on in silence (no file changes in place to warn about) while
+          // workers started later load the new ones. The new file loads once the old load is gone.
+          this.log.info({ model: v.model, version: v.version }, 'version copied in again with a new file while its old load drains; loading the new file once that is unloaded');
+          continue;
+        }
         if (have !== undefined) {
           // Put back while it still drains (a rollback, a config.yaml that failed to parse for a
           // poll): it serves again; left retiring, it would be unloaded and never loaded again.
@@ -167,7 +176,7 @@ export class ModelLanes<P = unknown> {
       entry = this.models.get(repoModel.name);
       if (!entry) continue;
       const current = entry;
-      const newest = [...repoModel.served].reverse().find((v) => current.versions.has(v.version))?.version;
+      const newest = [...repoModel.served].reverse().find((v) => current.versions.get(v.version)?.retiring === false)?.version;
       // Nothing served is loaded (the new version failed): keep serving what is there.
       if (newest === undefined) continue;
       if (newest !== entry.defaultVersion) {
@@ -229,7 +238,7 @@ export class ModelLanes<P = unknown> {
     }
     this.failedLoads.delete(key);
     this.log.info({ model: v.model, version: v.version, loadMs: Date.now() - started }, 'model version loaded');
-    const loaded: LoadedVersion = { model: v.model, version: v.version, executable, inflight: 0, retiring: false };
+    const loaded: LoadedVersion = { model: v.model, version: v.version, executable, identity: fileIdentity(v), inflight: 0, retiring: false };
     // Read again after the load: the model's last draining version may have been unloaded
     // meanwhile, taking the entry with it; adding to that entry would lose this version.
     let entry = this.models.get(repoModel.name);
@@ -294,11 +303,17 @@ export class ModelLanes<P = unknown> {
     return config;
   }
 
-  /** A served version whose earlier load failed and whose artifact has since changed. */
+  /**
+   * Whether a served version of a model this worker serves is not loaded and is due to be: an
+   * earlier load failed and may load now (retryDue), or an old load of it was draining when the
+   * version came back with a new file and is gone now. The repository diff shows neither.
+   */
   hasRetryableFailures(snapshot: RepositorySnapshot): boolean {
     for (const m of snapshot.models.values()) {
+      if (!this.servedConfigs.has(m.name)) continue;
+      const loaded = this.models.get(m.name)?.versions;
       for (const v of m.served) {
-        if (this.failedLoads.has(`${v.model}@${v.version}`) && this.retryDue(v)) return true;
+        if (loaded?.has(v.version) !== true && this.retryDue(v)) return true;
       }
     }
     return false;

@@ -3,7 +3,7 @@ import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { type DeviceLike } from '../../../src/runtime/load-checked.ts';
-import { ModelLanes, RETRIABLE_LOAD_RETRY_MS } from '../../../src/runtime/model-lanes.ts';
+import { ModelLanes, RETRIABLE_LOAD_RETRY_MS, type Lane } from '../../../src/runtime/model-lanes.ts';
 import { controlledDevice, MODEL, modelConfig, request, snapshotOf, startWorker, stopWorker, until, type WorkerHarness } from './fake-device-worker.ts';
 
 let h: WorkerHarness | undefined;
@@ -249,5 +249,52 @@ describe('a config.yaml edit whose versionPolicy selects none of the versions on
     // The version directories gone: the model leaves, as documented.
     await worker.applySnapshot(snapshotOf());
     await until(() => !loaded.has('1'), 2000, 'version 1 unloaded once the model has no version left');
+  });
+});
+
+describe('a version removed and copied in again, with new bytes, while its old load still drains', () => {
+  it('is not put back with the old bytes: the old load drains and is unloaded, then the new file is loaded and served', async () => {
+    const base = controlledDevice();
+    const loads: string[] = [];
+    const device: DeviceLike = {
+      ...base.device,
+      loadModel: async (path, opts) => {
+        loads.push(path.split('/').at(-2) as string);
+        return base.device.loadModel(path, opts);
+      },
+    };
+    const lanes = new ModelLanes(device, createLogger({ level: 'silent' }), parseFleetConfig({ devices: { count: 1, backend: 'sim' } }));
+    /** The repository with `versions` on disk, the newest served, version 2's file stamped `stamp2`. */
+    const repoWith = (versions: string[], stamp2: string) => {
+      const snap = snapshotOf(...versions);
+      const m = snap.models.get(MODEL)!;
+      const all = m.versions.map((v) => ({ ...v, artifactStamp: v.version === '2' ? stamp2 : '1:1:1' }));
+      return { ...snap, models: new Map([[MODEL, { ...m, versions: all, served: all.slice(-1) }]]) };
+    };
+    const current = (): ReturnType<Lane<unknown>['current']> => {
+      const lane = lanes.laneFor(MODEL, undefined);
+      if (!lane.ok) throw lane.error;
+      return lane.lane.current();
+    };
+    await lanes.apply(repoWith(['1', '2'], '20:5:1'));
+    const old2 = current();
+    expect(old2.version).toBe('2');
+    // A batch is on the device on version 2 (as BatchRunner counts it) when 2 is removed: a rollback to 1.
+    old2.inflight++;
+    await lanes.apply(repoWith(['1'], '20:5:1'), { reload: true });
+    expect(current().version).toBe('1');
+    expect(old2.retiring).toBe(true);
+    // A fixed build copied in as 2 again (a new inode) before that batch ends.
+    const fixed = repoWith(['1', '2'], '21:6:2');
+    await lanes.apply(fixed, { reload: true });
+    expect(current() === old2, 'the old bytes of version 2 serve again').toBe(false);
+    // The batch ends: the old load goes, and the next poll loads the new file.
+    old2.inflight--;
+    await lanes.retireIfIdle(old2);
+    expect(lanes.hasRetryableFailures(fixed)).toBe(true);
+    await lanes.apply(fixed, { reload: true });
+    expect(current().version).toBe('2');
+    expect(current() === old2).toBe(false);
+    expect(loads).toEqual(['2', '1', '2']);
   });
 });
