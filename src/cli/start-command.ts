@@ -4,6 +4,7 @@ import { FleetError } from '../errors/fleet-error.ts';
 import { childLogger, createLogger } from '../observability/logger.ts';
 import { startEmbeddedFleet } from '../runtime/embedded-fleet.ts';
 import { Supervisor } from '../runtime/supervisor.ts';
+import { EXIT_START_TIMEOUT } from '../runtime/worker-process.ts';
 import { workerNodeFlags } from '../runtime/worker-node-flags.ts';
 import { offStopSignals, onStopSignals } from './stop-signals.ts';
 import { checkDeviceCount, workerDeps } from './worker-deps.ts';
@@ -39,7 +40,8 @@ export async function startCommand(config: FleetConfig, configFile: string | und
   const log = childLogger(root, { component: 'supervisor' });
   if (config.transport.kind === 'memory') {
     const { artifact, openDevice } = workerDeps(config);
-    const fleet = await startEmbeddedFleet(config, { artifact, openDevice }, root);
+    // Nothing restarts a worker of this process: a start-up that hangs ends the process for whoever runs it.
+    const fleet = await startEmbeddedFleet(config, { artifact, openDevice }, root, undefined, () => process.exit(EXIT_START_TIMEOUT));
     const signal = await untilSignal();
     log.info({ signal }, 'draining embedded fleet');
     return await fleet.stop();

@@ -1,7 +1,7 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { childLogger, createLogger } from '../observability/logger.ts';
 import { missingWorkerFlags } from '../runtime/worker-node-flags.ts';
-import { EXIT_HANG, runWorker } from '../runtime/worker-process.ts';
+import { EXIT_HANG, EXIT_START_TIMEOUT, runWorker } from '../runtime/worker-process.ts';
 import { offStopSignals, onStopSignals } from './stop-signals.ts';
 import { workerDeps } from './worker-deps.ts';
 
@@ -66,6 +66,9 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
       // this code (a SIGKILL of ourselves hid it). The supervisor restarts us either way.
       void (late.abandon?.() ?? Promise.resolve()).finally(() => process.exit(EXIT_HANG));
     },
+    // The hung open or load cannot be cancelled: process exit leaves it (the addon's exit grace
+    // bounds the wait for the device), and a new process tries again.
+    onStartTimeout: () => process.exit(EXIT_START_TIMEOUT),
     onTransportFailure: () => {
       // Drain what is held (its results still publish), then exit non-zero: the supervisor
       // restarts us with backoff, and a config error keeps failing visibly instead of idling.

@@ -6,6 +6,7 @@ export const FLEET_DEFAULTS = {
   deviceCount: 2,
   inflightPerDevice: 2,
   drainTimeoutMs: 30_000,
+  startTimeoutMs: 600_000,
   hangLimitMs: 30_000,
   maxHangsPerRequest: 2,
   metricsPort: 9464,
@@ -180,6 +181,17 @@ export const FleetConfigSchema = z
       .strictObject({
         inflightPerDevice: z.number().int().min(1).max(2).default(FLEET_DEFAULTS.inflightPerDevice),
         drainTimeoutMs: z.number().int().positive().default(FLEET_DEFAULTS.drainTimeoutMs).describe('SIGTERM drain bound'),
+        startTimeoutMs: z
+          .number()
+          .int()
+          .positive()
+          .default(FLEET_DEFAULTS.startTimeoutMs)
+          .describe(
+            'Bound on a start-up (device open, model loads, broker join): past it the worker logs what it was waiting for and ' +
+              'exits 72 for a restart, and /healthz turns 503 while it is still alive. A device open or a model read that never ' +
+              'returns (a hung driver, a stalled mount) would otherwise leave it starting for good, /healthz 200. ' +
+              'The default (10 min) is meant to cover loading the largest models on a real NPU',
+          ),
         hangLimitMs: z
           .number()
           .int()
@@ -229,6 +241,7 @@ export const FleetConfigSchema = z
       .default({
         inflightPerDevice: FLEET_DEFAULTS.inflightPerDevice,
         drainTimeoutMs: FLEET_DEFAULTS.drainTimeoutMs,
+        startTimeoutMs: FLEET_DEFAULTS.startTimeoutMs,
         hangLimitMs: FLEET_DEFAULTS.hangLimitMs,
         maxHangsPerRequest: FLEET_DEFAULTS.maxHangsPerRequest,
         publishLingerMs: FLEET_DEFAULTS.publishLingerMs,

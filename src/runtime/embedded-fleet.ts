@@ -24,6 +24,8 @@ export async function startEmbeddedFleet(
   /** Root logger: each worker binds its own component and device. */
   log: Logger,
   print: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+  /** A worker's start-up ran past worker.startTimeoutMs (logged): the process should exit EXIT_START_TIMEOUT. */
+  onStartTimeout?: () => void,
 ): Promise<EmbeddedFleet> {
   const broker = new MemoryBroker();
   const workers: RunningWorker[] = [];
@@ -40,6 +42,7 @@ export async function startEmbeddedFleet(
       log,
       metricsPort: config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId,
       onHang,
+      ...(onStartTimeout === undefined ? {} : { onStartTimeout }),
     });
     late.running = running;
     workers.push(running);

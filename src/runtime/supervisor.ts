@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Logger } from '../observability/logger.ts';
-import { EXIT_DRAIN_TIMEOUT, EXIT_FATAL, EXIT_HANG, EXIT_OK, stopPastDrainMs } from './worker-process.ts';
+import { EXIT_DRAIN_TIMEOUT, EXIT_FATAL, EXIT_HANG, EXIT_OK, EXIT_START_TIMEOUT, stopPastDrainMs } from './worker-process.ts';
 import { timerDelayMs } from './timer-delay.ts';
 
 export interface SupervisorOptions {
@@ -42,6 +42,8 @@ export function workerExitReason(code: number | null, signal: NodeJS.Signals | n
       return 'its drain ran out of worker.drainTimeoutMs';
     case EXIT_HANG:
       return 'device hang, or a device that failed every batch for worker.hangLimitMs';
+    case EXIT_START_TIMEOUT:
+      return 'its start-up ran past worker.startTimeoutMs (a device open, model load or broker join that never finished; its last line names which)';
     default:
       return `exit code ${code}`;
   }
@@ -122,7 +124,9 @@ export class Supervisor {
   private restartLater(slot: Slot, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.stopping) return;
     const ranMs = Date.now() - slot.startedAt;
-    slot.consecutiveFailures = ranMs > (this.o.stableAfterMs ?? 30_000) ? 1 : slot.consecutiveFailures + 1;
+    // A start that timed out ran long but was never healthy: its backoff keeps growing.
+    const stable = ranMs > (this.o.stableAfterMs ?? 30_000) && code !== EXIT_START_TIMEOUT;
+    slot.consecutiveFailures = stable ? 1 : slot.consecutiveFailures + 1;
     const backoffMs = Math.min(this.o.restartBackoffMaxMs, this.o.restartBackoffMinMs * 2 ** (slot.consecutiveFailures - 1));
     this.o.log.warn({ device: slot.deviceId, code, signal, reason: workerExitReason(code, signal), ranMs, backoffMs }, 'worker exited; restarting');
     slot.restarts++;

@@ -12,6 +12,8 @@ import { diffServed, newProblems, scanRepositoryAsync, scanRepositorySettled, ty
 import { startRepositoryPoll } from './repository-poll.ts';
 import { InflightJournal, inflightJournalPath, type CrashHint } from './inflight-journal.ts';
 import { openPredecessorNote, predecessorNotePath } from './predecessor-note.ts';
+import { StartWatch } from './start-watch.ts';
+import { timerDelayMs } from './timer-delay.ts';
 
 /** Exit codes the supervisor understands. */
 export const EXIT_OK = 0;
@@ -19,6 +21,8 @@ export const EXIT_HANG = 75;
 export const EXIT_FATAL = 70;
 /** Stopped, but the drain did not finish within worker.drainTimeoutMs: work was handed back to the broker. */
 export const EXIT_DRAIN_TIMEOUT = 71;
+/** Start-up ran past worker.startTimeoutMs (a device open or a model load that never returned). */
+export const EXIT_START_TIMEOUT = 72;
 
 export interface WorkerDeps {
   openDevice(deviceId: number): Promise<DeviceLike>;
@@ -47,6 +51,11 @@ export interface RunWorkerOptions {
   onHang?: () => void;
   /** The transport can no longer receive work: call stop() and exit with its code. */
   onTransportFailure?: (err: FleetError) => void;
+  /**
+   * Start-up ran past worker.startTimeoutMs (logged with what it waits for): exit with
+   * EXIT_START_TIMEOUT. A hung open or load cannot be cancelled, only left to process exit.
+   */
+  onStartTimeout?: () => void;
 }
 
 const REPO_POLL_MS = 1000;
@@ -94,19 +103,30 @@ export async function runWorker(
   // and liveness answers through a long device open / model load / broker join (a kubelet that
   // cannot connect for that long would restart the pod, and the next start is just as long).
   let current: DeviceWorker | undefined;
+  const watch = new StartWatch(config.worker.startTimeoutMs);
   const port = options.metricsPort ?? (config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId);
   const server = await startHealthServer({
     port,
     metrics,
     isReady: () => current?.readiness() ?? { ready: false, reason: 'starting' },
-    isHealthy: () => current?.health() ?? true,
+    isHealthy: () => current?.health() ?? watch.health(),
   });
   log.info({ metricsPort: server.port }, 'serving /metrics, /healthz, /readyz');
+  const startTimer = setTimeout(() => {
+    log.fatal(
+      { waitingFor: watch.waitingFor(), elapsedMs: watch.elapsedMs(), startTimeoutMs: watch.timeoutMs },
+      `start-up did not finish within worker.startTimeoutMs: still waiting for ${watch.waitingFor()}; exiting for a restart`,
+    );
+    options.onStartTimeout?.();
+  }, timerDelayMs(config.worker.startTimeoutMs));
   try {
-    return await startedWorker(config, deviceId, deps, options, { log, rootLog, metrics, server, started: (w) => (current = w) });
+    return await startedWorker(config, deviceId, deps, options, { log, rootLog, metrics, server, watch, started: (w) => (current = w) });
   } catch (err) {
     await server.close();
     throw err;
+  } finally {
+    watch.finish();
+    clearTimeout(startTimer);
   }
 }
 
@@ -115,10 +135,12 @@ async function startedWorker(
   deviceId: number,
   deps: WorkerDeps,
   options: RunWorkerOptions,
-  edge: { log: Logger; rootLog: Logger; metrics: FleetMetrics; server: HealthServer; started: (worker: DeviceWorker) => void },
+  edge: { log: Logger; rootLog: Logger; metrics: FleetMetrics; server: HealthServer; watch: StartWatch; started: (worker: DeviceWorker) => void },
 ): Promise<RunningWorker> {
-  const { log, rootLog, metrics, server } = edge;
-  const device = await deps.openDevice(deviceId);
+  const { log, rootLog, metrics, server, watch } = edge;
+  watch.enter(`opening device ${deviceId} (devices.backend ${config.devices.backend})`);
+  const device = watch.watchDevice(await deps.openDevice(deviceId));
+  watch.enter(`reading the model repository ${config.modelRepository}`);
   // Shared by the start-up scan and the polls: it keeps each model's last valid config.yaml.
   const configCache: ConfigCache = new Map();
   let snapshot: RepositorySnapshot = await scanRepositorySettled(
@@ -176,6 +198,8 @@ async function startedWorker(
       options.onTransportFailure?.(err);
     },
   });
+  // Loads in flight name their files; once they are done the broker is what is left.
+  watch.enter(`the broker (transport.kind ${config.transport.kind}) to take the worker's subscriptions, its models loaded`);
   try {
     await worker.start();
   } catch (err) {

@@ -5,8 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { hungModelRepo } from '../../helpers/hung-model-repo.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
-import { EXIT_HANG } from '../../../src/runtime/worker-process.ts';
+import { EXIT_HANG, EXIT_START_TIMEOUT } from '../../../src/runtime/worker-process.ts';
 import { makeRequest } from '../transport/conformance-kit.ts';
 import { bullmqSettings } from '../transport/bullmq-harness.ts';
 
@@ -77,6 +78,28 @@ describe('npu-fleet worker', () => {
       expect([...results.values()]).toEqual(['ok']);
     } finally {
       await producer.close();
+    }
+  }, 60_000);
+
+  it('a start-up that hangs (a model file whose read blocks) exits EXIT_START_TIMEOUT (72) past worker.startTimeoutMs, naming the file, instead of starting for good', async () => {
+    const { repo, fifo, release } = hungModelRepo();
+    const dir = tempDir('npu-fleet-worker-');
+    const configFile = join(dir, 'fleet.yaml');
+    writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix: uniqueName('hung-start') } }, modelRepository: repo, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));
+    // The bound through its env override, as a Kubernetes manifest would set it.
+    const { child, exited, output } = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=16', NPU_FLEET__WORKER__START_TIMEOUT_MS: '2000' });
+    try {
+      const startedAt = Date.now();
+      const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
+      if (result === 'slow') child.kill('SIGKILL');
+      expect(result, output()).toEqual({ code: EXIT_START_TIMEOUT, signal: null });
+      // The bound, then the addon's wait for the device at exit (NPU_FLEET_EXIT_GRACE_MS, 2 s).
+      expect(Date.now() - startedAt).toBeLessThan(15_000);
+      expect(output()).toContain('start-up did not finish within worker.startTimeoutMs');
+      expect(output()).toContain(`loading ${fifo}`);
+      expect(output()).not.toContain('worker ready');
+    } finally {
+      release();
     }
   }, 60_000);
 

@@ -71,6 +71,18 @@ describe('Supervisor', () => {
     expect(sup.restarts[0]).toBe(backoffs.length);
   });
 
+  it('a worker whose start-up timed out (exit 72) is restarted with growing backoff, though it ran past stableAfterMs, and the reason names worker.startTimeoutMs', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const { sup } = supervisor({ log, stableAfterMs: 100, restartBackoffMinMs: 50, restartBackoffMaxMs: 400, workerArgs: () => ['-e', 'setTimeout(() => process.exit(72), 300)'] });
+    sup.start();
+    await until(() => lines.filter((l) => l.msg === 'worker exited; restarting').length >= 4);
+    await sup.stop();
+    const exited = lines.filter((l) => l.msg === 'worker exited; restarting');
+    expect(exited.slice(0, 4).map((l) => `${String(l.code)}:${String(l.backoffMs)}`)).toEqual(['72:50', '72:100', '72:200', '72:400']);
+    expect(String(exited[0]?.reason)).toMatch(/worker\.startTimeoutMs/);
+  });
+
   it('a worker still running past the drain timeout and its own bounds after it is SIGKILLed, reported, and the stop resolves 1', async () => {
     const stuck = ['-e', "process.on('SIGTERM', () => undefined); setInterval(() => undefined, 1000);"];
     const lines: Array<Record<string, unknown>> = [];
