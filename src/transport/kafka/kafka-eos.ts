@@ -1,4 +1,4 @@
-import type { Producer } from 'kafkajs';
+import type { Admin, Producer } from 'kafkajs';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { isUnknownTopic, kafkaError } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
@@ -25,6 +25,17 @@ export interface TrackedPartition {
  * now, keyed `topic/partition` (-1 or missing: none).
  */
 export type CommittedOffsets = (groupId: string, partitions: ReadonlyArray<{ readonly topic: string; readonly partition: number }>) => Promise<ReadonlyMap<string, number>>;
+
+/** CommittedOffsets through `admin` (the transport's; OffsetFetch without KIP-447's requireStable). */
+export function committedOffsetsVia(admin: Admin): CommittedOffsets {
+  return async (groupId, partitions) => {
+    const out = new Map<string, number>();
+    for (const t of await admin.fetchOffsets({ groupId, topics: [...new Set(partitions.map((p) => p.topic))] })) {
+      for (const p of t.partitions) out.set(`${t.topic}/${p.partition}`, Number(p.offset));
+    }
+    return out;
+  };
+}
 
 /** A partition's settled prefix going out in one transaction. */
 interface PrefixOf {

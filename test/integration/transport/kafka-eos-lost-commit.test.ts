@@ -8,7 +8,7 @@ import { connect } from 'node:net';
 import { Kafka, logLevel, type ISocketFactory, type Producer } from 'kafkajs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
-import { TransactionalCommitter, type EosPayload, type TrackedPartition } from '../../../src/transport/kafka/kafka-eos.ts';
+import { committedOffsetsVia, TransactionalCommitter, type EosPayload, type TrackedPartition } from '../../../src/transport/kafka/kafka-eos.ts';
 import type { OutgoingMessage } from '../../../src/transport/kafka/kafka-outcomes.ts';
 import { PartitionTracker } from '../../../src/transport/kafka/partition-tracker.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
@@ -96,13 +96,8 @@ async function lostCommit(what: 'answer' | 'request'): Promise<void> {
     renewProducer: () => void (renew = true),
     routed: (messages: readonly OutgoingMessage[]) => messages,
   };
-  const committedOffsets = async (group: string, parts: ReadonlyArray<{ topic: string; partition: number }>): Promise<Map<string, number>> => {
-    const out = new Map<string, number>();
-    for (const t of await admin.fetchOffsets({ groupId: group, topics: [...new Set(parts.map((p) => p.topic))] })) {
-      for (const p of t.partitions) out.set(`${t.topic}/${p.partition}`, Number(p.offset));
-    }
-    return out;
-  };
+  // The transport's lookup, through an admin client as the transport's.
+  const committedOffsets = committedOffsetsVia(admin);
   const tracker = new PartitionTracker<EosPayload>();
   const tp: TrackedPartition = { topic: requests, partition: 0, tracker };
   const committer = new TransactionalCommitter(groupId, () => [tp], producers, committedOffsets);
