@@ -4,7 +4,7 @@
 // coordinator's abort of an expired one) and every failure must leave the settle retriable, never
 // pending for good and never answered twice. Each test runs a broker of its own (never the shared
 // test broker: it is stopped and killed here).
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
@@ -96,6 +96,8 @@ interface Outage {
 
 async function outageUnderLoad(name: string, outage: Outage): Promise<void> {
   const workDir = mkdtempSync(join(tmpdir(), 'npu-fleet-eos-outage-kafka-'));
+  // After the broker's stop (cleanups run last registered first).
+  cleanups.push(async () => rmSync(workDir, { recursive: true, force: true }));
   const kafka: LocalKafka = await startLocalKafka(workDir);
   cleanups.push(() => kafka.stop());
   const client = new Kafka({ clientId: 'eos-outage-test', brokers: kafka.brokers, logLevel: logLevel.NOTHING });
