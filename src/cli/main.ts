@@ -9,6 +9,7 @@ import { publishCommand } from './publish-command.ts';
 import { dlqCommand } from './dlq-command.ts';
 import { framesCommand, loadCommand } from './load-command.ts';
 import { COMMAND_USAGE, intOption, noPositionals, parseCommandArgs } from './cli-args.ts';
+import { earlySignal, signalExitCode, takeEarlySignal } from './early-signals.ts';
 
 export const USAGE = `npu-fleet — queue-driven inference workers for Ascend NPUs
 
@@ -22,6 +23,16 @@ Config: one YAML file (--config or $NPU_FLEET_CONFIG) plus NPU_FLEET__SECTION__K
 
 export async function main(argv: readonly string[]): Promise<number> {
   const [command, ...rest] = argv;
+  const serving = command === 'start' || command === 'worker';
+  // A stop signal while the CLI loaded (caught by bin/npu-fleet.js): nothing has started yet.
+  const before = earlySignal();
+  if (before !== undefined) {
+    takeEarlySignal();
+    process.stderr.write(`npu-fleet: ${before} before ${command ?? 'a command'} started; exiting\n`);
+    return serving ? 0 : signalExitCode(before);
+  }
+  // The other commands keep the default actions (or install their own handlers).
+  if (!serving) takeEarlySignal();
   try {
     switch (command) {
       case 'start': {

@@ -6,6 +6,7 @@ import { startEmbeddedFleet } from '../runtime/embedded-fleet.ts';
 import { Supervisor } from '../runtime/supervisor.ts';
 import { EXIT_START_TIMEOUT } from '../runtime/worker-process.ts';
 import { workerNodeFlags } from '../runtime/worker-node-flags.ts';
+import { takeEarlySignal } from './early-signals.ts';
 import { offStopSignals, onStopSignals } from './stop-signals.ts';
 import { checkDeviceCount, workerDeps } from './worker-deps.ts';
 
@@ -21,8 +22,28 @@ function untilSignal(): Promise<NodeJS.Signals> {
   });
 }
 
+/**
+ * The first stop signal, from the first line of the command on (with one the launcher caught
+ * before): as PID 1 a signal without a handler is ignored, so one during start-up was lost.
+ */
+function stopLatch(): { readonly signal: Promise<NodeJS.Signals>; received: () => NodeJS.Signals | undefined } {
+  let received: NodeJS.Signals | undefined;
+  let resolve: (s: NodeJS.Signals) => void = () => undefined;
+  const signal = new Promise<NodeJS.Signals>((r) => (resolve = r));
+  const on = (s: NodeJS.Signals): void => {
+    offStopSignals(on);
+    received = s;
+    resolve(s);
+  };
+  onStopSignals(on);
+  const early = takeEarlySignal();
+  if (early !== undefined) on(early);
+  return { signal, received: () => received };
+}
+
 /** `npu-fleet start`: embedded (memory broker, in-process workers) or one process per device. */
 export async function startCommand(config: FleetConfig, configFile: string | undefined): Promise<number> {
+  const stop = stopLatch();
   if (config.demo.enabled && config.transport.kind !== 'memory') {
     // The demo producer publishes to the in-process memory broker: on a real broker it would have
     // nothing to feed, and starting the fleet without the load the user asked for hides that.
@@ -38,13 +59,25 @@ export async function startCommand(config: FleetConfig, configFile: string | und
   checkDeviceCount(config);
   const root = createLogger({ level: config.log.level });
   const log = childLogger(root, { component: 'supervisor' });
+  const stoppedEarly = stop.received();
+  if (stoppedEarly !== undefined) {
+    log.info({ signal: stoppedEarly }, 'stopped before any worker started');
+    return 0;
+  }
   if (config.transport.kind === 'memory') {
     const { artifact, openDevice } = workerDeps(config);
     // Nothing restarts a worker of this process: a start-up that hangs ends the process for whoever runs it.
-    const fleet = await startEmbeddedFleet(config, { artifact, openDevice }, root, undefined, () => process.exit(EXIT_START_TIMEOUT));
-    const signal = await untilSignal();
+    const starting = startEmbeddedFleet(config, { artifact, openDevice }, root, undefined, () => process.exit(EXIT_START_TIMEOUT));
+    const first = await Promise.race([starting.then((fleet) => ({ fleet })), stop.signal.then((signal) => ({ signal }))]);
+    if ('signal' in first) {
+      // The memory broker dies with the process: nothing acked, nothing to hand back.
+      starting.catch(() => undefined);
+      log.info({ signal: first.signal }, 'stopped during start-up; nothing to drain');
+      return 0;
+    }
+    const signal = await stop.signal;
     log.info({ signal }, 'draining embedded fleet');
-    return await fleet.stop();
+    return await first.fleet.stop();
   }
   const supervisor = new Supervisor({
     deviceIds: Array.from({ length: config.devices.count }, (_, i) => i),
@@ -56,7 +89,7 @@ export async function startCommand(config: FleetConfig, configFile: string | und
     log,
   });
   supervisor.start();
-  const signal = await untilSignal();
+  const signal = await stop.signal;
   log.info({ signal }, 'draining all workers');
   // A second signal forces the stop. Left to its default action it would end this process alone,
   // its workers draining on as orphans that a restarted supervisor would start beside.

@@ -2,6 +2,7 @@ import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { childLogger, createLogger } from '../observability/logger.ts';
 import { missingWorkerFlags } from '../runtime/worker-node-flags.ts';
 import { EXIT_HANG, EXIT_START_TIMEOUT, runWorker } from '../runtime/worker-process.ts';
+import { takeEarlySignal } from './early-signals.ts';
 import { offStopSignals, onStopSignals } from './stop-signals.ts';
 import { workerDeps } from './worker-deps.ts';
 
@@ -32,6 +33,9 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
     process.exit(0);
   };
   onStopSignals(duringStartUp);
+  // One that came while the config loaded (the launcher kept it): acted on now.
+  const early = takeEarlySignal();
+  if (early !== undefined) duringStartUp(early);
   // Set once the worker is ready: starts its drain (at most once).
   const ready: { drain?: (why: NodeJS.Signals | 'supervisor gone') => void } = {};
   const supervised = process.env.NPU_FLEET_SUPERVISED === '1';
