@@ -14,9 +14,10 @@ interface Slot {
 
 /**
  * Settles that gave their slot up, at most this many per slot: past it, one waiting for a creation
- * keeps its slot as before. A worker answering a stream for a new topic starts a settle every
- * linger while the topic is created, and they all end together after it (a revert of an unbounded
- * take on this, 99da2ce, saw the Kafka priority drill's p0 p99 rise from 1.5x to 2.25x of idle).
+ * keeps its slot as before, unless it also waits for other settles (then holding it could hang them
+ * all). A worker answering a stream for a new topic starts a settle every linger while the topic is
+ * created, and they all end together after it (a revert of an unbounded take on this, 99da2ce, saw
+ * the Kafka priority drill's p0 p99 rise from 1.5x to 2.25x of idle).
  */
 const ASIDE_PER_SLOT = 4;
 
@@ -95,8 +96,8 @@ export class OutcomePublisher {
   }
 
   /** `slot`'s settle only waits for a creation: its slot goes back, unless too many wait so already. */
-  private setAside(slot: Slot): void {
-    if (!slot.held || this.aside >= ASIDE_PER_SLOT * this.maxConcurrent) return;
+  private setAside(slot: Slot, waitsForOthers: boolean): void {
+    if (!slot.held || (!waitsForOthers && this.aside >= ASIDE_PER_SLOT * this.maxConcurrent)) return;
     slot.aside = true;
     this.aside++;
     this.free(slot);
@@ -104,7 +105,7 @@ export class OutcomePublisher {
 
   private async settle(batch: Outcome[], slot: Slot): Promise<void> {
     // A retry after the slot was given up runs without one: it waits for the same creation.
-    const options = { onWaitingForCreation: () => this.setAside(slot) };
+    const options = { onWaitingForCreation: (waitsForOthers: boolean) => this.setAside(slot, waitsForOthers) };
     for (let attempt = 1; ; attempt++) {
       try {
         await this.transport.settle(batch, options);

@@ -96,9 +96,11 @@ export interface SettleOptions {
    * Called (at most once) when all that is left of this settle is waiting for a reply destination
    * to be created (Kafka: a reply topic new to the broker, ~150 ms+ each): the caller need not count
    * it against its concurrent settles any more, so settles behind it are not held by creations.
-   * The promise still resolves only once everything is published and acknowledged.
+   * `waitsForOthers`: what is left also waits for other settles (Kafka exactly-once: a transaction
+   * takes a partition's contiguous settled prefix only), so holding a slot those need would hang
+   * both for good. The promise still resolves only once everything is published and acknowledged.
    */
-  readonly onWaitingForCreation?: () => void;
+  readonly onWaitingForCreation?: (waitsForOthers: boolean) => void;
 }
 
 export interface Transport {

@@ -57,7 +57,7 @@ export class OutcomeSettler {
 
   /** Transport.settle of a transport that is not closed. */
   settle(outcomes: readonly Outcome[], options: SettleOptions = {}): Promise<void> {
-    const waiting = options.onWaitingForCreation ?? (() => undefined);
+    const waiting = options.onWaitingForCreation ?? ((): void => undefined);
     const run = (dropDlqValue: boolean): Promise<void> =>
       this.o.committer() === undefined ? this.settleAtLeastOnce(outcomes, dropDlqValue, waiting) : this.settleExactlyOnce(outcomes, dropDlqValue, waiting);
     return this.o.ledger.guard(
@@ -80,7 +80,7 @@ export class OutcomeSettler {
     return messagesFor(outcome, entry.source, this.o.names).some((m) => m.topic === this.o.names.dlq(outcome.delivery.model));
   }
 
-  private async settleAtLeastOnce(outcomes: readonly Outcome[], dropDlqValue: boolean, waiting: () => void): Promise<void> {
+  private async settleAtLeastOnce(outcomes: readonly Outcome[], dropDlqValue: boolean, waiting: (waitsForOthers: boolean) => void): Promise<void> {
     const { claimed, rejected } = this.o.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     if (claimed.length > 0) {
       const sender = this.o.sender();
@@ -105,7 +105,7 @@ export class OutcomeSettler {
    * only waits for creations (`waiting`). A creation the broker refuses for good fails its own
    * results only, with that refusal (the runtime then settles them apart).
    */
-  private async publishAroundCreations(sender: ResultSender, perClaim: readonly PublishClaim[], waiting: () => void): Promise<void> {
+  private async publishAroundCreations(sender: ResultSender, perClaim: readonly PublishClaim[], waiting: (waitsForOthers: boolean) => void): Promise<void> {
     const now = perClaim.filter((c) => sender.ready(c.messages));
     // Started first: the creations run while the others are sent.
     const later = perClaim.filter((c) => !now.includes(c)).map((c) => this.publish(sender, [c]));
@@ -117,7 +117,7 @@ export class OutcomeSettler {
     if (nowSent) {
       // A failed commit is tried again after the rest (settleAtLeastOnce), which reports it.
       await this.o.offsets.commit().catch(() => undefined);
-      waiting();
+      waiting(false);
     }
     const results = await Promise.allSettled([first, ...later]);
     const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => FleetError.from(r.reason, 'TRANSPORT_ERROR'));
@@ -152,7 +152,7 @@ export class OutcomeSettler {
     this.o.liftBounds(touched);
   }
 
-  private async settleExactlyOnce(outcomes: readonly Outcome[], dropDlqValue: boolean, waiting: () => void): Promise<void> {
+  private async settleExactlyOnce(outcomes: readonly Outcome[], dropDlqValue: boolean, waiting: (waitsForOthers: boolean) => void): Promise<void> {
     const claims = this.o.ledger.claim(outcomes.map((o) => ({ deliveryId: o.delivery.deliveryId, outcome: o })));
     const { rejected } = claims;
     // Revoked since delivered: the new owner answers it (see TransactionalCommitter.revoke).
@@ -203,13 +203,10 @@ export class OutcomeSettler {
     const readyNow = prepared.map((c) => sender.ready(c.messages));
     const waits = prepared.map((c, i) => (readyNow[i] === true ? place(c) : placeOnceCreated(c)));
     this.o.committer()?.kick();
-    if (readyNow.includes(false)) {
-      // Once the others are in a committed transaction, only creations are left (see publishAroundCreations).
-      const placedNow = waits.filter((_, i) => readyNow[i] === true);
-      void Promise.allSettled(placedNow).then((r) => {
-        if (r.every((x) => x.status === 'fulfilled')) waiting();
-      });
-    }
+    // At once, not after the others are written: a transaction takes a partition's contiguous
+    // prefix only, so a result placed behind one the runtime has not settled yet waits for it, and
+    // with every slot held so (4 new reply topics at once did it) the publisher hung for good.
+    if (readyNow.includes(false)) waiting(true);
     // Settled counts as done for the in-flight bound (the transaction follows), as in at-least-once
     // mode: a paused partition fetches nothing, so no later batch would lift it.
     this.o.liftBounds(new Set(claimed.map((c) => c.entry.part)));

@@ -53,7 +53,7 @@ describe('outcome publisher: failures no retry can change', () => {
  * A memory transport standing in for a broker that must create the destination of every "new"
  * result first, and says so as the Kafka transport does; `create()` ends the creation.
  */
-async function creatingTransport(ids: readonly string[]) {
+async function creatingTransport(ids: readonly string[], waitsForOthers = false) {
   const broker = new MemoryBroker();
   const transport = new MemoryTransport({ broker });
   const inbox = new Inbox();
@@ -66,7 +66,7 @@ async function creatingTransport(ids: readonly string[]) {
   const creating: Transport = Object.assign(Object.create(transport) as MemoryTransport, {
     settle: async (batch: readonly Outcome[], options?: SettleOptions): Promise<void> => {
       if (batch.some((o) => o.result.id.startsWith('new'))) {
-        options?.onWaitingForCreation?.();
+        options?.onWaitingForCreation?.(waitsForOthers);
         await created;
       }
       await transport.settle(batch);
@@ -92,6 +92,21 @@ describe('outcome publisher: settles waiting for a creation', () => {
     await new Promise((r) => setTimeout(r, 100));
     // new0-new3 went aside, new4 holds the one slot: old0 waits for the creation.
     expect(settled).toEqual([]);
+    create();
+    await within(publisher.flush(), 2000, 'flush');
+    expect(settled.sort()).toEqual([...ids].sort());
+    await transport.close();
+    await producer.close();
+  });
+
+  it('past that bound too, one that also waits for other settles gives its slot up (held, it could hang them all)', async () => {
+    const ids = ['new0', 'new1', 'new2', 'new3', 'new4', 'old0'];
+    const { transport, producer, outcomes, creating, create } = await creatingTransport(ids, true);
+    const settled: string[] = [];
+    const publisher = new OutcomePublisher(creating, log, 1, 500, (o) => settled.push(...o.map((x) => x.result.id)), 1);
+    await pushApart(publisher, outcomes);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(settled).toEqual(['old0']);
     create();
     await within(publisher.flush(), 2000, 'flush');
     expect(settled.sort()).toEqual([...ids].sort());
