@@ -1,5 +1,5 @@
 import { constants } from 'node:os';
-import { STOP_SIGNALS } from './stop-signals.ts';
+import { leaveHungUpTerminal, STOP_SIGNALS } from './stop-signals.ts';
 
 /** Set by bin/npu-fleet.js before the TypeScript loader: the first stop signal, and its handler. */
 interface EarlySignals {
@@ -27,6 +27,7 @@ export function takeEarlySignal(): NodeJS.Signals | undefined {
   if (e === undefined) return undefined;
   for (const s of STOP_SIGNALS) process.off(s, e.handler);
   delete (globalThis as Record<symbol, unknown>)[KEY];
+  if (e.signal === 'SIGHUP') leaveHungUpTerminal();
   return e.signal;
 }
 

@@ -1,5 +1,6 @@
 import { spawnCli } from '../../helpers/spawn-cli.ts';
-import { writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
@@ -10,6 +11,15 @@ import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { EXIT_HANG, EXIT_START_TIMEOUT } from '../../../src/runtime/worker-process.ts';
 import { makeRequest } from '../transport/conformance-kit.ts';
 import { bullmqSettings } from '../transport/bullmq-harness.ts';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** `npu-fleet worker --device 0` on a config file, its stdout and stderr gathered as one text. */
 function spawnWorker(configFile: string, env: Record<string, string> = {}) {
@@ -77,6 +87,49 @@ describe('npu-fleet worker', () => {
       while (results.size === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
       expect([...results.values()]).toEqual(['ok']);
     } finally {
+      await producer.close();
+    }
+  }, 60_000);
+
+  it('a terminal hangup (the worker on a pty whose other end closes) drains and exits, though its logs can no longer be written', async () => {
+    const dir = tempDir('npu-fleet-worker-');
+    const configFile = join(dir, 'fleet.yaml');
+    const prefix = uniqueName('tty-hangup');
+    writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));
+    // script(1) gives the worker a pty as its terminal (stdin, stdout, stderr); SIGKILLing script closes the pty's other end.
+    const term = spawn('script', ['-qfec', `exec ${process.execPath} bin/npu-fleet.js worker --device 0 --config ${configFile}`, '/dev/null'], {
+      env: { ...process.env, NPU_FLEET_DEVICE: 'sim', NODE_OPTIONS: '--max-semi-space-size=16', NPU_FLEET_SIM_FAULTS: 'slow@1:3000ms' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    term.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    const producer = new BullmqProducer(bullmqSettings({ prefix }));
+    const results = new Map<string, string>();
+    let workerPid: number | undefined;
+    try {
+      const deadline = Date.now() + 30_000;
+      while (!out.includes('worker ready') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(out).toContain('worker ready');
+      workerPid = Number(readFileSync(`/proc/${term.pid}/task/${term.pid}/children`, 'utf8').trim().split(' ')[0]);
+      expect(readFileSync(`/proc/${workerPid}/cmdline`, 'utf8')).toContain('worker');
+      const replyTo = uniqueName('tty-hangup-replies');
+      await producer.subscribeReplies(replyTo, (r) => results.set(r.id, r.status));
+      const input = { name: 'input', dtype: 'float32' as const, shape: [1, 64], data: new Uint8Array(64 * 4) };
+      await producer.publish([makeRequest('mlp-classifier', 'hangup', 0, { replyTo, inputs: [input] })]);
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(results.size, 'answered before the hangup: the batch was not slow').toBe(0);
+      term.kill('SIGKILL');
+      const pid = workerPid;
+      const goneBy = Date.now() + 15_000;
+      while (alive(pid) && Date.now() < goneBy) await new Promise((r) => setTimeout(r, 100));
+      // It used to log its first drain line to the dead terminal (EIO), crash on it, and retry that write at exit for good.
+      expect(alive(pid), `worker ${pid} still running after the hangup`).toBe(false);
+      const answeredBy = Date.now() + 10_000;
+      while (results.size === 0 && Date.now() < answeredBy) await new Promise((r) => setTimeout(r, 50));
+      expect([...results.values()], 'the batch on the device was drained and answered').toEqual(['ok']);
+    } finally {
+      term.kill('SIGKILL');
+      if (workerPid !== undefined && alive(workerPid)) process.kill(workerPid, 'SIGKILL');
       await producer.close();
     }
   }, 60_000);
