@@ -3,6 +3,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { EXIT_START_TIMEOUT } from '../../../src/runtime/worker-process.ts';
+import { hungModelRepo } from '../../helpers/hung-model-repo.ts';
+import { spawnCli } from '../../helpers/spawn-cli.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 /** `npu-fleet start` on the embedded memory fleet, as `npm start` runs it, but as a process. */
@@ -52,6 +55,21 @@ describe('npu-fleet start (embedded memory fleet)', () => {
     }
     expect(logLines.some((l) => l.includes('"component":"supervisor"') && l.includes('draining embedded fleet')), out).toBe(true);
     expect(worker.filter((l) => l.includes('"msg":"drained"')).map((l) => (JSON.parse(l) as { device: number }).device).sort()).toEqual([0, 1]);
+  }, 60_000);
+
+  it('a worker start-up that hangs (model load blocked) ends the embedded fleet with EXIT_START_TIMEOUT (72) past worker.startTimeoutMs', async () => {
+    const { repo, fifo, release } = hungModelRepo();
+    const configFile = join(tempDir('npu-fleet-start-'), 'fleet.yaml');
+    writeFileSync(configFile, stringify({ transport: { kind: 'memory' }, modelRepository: repo, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0, startTimeoutMs: 1_500 } }));
+    const run = spawnCli(['start', '--config', configFile], { NPU_FLEET_DEVICE: 'sim' });
+    try {
+      const result = await Promise.race([run.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
+      if (result === 'slow') run.child.kill('SIGKILL');
+      expect(result, run.output()).toEqual({ code: EXIT_START_TIMEOUT, signal: null });
+      expect(run.output()).toContain(`loading ${fifo}`);
+    } finally {
+      release();
+    }
   }, 60_000);
 
   it('refuses --demo on a broker config instead of starting the fleet without the demo it asked for', async () => {

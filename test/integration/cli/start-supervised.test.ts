@@ -7,13 +7,14 @@ import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { startLocalRedis } from '../../helpers/local-redis-service.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
+import { hungModelRepo } from '../../helpers/hung-model-repo.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { makeRequest } from '../transport/conformance-kit.ts';
 import { bullmqSettings } from '../transport/bullmq-harness.ts';
 
 /** `npu-fleet start` on BullMQ (one worker process per device), in its own process group as a shell runs it. */
-function spawnFleet(devices: number, env: Record<string, string> = {}, over: { redisUrl?: string; drainTimeoutMs?: number } = {}) {
+function spawnFleet(devices: number, env: Record<string, string> = {}, over: { redisUrl?: string; drainTimeoutMs?: number; modelRepository?: string } = {}) {
   const dir = tempDir('npu-fleet-supervised-');
   const configFile = join(dir, 'fleet.yaml');
   const prefix = uniqueName('supervised');
@@ -22,6 +23,7 @@ function spawnFleet(devices: number, env: Record<string, string> = {}, over: { r
     stringify({
       transport: { kind: 'bullmq', bullmq: { redisUrl: over.redisUrl ?? getServices().redisUrl, prefix } },
       devices: { count: devices, backend: 'sim' },
+      ...(over.modelRepository === undefined ? {} : { modelRepository: over.modelRepository }),
       models: ['mlp-classifier'],
       worker: { metricsPort: 0, ...(over.drainTimeoutMs === undefined ? {} : { drainTimeoutMs: over.drainTimeoutMs }) },
       log: { level: 'info' },
@@ -94,6 +96,26 @@ describe('npu-fleet start (one worker process per device)', () => {
       }
     }
   }, 60_000);
+
+  it('a worker whose start-up hangs (model load blocked) exits 72 past worker.startTimeoutMs and is restarted with backoff, the reason named', async () => {
+    const { repo, release } = hungModelRepo();
+    const fleet = spawnFleet(1, { NPU_FLEET__WORKER__START_TIMEOUT_MS: '1500' }, { modelRepository: repo });
+    try {
+      expect(await until(() => fleet.lines('worker exited; restarting').length >= 2, 40_000), fleet.output()).toBe(true);
+      const exits = fleet.lines('worker exited; restarting');
+      expect(exits.map((l) => l.code)).toEqual([72, 72]);
+      expect(String(exits[0]?.reason)).toMatch(/worker\.startTimeoutMs/);
+      expect(exits.map((l) => l.backoffMs)).toEqual([500, 1000]);
+      expect(fleet.lines('worker ready')).toHaveLength(0);
+    } finally {
+      try {
+        process.kill(-(fleet.child.pid as number), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      release();
+    }
+  }, 90_000);
 
   it('SIGTERM a moment after start (workers still loading, nothing to drain) exits 0', async () => {
     const fleet = spawnFleet(2);
