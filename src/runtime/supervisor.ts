@@ -49,6 +49,9 @@ export function workerExitReason(code: number | null, signal: NodeJS.Signals | n
   }
 }
 
+/** Signals a stopping worker may die of before its handlers exist (see stop()). */
+const GROUP_STOP_SIGNALS: ReadonlySet<NodeJS.Signals> = new Set(['SIGTERM', 'SIGINT', 'SIGHUP']);
+
 /** Past a worker's own bounds: process exit, log flushing, a loaded host. */
 const KILL_SLACK_MS = 1_000;
 
@@ -160,9 +163,10 @@ export class Supervisor {
         }, timerDelayMs(this.killAfterMs()));
         const { code, signal } = await exited;
         clearTimeout(killTimer);
-        // A worker handles SIGTERM from its first line of the CLI on; dying of our one SIGTERM means
-        // it was still loading node and the CLI, with nothing to drain: as clean as a drain.
-        if (code !== 0 && signal !== 'SIGTERM') {
+        // A worker handles stop signals from the launcher's first line on; dying of one means it was
+        // still loading node, with nothing to drain: as clean as a drain. Besides our SIGTERM, Ctrl-C
+        // (SIGINT) and a terminal hangup (SIGHUP) reach the whole process group, workers included.
+        if (code !== 0 && (signal === null || !GROUP_STOP_SIGNALS.has(signal))) {
           exitCode = 1;
           this.o.log.warn({ device: slot.deviceId, code, signal, reason: killedHere || this.killed ? 'killed by this supervisor' : workerExitReason(code, signal) }, 'worker did not stop cleanly');
         }

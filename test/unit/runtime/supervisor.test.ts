@@ -134,6 +134,18 @@ describe('Supervisor', () => {
     expect(await sup.stop()).toBe(0);
     expect(exits).toEqual([{ device: 0, code: null }]);
   });
+
+  it('a worker that dies of the group\'s SIGHUP or SIGINT while node still loads (before any handler) is a clean stop too: exit 0, not 1', async () => {
+    for (const signal of ['SIGHUP', 'SIGINT']) {
+      // The terminal's signal reaches the group with the supervisor's SIGTERM: the stand-in dies of it.
+      const groupSignal = ['-e', `process.on('SIGTERM', () => process.kill(process.pid, '${signal}')); setInterval(() => undefined, 1000);`];
+      const { sup, exits } = supervisor({ workerArgs: () => groupSignal });
+      sup.start();
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await sup.stop(), signal).toBe(0);
+      expect(exits).toEqual([{ device: 0, code: null }]);
+    }
+  });
 });
 
 describe('Supervisor log of a worker exit', () => {
