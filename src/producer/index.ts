@@ -18,11 +18,13 @@ export interface CreateProducerOptions extends ProducerOptions {
   readonly memoryBroker?: MemoryBroker;
   /** Kafka: partitions of request topics the producer creates when missing. */
   readonly partitions?: number;
+  /** Kafka: an idempotent producer (default true; see KafkaProducerOptions.idempotent). */
+  readonly idempotent?: boolean;
 }
 
 /** The producer client for `config.transport` (same settings the workers use). */
 export function createProducer(settings: TransportSettings, options: CreateProducerOptions = {}): Producer {
-  const { log, memoryBroker, partitions, ...common } = options;
+  const { log, memoryBroker, partitions, idempotent, ...common } = options;
   switch (settings.kind) {
     case 'memory':
       return new MemoryProducer({ ...common, ...(memoryBroker === undefined ? {} : { broker: memoryBroker }) });
@@ -31,6 +33,7 @@ export function createProducer(settings: TransportSettings, options: CreateProdu
         ...common,
         ...(log === undefined ? {} : { logger: log }),
         ...(partitions === undefined ? {} : { partitions }),
+        ...(idempotent === undefined ? {} : { idempotent }),
       });
     case 'bullmq':
       return new BullmqProducer(settings.bullmq, { ...common, ...(log === undefined ? {} : { logger: log }) });

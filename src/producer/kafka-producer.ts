@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Admin, Consumer, Kafka, Message } from 'kafkajs';
+import type { Admin, Consumer, ISocketFactory, Kafka, Message } from 'kafkajs';
 import { decodeResult, encodeRequest, type WireEncoding } from '../codec/index.ts';
 import type { KafkaSettings } from '../contracts/fleet-config.ts';
 import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
@@ -45,6 +45,40 @@ export interface KafkaProducerOptions extends ProducerOptions {
   readonly partitions?: number;
   /** A content-type header on requests (default off: costly in kafkajs; bodies are self-describing). */
   readonly headers?: boolean;
+  /** Opens every broker connection (kafkajs socketFactory; default plain TCP or TLS): fault drills. */
+  readonly socketFactory?: ISocketFactory;
+  /**
+   * An idempotent kafkajs producer (default true): a produce request sent again after its answer
+   * was lost (a broker restart, a reset connection) is not written twice. false: the old
+   * non-idempotent producer (each such retry writes its batch again; brokers without idempotence).
+   */
+  readonly idempotent?: boolean;
+}
+
+/**
+ * Attempts of one send of the idempotent producer, as many as kafkajs gives one that is not (its
+ * default 5, on the client's backoff of 100 ms up to 5 s): a publish to a broker that stays away
+ * still fails in ~10 s instead of retrying for ever (kafkajs's default when idempotent).
+ */
+const IDEMPOTENT_SEND_RETRIES = 5;
+
+/**
+ * kafkajs warns that a bounded idempotent producer "may invalidate EoS guarantees": its sequence
+ * numbers are rolled back when a send fails, also for a batch the broker took. Here a producer
+ * whose send failed is never used again (see send), so the warning is not logged for it.
+ */
+const BOUNDED_RETRIES_WARNING = 'Limiting retries for the idempotent producer';
+
+function withoutBoundedRetriesWarning(logger: TransportLogger | undefined): TransportLogger | undefined {
+  if (logger === undefined) return undefined;
+  return {
+    error: (obj, msg) => logger.error(obj, msg),
+    warn: (obj, msg) => {
+      if (!msg.startsWith(BOUNDED_RETRIES_WARNING)) logger.warn(obj, msg);
+    },
+    info: (obj, msg) => logger.info(obj, msg),
+    debug: (obj, msg) => logger.debug(obj, msg),
+  };
 }
 
 /**
@@ -73,6 +107,14 @@ export class KafkaProducer implements Producer {
    * re-create it or fail every later publish; so its producer is replaced before that.
    */
   private readonly producer: RotatingProducer;
+  private readonly idempotent: boolean;
+  /**
+   * Idempotent sends run one at a time: a send that failed has rolled its producer's sequence
+   * numbers back, and a send already under way on that producer would reuse them, so a batch of
+   * the same size as one the broker took is dropped as its duplicate while reported written.
+   * Queued after the failure, the next send gets a fresh producer instead.
+   */
+  private sending: Promise<unknown> = Promise.resolve();
   private closed = false;
   private closing: Promise<void> | undefined;
 
@@ -80,7 +122,8 @@ export class KafkaProducer implements Producer {
     private readonly settings: KafkaSettings,
     private readonly options: KafkaProducerOptions = {},
   ) {
-    this.kafka = createKafka(settings, options.logger);
+    this.idempotent = options.idempotent ?? true;
+    this.kafka = createKafka(settings, withoutBoundedRetriesWarning(options.logger), undefined, options.socketFactory);
     this.clientId = options.clientId ?? settings.clientId;
     this.defaultPriority = options.defaultPriority ?? 0;
     this.encoding = options.encoding ?? 'binary';
@@ -100,7 +143,11 @@ export class KafkaProducer implements Producer {
     });
     this.producer = new RotatingProducer({
       // Auto-create off: request topics are created explicitly (send), never by a metadata refresh.
-      create: () => this.kafka.producer({ allowAutoTopicCreation: false }),
+      // Idempotent: kafkajs's sequence handling is safe only with one produce request in flight.
+      create: () =>
+        this.idempotent
+          ? this.kafka.producer({ allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1, retry: { retries: IDEMPOTENT_SEND_RETRIES } })
+          : this.kafka.producer({ allowAutoTopicCreation: false }),
       listTopics: async () => (await this.connect()).admin.listTopics(),
       onGone: (gone) => {
         for (const t of gone) this.knownTopics.delete(t);
@@ -134,7 +181,14 @@ export class KafkaProducer implements Producer {
     return renderName(this.settings.topicTemplate, model, priority ?? this.defaultPriority);
   }
 
-  private async send(messages: readonly Outgoing[], retried = false): Promise<void> {
+  private send(messages: readonly Outgoing[]): Promise<void> {
+    if (!this.idempotent) return this.sendNow(messages);
+    const sent = this.sending.then(() => this.sendNow(messages));
+    this.sending = sent.catch(() => undefined);
+    return sent;
+  }
+
+  private async sendNow(messages: readonly Outgoing[], retried = false): Promise<void> {
     const { admin } = await this.connect();
     const topics = [...new Set(messages.map((m) => m.topic))];
     try {
@@ -147,13 +201,20 @@ export class KafkaProducer implements Producer {
           for (const t of missing.keys()) this.knownTopics.add(t);
         }
         for (const chunk of chunkByBytes(messages)) {
-          await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+          try {
+            await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+          } catch (err) {
+            // Its sequence numbers were rolled back, perhaps over a batch the broker took: the
+            // next send on it would fail or be dropped as a duplicate (see RotatingProducer.renew).
+            if (this.idempotent) this.producer.renew();
+            throw err;
+          }
         }
       });
     } catch (err) {
       // A topic deleted since the last check: the next use checks now; try once more (a chunk
       // that had gone out goes again; the worker side counts duplicates).
-      if (isUnknownTopic(err) && !retried) return this.send(messages, true);
+      if (isUnknownTopic(err) && !retried) return this.sendNow(messages, true);
       throw kafkaError(err, 'publishing requests failed');
     }
   }
