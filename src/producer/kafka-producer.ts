@@ -23,6 +23,7 @@ import type {
 import { KafkaInbox } from './kafka-inbox.ts';
 import { refuseAll, ReplyRouter, timerMs } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
+import { ProducerReplaced, SerialSends } from './serial-sends.ts';
 
 /** One message on its way, with what its topic was rendered from. */
 interface Outgoing {
@@ -65,7 +66,7 @@ const IDEMPOTENT_SEND_RETRIES = 5;
 /**
  * kafkajs warns that a bounded idempotent producer "may invalidate EoS guarantees": its sequence
  * numbers are rolled back when a send fails, also for a batch the broker took. Here a producer
- * whose send failed is never used again (see send), so the warning is not logged for it.
+ * whose send failed is never used again (see SerialSends), so the warning is not logged for it.
  */
 const BOUNDED_RETRIES_WARNING = 'Limiting retries for the idempotent producer';
 
@@ -108,13 +109,8 @@ export class KafkaProducer implements Producer {
    */
   private readonly producer: RotatingProducer;
   private readonly idempotent: boolean;
-  /**
-   * Idempotent sends run one at a time: a send that failed has rolled its producer's sequence
-   * numbers back, and a send already under way on that producer would reuse them, so a batch of
-   * the same size as one the broker took is dropped as its duplicate while reported written.
-   * Queued after the failure, the next send gets a fresh producer instead.
-   */
-  private sending: Promise<unknown> = Promise.resolve();
+  /** Idempotent: its sends, one at a time (see SerialSends); a producer that failed one is replaced. */
+  private readonly serial: SerialSends | undefined;
   private closed = false;
   private closing: Promise<void> | undefined;
 
@@ -155,6 +151,9 @@ export class KafkaProducer implements Producer {
       ...(options.logger === undefined ? {} : { logger: options.logger }),
       owner: `producer ${this.clientId}`,
     });
+    // Its sequence numbers were rolled back, perhaps over a batch the broker took: a later send on
+    // it would fail or be dropped as that batch's duplicate (see RotatingProducer.renew).
+    this.serial = this.idempotent ? new SerialSends(() => this.producer.renew()) : undefined;
   }
 
   /** `<clientId>.inbox.<uuid>`: the replyTo of this producer's request()s now. */
@@ -181,14 +180,8 @@ export class KafkaProducer implements Producer {
     return renderName(this.settings.topicTemplate, model, priority ?? this.defaultPriority);
   }
 
-  private send(messages: readonly Outgoing[]): Promise<void> {
-    if (!this.idempotent) return this.sendNow(messages);
-    const sent = this.sending.then(() => this.sendNow(messages));
-    this.sending = sent.catch(() => undefined);
-    return sent;
-  }
-
-  private async sendNow(messages: readonly Outgoing[], retried = false): Promise<void> {
+  /** `retried`: once after a topic was found deleted; `replaced`: sends put off by another's failure. */
+  private async send(messages: readonly Outgoing[], retried = false, replaced = 0): Promise<void> {
     const { admin } = await this.connect();
     const topics = [...new Set(messages.map((m) => m.topic))];
     try {
@@ -200,21 +193,17 @@ export class KafkaProducer implements Producer {
           await ensureTopics(admin, [...missing.keys()], this.options.partitions ?? 8);
           for (const t of missing.keys()) this.knownTopics.add(t);
         }
+        if (this.serial !== undefined) return this.serial.send(producer, messages);
         for (const chunk of chunkByBytes(messages)) {
-          try {
-            await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
-          } catch (err) {
-            // Its sequence numbers were rolled back, perhaps over a batch the broker took: the
-            // next send on it would fail or be dropped as a duplicate (see RotatingProducer.renew).
-            if (this.idempotent) this.producer.renew();
-            throw err;
-          }
+          await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
         }
       });
     } catch (err) {
+      // Nothing of it went out; the next use gets the fresh producer.
+      if (err instanceof ProducerReplaced && replaced < 3) return this.send(messages, retried, replaced + 1);
       // A topic deleted since the last check: the next use checks now; try once more (a chunk
       // that had gone out goes again; the worker side counts duplicates).
-      if (isUnknownTopic(err) && !retried) return this.sendNow(messages, true);
+      if (isUnknownTopic(err) && !retried) return this.send(messages, true, replaced);
       throw kafkaError(err, 'publishing requests failed');
     }
   }

@@ -91,15 +91,21 @@ describe('kafka producer: a broker that stays away', () => {
 
     await kafka.stop();
     const startedAt = Date.now();
-    const error = await producer.publish([{ ...mlpRequest('away', 'away-replies'), model }]).then(
-      () => undefined,
-      (e: unknown) => e,
+    // Two at once: the second waits for the first, then tries on a fresh kafkajs producer.
+    const failures = await Promise.all(
+      ['away1', 'away2'].map((id) =>
+        producer.publish([{ ...mlpRequest(id, 'away-replies'), model }]).then(
+          () => ({ error: undefined as unknown, tookMs: Date.now() - startedAt }),
+          (e: unknown) => ({ error: e, tookMs: Date.now() - startedAt }),
+        ),
+      ),
     );
-    const tookMs = Date.now() - startedAt;
-    console.log(`[producer away] publish failed after ${tookMs} ms: ${(error as Error | undefined)?.message.slice(0, 160)}`);
-    expect(error).toBeInstanceOf(FleetError);
-    expect((error as FleetError).retriable).toBe(true);
-    expect(tookMs).toBeLessThan(60_000);
+    for (const { error, tookMs } of failures) {
+      console.log(`[producer away] publish failed after ${tookMs} ms: ${(error as Error | undefined)?.message.slice(0, 160)}`);
+      expect(error).toBeInstanceOf(FleetError);
+      expect((error as FleetError).retriable).toBe(true);
+      expect(tookMs).toBeLessThan(60_000);
+    }
 
     // Back again, the same producer publishes once more (a fresh kafkajs producer after the failure).
     await kafka.restart({});

@@ -1,0 +1,71 @@
+import type { Producer } from 'kafkajs';
+import { chunkByBytes, groupByTopic, type OutgoingMessage } from '../transport/kafka/kafka-outcomes.ts';
+
+/** A send that waited on a producer whose earlier send failed: it is to be sent on a fresh one. */
+export class ProducerReplaced extends Error {
+  constructor() {
+    super('the kafka producer failed a send before this one went out');
+  }
+}
+
+interface Waiting {
+  readonly producer: Producer;
+  readonly messages: readonly OutgoingMessage[];
+  readonly resolve: () => void;
+  readonly reject: (err: unknown) => void;
+}
+
+/**
+ * The sends of idempotent kafkajs producers, one at a time. kafkajs rolls a producer's sequence
+ * numbers back when a produce request fails, also one whose answer was lost after the broker took
+ * it, and waits before retrying: a send of the same producer that goes out meanwhile takes those
+ * numbers, the broker drops it as that batch's duplicate (reported written), and the retry is then
+ * written as new. Measured: of two concurrent publishes of 50, one lost its answer; the other's 50
+ * were missing and the first's written twice. Sends queued while one is under way go out together
+ * in the next (one produce request), so concurrent small publishes keep most of their throughput.
+ */
+export class SerialSends {
+  private queue: Waiting[] = [];
+  private running = false;
+  private readonly failed = new WeakSet<Producer>();
+
+  /** `onFailure`: the producer failed a send and must not be used again (replace it). */
+  constructor(private readonly onFailure: (producer: Producer) => void) {}
+
+  /** Rejects with ProducerReplaced when `producer` failed an earlier send before this one went out. */
+  send(producer: Producer, messages: readonly OutgoingMessage[]): Promise<void> {
+    if (this.failed.has(producer)) return Promise.reject(new ProducerReplaced());
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ producer, messages, resolve, reject });
+      if (!this.running) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.running = true;
+    try {
+      for (let first = this.queue[0]; first !== undefined; first = this.queue[0]) {
+        const producer = first.producer;
+        const group = this.queue.filter((w) => w.producer === producer);
+        this.queue = this.queue.filter((w) => w.producer !== producer);
+        if (this.failed.has(producer)) {
+          for (const w of group) w.reject(new ProducerReplaced());
+          continue;
+        }
+        try {
+          for (const chunk of chunkByBytes(group.flatMap((w) => w.messages))) {
+            await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+          }
+        } catch (err) {
+          this.failed.add(producer);
+          this.onFailure(producer);
+          for (const w of group) w.reject(err);
+          continue;
+        }
+        for (const w of group) w.resolve();
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+}
