@@ -52,17 +52,25 @@ export class SerialSends {
           for (const w of group) w.reject(new ProducerReplaced());
           continue;
         }
+        // A send is done once its last message went out, so a failure of a later chunk leaves it
+        // done rather than to be published (and written) again.
+        const tagged = group.flatMap((w) => w.messages.map((m, i) => ({ ...m, last: i === w.messages.length - 1 ? w : undefined })));
+        const open = new Set(group.filter((w) => w.messages.length > 0));
+        for (const w of group) if (w.messages.length === 0) w.resolve();
         try {
-          for (const chunk of chunkByBytes(group.flatMap((w) => w.messages))) {
+          for (const chunk of chunkByBytes(tagged)) {
             await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+            for (const m of chunk) {
+              if (m.last === undefined) continue;
+              open.delete(m.last);
+              m.last.resolve();
+            }
           }
         } catch (err) {
           this.failed.add(producer);
           this.onFailure(producer);
-          for (const w of group) w.reject(err);
-          continue;
+          for (const w of open) w.reject(err);
         }
-        for (const w of group) w.resolve();
       }
     } finally {
       this.running = false;

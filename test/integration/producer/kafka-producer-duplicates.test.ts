@@ -80,6 +80,40 @@ describe('kafka producer: a produce request whose answer is lost', () => {
   }, 60_000);
 });
 
+describe('kafka producer: publishes that went out together in one send', () => {
+  it('a publish whose messages all went out is done though a later chunk of the same send failed', async () => {
+    const model = uniqueName('chunkmodel');
+    // Once armed, the next two produce requests go through and every later one is reset.
+    let passes: number | undefined;
+    let reset = 0;
+    const factory = produceSniffingFactory('failLaterChunks', (socket, produce, forward) => {
+      if (!produce || passes === undefined) return forward();
+      if (passes > 0) {
+        passes--;
+        return forward();
+      }
+      reset++;
+      socket.destroy(Object.assign(new Error('read ECONNRESET (test)'), { code: 'ECONNRESET' }));
+      return true;
+    });
+    const producer = new KafkaProducer(kafkaSettings(), { partitions: 1, socketFactory: factory });
+    cleanups.push(() => producer.close());
+    const publish = (prefix: string, n: number): Promise<void> =>
+      producer.publish(Array.from({ length: n }, (_, i) => ({ ...mlpRequest(`${prefix}${i}`, 'chunk-replies'), model })));
+    await publish('warm', 1);
+    passes = 2;
+    // x goes out alone; a (small) and b (~2 MB, several produce requests) wait for it and go
+    // together: a and b's start in the first request, which passes; b's rest fails.
+    const settled = await Promise.allSettled([publish('x', 1), publish('a', 10), publish('b', 6_000)]);
+    console.log(`[producer chunks] ${settled.map((r) => r.status).join(' ')}; ${reset} produce requests reset`);
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+    expect((settled[2] as PromiseRejectedResult).reason).toBeInstanceOf(FleetError);
+    expect(((settled[2] as PromiseRejectedResult).reason as FleetError).retriable).toBe(true);
+    const copies = await copiesPerKey(`${model}.requests.p0`);
+    for (const id of ['x0', ...Array.from({ length: 10 }, (_, i) => `a${i}`)]) expect(copies.get(id)).toBe(1);
+  }, 90_000);
+});
+
 describe('kafka producer: a broker that stays away', () => {
   it('fails a publish with a retriable FleetError within a bound instead of retrying for ever', async () => {
     const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-producer-away-kafka-')));
