@@ -110,6 +110,12 @@ export class ReplyTopics {
     void this.pump();
   }
 
+  /** Whether every unknown topic of the messages is being created for someone already. */
+  allAwaited(messages: ReadonlyArray<{ readonly topic: string }>): boolean {
+    for (const m of messages) if (!this.has(m.topic) && !this.waiters.has(m.topic)) return false;
+    return true;
+  }
+
   /** whenKnown() as a promise. */
   ensure(topics: readonly string[]): Promise<void> {
     return new Promise<void>((resolve, reject) => this.whenKnown(topics.map((topic) => ({ topic })), () => resolve(), reject));

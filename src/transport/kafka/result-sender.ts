@@ -143,6 +143,11 @@ export class ResultSender {
     return this.topics.allKnown(messages);
   }
 
+  /** Whether the creation of every new topic of the messages was asked for already (by another send). */
+  awaited(messages: readonly OutgoingMessage[]): boolean {
+    return this.topics.allAwaited(messages);
+  }
+
   /** Resolves once every message's topic exists (created in the background when new). */
   whenReady(messages: readonly OutgoingMessage[]): Promise<void> {
     return new Promise<void>((resolve, reject) => this.topics.whenKnown(messages, () => resolve(), reject));
