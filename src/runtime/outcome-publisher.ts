@@ -30,7 +30,8 @@ const ASIDE_PER_SLOT = 4;
  * waiting only for a reply destination to be created (SettleOptions.onWaitingForCreation) gives its
  * slot up (up to ASIDE_PER_SLOT per slot): with a few new Kafka reply topics at once every slot
  * waited ~100-300 ms, and the results for topics that exist, with the offset commits behind them,
- * waited too.
+ * waited too. One that also waits for other settles (Kafka exactly-once, every settle) gives it up
+ * past that bound.
  */
 export class OutcomePublisher {
   private queue: Outcome[] = [];

@@ -98,7 +98,11 @@ export interface SettleOptions {
    * it against its concurrent settles any more, so settles behind it are not held by creations.
    * `waitsForOthers`: what is left also waits for other settles (Kafka exactly-once: a transaction
    * takes a partition's contiguous settled prefix only), so holding a slot those need would hang
-   * both for good. The promise still resolves only once everything is published and acknowledged.
+   * both for good. Kafka exactly-once calls it so on every settle once its results are placed for
+   * their transactions, creations or not (what is left waits for transactions, which may wait for
+   * an earlier offset the caller has not settled yet); the transport's in-flight bounds bound how
+   * many such settles exist. The promise still resolves only once everything is published and
+   * acknowledged.
    */
   readonly onWaitingForCreation?: (waitsForOthers: boolean) => void;
 }

@@ -207,13 +207,16 @@ export class OutcomeSettler {
     const readyNow = prepared.map((c) => sender.ready(c.messages));
     const waits = prepared.map((c, i) => (readyNow[i] === true ? place(c) : placeOnceCreated(c)));
     this.o.committer()?.kick();
-    // At once, not after the others are written: a transaction takes a partition's contiguous
-    // prefix only, so a result placed behind one the runtime has not settled yet waits for it, and
-    // with every slot held so (4 new reply topics at once did it) the publisher hung for good.
-    if (readyNow.includes(false)) waiting(true);
     // Settled counts as done for the in-flight bound (the transaction follows), as in at-least-once
     // mode: a paused partition fetches nothing, so no later batch would lift it.
     this.o.liftBounds(new Set(claimed.map((c) => c.entry.part)));
+    // Placed (or waiting for their reply topics): what is left waits for transactions, and a
+    // transaction takes a partition's contiguous settled prefix only, so a result placed behind one
+    // the runtime has not settled yet waits for it. Holding the caller's slot meanwhile hung the
+    // publisher for good once every slot was held so: 4 new reply topics at once did it, and so did
+    // 4 settles of later offsets reaching it before an earlier offset's (an expired/invalid answer
+    // goes out at once; two batches in flight). Such settles are bounded by the in-flight bounds.
+    if (prepared.length > 0) waiting(true);
     const results = await Promise.allSettled(waits);
     const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => FleetError.from(r.reason, 'TRANSPORT_ERROR'));
     // A refusal for good first: the runtime then settles these apart, and the refused one alone is replaced.
