@@ -7,7 +7,7 @@ import { renderName, replyTopicPattern, requestSources, type SourceName } from '
 import type { Delivery, Outcome, SettleOptions, Transport, TransportStartOptions } from '../transport.ts';
 import type { ConsumerWatch } from './consumer-watch.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure } from './kafka-client.ts';
-import { TransactionalCommitter, type EosPayload } from './kafka-eos.ts';
+import { committedOffsetsVia, TransactionalCommitter, type EosPayload } from './kafka-eos.ts';
 import type { Names } from './kafka-outcomes.ts';
 import { FetchPauses } from './fetch-pauses.ts';
 import { fetchBytesPerPartition, largestMessageBytes, mayRaise } from './fetch-size.ts';
@@ -121,7 +121,11 @@ export class KafkaTransport implements Transport {
       });
       this.sender = sender;
       await sender.connect(topics);
-      if (this.settings.exactlyOnce) this.committer = new TransactionalCommitter(this.settings.groupId, () => this.partitions.values(), sender);
+      // The group's offsets as the broker has them: a commit whose answer was lost is told from one
+      // that did not happen, so its results are not written again by the settle retried after it.
+      if (this.settings.exactlyOnce) {
+        this.committer = new TransactionalCommitter(this.settings.groupId, () => this.partitions.values(), sender, committedOffsetsVia(this.admin));
+      }
 
       this.fetchBytes = await this.fetchSize();
       const requests = new RequestConsumer({

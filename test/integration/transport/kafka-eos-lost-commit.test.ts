@@ -7,12 +7,17 @@
 import { connect } from 'node:net';
 import { Kafka, logLevel, type ISocketFactory, type Producer } from 'kafkajs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { decodeResult } from '../../../src/codec/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { committedOffsetsVia, TransactionalCommitter, type EosPayload, type TrackedPartition } from '../../../src/transport/kafka/kafka-eos.ts';
 import type { OutgoingMessage } from '../../../src/transport/kafka/kafka-outcomes.ts';
+import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
 import { PartitionTracker } from '../../../src/transport/kafka/partition-tracker.ts';
+import type { Delivery } from '../../../src/transport/transport.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
-import { adminKafka } from './kafka-harness.ts';
+import { idOf, Inbox, makeRequest, outcomeFor, startWith } from './conformance-kit.ts';
+import { adminKafka, committed, kafkaSettings } from './kafka-harness.ts';
 import { readCommitted, transactionsSettled } from './kafka-topic-reader.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -154,4 +159,49 @@ describe('kafka exactly-once committer: a commit that gets no answer', () => {
   it('never reaching the broker: its results are written by the settle retried after it, once', async () => {
     await lostCommit('request');
   });
+});
+
+describe('kafka transport, exactly-once: a commit whose answer is lost', () => {
+  // The transport hands its committer the group's offsets as the broker has them (committedOffsetsVia):
+  // without them, l1's retried settle wrote l1 again (replies l0,l1,l1,l2).
+  it('its results are not written again by the settle retried after it', async () => {
+    const settings = kafkaSettings({ exactlyOnce: true });
+    const model = uniqueName('eoslosttx').replace(/-/g, '');
+    const ids = ['l0', 'l1', 'l2'];
+    const producer = new KafkaProducer(settings, { partitions: 1 });
+    cleanups.push(() => producer.close());
+    await producer.publish(ids.map((id) => makeRequest(model, id, 0)));
+    const lossy = commitLosingFactory('answer', 500);
+    const t = new KafkaTransport(settings, { partitions: 1, instanceId: 'a', socketFactory: lossy.factory });
+    cleanups.push(() => t.close());
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    const [l0, l1, l2] = (await inbox.waitFor(ids.length, 30_000)) as [Delivery, Delivery, Delivery];
+    expect([l0, l1, l2].map(idOf)).toEqual(ids);
+
+    await t.settle([outcomeFor(l0)]);
+    lossy.arm();
+    // What the runtime's OutcomePublisher does: a retriable failure is settled again, until done.
+    const attempts: string[] = [];
+    for (let attempt = 1; ; attempt++) {
+      const error = await t.settle([outcomeFor(l1)]).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      attempts.push(error === undefined ? 'ok' : (error as Error).message.slice(0, 120));
+      if (error === undefined) break;
+      expect(error).toBeInstanceOf(FleetError);
+      expect((error as FleetError).retriable).toBe(true);
+      expect(attempt).toBeLessThan(5);
+    }
+    await t.settle([outcomeFor(l2)]);
+    expect(lossy.lost()).toBe(1);
+
+    // A commit returns before its markers are written (its offsets are not visible until then).
+    await transactionsSettled(`${settings.clientId}.${settings.groupId}.a`);
+    const written = (await readCommitted(`${model}.replies`)).map((m) => decodeResult(m.value ?? new Uint8Array()).id);
+    console.log(`transport, lost commit answer: settle of l1: ${attempts.join(' | ')}; replies ${written.join(',')}`);
+    expect(written).toEqual(ids);
+    expect(await committed(settings.groupId, `${model}.requests.p0`)).toBe(ids.length);
+  }, 60_000);
 });
