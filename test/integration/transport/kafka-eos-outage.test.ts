@@ -108,7 +108,7 @@ async function outageUnderLoad(name: string, outage: Outage): Promise<void> {
   await admin.disconnect();
 
   process.env.NPU_FLEET_DEVICE = 'sim';
-  // Warnings kept: the failed settles show the broker went away with transactions to make.
+  // Warnings kept: the failed settles, counted in the log.
   const warnings: string[] = [];
   const log = createLogger({ level: 'warn', destination: { write: (line: string) => void warnings.push(line) } });
   const config = parseFleetConfig({
@@ -184,7 +184,9 @@ async function outageUnderLoad(name: string, outage: Outage): Promise<void> {
   const failedSettles = warnings.filter((w) => w.includes('settle failed; retrying')).length;
   const timedOut = readFileSync(join(workDir, `kafka-${kafka.brokers[0]?.split(':')[1]}`, 'broker.log'), 'utf8').match(/rollback of ongoing transaction .* due to timeout/g)?.length ?? 0;
   console.log(`[${name}] stop: exit code ${exitCode} after ${Date.now() - stopAt} ms; ${failedSettles} settles failed and were retried; transactions the broker rolled back as timed out: ${timedOut}`);
-  expect(failedSettles, 'settles that failed while the broker was away').toBeGreaterThan(0);
+  // Not asserted: whether a transaction was under way at the outage or the committer waited for the
+  // consumer's rejoin instead. Since settles no longer hold publisher slots (be0f9d9) the results
+  // go out in fewer, larger transactions, and runs saw 0 (stop, pause, away long) as well as 30 (kill).
   expect(exitCode).toBe(0);
   expect(Date.now() - stopAt).toBeLessThan(30_000);
 
