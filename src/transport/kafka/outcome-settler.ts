@@ -114,6 +114,10 @@ export class OutcomeSettler {
     // Started first: the creations run while the others are sent.
     const later = perClaim.filter((c) => !now.includes(c)).map((c) => this.publish(sender, [c]));
     const first = this.publish(sender, now);
+    // Handled from the start: a creation the broker refuses at once (an invalid topic name) rejects
+    // its result while `first` is still awaited, and a rejection with no handler by then ends the
+    // worker process (Node's default --unhandled-rejections=throw).
+    const all = Promise.allSettled([first, ...later]);
     const nowSent = await first.then(
       () => true,
       () => false,
@@ -123,7 +127,7 @@ export class OutcomeSettler {
       await this.o.offsets.commit().catch(() => undefined);
       if (asksFirst) waiting(false);
     }
-    const results = await Promise.allSettled([first, ...later]);
+    const results = await all;
     const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => FleetError.from(r.reason, 'TRANSPORT_ERROR'));
     const failed = failures.find((e) => !e.retriable) ?? failures[0];
     if (failed !== undefined) throw failed;
