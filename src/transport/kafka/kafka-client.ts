@@ -37,6 +37,15 @@ const LEADERSHIP_MOVING = new Set([
   'This server does not host this topic-partition',
 ]);
 
+/**
+ * Broker answers whose caller judges each part and reports what is really wrong: kafkajs logs a
+ * CreateTopics answer holding any per-topic error at ERROR, TOPIC_ALREADY_EXISTS too, and since
+ * reply topics are created without a listing first (b6bf140) every existing reply topic a worker
+ * met for the first time wrote an ERROR line. ensureTopics takes that answer as success and throws
+ * a FleetError naming the topic for any other, which its caller logs.
+ */
+const JUDGED_BY_CALLER = new Set(['Topic creation errors']);
+
 /** Maps kafkajs log entries onto the fleet's logger (exported for its test). */
 export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator {
   return () =>
@@ -45,7 +54,7 @@ export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator
       const { message, ...extra } = log;
       const obj = { kafkajs: extra.logger, ...extra };
       const answer = message.startsWith('Response ') && typeof extra['error'] === 'string' ? extra['error'] : undefined;
-      const recovered = answer !== undefined && RECOVERED_BY_KAFKAJS.has(answer);
+      const recovered = answer !== undefined && (RECOVERED_BY_KAFKAJS.has(answer) || JUDGED_BY_CALLER.has(answer));
       const moving = answer !== undefined && LEADERSHIP_MOVING.has(answer);
       // An entry with a retryCount announces a retry, not a failure: if the retries run out, the
       // error reaches the transport, which reports it.

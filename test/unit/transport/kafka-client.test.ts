@@ -24,6 +24,7 @@ describe('kafkaLogCreator', () => {
   it.each([
     ['a heartbeat refused during a rebalance goes to debug', entry(logLevel.ERROR, 'Response Heartbeat(key: 12, version: 3)', 'The group is rebalancing, so a rejoin is needed'), 'debug'],
     ['a heartbeat after the session expired (kafkajs rejoins) goes to debug', entry(logLevel.ERROR, 'Response Heartbeat(key: 12, version: 3)', 'The coordinator is not aware of this member'), 'debug'],
+    ['a CreateTopics answer with per-topic errors (an existing reply topic) goes to debug: ensureTopics reports real refusals', entry(logLevel.ERROR, 'Response CreateTopics(key: 19, version: 3)', 'Topic creation errors'), 'debug'],
     ['the rejoin kafkajs reports once stays a warning', entry(logLevel.WARN, 'The group is rebalancing, re-joining', 'The group is rebalancing, so a rejoin is needed'), 'warn'],
     ['any other failed response stays an error', entry(logLevel.ERROR, 'Response Produce(key: 0, version: 7)', 'The request included a message larger than the max message size the server will accept'), 'error'],
     ['leadership moving (kafkajs refreshes metadata and retries) is a warning', entry(logLevel.ERROR, 'Response ListOffsets(key: 2, version: 3)', 'This server is not the leader for that topic-partition'), 'warn'],
