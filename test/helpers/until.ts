@@ -6,3 +6,13 @@ export async function until(cond: () => boolean, ms: number, what: string, pollM
     await new Promise((r) => setTimeout(r, pollMs));
   }
 }
+
+/** Whether process `pid` still exists (signal 0 checks without sending anything). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -9,6 +9,7 @@ import { startLocalRedis } from '../../helpers/local-redis-service.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { hungModelRepo } from '../../helpers/hung-model-repo.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { alive } from '../../helpers/until.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { makeRequest } from '../transport/conformance-kit.ts';
 import { bullmqSettings } from '../transport/bullmq-harness.ts';
@@ -50,15 +51,6 @@ async function until(cond: () => boolean, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   return cond();
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('npu-fleet start (one worker process per device)', () => {

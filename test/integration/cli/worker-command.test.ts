@@ -6,20 +6,12 @@ import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { alive } from '../../helpers/until.ts';
 import { hungModelRepo } from '../../helpers/hung-model-repo.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { EXIT_HANG, EXIT_START_TIMEOUT } from '../../../src/runtime/worker-process.ts';
 import { makeRequest } from '../transport/conformance-kit.ts';
 import { bullmqSettings } from '../transport/bullmq-harness.ts';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** `npu-fleet worker --device 0` on a config file, its stdout and stderr gathered as one text. */
 function spawnWorker(configFile: string, env: Record<string, string> = {}) {
