@@ -4,7 +4,6 @@
 // cannot tell from a commit that never arrived; the results of that transaction must not be
 // written again when their settle is retried. The committer runs here on the real broker with a
 // real transactional producer and the group's offsets as the broker has them.
-import { connect } from 'node:net';
 import { Kafka, logLevel, type ISocketFactory, type Producer } from 'kafkajs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeResult } from '../../../src/codec/index.ts';
@@ -19,6 +18,7 @@ import { getServices, uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, startWith } from './conformance-kit.ts';
 import { adminKafka, committed, kafkaSettings } from './kafka-harness.ts';
 import { readCommitted, transactionsSettled } from './kafka-topic-reader.ts';
+import { requestSniffingFactory } from './produce-sniffer.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -38,31 +38,32 @@ const END_TXN_API_KEY = 26;
 function commitLosingFactory(what: 'answer' | 'request', lostAfterMs: number): { factory: ISocketFactory; arm(): void; lost(): number } {
   let armed = false;
   let lost = 0;
-  const factory: ISocketFactory = ({ host, port, ssl, onConnect }) => {
-    if (ssl) throw new Error('plaintext listeners only');
-    const socket = connect({ host, port }, onConnect);
-    const write = socket.write.bind(socket) as (chunk: Uint8Array, encoding?: unknown, cb?: unknown) => boolean;
-    let pending = Buffer.alloc(0);
-    socket.write = ((chunk: Uint8Array | string, encoding?: unknown, cb?: unknown): boolean => {
-      const bytes = typeof chunk === 'string' ? Buffer.from(chunk, 'binary') : Buffer.from(chunk);
-      pending = Buffer.concat([pending, bytes]);
-      let commit = false;
-      while (pending.length >= 6) {
-        const size = 4 + pending.readInt32BE(0);
-        if (pending.length < size) break;
-        if (pending.readInt16BE(4) === END_TXN_API_KEY && pending[size - 1] === 1) commit = true;
-        pending = pending.subarray(size);
-      }
-      if (!commit || !armed) return write(bytes, encoding, cb);
-      armed = false;
-      lost++;
-      socket.pause();
-      setTimeout(() => socket.destroy(new Error(`test: the ${what} of the commit was lost`)), lostAfterMs);
-      return what === 'answer' ? write(bytes, encoding, cb) : true;
-    }) as typeof socket.write;
-    return socket;
-  };
+  const commits = (request: Buffer, whole: boolean): boolean => whole && request.readInt16BE(4) === END_TXN_API_KEY && request[request.length - 1] === 1;
+  const factory = requestSniffingFactory('commitLosing', commits, (socket, commit, forward) => {
+    if (!commit || !armed) return forward();
+    armed = false;
+    lost++;
+    socket.pause();
+    setTimeout(() => socket.destroy(new Error(`test: the ${what} of the commit was lost`)), lostAfterMs);
+    return what === 'answer' ? forward() : true;
+  });
   return { factory, arm: () => void (armed = true), lost: () => lost };
+}
+
+/** What the runtime's OutcomePublisher does: a retriable failure is settled again, until done. Each attempt's outcome. */
+async function settleUntilDone(settleOnce: () => Promise<unknown>): Promise<string[]> {
+  const attempts: string[] = [];
+  for (let attempt = 1; ; attempt++) {
+    const error = await settleOnce().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    attempts.push(error === undefined ? 'ok' : (error as Error).message.slice(0, 120));
+    if (error === undefined) return attempts;
+    expect(error).toBeInstanceOf(FleetError);
+    expect((error as FleetError).retriable).toBe(true);
+    expect(attempt).toBeLessThan(5);
+  }
 }
 
 /**
@@ -127,19 +128,7 @@ async function lostCommit(what: 'answer' | 'request'): Promise<void> {
 
   await settle(0, 'l0');
   lossy.arm();
-  // What the runtime's OutcomePublisher does: a retriable failure is settled again, until done.
-  const attempts: string[] = [];
-  for (let attempt = 1; ; attempt++) {
-    const error = await settle(1, 'l1').then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    attempts.push(error === undefined ? 'ok' : (error as Error).message.slice(0, 120));
-    if (error === undefined) break;
-    expect(error).toBeInstanceOf(FleetError);
-    expect((error as FleetError).retriable).toBe(true);
-    expect(attempt).toBeLessThan(5);
-  }
+  const attempts = await settleUntilDone(() => settle(1, 'l1'));
   console.log(`lost commit ${what}: ${lossy.lost()} lost; settle of l1: ${attempts.join(' | ')}`);
   expect(lossy.lost()).toBe(1);
   await settle(2, 'l2');
@@ -181,19 +170,7 @@ describe('kafka transport, exactly-once: a commit whose answer is lost', () => {
 
     await t.settle([outcomeFor(l0)]);
     lossy.arm();
-    // What the runtime's OutcomePublisher does: a retriable failure is settled again, until done.
-    const attempts: string[] = [];
-    for (let attempt = 1; ; attempt++) {
-      const error = await t.settle([outcomeFor(l1)]).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      attempts.push(error === undefined ? 'ok' : (error as Error).message.slice(0, 120));
-      if (error === undefined) break;
-      expect(error).toBeInstanceOf(FleetError);
-      expect((error as FleetError).retriable).toBe(true);
-      expect(attempt).toBeLessThan(5);
-    }
+    const attempts = await settleUntilDone(() => t.settle([outcomeFor(l1)]));
     await t.settle([outcomeFor(l2)]);
     expect(lossy.lost()).toBe(1);
 
