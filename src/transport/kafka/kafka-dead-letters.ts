@@ -135,6 +135,13 @@ export class KafkaDeadLetters implements DeadLetters {
             if (letter.source !== undefined) seconds.push({ ref: letter.ref, source: letter.source, deadAt: letter.deadAt, original });
             continue;
           }
+          // A request too big for the DLQ topic was dead-lettered without its bytes (kafka-outcomes.ts):
+          // its empty value re-sent would be answered `invalid` and marked replayed, the original never re-driven.
+          const dropped = headerText(message.headers?.[HEADERS.dlqValueDropped]);
+          if (dropped !== undefined) {
+            tally.skipped.push({ ref: letter.ref, why: `the record holds no request to re-send (${dropped}); publish the original again from there` });
+            continue;
+          }
           // The topic is the priority on Kafka.
           const target = replayTarget(letter, { template: this.settings.topicTemplate, model: options.model, nowMs, priorityRequired: false });
           if ('why' in target) {

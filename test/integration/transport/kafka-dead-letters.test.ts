@@ -213,6 +213,25 @@ describe('KafkaDeadLetters: what replay and list promise', () => {
     expect((await resent(dlq, source(1))).map((m) => m.value?.toString())).toEqual(['garbage-1', 'garbage-2', 'garbage-3']);
   }, 90_000);
 
+  // A request the DLQ topic refused as too big is dead-lettered without its bytes (kafka-outcomes.ts):
+  // re-sending that record's empty value would only be answered `invalid`, dead-lettered again with
+  // the empty message as its source, and marked replayed, so the original was never re-driven.
+  it('a record dead-lettered without its bytes (too big for the DLQ topic) is skipped naming where the original is, not re-sent empty', async () => {
+    const { model, dlq, source, dl } = await setup();
+    const dropped = {
+      ...record(source(1), 1, {
+        [HEADERS.requestId]: 'big-1',
+        [HEADERS.dlqValueDropped]: `2097152 bytes not kept: over the message size limit of ${dlq}; the original stays at ${source(1)}/0/1 until that topic's retention`,
+      }),
+      value: Buffer.alloc(0),
+    };
+    await writeDlq(dlq, [dropped, record(source(1), 2)]);
+    const skipped = [{ ref: `${dlq}/0/0`, why: expect.stringMatching(new RegExp(`2097152 bytes not kept.*${source(1)}/0/1`)) }];
+    expect(await dl.replay({ model, dryRun: true })).toMatchObject({ matched: 2, replayed: 1, skipped });
+    expect(await dl.replay({ model })).toMatchObject({ matched: 2, replayed: 1, skipped });
+    expect((await resent(dlq, source(1))).map((m) => m.value?.toString())).toEqual(['garbage-2']);
+  }, 90_000);
+
   it('list and replay of a model whose DLQ topic does not exist answer at once with nothing', async () => {
     const { dl } = await setup();
     expect(await dl.list({ model: 'nosuch' })).toMatchObject({ scanned: 0, matched: 0 });
