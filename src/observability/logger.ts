@@ -28,6 +28,33 @@ export interface LoggerSetup {
   base?: Record<string, unknown>;
 }
 
+/** Lines kept for a reader that does not keep up (a full pipe); past it, lines are dropped. */
+export const LOG_BACKLOG_MAX_BYTES = 8 * 1024 * 1024;
+
+/**
+ * stdout for logs, such that a log sink that broke can neither keep the process alive nor crash it.
+ * pino's default stdout stream writes asynchronously and flushes what it holds at exit, retrying a
+ * failed write every 100 ms for good: a pipe whose reader died (EPIPE: a log shipper gone, `| head`)
+ * with lines still held at exit, or a hung-up terminal (EIO), made the process spin at exit forever;
+ * and any error but EPIPE was thrown from the write's callback, ending the process mid-drain.
+ * Here each line is written at once (nothing held, so nothing to flush at exit); a full pipe
+ * (EAGAIN: the reader is alive but behind) keeps the line for the next write instead of waiting
+ * (LOG_BACKLOG_MAX_BYTES bound it; what it still holds at exit is lost rather than waited for); any
+ * other error ends logging to it for good.
+ */
+export function stdoutLogSink(fd: number = (process.stdout as { fd?: number }).fd ?? 1): pino.DestinationStream {
+  const sink = pino.destination({ dest: fd, sync: true, maxLength: LOG_BACKLOG_MAX_BYTES, retryEAGAIN: () => false });
+  const dead = (): void => undefined;
+  sink.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EAGAIN' || err.code === 'EBUSY') return;
+    sink.write = () => true;
+    sink.flushSync = dead;
+    sink.flush = dead;
+    sink.end = dead;
+  });
+  return sink;
+}
+
 export function createLogger(setup: LoggerSetup = {}): Logger {
   const options: LoggerOptions = {
     level: setup.level ?? process.env.NPU_FLEET_LOG_LEVEL ?? 'info',
@@ -35,7 +62,7 @@ export function createLogger(setup: LoggerSetup = {}): Logger {
     redact: { paths: REDACTED_PATHS, censor: '[payload]' },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  return setup.destination ? pino(options, setup.destination) : pino(options);
+  return pino(options, setup.destination ?? stdoutLogSink());
 }
 
 /** Bounded bindings only: component/device/model (never request ids as labels of a series). */

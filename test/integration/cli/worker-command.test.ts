@@ -126,6 +126,33 @@ describe('npu-fleet worker', () => {
     }
   }, 60_000);
 
+  it('a worker whose log pipe lost its reader (a log shipper gone: EPIPE) drains on SIGTERM and exits 0, neither hanging on nor crashing of its logs', async () => {
+    // The first batch takes 3 s longer: it is on the device when the signal comes.
+    const { child, exited, output, producer, input } = await readyWorkerWithFaults('epipe', 'slow@1:3000ms', 30_000);
+    const results = new Map<string, string>();
+    try {
+      const replyTo = uniqueName('epipe-replies');
+      await producer.subscribeReplies(replyTo, (r) => results.set(r.id, r.status));
+      await producer.publish([makeRequest('mlp-classifier', 'epipe', 0, { replyTo, inputs: [input] })]);
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(results.size, 'answered before the signal: the batch was not slow').toBe(0);
+      // The reader of both pipes goes: every write of the worker's from now on fails with EPIPE.
+      child.stdout.destroy();
+      child.stderr.destroy();
+      await new Promise((r) => setTimeout(r, 200));
+      const signalledAt = Date.now();
+      child.kill('SIGTERM');
+      const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
+      if (result === 'slow') child.kill('SIGKILL');
+      expect(result, `${Date.now() - signalledAt} ms after SIGTERM; output before the reader went:\n${output()}`).toEqual({ code: 0, signal: null });
+      const deadline = Date.now() + 10_000;
+      while (results.size === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect([...results.values()], 'the batch on the device was drained and answered').toEqual(['ok']);
+    } finally {
+      await producer.close();
+    }
+  }, 60_000);
+
   it('a start-up that hangs (a model file whose read blocks) exits EXIT_START_TIMEOUT (72) past worker.startTimeoutMs, naming the file, instead of starting for good', async () => {
     const { repo, fifo, release } = hungModelRepo();
     const dir = tempDir('npu-fleet-worker-');
