@@ -41,3 +41,16 @@ describe('DemoStats (the npm start progress line)', () => {
     expect(fillOf(stats.line(1000))).toBe(0);
   });
 });
+
+describe('DemoStats throughput and latency', () => {
+  it('counts served requests only: expired and rejected answers are neither throughput nor latency', () => {
+    const stats = new DemoStats();
+    for (let i = 0; i < 10; i++) stats.add(served(`ok${i}`, 1, 1, 1, 5));
+    // A fleet past its capacity answers most requests expired, each after waiting out its deadline.
+    for (let i = 0; i < 90; i++) stats.add({ ...served(`x${i}`, 1, 1, 1, 400), status: 'expired', gear: 0, batchSize: 0, device: -1 });
+    const line = stats.line(1000);
+    // Counting them gave 'throughput 100 req/s | p50 400.0 ms | p99 400.0 ms': a fleet dropping
+    // nine requests in ten looked like it served 100 req/s, with the latency of the dropped ones.
+    expect(line).toMatch(/^throughput 10 req\/s \| p50 5\.0 ms \| p99 5\.0 ms \| batch fill 100% \| ok 10 late 0 expired 90 rejected 0 failed 0$/);
+  });
+});
