@@ -173,6 +173,9 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
       onError: (e) => void (e.code === 'CLOSED' ? undefined : stats.noReply(e)),
       stopped: () => stopBy !== undefined,
     });
+    clearInterval(progress);
+    // The part-second since the last line, so that the lines add up to the summary.
+    if (sentNow > sentBefore || stats.intervalHasOutcomes()) process.stdout.write(`${stats.line(Math.max(1, Date.now() - last), sentNow - sentBefore)}\n`);
     process.stdout.write(
       `${stopBy === undefined ? 'done' : `stopped by ${stopBy}`}: sent ${outcome.sent}` +
         `${outcome.heldBack > 0 ? `, held back ${outcome.heldBack} (over --max-outstanding: the fleet did not keep up)` : ''}` +

@@ -77,6 +77,11 @@ export class RunStats {
     return outcome;
   }
 
+  /** The interval so far has something to show besides sends: a reply, or a missing one. */
+  intervalHasOutcomes(): boolean {
+    return this.intervalCounts.size > 0;
+  }
+
   private count(outcome: string): void {
     this.total.set(outcome, (this.total.get(outcome) ?? 0) + 1);
     this.intervalCounts.set(outcome, (this.intervalCounts.get(outcome) ?? 0) + 1);
