@@ -171,6 +171,7 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
       drainMs: run.drainMs,
       onResult: (r) => void stats.result(r),
       onError: (e) => void (e.code === 'CLOSED' ? undefined : stats.noReply(e)),
+      onHeldBack: (n) => stats.heldBack(n),
       stopped: () => stopBy !== undefined,
     });
     clearInterval(progress);

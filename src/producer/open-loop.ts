@@ -24,6 +24,8 @@ export interface OpenLoopOptions {
   readonly drainMs: number;
   readonly onResult: (result: ResultEnvelope, request: RequestEnvelope) => void;
   readonly onError: (error: FleetError, request: RequestEnvelope) => void;
+  /** Requests just held back (see maxOutstanding), as it happens: a run's progress must show it, not only its end. */
+  readonly onHeldBack?: (count: number) => void;
   readonly stopped?: () => boolean;
   readonly tickMs?: number;
 }
@@ -73,9 +75,14 @@ export function runOpenLoop(o: OpenLoopOptions): Promise<OpenLoopOutcome> {
     };
     const sendUpTo = (target: number): void => {
       const batch: RequestEnvelope[] = [];
+      let held = 0;
       for (; due < target; due++) {
-        if (outstanding + batch.length >= o.maxOutstanding) heldBack++;
+        if (outstanding + batch.length >= o.maxOutstanding) held++;
         else batch.push(o.next(sent + batch.length));
+      }
+      if (held > 0) {
+        heldBack += held;
+        o.onHeldBack?.(held);
       }
       if (batch.length === 0) return;
       sent += batch.length;

@@ -54,6 +54,7 @@ export class RunStats {
    */
   private intervalRealRows = 0;
   private intervalGearRows = 0;
+  private intervalHeldBack = 0;
 
   result(result: ResultEnvelope): string {
     const outcome = outcomeOf(result);
@@ -77,9 +78,14 @@ export class RunStats {
     return outcome;
   }
 
-  /** The interval so far has something to show besides sends: a reply, or a missing one. */
+  /** Due requests not sent this interval (over --max-outstanding): the line shows them beside the rate sent. */
+  heldBack(count: number): void {
+    this.intervalHeldBack += count;
+  }
+
+  /** The interval so far has something to show besides sends: a reply, a missing one, a held-back request. */
   intervalHasOutcomes(): boolean {
-    return this.intervalCounts.size > 0;
+    return this.intervalCounts.size > 0 || this.intervalHeldBack > 0;
   }
 
   private count(outcome: string): void {
@@ -92,14 +98,16 @@ export class RunStats {
     let answered = 0;
     for (const [outcome, count] of this.intervalCounts) if (isAnswer(outcome)) answered += count;
     const fill = this.intervalGearRows > 0 ? this.intervalRealRows / this.intervalGearRows : 0;
+    const held = this.intervalHeldBack > 0 ? `, held back ${Math.round((this.intervalHeldBack * 1000) / intervalMs)}/s` : '';
     const text =
-      `sent ${Math.round((sent * 1000) / intervalMs)}/s | answered ${Math.round((answered * 1000) / intervalMs)}/s | ` +
+      `sent ${Math.round((sent * 1000) / intervalMs)}/s${held} | answered ${Math.round((answered * 1000) / intervalMs)}/s | ` +
       `ok p50 ${this.interval.percentile(0.5).toFixed(1)} ms p99 ${this.interval.percentile(0.99).toFixed(1)} ms | ` +
       `batch fill ${(fill * 100).toFixed(0)}% | ${counts(this.intervalCounts)}`;
     this.interval = new LatencyHistogram();
     this.intervalCounts = new Map();
     this.intervalRealRows = 0;
     this.intervalGearRows = 0;
+    this.intervalHeldBack = 0;
     return text;
   }
 

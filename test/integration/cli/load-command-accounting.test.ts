@@ -50,4 +50,15 @@ describe('load: accounting of requests without a reply (BullMQ, no worker)', () 
     const perSecond = progressLines().reduce((m, l) => addCounts(l.split(' | ').at(-1) ?? '', m), new Map<string, number>());
     expect(perSecond.get('no reply'), stdout.join('')).toBe(40);
   });
+
+  it('a request held back (over --max-outstanding) shows on the per-second line it was due in, not only in the summary', { timeout: 60_000 }, async () => {
+    const code = await main(['load', '--config', configFile(), '--model', 'mlp-classifier', '--rate', '100', '--seconds', '2', '--max-outstanding', '10', '--timeout-ms', '60000', '--drain-ms', '200']);
+    expect(code).toBe(1);
+    const s = summary();
+    expect(s.sent, s.line).toBe(10);
+    expect(s.line).toMatch(/held back 190 \(over --max-outstanding/);
+    // The line of a second that sent 0 of its 100 said only 'sent 0/s': as if the rate were lower.
+    const held = progressLines().map((l) => Number(/held back (\d+)\/s/.exec(l)?.[1] ?? 0));
+    expect(held.some((n) => n > 50), stdout.join('')).toBe(true);
+  });
 });
