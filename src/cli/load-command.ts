@@ -170,7 +170,8 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
       maxOutstanding: run.maxOutstanding,
       drainMs: run.drainMs,
       onResult: (r) => void stats.result(r),
-      onError: (e) => void (e.code === 'CLOSED' ? undefined : stats.noReply(e)),
+      // CLOSED too: after a second Ctrl-C the summary counts the requests it stopped waiting for.
+      onError: (e) => void stats.noReply(e),
       onHeldBack: (n) => stats.heldBack(n),
       stopped: () => stopBy !== undefined,
     });

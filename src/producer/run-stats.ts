@@ -73,7 +73,8 @@ export class RunStats {
   }
 
   noReply(error: FleetError): string {
-    const outcome = error.code === 'TIMEOUT' ? 'no reply' : `error ${error.code}`;
+    // CLOSED: the run stopped waiting for it (a second Ctrl-C), which is a missing reply too.
+    const outcome = error.code === 'TIMEOUT' || error.code === 'CLOSED' ? 'no reply' : `error ${error.code}`;
     this.count(outcome);
     return outcome;
   }

@@ -39,6 +39,8 @@ function summary(): { sent: number; counts: Map<string, number>; line: string } 
   return { sent: Number(/sent (\d+)/.exec(line)?.[1] ?? NaN), counts: addCounts(line.split(' | ')[1] ?? '', new Map()), line };
 }
 
+const sum = (m: ReadonlyMap<string, number>): number => [...m.values()].reduce((a, b) => a + b, 0);
+
 describe('load: accounting of requests without a reply (BullMQ, no worker)', () => {
   it('the per-second lines add up to the summary: the part-second before the end is printed too', { timeout: 60_000 }, async () => {
     // Replies time out 1.5 s after each send (0-2 s): from 1.5 to 3.5 s, past the last whole second.
@@ -60,5 +62,26 @@ describe('load: accounting of requests without a reply (BullMQ, no worker)', () 
     // The line of a second that sent 0 of its 100 said only 'sent 0/s': as if the rate were lower.
     const held = progressLines().map((l) => Number(/held back (\d+)\/s/.exec(l)?.[1] ?? 0));
     expect(held.some((n) => n > 50), stdout.join('')).toBe(true);
+  });
+
+  it('a second Ctrl-C: the requests it stops waiting for are counted in the summary', { timeout: 60_000 }, async () => {
+    const before = new Set(process.listeners('SIGINT'));
+    const running = main(['load', '--config', configFile(), '--model', 'mlp-classifier', '--rate', '50', '--timeout-ms', '60000', '--drain-ms', '60000']);
+    const interrupt = (): void => {
+      const added = process.listeners('SIGINT').filter((l) => !before.has(l));
+      expect(added.length).toBeGreaterThan(0);
+      for (const l of added) (l as (s: NodeJS.Signals) => void)('SIGINT');
+    };
+    await new Promise((r) => setTimeout(r, 800));
+    interrupt(); // stop sending, wait for the replies (up to --drain-ms)
+    await new Promise((r) => setTimeout(r, 300));
+    interrupt(); // stop waiting
+    const code = await Promise.race([running, new Promise<string>((r) => setTimeout(() => r('still running 10 s after the second Ctrl-C'), 10_000))]);
+    expect(code).toBe(1);
+    const s = summary();
+    expect(s.line).toMatch(/^stopped by SIGINT: sent \d+/);
+    expect(s.sent, s.line).toBeGreaterThan(10);
+    // Before: 'stopped by SIGINT: sent 45 | no replies | ...': the 45 requests were in no count.
+    expect(sum(s.counts), s.line).toBe(s.sent);
   });
 });
