@@ -43,6 +43,11 @@ export async function startEmbeddedFleet(
       metricsPort: config.worker.metricsPort === 0 ? 0 : config.worker.metricsPort + deviceId,
       onHang,
       ...(onStartTimeout === undefined ? {} : { onStartTimeout }),
+    }).catch(async (err: unknown) => {
+      // The fleet does not start: the workers already up would otherwise go on serving their ports
+      // and holding their devices in a caller that does not exit at once.
+      await Promise.allSettled(workers.map((w) => w.stop()));
+      throw err;
     });
     late.running = running;
     workers.push(running);
