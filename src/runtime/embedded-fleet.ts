@@ -1,4 +1,5 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
+import type { ModelConfig } from '../contracts/model-config.ts';
 import type { Logger } from '../observability/logger.ts';
 import { MemoryProducer } from '../producer/memory-producer.ts';
 import { MemoryBroker } from '../transport/memory/memory-broker.ts';
@@ -63,16 +64,20 @@ export async function startEmbeddedFleet(
     const stats = new DemoStats();
     await producer.subscribeReplies('demo.replies', (r) => stats.add(r));
     const rand = prng(42);
+    const rate = config.demo.requestsPerSecond;
     let seq = 0;
     const tickMs = 20;
-    const perTick = (config.demo.requestsPerSecond * tickMs) / 1000;
-    let carry = 0;
+    const startedAt = Date.now();
     demoTimer = setInterval(() => {
-      carry += perTick;
+      // Due by the end of this tick, from the start: the workers share this event loop, and a
+      // share per tick lowered the rate unseen whenever ticks ran late. Over a second behind (a
+      // process stopped for a while) the rest is let go rather than sent in one burst.
+      const due = Math.floor(((Date.now() - startedAt + tickMs) * rate) / 1000);
+      seq = Math.max(seq, due - Math.ceil(rate));
       const batch = [];
-      for (; carry >= 1; carry--) {
-        const model = models[seq % models.length];
-        if (model) batch.push(syntheticRequest(model, seq++, rand, { idPrefix: 'demo', replyTo: 'demo.replies', deadlineShare: 0.5, deadlineMs: [30, 400] }));
+      for (; seq < due && models.length > 0; seq++) {
+        const model = models[seq % models.length] as ModelConfig;
+        batch.push(syntheticRequest(model, seq, rand, { idPrefix: 'demo', replyTo: 'demo.replies', deadlineShare: 0.5, deadlineMs: [30, 400] }));
       }
       if (batch.length) void producer.publish(batch).catch((err: unknown) => log.error({ err }, 'demo publish failed'));
     }, tickMs);
