@@ -19,12 +19,16 @@ export async function withPhaseProgress<T>(what: string, o: PhaseProgressOptions
   const now = o.nowMs ?? Date.now;
   const counter = newLineCounter();
   let startedAt = now();
+  let lastLineAt = startedAt;
   let lastLines = 0;
   const timer = setInterval(() => {
-    // A phase that starts its reading over (the resume file read again by id) counts from there.
-    if (counter.lines < lastLines) startedAt = now();
+    const at = now();
+    // A phase that starts its reading over (the resume file read again by id) counts from there:
+    // from the line before at the latest, as the lines counted now were read since then.
+    if (counter.lines < lastLines) startedAt = lastLineAt;
     lastLines = counter.lines;
-    o.write(`${phaseLine(what, counter, now() - startedAt, o)}\n`);
+    lastLineAt = at;
+    o.write(`${phaseLine(what, counter, at - startedAt, o)}\n`);
   }, o.intervalMs);
   timer.unref();
   try {

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { phaseLine, withPhaseProgress } from '../../../src/cli/phase-progress.ts';
+import type { LineCounter } from '../../../src/producer/line-counter.ts';
 
 afterEach(() => vi.useRealTimers());
 
@@ -39,5 +40,36 @@ describe('withPhaseProgress', () => {
     expect(await phase).toBe(300);
     vi.advanceTimersByTime(5_000);
     expect(printed).toEqual(['publish: slow: 0 of 300 lines, 0/s\n', 'publish: slow: 100 of 300 lines, 50/s, ~4 s left\n', 'publish: slow: 200 of 300 lines, 67/s, ~2 s left\n']);
+  });
+
+  it('a phase that starts its reading over: the next line rates the lines read since the line before, not over ~0 s', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const printed: string[] = [];
+    let nowMs = 0;
+    const box: { counter?: LineCounter } = {};
+    let finish: () => void = () => undefined;
+    const phase = withPhaseProgress('reading r.jsonl to resume', { write: (line) => void printed.push(line), intervalMs: 1_000, nowMs: () => nowMs }, async (c) => {
+      box.counter = c;
+      await new Promise<void>((resolve) => (finish = resolve));
+    });
+    await Promise.resolve();
+    box.counter!.lines = 1_000;
+    nowMs = 1_000;
+    vi.advanceTimersByTime(1_000);
+    // The second reading starts after that line and has read 400 lines by the next one.
+    box.counter!.lines = 400;
+    nowMs = 2_000;
+    vi.advanceTimersByTime(1_000);
+    box.counter!.lines = 900;
+    nowMs = 3_000;
+    vi.advanceTimersByTime(1_000);
+    finish();
+    await phase;
+    // Before: the restart was seen at the second line and timed from it: '400 lines, 400000/s'.
+    expect(printed).toEqual([
+      'publish: reading r.jsonl to resume: 1000 lines, 1000/s\n',
+      'publish: reading r.jsonl to resume: 400 lines, 400/s\n',
+      'publish: reading r.jsonl to resume: 900 lines, 450/s\n',
+    ]);
   });
 });
