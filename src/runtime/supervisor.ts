@@ -15,6 +15,12 @@ export interface SupervisorOptions {
   readonly log: Logger;
   /** A worker that ran this long is healthy again: its backoff resets. */
   readonly stableAfterMs?: number;
+  /**
+   * Every this many exits in a row of a device's worker (none ran stableAfterMs), an error line says
+   * it keeps failing (default 5): a worker that can never start (its metricsPort held by another
+   * service, a broken device) was one warning among routine restarts, the fleet process up.
+   */
+  readonly failingAfterExits?: number;
   readonly onWorkerExit?: (deviceId: number, code: number | null, signal: NodeJS.Signals | null) => void;
 }
 
@@ -61,6 +67,8 @@ interface Slot {
   restarts: number;
   consecutiveFailures: number;
   startedAt: number;
+  /** When the first run of the current streak of failures started. */
+  failingSinceAt: number;
   timer: NodeJS.Timeout | undefined;
 }
 
@@ -74,7 +82,7 @@ export class Supervisor {
   private killed = false;
 
   constructor(private readonly o: SupervisorOptions) {
-    this.slots = o.deviceIds.map((deviceId) => ({ deviceId, child: undefined, restarts: 0, consecutiveFailures: 0, startedAt: 0, timer: undefined }));
+    this.slots = o.deviceIds.map((deviceId) => ({ deviceId, child: undefined, restarts: 0, consecutiveFailures: 0, startedAt: 0, failingSinceAt: 0, timer: undefined }));
   }
 
   start(): void {
@@ -130,8 +138,20 @@ export class Supervisor {
     // A start that timed out ran long but was never healthy: its backoff keeps growing.
     const stable = ranMs > (this.o.stableAfterMs ?? 30_000) && code !== EXIT_START_TIMEOUT;
     slot.consecutiveFailures = stable ? 1 : slot.consecutiveFailures + 1;
+    if (slot.consecutiveFailures === 1) slot.failingSinceAt = slot.startedAt;
     const backoffMs = Math.min(this.o.restartBackoffMaxMs, this.o.restartBackoffMinMs * 2 ** (slot.consecutiveFailures - 1));
-    this.o.log.warn({ device: slot.deviceId, code, signal, reason: workerExitReason(code, signal), ranMs, backoffMs }, 'worker exited; restarting');
+    const reason = workerExitReason(code, signal);
+    this.o.log.warn({ device: slot.deviceId, code, signal, reason, ranMs, backoffMs }, 'worker exited; restarting');
+    // Restarting on is right (a port a predecessor's draining worker holds frees up, a fixed config is
+    // read by the next start, and the other devices keep serving): it has to be loud, not quiet.
+    const every = this.o.failingAfterExits ?? 5;
+    if (slot.consecutiveFailures % every === 0) {
+      const stableS = (this.o.stableAfterMs ?? 30_000) / 1000;
+      this.o.log.error(
+        { device: slot.deviceId, exits: slot.consecutiveFailures, failingForMs: Date.now() - slot.failingSinceAt, code, signal, reason, backoffMs },
+        `worker keeps failing: ${slot.consecutiveFailures} exits in a row without a run of ${stableS} s between them (${reason}); still restarting it, every ${backoffMs} ms`,
+      );
+    }
     slot.restarts++;
     slot.timer = setTimeout(() => {
       slot.timer = undefined;

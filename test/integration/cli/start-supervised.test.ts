@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -108,6 +109,35 @@ describe('npu-fleet start (one worker process per device)', () => {
       release();
     }
   }, 90_000);
+
+  it('a worker that can never start (its worker.metricsPort held by another service) is restarted on, and after 5 exits in a row an error line says it keeps failing', async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen({ port: 0, host: '0.0.0.0' }, resolve));
+    const port = (holder.address() as { port: number }).port;
+    const fleet = spawnFleet(1, { NPU_FLEET__WORKER__METRICS_PORT: String(port), NPU_FLEET__SUPERVISOR__RESTART_BACKOFF_MIN_MS: '100', NPU_FLEET__SUPERVISOR__RESTART_BACKOFF_MAX_MS: '200' });
+    try {
+      // Before, each of its exits was one warning 'worker exited; restarting' among routine restarts.
+      expect(await until(() => fleet.lines('worker exited; restarting').length >= 5, 60_000), fleet.output()).toBe(true);
+      expect(await until(() => fleet.output().includes('"msg":"worker keeps failing'), 5_000), fleet.output()).toBe(true);
+      const line = fleet.output().split('\n').find((l) => l.includes('"msg":"worker keeps failing'));
+      expect(JSON.parse(line ?? '{}')).toMatchObject({ level: 50, component: 'supervisor', device: 0, exits: 5, code: 1, reason: expect.stringMatching(/failed to start/) as unknown });
+      expect(fleet.output(), 'the worker names the port').toContain(`cannot listen on 0.0.0.0:${port}`);
+      // Still restarting it: the port may free up (a predecessor's worker draining on it).
+      expect(await until(() => fleet.lines('worker started').length >= 6, 20_000), fleet.output()).toBe(true);
+      fleet.child.kill('SIGTERM');
+      // 0, or 1 if the signal met a worker already exiting of the port.
+      const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 30_000))]);
+      expect(result, fleet.output()).not.toBe('slow');
+      expect(result, fleet.output()).toMatchObject({ signal: null });
+    } finally {
+      try {
+        process.kill(-(fleet.child.pid as number), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      holder.close();
+    }
+  }, 120_000);
 
   it('SIGTERM a moment after start (workers still loading, nothing to drain) exits 0', async () => {
     const fleet = spawnFleet(2);

@@ -165,3 +165,20 @@ describe('Supervisor log of a worker exit', () => {
     expect(reasons[2]).toMatch(/SIGKILL.*out of memory/);
   });
 });
+
+describe('Supervisor on a worker that keeps failing', () => {
+  it('says so at error level every failingAfterExits exits in a row, and keeps restarting it', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const { sup, exits } = supervisor({ log, failingAfterExits: 3, workerArgs: () => ['-e', 'process.exit(1)'] });
+    sup.start();
+    await until(() => exits.length >= 7);
+    await sup.stop();
+    const failing = lines.filter((l) => String(l.msg).startsWith('worker keeps failing'));
+    // Before, each exit was one warning 'worker exited; restarting' like any other.
+    expect(failing.map((l) => l.exits)).toEqual([3, 6]);
+    expect(failing[0]).toMatchObject({ level: 50, device: 0, code: 1, reason: expect.stringMatching(/failed to start/) as unknown });
+    expect(Number(failing[1]?.failingForMs)).toBeGreaterThan(Number(failing[0]?.failingForMs));
+    expect(lines.filter((l) => l.msg === 'worker exited; restarting').length).toBeGreaterThanOrEqual(7);
+  });
+});
