@@ -129,8 +129,12 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     const verb = values['dry-run'] ? 'would re-send' : 're-sent';
     out(`${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) to their request ${config.transport.kind === 'kafka' ? 'topics' : 'queues'}`);
     if (report.alreadyReplayed !== undefined && report.alreadyReplayed > 0) {
-      // Not skips (exit 0): nothing is left to do for them, as for BullMQ records a replay removed.
-      out(`  ${values['dry-run'] ? 'would pass' : 'passed'} over ${report.alreadyReplayed} already re-sent by an earlier replay (the DLQ topic keeps replayed records; their re-sends carry npu-fleet-replay-of; dlq list shows when)`);
+      // Not skips (exit 0): nothing is left to do for them.
+      const why =
+        config.transport.kind === 'kafka'
+          ? 'the DLQ topic keeps replayed records; their re-sends carry npu-fleet-replay-of; dlq list shows when'
+          : `a replay stopped before it removed their DLQ records; ${values['dry-run'] ? 'a real run removes them' : 'removed them now'}`;
+      out(`  ${values['dry-run'] ? 'would pass' : 'passed'} over ${report.alreadyReplayed} already re-sent by an earlier replay (${why})`);
     }
     for (const s of report.skipped.slice(0, SHOWN_SKIPS)) out(`  skipped ${s.ref}: ${s.why}`);
     if (report.skipped.length > SHOWN_SKIPS) out(`  ... and ${report.skipped.length - SHOWN_SKIPS} more skipped`);

@@ -83,7 +83,8 @@ export interface ReplayReport {
   /**
    * Kafka: matching records an earlier replay re-sent (the DLQ keeps them), or second records of a
    * message re-sent already, passed over; not skips, since nothing is left to do for them
-   * (elsewhere a replayed record leaves the DLQ).
+   * (elsewhere a replayed record leaves the DLQ). BullMQ: records whose request a replay stopped
+   * before removing them (Ctrl-C, a crash) had re-sent, passed over and removed.
    */
   readonly alreadyReplayed?: number | undefined;
 }

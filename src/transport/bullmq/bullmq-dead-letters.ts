@@ -3,7 +3,7 @@ import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { checkQuery, ListingBuilder, replayTarget, ReplayTally, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, ListingBuilder, replayTarget, ReplayTally, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { renderName, replyToProblem } from '../names.ts';
 import { bullmqError, ensureRedisAnswers, jobIdFor, KEEP_COMPLETED, KEEP_FAILED, redisConnection, toBullmqPriority } from './bullmq-names.ts';
 import { STALLED_OUT } from './stall-reaper.ts';
@@ -43,6 +43,18 @@ const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : un
 const level = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
 
 /**
+ * The job name of a request re-sent from the DLQ record `ref` (first-time requests are named
+ * `request`; the workers read no job name): a replay stopped between the re-add and the record's
+ * removal leaves both, and the next one tells by it that the record was re-sent already.
+ */
+export function replayJobName(ref: string): string {
+  return `request replay-of ${ref}`;
+}
+
+/** What replaying one record came to: re-sent, passed over (re-sent already), or why it cannot be. */
+type RecordReplay = 'resent' | 'passed-over' | { readonly why: string };
+
+/**
  * A model's BullMQ DLQ (see DeadLetters): records are waiting jobs of `{model}.dlq` whose data is
  * `{reason, message, source: {queue, jobId}, priority, original}`. Each list/replay works on the
  * ids waiting when it began (records dead-lettered meanwhile, the replay's own included, wait for
@@ -59,7 +71,10 @@ const level = (v: unknown): number | undefined => (typeof v === 'number' && Numb
  * removed from the DLQ only after its request was re-added, then the claim released: so a replay
  * that fails or dies between claim and re-send leaves the record in the DLQ, and once the claim
  * lapses the next replay takes it (nothing lost). One that dies after the re-add but before the
- * removal leaves the record too: a later replay sends it again (a duplicate, never a loss). The
+ * removal leaves the record too: its re-added job is named after the record (replayJobName), so a
+ * later replay finds it there and only removes the record (a record without a request id, whose
+ * job id is random, is sent again: a duplicate, never a loss; as is one whose re-added job BullMQ
+ * no longer retains, KEEP_COMPLETED / KEEP_FAILED). The
  * claim is renewed just before the re-add and the record passed over if it had lapsed meanwhile,
  * so a replay slower than the TTL cannot send what another has since claimed. JS thread only.
  */
@@ -86,6 +101,7 @@ export class BullmqDeadLetters implements DeadLetters {
   async replay(options: ReplayOptions): Promise<ReplayReport> {
     checkQuery(options);
     const tally = new ReplayTally(options);
+    let alreadyReplayed = 0;
     try {
       await this.scan(options.model, async (job, letter, data) => {
         tally.progress();
@@ -102,9 +118,10 @@ export class BullmqDeadLetters implements DeadLetters {
             tally.skipped.push({ ref: letter.ref, why: `another replay is re-sending it right now; if that one did not finish, replay again in ${REPLAY_CLAIM_TTL_MS / 1000} s` });
             return true;
           }
-          const why = await this.replayOne(options, letter, data, job, claim);
-          if (why !== undefined) tally.skipped.push({ ref: letter.ref, why });
-          else tally.replayed++;
+          const done = await this.replayOne(options, letter, data, job, claim);
+          if (done === 'resent') tally.replayed++;
+          else if (done === 'passed-over') alreadyReplayed++;
+          else tally.skipped.push({ ref: letter.ref, why: done.why });
         } finally {
           await claim?.release();
         }
@@ -114,7 +131,7 @@ export class BullmqDeadLetters implements DeadLetters {
       throw tally.failed(err, `replaying the DLQ of ${options.model} failed`);
     }
     tally.progress(true);
-    return tally.report();
+    return { ...tally.report(), alreadyReplayed };
   }
 
   async close(): Promise<void> {
@@ -123,27 +140,35 @@ export class BullmqDeadLetters implements DeadLetters {
     this.connection.disconnect();
   }
 
-  /** Re-adds one record's request (unless a dry run); returns why it cannot be, or undefined. */
-  private async replayOne(options: ReplayOptions, letter: DeadLetter, data: DlqJobData, dlqJob: Job, claim: Claim | undefined): Promise<string | undefined> {
+  /** Re-adds one record's request (unless a dry run) and removes the record. */
+  private async replayOne(options: ReplayOptions, letter: DeadLetter, data: DlqJobData, dlqJob: Job, claim: Claim | undefined): Promise<RecordReplay> {
     const { model } = options;
+    const jobId = letter.requestId === undefined ? undefined : jobIdFor(letter.requestId);
+    const sourceQueue = letter.source !== undefined && sourcePriority(this.settings.queueTemplate, model, letter.source) !== null ? letter.source : undefined;
+    const earlier = jobId === undefined || sourceQueue === undefined ? undefined : await Job.fromId(this.queue(sourceQueue), jobId);
+    const state = earlier === undefined ? undefined : await earlier.getState();
+    // This record's own re-send, by a replay stopped before it removed the record (Ctrl-C, a crash):
+    // re-sending it again would serve the request twice, so only the removal is left. Not when the
+    // job is in no state list ('unknown', below): that add failed part way and nothing went out.
+    if (earlier?.name === replayJobName(letter.ref) && state !== 'unknown') {
+      if (options.dryRun !== true && claim !== undefined) await removeRecord(letter, dlqJob, claim);
+      return 'passed-over';
+    }
     const target = replayTarget(letter, { template: this.settings.queueTemplate, model, nowMs: Date.now(), priorityRequired: true, priority: options.priority });
-    if ('why' in target) return target.why;
+    if ('why' in target) return { why: target.why };
     const { priority } = target;
     const source = this.queue(target.source);
-    const jobId = letter.requestId === undefined ? undefined : jobIdFor(letter.requestId);
     if (jobId !== undefined) {
-      const earlier = await Job.fromId(source, jobId);
-      const state = earlier === undefined ? undefined : await earlier.getState();
       // 'unknown': a job hash in no state list, left by an add whose script failed part way (Redis
       // does not roll a script back: OOM at maxmemory, a damaged key). Nobody holds it, and BullMQ
       // would take the re-add for a duplicate and drop it, so it is removed like an answered one.
       if (earlier !== undefined && state !== 'completed' && state !== 'failed' && state !== 'unknown') {
-        return `request ${letter.requestId} is still in ${letter.source} (${state}); replay it once that one is answered`;
+        return { why: `request ${letter.requestId} is still in ${letter.source} (${state}); replay it once that one is answered` };
       }
       if (earlier?.failedReason === STALLED_OUT) {
-        return `request ${letter.requestId} was just given up on by BullMQ and is being answered; replay again in a minute`;
+        return { why: `request ${letter.requestId} was just given up on by BullMQ and is being answered; replay again in a minute` };
       }
-      if (options.dryRun === true) return undefined;
+      if (options.dryRun === true) return 'resent';
       const original = data.original as { replyTo?: unknown } | undefined;
       const replyTo = text(original?.replyTo) ?? renderName(this.settings.repliesTemplate, model);
       const reply = replyToProblem('bullmq', replyTo) === undefined ? await Job.fromId(this.queue(replyTo), jobId) : undefined;
@@ -151,28 +176,22 @@ export class BullmqDeadLetters implements DeadLetters {
         await reply?.remove();
       } catch {
         // Locked: a subscriber is taking it right now, and the new reply would be dropped behind it.
-        return `the earlier reply to ${letter.requestId} on ${replyTo} is being read right now; replay again in a moment`;
+        return { why: `the earlier reply to ${letter.requestId} on ${replyTo} is being read right now; replay again in a moment` };
       }
       await earlier?.remove();
     }
-    if (options.dryRun === true || claim === undefined) return undefined;
+    if (options.dryRun === true || claim === undefined) return 'resent';
     if (!(await claim.renew())) {
-      return `its replay claim lapsed (this replay took over ${REPLAY_CLAIM_TTL_MS / 1000} s on it) and it may be another replay's now; replay again if it is still in the DLQ`;
+      return { why: `its replay claim lapsed (this replay took over ${REPLAY_CLAIM_TTL_MS / 1000} s on it) and it may be another replay's now; replay again if it is still in the DLQ` };
     }
-    await source.add('request', data.original, {
+    await source.add(replayJobName(letter.ref), data.original, {
       ...(jobId === undefined ? {} : { jobId }),
       priority: toBullmqPriority(priority),
       removeOnComplete: KEEP_COMPLETED,
       removeOnFail: KEEP_FAILED,
     });
-    try {
-      await dlqJob.remove();
-    } catch (err) {
-      // The claim is kept until it lapses: a replay racing this one must not re-send it meanwhile.
-      claim.keep();
-      throw new FleetError('TRANSPORT_ERROR', `${letter.ref} was re-sent but its DLQ record could not be removed (${(err as Error).message}); remove it before replaying again`, { cause: err });
-    }
-    return undefined;
+    await removeRecord(letter, dlqJob, claim);
+    return 'resent';
   }
 
   /** Claims a DLQ record for this replay (see the class comment); `held` false: another replay has it. */
@@ -235,6 +254,17 @@ export class BullmqDeadLetters implements DeadLetters {
       this.queues.set(name, q);
     }
     return q;
+  }
+}
+
+/** Removes a record whose request was re-sent. */
+async function removeRecord(letter: DeadLetter, dlqJob: Job, claim: Claim): Promise<void> {
+  try {
+    await dlqJob.remove();
+  } catch (err) {
+    // The claim is kept until it lapses: a replay racing this one must not re-send it meanwhile.
+    claim.keep();
+    throw new FleetError('TRANSPORT_ERROR', `${letter.ref} was re-sent but its DLQ record could not be removed (${(err as Error).message}); the next replay removes it`, { cause: err });
   }
 }
 

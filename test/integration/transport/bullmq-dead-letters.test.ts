@@ -1,4 +1,4 @@
-import { Job, Queue } from 'bullmq';
+import { Job, Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BullmqDeadLetters } from '../../../src/transport/bullmq/bullmq-dead-letters.ts';
@@ -108,6 +108,43 @@ describe('BullmqDeadLetters', () => {
     await redis.del(events);
     expect(await dl.replay({ model })).toMatchObject({ replayed: 1, skipped: [] });
     expect((await queueJobs(settings, `${model}.requests`, ['wait', 'prioritized'])).map((j) => j.id)).toEqual(['r1']);
+  });
+
+  // A replay stopped (Ctrl-C, a crash) between re-adding a record's request and removing the record
+  // leaves both behind. The next replay removed the re-sent request once it was answered and added
+  // it again: the request served twice.
+  it('a record whose request a stopped replay had re-sent already is passed over and removed, not re-sent again', async () => {
+    const settings = bullmqSettings();
+    const model = uniqueName('bdl').replace(/[^A-Za-z0-9-]/g, '');
+    const connection = { url: settings.redisUrl } as never;
+    const dlq = new Queue(`${model}.dlq`, { connection, prefix: settings.prefix });
+    open.push(dlq);
+    const [r1] = [await dlq.add('dead-letter', record(model, 'r1')), await dlq.add('dead-letter', record(model, 'r2'))];
+    const first = new BullmqDeadLetters(settings);
+    open.push(first);
+    // The first replay dies right after its re-add of r1: the removal of r1's record never happens.
+    const remove = Job.prototype.remove;
+    vi.spyOn(Job.prototype, 'remove').mockImplementation(function (this: Job, ...args: Parameters<Job['remove']>) {
+      return this.queueName === `${model}.dlq` ? Promise.reject(new Error('killed')) : remove.apply(this, args);
+    });
+    await expect(first.replay({ model })).rejects.toThrow(/killed/);
+    vi.restoreAllMocks();
+    // Its claim on the record lapses.
+    const redis = new Redis(settings.redisUrl);
+    open.push({ close: async () => void redis.disconnect() });
+    await redis.del(`${settings.prefix}:${model}.dlq:${r1.id ?? ''}:replay-claim`);
+    // The re-sent r1 is answered.
+    const worker = new Worker(`${model}.requests`, () => Promise.resolve('ok'), { connection, prefix: settings.prefix });
+    open.push(worker);
+    await vi.waitFor(async () => expect((await queueJobs(settings, `${model}.requests`, ['completed'])).map((j) => j.id)).toEqual(['r1']), { timeout: 10_000 });
+    await worker.close();
+
+    const dl = new BullmqDeadLetters(settings);
+    open.push(dl);
+    expect(await dl.replay({ model, dryRun: true })).toMatchObject({ matched: 2, replayed: 1, alreadyReplayed: 1, skipped: [] });
+    expect(await dl.replay({ model })).toMatchObject({ matched: 2, replayed: 1, alreadyReplayed: 1, skipped: [] });
+    expect((await queueJobs(settings, `${model}.requests`, ['wait', 'prioritized'])).map((j) => j.id)).toEqual(['r2']);
+    expect((await dl.list({ model })).scanned).toBe(0);
   });
 
   it('list and a dry run write nothing to Redis, also for a model whose DLQ does not exist', async () => {
