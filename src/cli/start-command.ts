@@ -77,7 +77,18 @@ export async function startCommand(config: FleetConfig, configFile: string | und
     }
     const signal = await stop.signal;
     log.info({ signal }, 'draining embedded fleet');
-    return await first.fleet.stop();
+    // Without a handler a second signal took its default action: the process died of it with no
+    // word (the supervised fleet says why and exits 1, see Supervisor).
+    const force = (again: NodeJS.Signals): void => {
+      log.warn({ signal: again }, 'second stop signal: exiting without finishing the drain; requests still queued in the memory broker end with the process');
+      process.exit(1);
+    };
+    onStopSignals(force);
+    try {
+      return await first.fleet.stop();
+    } finally {
+      offStopSignals(force);
+    }
   }
   const supervisor = new Supervisor({
     deviceIds: Array.from({ length: config.devices.count }, (_, i) => i),

@@ -57,6 +57,41 @@ describe('npu-fleet start (embedded memory fleet)', () => {
     expect(worker.filter((l) => l.includes('"msg":"drained"')).map((l) => (JSON.parse(l) as { device: number }).device).sort()).toEqual([0, 1]);
   }, 60_000);
 
+  it('a second stop signal during the drain exits 1 saying so, instead of dying of the signal with no word', async () => {
+    const dir = tempDir('npu-fleet-start-twice-');
+    const configFile = join(dir, 'fleet.yaml');
+    writeFileSync(
+      configFile,
+      stringify({
+        transport: { kind: 'memory' },
+        devices: { count: 1, backend: 'sim' },
+        models: ['mlp-classifier'],
+        worker: { metricsPort: 0, hangLimitMs: 60_000 },
+        demo: { enabled: true, requestsPerSecond: 50 },
+        log: { level: 'info' },
+      }),
+    );
+    // Every batch takes 1.5 s on the device, so the drain after the first signal has one to wait for.
+    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile], {
+      env: { ...process.env, NPU_FLEET_DEVICE: 'sim', NPU_FLEET_SIM_PROFILE: 'base=1500ms,perItem=0ms' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const deadline = Date.now() + 30_000;
+    while (!out.includes('throughput ') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    child.kill('SIGINT');
+    const draining = Date.now() + 10_000;
+    while (!out.includes('draining embedded fleet') && Date.now() < draining) await new Promise((r) => setTimeout(r, 20));
+    child.kill('SIGINT');
+    const result = await Promise.race([exited, new Promise<'no exit'>((r) => setTimeout(() => r('no exit'), 10_000))]);
+    if (result === 'no exit') child.kill('SIGKILL');
+    expect(result, out).toEqual({ code: 1, signal: null });
+    expect(out).toMatch(/second stop signal/);
+  }, 60_000);
+
   it('a worker start-up that hangs (model load blocked) ends the embedded fleet with EXIT_START_TIMEOUT (72) past worker.startTimeoutMs', async () => {
     const { repo, fifo, release } = hungModelRepo();
     const configFile = join(tempDir('npu-fleet-start-'), 'fleet.yaml');
