@@ -1,6 +1,7 @@
 #include "acl_loader.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -42,6 +43,19 @@ struct Candidate {
   std::string reason;  // which rule picked it, for the error text
 };
 
+bool IsFile(const std::string &path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// CANN's install roots when no set_env.sh was sourced (acl-api.md §10: new CANN installs under
+// cann/, older toolkits under ascend-toolkit/latest/, the inference-only package under nnae/).
+constexpr const char *kDefaultAscendLibs[] = {
+    "/usr/local/Ascend/cann/lib64/libascendcl.so",
+    "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so",
+    "/usr/local/Ascend/nnae/latest/lib64/libascendcl.so",
+};
+
 Candidate Pick(const std::string &addonDir) {
   const std::string simPath = addonDir + "/libacl_sim.so";
   if (EnvOr("NPU_FLEET_DEVICE") == "sim") return {simPath, "NPU_FLEET_DEVICE=sim"};
@@ -51,7 +65,27 @@ Candidate Pick(const std::string &addonDir) {
     const std::string home = EnvOr(var);
     if (!home.empty()) return {home + "/lib64/libascendcl.so", std::string("$") + var};
   }
-  return {simPath, "no NPU_FLEET_ACL_LIB / ASCEND_HOME_PATH / ASCEND_TOOLKIT_HOME: bundled simulator"};
+  // A CANN host whose environment set LD_LIBRARY_PATH only (a container image, a unit file), or
+  // none at all: a libascendcl.so found there is used (and an error if it cannot load), never
+  // silently replaced by the simulator, which would serve an NPU host's traffic on its CPU.
+  // Searched by hand rather than dlopen("libascendcl.so") so a missing library is told apart from
+  // one whose dependencies (the driver's lib64) are missing, and the path reported is absolute.
+  const std::string ldPath = EnvOr("LD_LIBRARY_PATH");
+  for (size_t start = 0; start <= ldPath.size();) {
+    size_t end = ldPath.find(':', start);
+    if (end == std::string::npos) end = ldPath.size();
+    const std::string dir = ldPath.substr(start, end - start);
+    start = end + 1;
+    if (dir.empty()) continue;
+    const std::string lib = dir + "/libascendcl.so";
+    if (IsFile(lib)) return {lib, "LD_LIBRARY_PATH"};
+  }
+  for (const char *lib : kDefaultAscendLibs) {
+    if (IsFile(lib)) return {lib, "the default CANN install path"};
+  }
+  return {simPath,
+          "no NPU_FLEET_ACL_LIB / ASCEND_HOME_PATH / ASCEND_TOOLKIT_HOME, no libascendcl.so on "
+          "LD_LIBRARY_PATH or under /usr/local/Ascend: bundled simulator"};
 }
 
 }  // namespace
@@ -70,8 +104,10 @@ const AclBackend &GetBackend(const std::string &addonDir) {
     throw std::runtime_error("cannot load the ACL library " + c.path + " (chosen by " + c.reason +
                              "): " + (err ? err : "unknown dlopen error") +
                              ". Fix: run `npm run build:native` for the bundled simulator, set "
-                             "NPU_FLEET_ACL_LIB to a libascendcl.so, source CANN's set_env.sh, or "
-                             "set NPU_FLEET_DEVICE=sim.");
+                             "NPU_FLEET_ACL_LIB to a libascendcl.so, source CANN's set_env.sh (it also puts "
+                             "the driver's /usr/local/Ascend/driver/lib64{,/common,/driver} on "
+                             "LD_LIBRARY_PATH, which libascendcl.so needs), or set "
+                             "NPU_FLEET_DEVICE=sim.");
   }
 
   auto *backend = new AclBackend();
