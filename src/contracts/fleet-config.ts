@@ -28,6 +28,19 @@ export const FLEET_DEFAULTS = {
   kafkaLowPriorityInflight: 128,
 } as const;
 
+/**
+ * The longest delay Node's setTimeout keeps (2^31 - 1 ms): it fires a longer one after 1 ms. Bounds
+ * the settings that become timers as given; the worker's own bounds (drain, start, hang) wait at
+ * most this long instead (runtime/timer-delay.ts), so they take any value.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A number of milliseconds that becomes a timer as given (see MAX_TIMER_MS). */
+const timerMs = () =>
+  z
+    .number()
+    .max(MAX_TIMER_MS, `longer than Node's longest timer (${MAX_TIMER_MS} ms, about 24.8 days), which fires such a delay at once`);
+
 /** Devices one fleet config can name (devices.count; `start --devices`). */
 export const MAX_DEVICES = 64;
 
@@ -113,8 +126,7 @@ export const BullmqSettingsSchema = z
     queueTemplate: z.string().default(FLEET_DEFAULTS.bullmqQueueTemplate).describe('Queue per model; {model} replaced'),
     repliesTemplate: z.string().default(FLEET_DEFAULTS.repliesTemplate).describe('Default reply queue; {model} replaced'),
     dlqTemplate: z.string().default(FLEET_DEFAULTS.dlqTemplate).describe('Dead-letter queue; {model} replaced'),
-    lockDurationMs: z
-      .number()
+    lockDurationMs: timerMs()
       .int()
       .positive()
       .default(FLEET_DEFAULTS.bullmqLockDurationMs)
@@ -128,8 +140,7 @@ export const BullmqSettingsSchema = z
         'Jobs a worker holds per model (BullMQ concurrency); a few device batches deep. Larger costs CPU per job ' +
           '(more jobs waiting on locks and promises) and delays priority',
       ),
-    connectTimeoutMs: z
-      .number()
+    connectTimeoutMs: timerMs()
       .int()
       .positive()
       .default(FLEET_DEFAULTS.bullmqConnectTimeoutMs)
@@ -208,7 +219,7 @@ export const FleetConfigSchema = z
               'dead-lettered instead of run again: one poison input must not crash-loop the fleet. After the first it runs ' +
               'alone, so the requests batched with it are not blamed twice',
           ),
-        publishLingerMs: z.number().nonnegative().default(FLEET_DEFAULTS.publishLingerMs).describe('Result batching window'),
+        publishLingerMs: timerMs().nonnegative().default(FLEET_DEFAULTS.publishLingerMs).describe('Result batching window'),
         journalDir: z
           .string()
           .default('')
@@ -251,8 +262,8 @@ export const FleetConfigSchema = z
       }),
     supervisor: z
       .strictObject({
-        restartBackoffMinMs: z.number().int().positive().default(FLEET_DEFAULTS.restartBackoffMinMs),
-        restartBackoffMaxMs: z.number().int().positive().default(FLEET_DEFAULTS.restartBackoffMaxMs),
+        restartBackoffMinMs: timerMs().int().positive().default(FLEET_DEFAULTS.restartBackoffMinMs),
+        restartBackoffMaxMs: timerMs().int().positive().default(FLEET_DEFAULTS.restartBackoffMaxMs),
       })
       .refine((s) => s.restartBackoffMinMs <= s.restartBackoffMaxMs, {
         message: 'restartBackoffMinMs must not exceed restartBackoffMaxMs: raise supervisor.restartBackoffMaxMs or lower supervisor.restartBackoffMinMs',

@@ -9,6 +9,7 @@ import {
   parseModelConfig,
 } from '../../../src/contracts/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { stringify } from 'yaml';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 function tmpFile(name: string, text: string): string {
@@ -173,6 +174,25 @@ describe('fleet config loader', () => {
     ).toMatch(/set NPU_FLEET__TRANSPORT__KAFKA__REPLY_TOPIC_PATTERN/);
     // A key that matches nothing gets no made-up suggestion.
     expect(message({ NPU_FLEET__WORKER__COLOUR: 'red' })).not.toMatch(/ set NPU_FLEET__/);
+  });
+
+  // These become setTimeout delays as given, and Node fires a delay past 2^31 - 1 ms after 1 ms:
+  // transport.bullmq.connectTimeoutMs 3000000000 failed every worker start against a live Redis at
+  // once ('did not answer within 3000000000 ms'), a restart backoff that large restarted at once.
+  it.each([
+    ['transport.bullmq.connectTimeoutMs', { transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://r:6379', connectTimeoutMs: 3e9 } } }],
+    ['transport.bullmq.lockDurationMs', { transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://r:6379', lockDurationMs: 5e9 } } }],
+    ['supervisor.restartBackoffMinMs', { supervisor: { restartBackoffMinMs: 3e9, restartBackoffMaxMs: 4e9 } }],
+    ['supervisor.restartBackoffMaxMs', { supervisor: { restartBackoffMaxMs: 3e9 } }],
+    ['worker.publishLingerMs', { worker: { publishLingerMs: 3e9 } }],
+  ])('refuses %s past the longest timer Node keeps (2147483647 ms), naming the field and the bound', (field, config) => {
+    const file = tmpFile('timer.yaml', stringify(config));
+    expect(() => loadFleetConfig({ file, env: {} })).toThrow(new RegExp(`${field.replace(/\./g, '\\.')}: .*24\\.8 days.*\\(use a value <= 2147483647\\)`));
+  });
+
+  it('still takes worker bounds past the timer maximum, which wait the maximum (practically never)', () => {
+    const c = loadFleetConfig({ file: tmpFile('never.yaml', 'worker: { drainTimeoutMs: 1.0e12, hangLimitMs: 1.0e12, startTimeoutMs: 1.0e12 }\n'), env: {} });
+    expect(c.worker.hangLimitMs).toBe(1e12);
   });
 
   it('reports unreadable files and bad YAML clearly', () => {
