@@ -10,6 +10,7 @@ import { dlqCommand } from './dlq-command.ts';
 import { framesCommand, loadCommand } from './load-command.ts';
 import { COMMAND_USAGE, intOption, noPositionals, parseCommandArgs } from './cli-args.ts';
 import { earlySignal, signalExitCode, takeEarlySignal } from './early-signals.ts';
+import { guardStdio } from './stdout-lines.ts';
 
 export const USAGE = `npu-fleet — queue-driven inference workers for Ascend NPUs
 
@@ -22,6 +23,9 @@ Run npu-fleet COMMAND --help for one command.
 Config: one YAML file (--config or $NPU_FLEET_CONFIG) plus NPU_FLEET__SECTION__KEY env overrides.`;
 
 export async function main(argv: readonly string[]): Promise<number> {
+  // Before any output: a write to a pipe whose reader has gone (`| head -1`) is otherwise an
+  // unhandled 'error' event, a stack trace and exit 1 in the middle of the command.
+  guardStdio();
   const [command, ...rest] = argv;
   const serving = command === 'start' || command === 'worker';
   // A stop signal while the CLI loaded (caught by bin/npu-fleet.js): nothing has started yet.

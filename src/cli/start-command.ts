@@ -7,6 +7,7 @@ import { Supervisor } from '../runtime/supervisor.ts';
 import { EXIT_START_TIMEOUT } from '../runtime/worker-process.ts';
 import { workerNodeFlags } from '../runtime/worker-node-flags.ts';
 import { takeEarlySignal } from './early-signals.ts';
+import { printLine, onStdoutClosed } from './stdout-lines.ts';
 import { offStopSignals, onStopSignals } from './stop-signals.ts';
 import { checkDeviceCount, workerDeps } from './worker-deps.ts';
 
@@ -36,6 +37,17 @@ function stopLatch(): { readonly signal: Promise<NodeJS.Signals>; received: () =
     resolve(s);
   };
   onStopSignals(on);
+  // stdout's reader gone (`npm start | head -1`): the usual Unix end of a command whose output
+  // pipe closed is SIGPIPE's, but dying at once would lose the batches in flight, and going on
+  // would run a fleet nobody watches (only the memory broker's own demo load feeds it). It is a
+  // stop like SIGTERM's: drain, exit 0. Only the embedded fleet prints to stdout, so only it
+  // notices; the supervised fleet's logs have their own EPIPE-safe sink and it runs on.
+  const offStdout = onStdoutClosed((code) => {
+    offStdout();
+    if (received !== undefined) return;
+    printLine(`npu-fleet: stdout closed (${code}): draining the embedded fleet as on SIGTERM`, process.stderr);
+    on('SIGPIPE');
+  });
   const early = takeEarlySignal();
   if (early !== undefined) on(early);
   return { signal, received: () => received };
@@ -67,7 +79,7 @@ export async function startCommand(config: FleetConfig, configFile: string | und
   if (config.transport.kind === 'memory') {
     const { artifact, openDevice } = workerDeps(config);
     // Nothing restarts a worker of this process: a start-up that hangs ends the process for whoever runs it.
-    const starting = startEmbeddedFleet(config, { artifact, openDevice }, root, undefined, () => process.exit(EXIT_START_TIMEOUT));
+    const starting = startEmbeddedFleet(config, { artifact, openDevice }, root, printLine, () => process.exit(EXIT_START_TIMEOUT));
     const first = await Promise.race([starting.then((fleet) => ({ fleet })), stop.signal.then((signal) => ({ signal }))]);
     if ('signal' in first) {
       // The memory broker dies with the process: nothing acked, nothing to hand back.

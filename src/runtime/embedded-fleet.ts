@@ -24,7 +24,12 @@ export async function startEmbeddedFleet(
   deps: Omit<WorkerDeps, 'createTransport'>,
   /** Root logger: each worker binds its own component and device. */
   log: Logger,
-  print: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+  /**
+   * Where the report lines go. No default: process.stdout.write alone crashed the fleet with an
+   * unhandled EPIPE once stdout's reader had gone (`npm start | head -1`); the CLI passes a printer
+   * that survives that (src/cli/stdout-lines.ts) and drains the fleet.
+   */
+  print: (line: string) => void,
   /** A worker's start-up ran past worker.startTimeoutMs (logged): the process should exit EXIT_START_TIMEOUT. */
   onStartTimeout?: () => void,
 ): Promise<EmbeddedFleet> {

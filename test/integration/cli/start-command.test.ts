@@ -92,6 +92,40 @@ describe('npu-fleet start (embedded memory fleet)', () => {
     expect(out).toMatch(/second stop signal/);
   }, 60_000);
 
+  it('stdout closed by its reader (`npu-fleet start | head -1`): drains as on SIGTERM and exits 0, without an EPIPE crash', async () => {
+    const configFile = join(tempDir('npu-fleet-start-epipe-'), 'fleet.yaml');
+    writeFileSync(
+      configFile,
+      stringify({
+        transport: { kind: 'memory' },
+        devices: { count: 1, backend: 'sim' },
+        models: ['mlp-classifier'],
+        worker: { metricsPort: 0 },
+        demo: { enabled: true, requestsPerSecond: 50 },
+        log: { level: 'warn' },
+      }),
+    );
+    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile], {
+      env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let firstLine = '';
+    let stderr = '';
+    // Like `head -1`: read one line, then close the pipe's only read end.
+    child.stdout.on('data', (b: Buffer) => {
+      firstLine += b.toString();
+      if (firstLine.includes('\n')) child.stdout.destroy();
+    });
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const result = await Promise.race([exited, new Promise<'no exit'>((r) => setTimeout(() => r('no exit'), 40_000))]);
+    if (result === 'no exit') child.kill('SIGKILL');
+    expect(firstLine).toMatch(/^npu-fleet: 1 worker\(s\) on the memory broker/);
+    expect(stderr).not.toMatch(/Unhandled|EPIPE\n|at .*\.ts:\d+/);
+    expect(result, stderr).toEqual({ code: 0, signal: null });
+    expect(stderr).toMatch(/stdout closed \(EPIPE\): draining the embedded fleet as on SIGTERM/);
+  }, 60_000);
+
   it('a worker start-up that hangs (model load blocked) ends the embedded fleet with EXIT_START_TIMEOUT (72) past worker.startTimeoutMs', async () => {
     const { repo, fifo, release } = hungModelRepo();
     const configFile = join(tempDir('npu-fleet-start-'), 'fleet.yaml');
