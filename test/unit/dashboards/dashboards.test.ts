@@ -5,7 +5,7 @@ import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { applyEnvOverrides, parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { FLEET_DEFAULTS, FleetConfigSchema } from '../../../src/contracts/fleet-config.ts';
 import { FLEET_METRICS } from '../../../src/observability/metrics.ts';
-import { checkExpression, knownMetrics, metricNamesIn, type KnownMetrics } from './metric-references.ts';
+import { checkExpression, checkLabelsUsed, knownMetrics, metricNamesIn, type KnownMetrics } from './metric-references.ts';
 
 const ROOT = join(import.meta.dirname, '../../..');
 const DASH = join(ROOT, 'dashboards');
@@ -37,6 +37,17 @@ describe('metric reference checker', () => {
     expect(checkExpression('npu_fleet_batch_size_sum{gear="8"}', known)).toEqual(['npu_fleet_batch_size_sum has no label gear']);
     expect(checkExpression('npu_fleet_nodejs_eventloop_lag_p99_seconds > 0.1', known)).toEqual([]);
   });
+
+  it('flags grouping, matching and printed labels no metric of the expression carries', () => {
+    const stalled = 'sum by (instance, device) (npu_fleet_batches_in_flight) > 0 unless on (instance, device) sum by (instance, device) (rate(npu_fleet_batches_total[2m])) > 0';
+    expect(checkLabelsUsed(stalled, known, 'Device {{ $labels.device }} on {{ $labels.instance }}: {{ $value | humanize }}')).toEqual([]);
+    expect(checkLabelsUsed(stalled.replace('on (instance, device)', 'on (instance, devcie)'), known)).toEqual(['no metric in it has label devcie']);
+    expect(checkLabelsUsed('sum by (le, priority) (rate(npu_fleet_batch_size_bucket[5m]))', known)).toEqual(['no metric in it has label priority']);
+    expect(checkLabelsUsed('sum by (model) (npu_fleet_duplicates_total)', known, '{{ $labels.reason }}')).toEqual(['no metric in it has label reason']);
+    expect(checkLabelsUsed('sum by (model) (npu_fleet_dlq_total)', known, '{{modle}} dlq')).toEqual(['no metric in it has label modle']);
+    expect(checkLabelsUsed('count by (model, instance, worker) (npu_fleet_model_version_served)', known)).toEqual([]);
+    expect(checkLabelsUsed('rate(npu_fleet_process_cpu_seconds_total[1m])', known, '{{instance}}')).toEqual([]);
+  });
 });
 
 describe('dashboards/ files', () => {
@@ -57,13 +68,24 @@ describe('dashboards/ files', () => {
     const ids = panels.map((p) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
     const exprs: string[] = [];
+    const labelProblems: string[] = [];
     for (const p of panels) {
       if (p.type === 'row') continue;
       const targets = arr(p.targets).map(obj);
       expect(targets.length, String(p.title)).toBeGreaterThan(0);
-      for (const t of targets) exprs.push(String(t.expr));
+      for (const t of targets) {
+        exprs.push(String(t.expr));
+        labelProblems.push(...checkLabelsUsed(String(t.expr), known, String(t.legendFormat ?? '')).map((e) => `${e} in panel ${String(p.title)}: ${String(t.expr)}`));
+      }
     }
-    for (const v of arr(obj(dash.templating).list).map(obj)) if (typeof v.definition === 'string') exprs.push(v.definition);
+    for (const v of arr(obj(dash.templating).list).map(obj)) {
+      if (typeof v.definition !== 'string') continue;
+      exprs.push(v.definition);
+      // label_values(metric, label)
+      const m = /^label_values\((\w+),\s*(\w+)\)$/.exec(v.definition);
+      if (m) labelProblems.push(...checkLabelsUsed(`sum by (${m[2] as string}) (${m[1] as string})`, known).map((e) => `${e} in variable ${String(v.name)}`));
+    }
+    expect(labelProblems).toEqual([]);
     const problems = exprs.flatMap((e) => checkExpression(e, known).map((p) => `${p} in: ${e}`));
     expect(problems).toEqual([]);
     // the dashboard shows every metric the issue asks for
@@ -96,6 +118,7 @@ describe('dashboards/ files', () => {
       expect(typeof obj(r.annotations).summary).toBe('string');
       const expr = String(r.expr);
       expect(checkExpression(expr, known), `${String(r.alert)}: ${expr}`).toEqual([]);
+      expect(checkLabelsUsed(expr, known, JSON.stringify(r.annotations ?? {})), `${String(r.alert)}: ${expr}`).toEqual([]);
       expect(metricNamesIn(expr).length + (expr.includes('up{') ? 1 : 0), String(r.alert)).toBeGreaterThan(0);
       if (r.for !== undefined) expect(String(r.for)).toMatch(/^\d+[smh]$/);
     }
@@ -138,6 +161,7 @@ describe('dashboards/ files', () => {
     expect(keys).toEqual([`${FLEET_DEFAULTS.bullmqPrefix}:${queue}:wait`, `${FLEET_DEFAULTS.bullmqPrefix}:${queue}:prioritized`]);
     const query = String(obj(triggersOf(load('scaledobject-prometheus.yaml'))[0]?.metadata).query);
     expect(checkExpression(query, known)).toEqual([]);
+    expect(checkLabelsUsed(query, known)).toEqual([]);
     expect(metricNamesIn(query)).toContain('npu_fleet_source_lag');
     // promtool's test of the query (dashboards/keda/lag-query.test.yml) tests this very query.
     const promtool = obj(yamlDoc('dashboards/keda/lag-query.test.yml'));
@@ -154,6 +178,7 @@ describe('dashboards/ files', () => {
     const meta = obj(trigger.metadata);
     const query = String(meta.query);
     expect(checkExpression(query, known)).toEqual([]);
+    expect(checkLabelsUsed(query, known)).toEqual([]);
     const flat = query.replace(/\s+/g, ' ');
     // Every worker reports the group's lag: summed, it would count it once per worker.
     expect(flat).toContain('max by (model) (npu_fleet_source_backlog_seconds{');

@@ -1,8 +1,11 @@
 // Checks PromQL expressions against the metrics FleetMetrics really exports.
 import { FLEET_METRICS, FleetMetrics } from '../../../src/observability/metrics.ts';
 
-/** Labels Prometheus or our scrape configs attach to every series. */
-const TARGET_LABELS = ['instance', 'job', 'fleet', 'namespace', 'pod', 'node'];
+/**
+ * Labels on every series: Prometheus's and our scrape configs' target labels, and `worker`, the
+ * default label runWorker gives each worker's FleetMetrics.
+ */
+const TARGET_LABELS = ['instance', 'job', 'fleet', 'namespace', 'pod', 'node', 'worker'];
 
 export interface KnownMetrics {
   /** series name → labels it may carry */
@@ -51,6 +54,29 @@ export function checkExpression(expr: string, known: KnownMetrics): string[] {
     }
   }
   return problems;
+}
+
+/**
+ * Labels an expression groups or matches on (`by`, `without`, `on`, `ignoring`, `group_left`,
+ * `group_right`) and those its legend or alert annotations print (`{{label}}`, `$labels.label`)
+ * that none of its npu_fleet_* metrics carries: a typo there matches nothing (`on`), merges what
+ * should stay apart (`by`) or prints an empty string. An expression on process metrics only (labels
+ * not known) is not checked.
+ */
+export function checkLabelsUsed(expr: string, known: KnownMetrics, printed = ''): string[] {
+  const carried = new Set<string>();
+  for (const name of metricNamesIn(expr)) {
+    const labels = known.series.get(name);
+    if (labels === undefined) continue;
+    if (labels.has('*')) return [];
+    for (const l of labels) carried.add(l);
+  }
+  if (carried.size === 0) return [];
+  const grouped = [...expr.matchAll(/\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)/g)].flatMap((m) =>
+    (m[1] as string).split(',').map((l) => l.trim()).filter((l) => l !== ''),
+  );
+  const shown = [...printed.matchAll(/\{\{\s*([a-zA-Z_]\w*)\s*\}\}|\$labels\.([a-zA-Z_]\w*)/g)].map((m) => (m[1] ?? m[2]) as string);
+  return [...new Set([...grouped, ...shown])].filter((l) => !carried.has(l)).map((l) => `no metric in it has label ${l}`);
 }
 
 /** Every npu_fleet_* name mentioned. */
