@@ -1,4 +1,5 @@
 import type { FleetConfig } from '../contracts/fleet-config.ts';
+import { FleetError } from '../errors/fleet-error.ts';
 import { childLogger, createLogger } from '../observability/logger.ts';
 import { missingWorkerFlags } from '../runtime/worker-node-flags.ts';
 import { EXIT_HANG, EXIT_START_TIMEOUT, runWorker } from '../runtime/worker-process.ts';
@@ -12,6 +13,20 @@ import { workerDeps } from './worker-deps.ts';
  * the broker redelivers what we never acked).
  */
 export async function workerCommand(config: FleetConfig, deviceId: number): Promise<number> {
+  // The memory broker lives and dies in this process: no producer can reach it, so a worker on it
+  // would report ready and serve nothing for good. It is the default, so this is what a forgotten
+  // --config looks like. Checked before anything is logged or opened; no stop signal can have come
+  // since main's check (nothing awaited in between).
+  if (config.transport.kind === 'memory') {
+    throw new FleetError(
+      'INVALID_CONFIG',
+      'transport.kind is memory (the default when the config sets no transport), whose broker lives inside this one process: ' +
+        'no producer can reach it, so this worker would serve nothing. Give the fleet config with --config FILE or $NPU_FLEET_CONFIG, ' +
+        'and in it set transport.kind to kafka or bullmq with its settings (or NPU_FLEET__TRANSPORT__KIND); ' +
+        'the memory broker is for `npu-fleet start`, which runs its workers in its own process',
+      { details: { field: 'transport.kind' } },
+    );
+  }
   // runWorker binds component and device itself: it gets the root, this file's own lines the child
   // (binding them on the root too would print each key twice per line).
   const root = createLogger({ level: config.log.level });

@@ -17,7 +17,10 @@ import { tempDir } from '../../helpers/temp-dir.ts';
 function hungConfig(command: 'start' | 'worker'): { configFile: string; release: () => void } {
   const { repo, release } = hungModelRepo();
   const configFile = join(tempDir('npu-fleet-start-signals-'), 'fleet.yaml');
-  writeFileSync(configFile, stringify({ transport: { kind: 'memory' }, modelRepository: repo, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 }, ...(command === 'start' ? { log: { level: 'info' } } : {}) }));
+  // A worker process refuses the memory transport (no producer could reach it); its start-up hangs
+  // in the model load, before the broker is contacted, so an unreachable one does.
+  const transport = command === 'worker' ? { kind: 'bullmq', bullmq: { redisUrl: 'redis://127.0.0.1:1' } } : { kind: 'memory' };
+  writeFileSync(configFile, stringify({ transport, modelRepository: repo, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 }, ...(command === 'start' ? { log: { level: 'info' } } : {}) }));
   return { configFile, release };
 }
 

@@ -206,6 +206,20 @@ describe('npu-fleet worker', () => {
     }
   }, 60_000);
 
+  // The memory broker lives in its own process: a worker process on it serves nothing anybody can
+  // send. It is the default, so `npu-fleet worker --device 0` without --config (or with a config
+  // that forgot transport) logged 'worker ready' and idled for good, /healthz 200.
+  it('a worker on the memory transport (the default, no transport in its config) exits 2 naming transport.kind and the fix, instead of idling as ready', async () => {
+    const configFile = join(tempDir('npu-fleet-worker-'), 'fleet.yaml');
+    writeFileSync(configFile, stringify({ devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } }));
+    const { child, exited, output } = spawnWorker(configFile);
+    const result = await Promise.race([exited, new Promise<'still running'>((r) => setTimeout(() => r('still running'), 15_000))]);
+    if (result === 'still running') child.kill('SIGKILL');
+    expect(result, output()).toEqual({ code: 2, signal: null });
+    expect(output()).toMatch(/transport\.kind is memory.*set transport\.kind to kafka or bullmq/);
+    expect(output(), 'refused before the device opened').not.toContain('model version loaded');
+  }, 30_000);
+
   it('a worker the Kafka brokers refuse (session timeout below their minimum) exits non-zero at start-up, naming the setting, instead of idling as ready', async () => {
     const dir = tempDir('npu-fleet-worker-');
     const configFile = join(dir, 'fleet.yaml');
