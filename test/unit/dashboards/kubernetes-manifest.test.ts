@@ -72,6 +72,20 @@ describe('dashboards/kubernetes/worker.yaml', () => {
     expect(missingWorkerFlags(config.worker, [], env.NODE_OPTIONS ?? '')).toEqual([]);
   });
 
+  it('scales in no faster than a removed pod stops (dashboards/README.md: one pod a minute, each drains before the next goes)', () => {
+    const stopBoundMs = config.worker.drainTimeoutMs + stopPastDrainMs(env) + 1_000;
+    for (const f of readdirSync(join(ROOT, 'dashboards/keda')).filter((f) => f.startsWith('scaledobject-'))) {
+      const spec = obj(obj(parseYaml(readFileSync(join(ROOT, 'dashboards/keda', f), 'utf8'))).spec);
+      expect(Number(spec.cooldownPeriod) * 1000, f).toBeGreaterThan(config.worker.drainTimeoutMs);
+      const scaleDown = obj(obj(obj(obj(spec.advanced).horizontalPodAutoscalerConfig).behavior).scaleDown);
+      // Without a behavior the HPA's default scale-down window (300 s) holds.
+      expect(Number(scaleDown.stabilizationWindowSeconds ?? 300) * 1000, f).toBeGreaterThan(config.worker.drainTimeoutMs);
+      for (const p of arr(scaleDown.policies).map(obj)) {
+        if (p.type === 'Pods') expect(Number(p.periodSeconds) * 1000, f).toBeGreaterThanOrEqual(stopBoundMs);
+      }
+    }
+  });
+
   it('probes paths and the port the worker serves: /healthz up while starting, /readyz 503 until it takes work', async () => {
     const ports = arr(container.ports).map(obj);
     const named = ports.find((p) => p.name === 'metrics');
