@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, fstatSync, linkSync, openSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, linkSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync, writeFileSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { basename, dirname, join } from 'node:path';
 import { FleetError } from '../errors/fleet-error.ts';
 
 /** The holder touches its lock this often, so a lock left by a run that died elsewhere goes stale. */
@@ -10,6 +11,11 @@ export const LOCK_STALE_MS = 6 * LOCK_TOUCH_MS;
 /** Tries a stale lock's takeover this often before calling the lock held (a takeover under way takes microseconds). */
 const TAKEOVER_ATTEMPTS = 20;
 const pause = new Int32Array(new SharedArrayBuffer(4));
+/**
+ * Tests only: the step at which this process stops (and waits to be killed), to see what a run
+ * killed between two steps of taking the lock leaves behind (out-lock-kill.test.ts).
+ */
+const stopAt = process.env.NPU_FLEET_TEST_OUT_LOCK_STOP_AT;
 
 /** Locks held by this process: a lock naming our own pid is ours only if it is here. */
 const heldHere = new Set<string>();
@@ -24,7 +30,8 @@ interface Holder {
  * process and host of the run writing FILE. Two runs resumed at once each read FILE before the
  * other wrote to it, so each sent every line without an ok result: every such line was answered
  * twice. A lock left by a run that died (kill -9, a crash) is taken over: at once when its process
- * is gone from this host, else once it has not been touched for LOCK_STALE_MS.
+ * is gone from this host, else once it has not been touched for LOCK_STALE_MS; so is a stale lock
+ * whose takeover was killed half-way (takeOver), and what such runs left beside it goes (sweep).
  */
 export class OutLock {
   private readonly touch: NodeJS.Timeout;
@@ -52,13 +59,13 @@ export class OutLock {
     const me: Holder = { pid: process.pid, host: hostname() };
     const text = `${JSON.stringify(me)}\n`;
     for (let attempt = 0; ; attempt++) {
-      const made = create(path, text, out);
-      if (made !== undefined) return new OutLock(path, made);
+      const made = create(path, text, out, 'lock');
+      if (made !== undefined) return OutLock.won(path, made, me, nowMs);
       const found = readLock(path);
       if (found === 'gone') continue; // released between our create and our read
       if (attempt < TAKEOVER_ATTEMPTS && isStale(found, me, nowMs, path)) {
-        const taken = takeOver(path, found.generation, text, out);
-        if (typeof taken === 'bigint') return new OutLock(path, taken);
+        const taken = takeOver(path, found.generation, text, out, me, nowMs);
+        if (typeof taken === 'bigint') return OutLock.won(path, taken, me, nowMs);
         // Another run is taking the same stale lock over: its lock is in place in microseconds.
         if (taken === 'busy') Atomics.wait(pause, 0, 0, 2);
         continue;
@@ -68,6 +75,16 @@ export class OutLock {
         details: { field: 'out' },
       });
     }
+  }
+
+  private static won(path: string, inode: bigint, me: Holder, nowMs: number): OutLock {
+    const lock = new OutLock(path, inode);
+    try {
+      sweep(path, me, nowMs);
+    } catch {
+      // Leftovers of killed runs are untidy, never in the way: the lock is ours either way.
+    }
+    return lock;
   }
 
   release(): void {
@@ -93,10 +110,12 @@ interface FoundLock {
  * fails if `path` exists. (Made by an exclusive open and then written, a lock was empty for a
  * moment, and a run reading it then could not name its holder.)
  */
-function create(path: string, text: string, out: string): bigint | undefined {
+function create(path: string, text: string, out: string, what: 'lock' | 'marker'): bigint | undefined {
   const own = writeOwn(path, text, out);
   try {
+    step(`${what}-written`);
     linkSync(own, path);
+    step(`${what}-linked`);
     return inodeOf(own);
   } catch (cause) {
     const code = (cause as NodeJS.ErrnoException).code;
@@ -137,36 +156,79 @@ function writeOwn(path: string, text: string, out: string): string {
 }
 
 /**
- * Replaces the stale lock `generation` by ours. Unlinking it and then creating ours is not atomic:
- * two runs that had both judged it stale each did so, the later unlinking the lock the earlier had
- * just made, and both wrote FILE. So one run at a time takes over a given stale lock (an exclusive
- * marker named after it), checks the lock is still that one, and renames ours over it in one step.
- * Once ours is in place the marker goes: a run that makes it again afterwards finds another lock.
- * (A run that dies between its marker and its rename leaves the stale lock held for good: the
- * refusal says to remove it.)
+ * Replaces the stale lock `generation` by ours; our lock's inode when won. Unlinking it and then
+ * creating ours is not atomic: two runs that had both judged it stale each did so, the later
+ * unlinking the lock the earlier had just made, and both wrote FILE. So one run at a time takes
+ * over a given stale lock (an exclusive marker named after it), checks the lock is still that one,
+ * and renames ours over it in one step. Once ours is in place the marker goes: a run that makes it
+ * again afterwards finds another lock.
+ *
+ * A run killed while it holds the marker left it for good, and every later run found that
+ * takeover 'busy' and was refused until someone removed the lock by hand. A marker names its
+ * taker like a lock does, and one whose taker is gone (isStale) is passed over to the next level
+ * `.2`, `.3`, ...: removing it instead would be the same unlink-then-create race one level up (two
+ * runs judging it stale, the later removing the marker the earlier had just made). Markers of a
+ * lock no longer in place are swept by the next run that wins (sweep).
  */
-/** Our lock's inode when won. */
-function takeOver(path: string, generation: string, text: string, out: string): bigint | 'busy' | 'lost' {
-  const marker = `${path}.takeover-${generation}`;
-  try {
-    closeSync(openSync(marker, 'wx'));
-  } catch (cause) {
-    if ((cause as NodeJS.ErrnoException).code === 'EEXIST') return 'busy';
-    throw unwritable(out, path, cause);
+function takeOver(path: string, generation: string, text: string, out: string, me: Holder, nowMs: number): bigint | 'busy' | 'lost' {
+  let marker: string | undefined;
+  for (let level = 1; marker === undefined; level++) {
+    const name = `${path}.takeover-${generation}.${level}`;
+    if (create(name, text, out, 'marker') !== undefined) {
+      marker = name;
+      break;
+    }
+    const found = readLock(name);
+    if (found === 'gone') return 'busy'; // its taker just ended: the lock is another by now
+    // A live taker puts its lock in place in microseconds.
+    if (!isStale(found, me, nowMs, name)) return 'busy';
   }
   try {
+    step('takeover-marked');
     if (generationOf(path) !== generation) return 'lost'; // released or taken over since it was read
     const own = writeOwn(path, text, out);
     const inode = inodeOf(own);
+    step('takeover-written');
     try {
       renameSync(own, path);
     } catch (cause) {
       removeIfPresent(own);
       throw unwritable(out, path, cause);
     }
+    step('takeover-renamed');
     return inode ?? 'lost';
   } finally {
     removeIfPresent(marker);
+  }
+}
+
+/**
+ * Removes what runs killed while taking the lock left next to it: takeover markers of a lock no
+ * longer in place (a taker still holding one finds the lock changed: 'lost'), and the temporary
+ * files of create() and takeOver() whose writer is gone (each holds its writer's holder line).
+ * Called by a run that has just won, so the lock in place is its own.
+ */
+function sweep(path: string, me: Holder, nowMs: number): void {
+  const prefix = `${basename(path)}.`;
+  const current = generationOf(path);
+  let names: string[];
+  try {
+    names = readdirSync(dirname(path));
+  } catch {
+    return; // a directory we may write but not list: leftovers stay, the lock works without it
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    const rest = name.slice(prefix.length);
+    const file = join(dirname(path), name);
+    // A temporary file of the lock's or of a marker's (writeOwn).
+    if (/(?:^|\.)\d+\.[0-9a-f]{12}\.tmp$/.test(rest)) {
+      const found = readLock(file);
+      if (found !== 'gone' && isStale(found, me, nowMs, file)) removeIfPresent(file);
+      continue;
+    }
+    const marked = /^takeover-(\d+-\d+)(?:\.\d+)?$/.exec(rest);
+    if (marked !== null && marked[1] !== current) removeIfPresent(file);
   }
 }
 
@@ -235,6 +297,12 @@ function alive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+function step(name: string): void {
+  if (name !== stopAt) return;
+  writeSync(2, `out-lock: stopped at ${name}\n`);
+  for (;;) Atomics.wait(pause, 0, 0);
 }
 
 function removeIfPresent(path: string): void {

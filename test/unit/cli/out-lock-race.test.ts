@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
@@ -56,6 +56,11 @@ describe('OutLock takeover of a stale lock (publish --out)', () => {
       const out = join(dir, `results-${round}.jsonl`);
       // Left by a run of this host that died: taken over at once (a stale one of another host takes the same path).
       writeFileSync(`${out}.lock`, `${JSON.stringify({ pid: deadPid, host: hostname() })}\n`);
+      if (round % 2 === 1) {
+        // Every other round a run killed mid-takeover left its marker too: the runs contend for the next one.
+        const st = statSync(`${out}.lock`, { bigint: true });
+        writeFileSync(`${out}.lock.takeover-${st.ino}-${st.mtimeNs}.1`, `${JSON.stringify({ pid: deadPid, host: hostname() })}\n`);
+      }
       // Started a few microseconds apart, a different step each round: a takeover that is not
       // atomic loses only when one run's read comes before another's unlink and its own unlink after
       // the other's create, a window of tens of microseconds whose place depends on the machine.

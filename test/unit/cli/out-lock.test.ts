@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -55,5 +55,18 @@ describe('OutLock (publish --out)', () => {
     renameSync(`${out}.lock.theirs`, `${out}.lock`);
     lock.release();
     expect(existsSync(`${out}.lock`) ? JSON.parse(readFileSync(`${out}.lock`, 'utf8')) : 'removed').toEqual({ pid: 1, host: 'another-host' });
+  });
+
+  it('a takeover marker left by a run of another host that died mid-takeover holds the stale lock only until the marker is stale too', () => {
+    const out = join(dir, 'marker-elsewhere.jsonl');
+    const old = new Date(Date.now() - LOCK_STALE_MS - 1_000);
+    writeFileSync(`${out}.lock`, JSON.stringify({ pid: 1, host: 'another-host' }));
+    utimesSync(`${out}.lock`, old, old);
+    const st = statSync(`${out}.lock`, { bigint: true });
+    // Its taker cannot be seen from here: the marker is judged by its age, as a lock of another host is.
+    writeFileSync(`${out}.lock.takeover-${st.ino}-${st.mtimeNs}.1`, JSON.stringify({ pid: 2, host: 'another-host' }));
+    expect(() => OutLock.take(out)).toThrow(/being written by another run \(process 1 on another-host\)/);
+    OutLock.take(out, Date.now() + LOCK_STALE_MS + 1_000).release();
+    expect(readdirSync(dir).filter((f) => f.startsWith('marker-elsewhere'))).toEqual([]);
   });
 });
