@@ -8,12 +8,30 @@ import { validationError } from './validation-error.ts';
 
 export { ENV_PREFIX } from './env-overrides.ts';
 
-function readYaml(path: string, what: string): unknown {
+/** Why a file could not be read, in words; the errno's own message repeats the path. */
+function unreadable(cause: unknown): string {
+  switch ((cause as NodeJS.ErrnoException).code) {
+    case 'ENOENT':
+      return 'no such file';
+    case 'EISDIR':
+      return 'it is a directory';
+    case 'EACCES':
+    case 'EPERM':
+      return 'permission denied';
+    default:
+      return (cause as Error).message;
+  }
+}
+
+/** `origin`: where the path came from, when not from the user's own argument (said in the message, with its fix). */
+function readYaml(path: string, what: string, origin?: { variable: string }): unknown {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (cause) {
-    throw new FleetError('INVALID_CONFIG', `cannot read ${what} ${path}: ${(cause as Error).message}`, { cause });
+    const fix = origin ? `fix ${origin.variable} or unset it` : 'give the path of a YAML file';
+    const from = origin ? ` (named by $${origin.variable})` : '';
+    throw new FleetError('INVALID_CONFIG', `cannot read ${what} ${path}${from}: ${unreadable(cause)}; ${fix}`, { cause, details: { path } });
   }
   return yamlOf(text, path, what);
 }
@@ -63,7 +81,7 @@ export function parseFleetConfig(input: unknown, source = 'fleet config'): Fleet
 export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConfig {
   const env = options.env ?? process.env;
   const file = options.file ?? env.NPU_FLEET_CONFIG;
-  const fromFile = file ? readYaml(file, 'fleet config') : {};
+  const fromFile = file ? readYaml(file, 'fleet config', options.file === undefined ? { variable: 'NPU_FLEET_CONFIG' } : undefined) : {};
   if (typeof fromFile !== 'object' || fromFile === null || Array.isArray(fromFile)) {
     throw new FleetError('INVALID_CONFIG', `fleet config ${file} must be a YAML mapping at the top level`);
   }

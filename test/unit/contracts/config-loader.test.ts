@@ -195,6 +195,17 @@ describe('fleet config loader', () => {
     expect(c.worker.hangLimitMs).toBe(1e12);
   });
 
+  // A file named by a leftover $NPU_FLEET_CONFIG was reported as 'cannot read fleet config X: ENOENT ...',
+  // which names neither where the path came from nor what to do, to a user who gave no --config.
+  it('says where a config path it cannot read came from (--config or $NPU_FLEET_CONFIG) and what to do', () => {
+    expect(() => loadFleetConfig({ env: { NPU_FLEET_CONFIG: '/nonexistent/fleet.yaml' } })).toThrow(
+      /cannot read fleet config \/nonexistent\/fleet\.yaml \(named by \$NPU_FLEET_CONFIG\): no such file.*fix NPU_FLEET_CONFIG or unset it/,
+    );
+    expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config \/nonexistent\/fleet\.yaml: no such file.*give the path of a YAML file/);
+    const dir = tempDir('npu-fleet-cfg-dir-');
+    expect(() => loadFleetConfig({ file: dir, env: {} })).toThrow(/is a directory.*give the path of a YAML file/);
+  });
+
   it('reports unreadable files and bad YAML clearly', () => {
     expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
     expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);
