@@ -9,6 +9,7 @@ import { RunStats } from '../producer/run-stats.ts';
 import { prng, syntheticInputs, syntheticRequest } from '../runtime/demo-load.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
+import { onStdoutClosed, printLine } from './stdout-lines.ts';
 
 const COMMON = {
   config: { type: 'string' },
@@ -145,13 +146,20 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
-  process.stdout.write(`${title}${run.durationMs === undefined ? ', until Ctrl-C' : ` for ${run.durationMs / 1000} s`} (${run.config.transport.kind})\n`);
+  // `load | head -2`: the lines are the point of the run, so it stops as on Ctrl-C (replies still
+  // out are waited for) rather than sending on, unwatched, to the end of --seconds.
+  const offStdout = onStdoutClosed((code) => {
+    if (stopBy !== undefined) return;
+    printLine(`npu-fleet: stdout closed (${code}): stopping the load as on Ctrl-C; the replies still out are waited for up to --drain-ms`, process.stderr);
+    stopBy = 'SIGPIPE';
+  });
+  printLine(`${title}${run.durationMs === undefined ? ', until Ctrl-C' : ` for ${run.durationMs / 1000} s`} (${run.config.transport.kind})`);
   let sentBefore = 0;
   let sentNow = 0;
   let last = Date.now();
   const progress = setInterval(() => {
     const now = Date.now();
-    process.stdout.write(`${stats.line(now - last, sentNow - sentBefore)}\n`);
+    printLine(stats.line(now - last, sentNow - sentBefore));
     sentBefore = sentNow;
     last = now;
   }, 1_000);
@@ -177,20 +185,21 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
     });
     clearInterval(progress);
     // The part-second since the last line, so that the lines add up to the summary.
-    if (sentNow > sentBefore || stats.intervalHasOutcomes()) process.stdout.write(`${stats.line(Math.max(1, Date.now() - last), sentNow - sentBefore)}\n`);
-    process.stdout.write(
+    if (sentNow > sentBefore || stats.intervalHasOutcomes()) printLine(stats.line(Math.max(1, Date.now() - last), sentNow - sentBefore));
+    printLine(
       `${stopBy === undefined ? 'done' : `stopped by ${stopBy}`}: sent ${outcome.sent}` +
         `${outcome.heldBack > 0 ? `, held back ${outcome.heldBack} (over --max-outstanding: the fleet did not keep up)` : ''}` +
-        `${outcome.outstanding > 0 ? `, ${outcome.outstanding} without a reply after --drain-ms` : ''} | ${stats.summary()}\n`,
+        `${outcome.outstanding > 0 ? `, ${outcome.outstanding} without a reply after --drain-ms` : ''} | ${stats.summary()}`,
     );
     // A drill or a CI job reading the exit code must not pass on a fleet that answered nothing.
     if (outcome.sent > 0 && stats.replies() === 0) {
-      process.stderr.write(`no request was answered: is a worker serving ${run.models.map((m) => m.name).join(', ')} on this ${run.config.transport.kind} transport (same topics/queues prefix)? Exit 1.\n`);
+      printLine(`no request was answered: is a worker serving ${run.models.map((m) => m.name).join(', ')} on this ${run.config.transport.kind} transport (same topics/queues prefix)? Exit 1.`, process.stderr);
       return 1;
     }
     return 0;
   } finally {
     clearInterval(progress);
+    offStdout();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await producer.close();
