@@ -42,15 +42,21 @@ export const COMMAND_USAGE = {
     intervals). A model with streams: { superseded: drop } answers displaced frames superseded.
     Same progress lines and summary as load, and the same --drain-ms (default 5000).`,
   dlq: `npu-fleet dlq list|replay --model NAME [--reason CODE[,CODE...]] [--since 2h|ISO-TIME] [--limit N]
-                  [--priority P] [--dry-run] [--json] [--config FILE]
+                  [--priority P] [--refresh-deadline 30s|5m|2h] [--dry-run] [--json] [--config FILE]
     list: the model's dead letters by reason, and the oldest matching ones (default 20).
     replay: re-sends each matching dead letter's original message to the request topic/queue it
     came from, at its priority, once the cause is fixed; the workers answer it again. BullMQ: a
     replayed record leaves the DLQ. Kafka: the DLQ topic keeps it, and a marker in <dlq>.replayed
     makes later replays pass it over (re-sent once).
-    Records whose own deadline has passed are skipped (they would only be answered expired).
+    Records whose own deadline has passed are skipped (they would only be answered expired);
+    --refresh-deadline D re-sends them, and any due sooner, with the deadline now + D (same
+    priority; the re-send still names its DLQ record). Each record passed over, refreshed or
+    skipped gets a line saying why.
     --dry-run counts what would be re-sent; --priority P is used for BullMQ records that recorded
-    no priority (Kafka records have theirs in their topic).`,
+    no priority (Kafka records have theirs in their topic).
+    Exit codes of replay: 0 every matching record re-sent or passed over (or none matched);
+    3 only records whose deadline had passed were skipped (nothing else to do); 1 records were
+    skipped for a cause to fix, or the replay failed (the message says which); 2 bad arguments.`,
 } as const;
 
 export type CommandName = keyof typeof COMMAND_USAGE;

@@ -9,8 +9,47 @@ import { intOption, parseCommandArgs } from './cli-args.ts';
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const REASON = /^[A-Z][A-Z0-9_]*$/;
-/** Skipped records printed one per line; the rest are counted. */
+/** Skipped, passed-over and refreshed records printed one per line each; the rest are counted. */
 const SHOWN_SKIPS = 20;
+/** `--refresh-deadline`: a duration ahead of each re-send (no ISO time: the point is a fresh one). */
+const AHEAD = /^(\d+)(ms|s|m|h|d)$/;
+
+/**
+ * Exit codes of `dlq replay` (and `dlq purge`), in the usage text: a cron job needs to tell a DLQ
+ * with nothing left to do from one that holds records a person must look at.
+ */
+export const DLQ_EXIT = {
+  /** Every matching record was re-sent or passed over (re-sent before), or none matched. */
+  done: 0,
+  /** Records were skipped for a cause to fix (or the command failed: a FleetError, the message on stderr). */
+  skipped: 1,
+  /** Only records whose deadline had passed were skipped: nothing else is left (--refresh-deadline or purge --expired). */
+  onlyExpired: 3,
+} as const;
+
+/** `--refresh-deadline`: a duration (30s, 5m, 2h) each re-sent request gets to be answered in; ms. */
+export function parseRefreshDeadline(value: string): number {
+  const d = AHEAD.exec(value.trim());
+  const ms = d === null ? NaN : Number(d[1]) * UNIT_MS[d[2] as keyof typeof UNIT_MS];
+  if (!Number.isSafeInteger(ms) || ms <= 0) {
+    throw new FleetError('INVALID_ARGUMENT', `--refresh-deadline must be a duration ahead of the re-send (30s, 5m, 2h), got "${value}"`, {
+      details: { field: 'refresh-deadline' },
+    });
+  }
+  return ms;
+}
+
+/** The exit code for a replay's skips: only expired ones are no failure of the replay (DLQ_EXIT). */
+export function replayExitCode(skipped: ReadonlyArray<{ readonly expired?: true }>): number {
+  if (skipped.length === 0) return DLQ_EXIT.done;
+  return skipped.every((s) => s.expired === true) ? DLQ_EXIT.onlyExpired : DLQ_EXIT.skipped;
+}
+
+/** One line per record (up to SHOWN_SKIPS), then a count of the rest. */
+function perRecord(out: (line: string) => void, what: string, records: ReadonlyArray<{ readonly ref: string; readonly why: string }>): void {
+  for (const r of records.slice(0, SHOWN_SKIPS)) out(`  ${what} ${r.ref}: ${r.why}`);
+  if (records.length > SHOWN_SKIPS) out(`  ... and ${records.length - SHOWN_SKIPS} more ${what}`);
+}
 
 /** `--since`: a duration back from now (30m, 2h, 7d) or an ISO-8601 time; epoch ms. */
 export function parseSince(value: string, nowMs: number): number {
@@ -48,7 +87,7 @@ function describeLetter(l: DeadLetter): string {
 /**
  * `npu-fleet dlq list|replay`: what sits in a model's dead-letter topic/queue, by reason, and
  * re-sending it to the request topic/queue it came from once its cause is fixed (a model
- * deployed, a limit raised, a device fixed). Exit 0, or 1 when replay had to skip records.
+ * deployed, a limit raised, a device fixed). Exit codes: DLQ_EXIT.
  */
 export async function dlqCommand(args: readonly string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
   const parsed = parseCommandArgs('dlq', args, {
@@ -58,6 +97,7 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     since: { type: 'string' },
     limit: { type: 'string' },
     priority: { type: 'string' },
+    'refresh-deadline': { type: 'string' },
     'dry-run': { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
   });
@@ -71,9 +111,10 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
   if (!MODEL_NAME_PATTERN.test(values.model)) {
     throw new FleetError('INVALID_ARGUMENT', `--model must be a model name (${MODEL_NAME_PATTERN.source}), got "${values.model.slice(0, 80)}"`, { details: { field: 'model' } });
   }
-  if (sub === 'list' && (values['dry-run'] || values.priority !== undefined)) {
-    throw new FleetError('INVALID_ARGUMENT', '--dry-run and --priority belong to `dlq replay`; `dlq list` changes nothing');
+  if (sub === 'list' && (values['dry-run'] || values.priority !== undefined || values['refresh-deadline'] !== undefined)) {
+    throw new FleetError('INVALID_ARGUMENT', '--dry-run, --priority and --refresh-deadline belong to `dlq replay`; `dlq list` changes nothing');
   }
+  const refreshDeadlineMs = values['refresh-deadline'] === undefined ? undefined : parseRefreshDeadline(values['refresh-deadline']);
   const query: DeadLetterQuery = {
     model: values.model,
     ...(values.reason === undefined ? {} : { reasons: parseReasons(values.reason) }),
@@ -119,12 +160,13 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       ...query,
       dryRun: values['dry-run'],
       ...(priority === undefined ? {} : { priority }),
+      ...(refreshDeadlineMs === undefined ? {} : { refreshDeadlineMs }),
       onProgress: ({ scanned, replayed }) => process.stderr.write(`dlq replay: ${scanned} read, ${replayed} ${values['dry-run'] ? 'would be ' : ''}re-sent\n`),
       onWarning: (message) => process.stderr.write(`dlq replay: warning: ${message}\n`),
     });
     if (values.json) {
       out(JSON.stringify(report));
-      return report.skipped.length > 0 ? 1 : 0;
+      return replayExitCode(report.skipped);
     }
     const verb = values['dry-run'] ? 'would re-send' : 're-sent';
     out(`${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) to their request ${config.transport.kind === 'kafka' ? 'topics' : 'queues'}`);
@@ -136,9 +178,14 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
           : `a replay stopped before it removed their DLQ records; ${values['dry-run'] ? 'a real run removes them' : 'removed them now'}`;
       out(`  ${values['dry-run'] ? 'would pass' : 'passed'} over ${report.alreadyReplayed} already re-sent by an earlier replay (${why})`);
     }
-    for (const s of report.skipped.slice(0, SHOWN_SKIPS)) out(`  skipped ${s.ref}: ${s.why}`);
-    if (report.skipped.length > SHOWN_SKIPS) out(`  ... and ${report.skipped.length - SHOWN_SKIPS} more skipped`);
-    return report.skipped.length > 0 ? 1 : 0;
+    perRecord(out, values['dry-run'] ? 'would pass over' : 'passed over', report.passedOver ?? []);
+    perRecord(out, values['dry-run'] ? 'would refresh' : 'refreshed', report.refreshed ?? []);
+    perRecord(out, 'skipped', report.skipped);
+    const code = replayExitCode(report.skipped);
+    if (code === DLQ_EXIT.onlyExpired) {
+      out(`  only expired records are left (${report.skipped.length}): re-send them with --refresh-deadline DURATION, or discard them with dlq purge --expired (exit ${DLQ_EXIT.onlyExpired})`);
+    }
+    return code;
   } finally {
     await dl.close();
   }

@@ -58,6 +58,12 @@ export interface ReplayOptions extends DeadLetterQuery {
   readonly progressEvery?: number | undefined;
   /** Kafka: something the operator should fix that does not stop the replay (the marker topic's retention). */
   readonly onWarning?: ((message: string) => void) | undefined;
+  /**
+   * Re-sent requests get a deadline no earlier than this long after they are sent (the later of
+   * their own and now + this), keeping their priority: records whose deadline passed are re-sent
+   * instead of skipped. Without it such records are skipped (`expired` in the report).
+   */
+  readonly refreshDeadlineMs?: number | undefined;
 }
 
 export interface DeadLetterListing {
@@ -78,8 +84,12 @@ export interface ReplayReport {
   readonly matched: number;
   /** Re-sent (dry run: would be). */
   readonly replayed: number;
-  /** Matching records that could not be re-sent, each with why. */
-  readonly skipped: ReadonlyArray<{ readonly ref: string; readonly why: string }>;
+  /** Matching records that could not be re-sent, each with why; `expired`: only because its deadline had passed. */
+  readonly skipped: ReadonlyArray<{ readonly ref: string; readonly why: string; readonly expired?: true }>;
+  /** The records counted in alreadyReplayed, each with why it was passed over. */
+  readonly passedOver?: ReadonlyArray<{ readonly ref: string; readonly why: string }> | undefined;
+  /** Records re-sent with a later deadline than their own (refreshDeadlineMs), each with both deadlines. */
+  readonly refreshed?: ReadonlyArray<{ readonly ref: string; readonly why: string }> | undefined;
   /**
    * Kafka: matching records an earlier replay re-sent (the DLQ keeps them), or second records of a
    * message re-sent already, passed over; not skips, since nothing is left to do for them
@@ -146,22 +156,43 @@ interface TargetOptions {
   readonly nowMs: number;
   /** For records that recorded none. */
   readonly priority?: number | undefined;
+  /** Milliseconds from nowMs: a deadline before nowMs + this is moved to it (ReplayOptions.refreshDeadlineMs). */
+  readonly refreshDeadlineMs?: number | undefined;
 }
-export function replayTarget(letter: DeadLetter, o: TargetOptions & { readonly priorityRequired: true }): { readonly source: string; readonly priority: number } | { readonly why: string };
-export function replayTarget(letter: DeadLetter, o: TargetOptions & { readonly priorityRequired: false }): { readonly source: string; readonly priority: number | undefined } | { readonly why: string };
-export function replayTarget(
-  letter: DeadLetter,
-  o: TargetOptions & { readonly priorityRequired: boolean },
-): { readonly source: string; readonly priority: number | undefined } | { readonly why: string } {
+/** Where a record goes; `deadlineAt`: the later deadline it is re-sent with (refreshDeadlineMs), when its own is earlier. */
+export interface ReplayTarget<P> {
+  readonly source: string;
+  readonly priority: P;
+  readonly deadlineAt?: number | undefined;
+}
+/** Why a record is not re-sent; `expired`: only its deadline stands in the way (refreshDeadlineMs would send it). */
+export interface NoReplay {
+  readonly why: string;
+  readonly expired?: true;
+}
+export function replayTarget(letter: DeadLetter, o: TargetOptions & { readonly priorityRequired: true }): ReplayTarget<number> | NoReplay;
+export function replayTarget(letter: DeadLetter, o: TargetOptions & { readonly priorityRequired: false }): ReplayTarget<number | undefined> | NoReplay;
+export function replayTarget(letter: DeadLetter, o: TargetOptions & { readonly priorityRequired: boolean }): ReplayTarget<number | undefined> | NoReplay {
   if (letter.source === undefined || sourcePriority(o.template, o.model, letter.source) === null) {
     return { why: `its source ${letter.source ?? '(none recorded)'} is not a request topic/queue of ${o.model}` };
   }
-  if (letter.deadlineAt !== undefined && letter.deadlineAt <= o.nowMs) {
-    return { why: `its deadline passed at ${new Date(letter.deadlineAt).toISOString()}; re-sent it would only be answered expired` };
-  }
   const priority = letter.priority ?? o.priority;
   if (o.priorityRequired && priority === undefined) return { why: 'no priority recorded; give one (--priority)' };
+  const freshAt = o.refreshDeadlineMs === undefined ? undefined : o.nowMs + o.refreshDeadlineMs;
+  if (letter.deadlineAt !== undefined && freshAt !== undefined && letter.deadlineAt < freshAt) return { source: letter.source, priority, deadlineAt: freshAt };
+  if (letter.deadlineAt !== undefined && letter.deadlineAt <= o.nowMs) {
+    return {
+      why: `its deadline passed at ${new Date(letter.deadlineAt).toISOString()}; re-sent as it is it would only be answered expired (dlq replay --refresh-deadline DURATION re-sends it with a new one, dlq purge --expired discards it)`,
+      expired: true,
+    };
+  }
   return { source: letter.source, priority };
+}
+
+/** The report line of a record re-sent with a later deadline. */
+export function refreshedWhy(letter: Pick<DeadLetter, 'deadlineAt'>, deadlineAt: number, nowMs: number): string {
+  const own = letter.deadlineAt === undefined ? 'none' : new Date(letter.deadlineAt).toISOString();
+  return `its deadline ${own}${letter.deadlineAt !== undefined && letter.deadlineAt <= nowMs ? ' had passed' : ''}; re-sent with deadline ${new Date(deadlineAt).toISOString()}`;
 }
 
 /** Headers of a re-sent message: the original's without the DLQ's own, and which record it replays. */
@@ -223,10 +254,17 @@ export class ReplayTally {
   scanned = 0;
   matched = 0;
   replayed = 0;
-  readonly skipped: Array<{ ref: string; why: string }> = [];
+  readonly skipped: Array<{ ref: string; why: string; expired?: true }> = [];
+  readonly passedOver: Array<{ ref: string; why: string }> = [];
+  readonly refreshed: Array<{ ref: string; why: string }> = [];
   private reported = { scanned: 0, replayed: 0 };
 
   constructor(private readonly options: ReplayOptions) {}
+
+  /** A matching record not re-sent: `no.expired` marks one that only its passed deadline holds back. */
+  skip(ref: string, no: NoReplay): void {
+    this.skipped.push(no.expired === true ? { ref, why: no.why, expired: true } : { ref, why: no.why });
+  }
 
   /** Counts a record read; false when it is outside the replay's filter. */
   read(letter: DeadLetter): boolean {
@@ -258,6 +296,14 @@ export class ReplayTally {
   }
 
   report(): ReplayReport {
-    return { scanned: this.scanned, matched: this.matched, replayed: this.replayed, skipped: [...this.skipped] };
+    return {
+      scanned: this.scanned,
+      matched: this.matched,
+      replayed: this.replayed,
+      skipped: [...this.skipped],
+      alreadyReplayed: this.passedOver.length,
+      passedOver: [...this.passedOver],
+      refreshed: [...this.refreshed],
+    };
   }
 }

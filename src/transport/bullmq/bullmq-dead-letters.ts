@@ -3,7 +3,7 @@ import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { checkQuery, ListingBuilder, replayTarget, ReplayTally, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, ListingBuilder, refreshedWhy, replayTarget, ReplayTally, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type NoReplay, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { renderName, replyToProblem } from '../names.ts';
 import { bullmqError, ensureRedisAnswers, jobIdFor, KEEP_COMPLETED, KEEP_FAILED, redisConnection, toBullmqPriority } from './bullmq-names.ts';
 import { STALLED_OUT } from './stall-reaper.ts';
@@ -51,8 +51,8 @@ export function replayJobName(ref: string): string {
   return `request replay-of ${ref}`;
 }
 
-/** What replaying one record came to: re-sent, passed over (re-sent already), or why it cannot be. */
-type RecordReplay = 'resent' | 'passed-over' | { readonly why: string };
+/** What replaying one record came to: re-sent (`refreshed`: with a later deadline, why), passed over (re-sent already, why), or why it cannot be. */
+type RecordReplay = { readonly resent: true; readonly refreshed?: string | undefined } | { readonly passedOver: string } | NoReplay;
 
 /**
  * A model's BullMQ DLQ (see DeadLetters): records are waiting jobs of `{model}.dlq` whose data is
@@ -101,7 +101,6 @@ export class BullmqDeadLetters implements DeadLetters {
   async replay(options: ReplayOptions): Promise<ReplayReport> {
     checkQuery(options);
     const tally = new ReplayTally(options);
-    let alreadyReplayed = 0;
     try {
       await this.scan(options.model, async (job, letter, data) => {
         tally.progress();
@@ -115,13 +114,15 @@ export class BullmqDeadLetters implements DeadLetters {
           if ((await job.getState()) === 'unknown') return true;
           tally.matched++;
           if (claim?.held === false) {
-            tally.skipped.push({ ref: letter.ref, why: `another replay is re-sending it right now; if that one did not finish, replay again in ${REPLAY_CLAIM_TTL_MS / 1000} s` });
+            tally.skip(letter.ref, { why: `another replay is re-sending it right now; if that one did not finish, replay again in ${REPLAY_CLAIM_TTL_MS / 1000} s` });
             return true;
           }
           const done = await this.replayOne(options, letter, data, job, claim);
-          if (done === 'resent') tally.replayed++;
-          else if (done === 'passed-over') alreadyReplayed++;
-          else tally.skipped.push({ ref: letter.ref, why: done.why });
+          if ('resent' in done) {
+            tally.replayed++;
+            if (done.refreshed !== undefined) tally.refreshed.push({ ref: letter.ref, why: done.refreshed });
+          } else if ('passedOver' in done) tally.passedOver.push({ ref: letter.ref, why: done.passedOver });
+          else tally.skip(letter.ref, done);
         } finally {
           await claim?.release();
         }
@@ -131,7 +132,7 @@ export class BullmqDeadLetters implements DeadLetters {
       throw tally.failed(err, `replaying the DLQ of ${options.model} failed`);
     }
     tally.progress(true);
-    return { ...tally.report(), alreadyReplayed };
+    return tally.report();
   }
 
   async close(): Promise<void> {
@@ -152,10 +153,12 @@ export class BullmqDeadLetters implements DeadLetters {
     // job is in no state list ('unknown', below): that add failed part way and nothing went out.
     if (earlier?.name === replayJobName(letter.ref) && state !== 'unknown') {
       if (options.dryRun !== true && claim !== undefined) await removeRecord(letter, dlqJob, claim);
-      return 'passed-over';
+      return { passedOver: `its re-send (job ${jobId ?? ''}, ${state ?? 'unknown'}) is in ${sourceQueue ?? ''} already: a replay stopped before it removed the record; ${options.dryRun === true ? 'a real run removes it' : 'removed it now'}` };
     }
-    const target = replayTarget(letter, { template: this.settings.queueTemplate, model, nowMs: Date.now(), priorityRequired: true, priority: options.priority });
-    if ('why' in target) return { why: target.why };
+    const nowMs = Date.now();
+    const target = replayTarget(letter, { template: this.settings.queueTemplate, model, nowMs, priorityRequired: true, priority: options.priority, refreshDeadlineMs: options.refreshDeadlineMs });
+    if ('why' in target) return target;
+    const resent = { resent: true, refreshed: target.deadlineAt === undefined ? undefined : refreshedWhy(letter, target.deadlineAt, nowMs) } as const;
     const { priority } = target;
     const source = this.queue(target.source);
     if (jobId !== undefined) {
@@ -168,7 +171,7 @@ export class BullmqDeadLetters implements DeadLetters {
       if (earlier?.failedReason === STALLED_OUT) {
         return { why: `request ${letter.requestId} was just given up on by BullMQ and is being answered; replay again in a minute` };
       }
-      if (options.dryRun === true) return 'resent';
+      if (options.dryRun === true) return resent;
       const original = data.original as { replyTo?: unknown } | undefined;
       const replyTo = text(original?.replyTo) ?? renderName(this.settings.repliesTemplate, model);
       const reply = replyToProblem('bullmq', replyTo) === undefined ? await Job.fromId(this.queue(replyTo), jobId) : undefined;
@@ -180,18 +183,20 @@ export class BullmqDeadLetters implements DeadLetters {
       }
       await earlier?.remove();
     }
-    if (options.dryRun === true || claim === undefined) return 'resent';
+    if (options.dryRun === true || claim === undefined) return resent;
     if (!(await claim.renew())) {
       return { why: `its replay claim lapsed (this replay took over ${REPLAY_CLAIM_TTL_MS / 1000} s on it) and it may be another replay's now; replay again if it is still in the DLQ` };
     }
-    await source.add(replayJobName(letter.ref), data.original, {
+    // A later deadline goes into the request itself; priority, id and the rest are the original's.
+    const request = target.deadlineAt === undefined ? data.original : { ...(data.original as Record<string, unknown>), deadlineAt: target.deadlineAt };
+    await source.add(replayJobName(letter.ref), request, {
       ...(jobId === undefined ? {} : { jobId }),
       priority: toBullmqPriority(priority),
       removeOnComplete: KEEP_COMPLETED,
       removeOnFail: KEEP_FAILED,
     });
     await removeRecord(letter, dlqJob, claim);
-    return 'resent';
+    return resent;
   }
 
   /** Claims a DLQ record for this replay (see the class comment); `held` false: another replay has it. */

@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { ConfigResourceTypes, IHeaders, Kafka, KafkaMessage, Message } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
+import { decodeRequest, encodeRequest, isFrame } from '../../codec/index.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { checkQuery, inWindow, ListingBuilder, matchesReason, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, inWindow, ListingBuilder, matchesReason, refreshedWhy, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, renderName } from '../names.ts';
 import { createKafka, kafkaError, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, type OutgoingMessage } from './kafka-outcomes.ts';
 import { readRanges, topicRanges } from './read-ranges.ts';
-import { originalKey, ReplayLedger, type Original } from './replay-ledger.ts';
+import { markerTopicOf, originalKey, ReplayLedger, type Original } from './replay-ledger.ts';
 import { ReplayProducer, replayTakenOver } from './replay-producer.ts';
 
 const STALL_MS = 30_000;
@@ -87,7 +88,6 @@ export class KafkaDeadLetters implements DeadLetters {
   async replay(options: ReplayOptions): Promise<ReplayReport> {
     checkQuery(options);
     const tally = new ReplayTally(options);
-    let alreadyReplayed = 0;
     // Originals (originalKey) re-sent by this replay or found marked. Without exactlyOnce a worker
     // that dies between writing a DLQ record and committing its offset answers the message again
     // after the restart: a second record of it, which must not send it twice. Those an earlier
@@ -106,7 +106,7 @@ export class KafkaDeadLetters implements DeadLetters {
       const topics = await this.requestTopics(options.model);
       const markers = producer === undefined ? false : { bootstrap: this.settings.brokers[0] ?? 'BROKER', warn };
       await this.scan(options, markers, async (batch, ledger) => {
-        const out: Array<OutgoingMessage & { ref: string; deadAt: number; original: Original | undefined }> = [];
+        const out: Array<OutgoingMessage & { ref: string; deadAt: number; original: Original | undefined; refreshed: string | undefined }> = [];
         /**
          * Second records of originals re-sent: marked, so later replays pass over them also once the
          * first's marker is gone (it is deleted with the first record, which may be much older).
@@ -125,13 +125,16 @@ export class KafkaDeadLetters implements DeadLetters {
           const sourceRef = headerText(message.headers?.[HEADERS.dlqSource]);
           const original = sourceRef === undefined ? undefined : { ref: sourceRef, requestId: letter.requestId };
           const key = original === undefined ? undefined : originalKey(original);
-          if (ledger.replayedAt(letter.ref) !== undefined) {
+          const markedAt = ledger.replayedAt(letter.ref);
+          if (markedAt !== undefined) {
             if (key !== undefined) resentOriginals.add(key);
-            alreadyReplayed++;
+            tally.passedOver.push({ ref: letter.ref, why: `an earlier replay re-sent it at ${new Date(markedAt).toISOString()} (its marker is in ${markerTopicOf(dlqTopic)})` });
             continue;
           }
           if (original !== undefined && key !== undefined && (resentOriginals.has(key) || ledger.originalReplayedAt(key) !== undefined)) {
-            alreadyReplayed++;
+            const at = ledger.originalReplayedAt(key);
+            const by = at === undefined ? 'this replay' : `a replay at ${new Date(at).toISOString()}`;
+            tally.passedOver.push({ ref: letter.ref, why: `another DLQ record of the same request (${original.ref}${letter.requestId === undefined ? '' : `, id ${letter.requestId}`}) was re-sent by ${by}` });
             if (letter.source !== undefined) seconds.push({ ref: letter.ref, source: letter.source, deadAt: letter.deadAt, original });
             continue;
           }
@@ -139,30 +142,36 @@ export class KafkaDeadLetters implements DeadLetters {
           // its empty value re-sent would be answered `invalid` and marked replayed, the original never re-driven.
           const dropped = headerText(message.headers?.[HEADERS.dlqValueDropped]);
           if (dropped !== undefined) {
-            tally.skipped.push({ ref: letter.ref, why: `the record holds no request to re-send (${dropped}); publish the original again from there` });
+            tally.skip(letter.ref, { why: `the record holds no request to re-send (${dropped}); publish the original again from there` });
             continue;
           }
           // The topic is the priority on Kafka.
-          const target = replayTarget(letter, { template: this.settings.topicTemplate, model: options.model, nowMs, priorityRequired: false });
+          const target = replayTarget(letter, { template: this.settings.topicTemplate, model: options.model, nowMs, priorityRequired: false, refreshDeadlineMs: options.refreshDeadlineMs });
           if ('why' in target) {
-            tally.skipped.push({ ref: letter.ref, why: target.why });
+            tally.skip(letter.ref, target);
             continue;
           }
           if (!topics.has(target.source)) {
-            tally.skipped.push({ ref: letter.ref, why: `its source topic ${target.source} does not exist; create it (start a worker of ${options.model} serving that priority) and replay again` });
+            tally.skip(letter.ref, { why: `its source topic ${target.source} does not exist; create it (start a worker of ${options.model} serving that priority) and replay again` });
             continue;
           }
-          const resend = { key: message.key, value: message.value, headers: replayHeaders(message.headers ?? {}, letter.ref) };
+          // A later deadline is set in the request itself, in the encoding it came in; the rest is unchanged.
+          const value = target.deadlineAt === undefined || message.value === null ? message.value : withDeadline(message.value, target.deadlineAt);
+          const resend = { key: message.key, value, headers: replayHeaders(message.headers ?? {}, letter.ref) };
           const maxBytes = topics.get(target.source) ?? DEFAULT_MAX_MESSAGE_BYTES;
           const bytes = leastBatchBytes(resend);
           if (bytes > maxBytes) {
-            tally.skipped.push({ ref: letter.ref, why: `it is ${bytes} bytes or more re-sent, over max.message.bytes (${maxBytes}) of ${target.source}; raise that topic's max.message.bytes and replay again` });
+            tally.skip(letter.ref, { why: `it is ${bytes} bytes or more re-sent, over max.message.bytes (${maxBytes}) of ${target.source}; raise that topic's max.message.bytes and replay again` });
             continue;
           }
-          out.push({ topic: target.source, message: resend, ref: letter.ref, deadAt: letter.deadAt, original });
+          out.push({ topic: target.source, message: resend, ref: letter.ref, deadAt: letter.deadAt, original, refreshed: target.deadlineAt === undefined ? undefined : refreshedWhy(letter, target.deadlineAt, nowMs) });
           if (key !== undefined) resentOriginals.add(key);
         }
-        if (producer === undefined) tally.replayed += out.length;
+        const sent = (chunk: typeof out): void => {
+          tally.replayed += chunk.length;
+          for (const m of chunk) if (m.refreshed !== undefined) tally.refreshed.push({ ref: m.ref, why: m.refreshed });
+        };
+        if (producer === undefined) sent(out);
         else {
           // One chunk after another (in DLQ order), each in a transaction with its markers, counted
           // as each commits: a failure part way reports what went out before it. Chunks fit the
@@ -174,7 +183,7 @@ export class KafkaDeadLetters implements DeadLetters {
               const chunk = bytesChunk.slice(i, i + SEND_RECORDS);
               const replayedAt = Date.now();
               await producer.send([...chunk.map(({ topic, message }) => ({ topic, message })), ...chunk.map((m) => ledger.marker(m.ref, m.topic, replayedAt, m.deadAt, m.original))]);
-              tally.replayed += chunk.length;
+              sent(chunk);
               tally.progress();
             }
           }
@@ -201,7 +210,7 @@ export class KafkaDeadLetters implements DeadLetters {
       await producer?.close();
     }
     tally.progress(true);
-    return { ...tally.report(), alreadyReplayed };
+    return tally.report();
   }
 
   async close(): Promise<void> {}
@@ -275,6 +284,11 @@ export class KafkaDeadLetters implements DeadLetters {
       await admin.disconnect();
     }
   }
+}
+
+/** `value` (a request the DLQ record holds) with `deadlineAt`, in its own wire encoding. */
+function withDeadline(value: Buffer, deadlineAt: number): Buffer {
+  return encodeRequest({ ...decodeRequest(value), deadlineAt }, isFrame(value) ? 'binary' : 'json');
 }
 
 function letterOf(topic: string, partition: number, message: KafkaMessage, priorityOf: (source: string) => number | undefined, ledger: ReplayLedger): DeadLetter {

@@ -106,13 +106,16 @@ describe('Kafka DLQ replay re-sends each record once', () => {
     const dl = s.reader();
     expect((await dl.list({ model: s.model })).alreadyReplayed).toBe(0);
     // Before any replay: no marker topic yet, and a dry run creates none.
-    expect(await dl.replay({ model: s.model, dryRun: true })).toEqual({ scanned: 6, matched: 6, replayed: 6, skipped: [], alreadyReplayed: 0 });
+    expect(await dl.replay({ model: s.model, dryRun: true })).toEqual({ scanned: 6, matched: 6, replayed: 6, skipped: [], alreadyReplayed: 0, passedOver: [], refreshed: [] });
     expect(await cleanupPolicy(markerTopicOf(s.dlq))).toBeUndefined();
 
-    expect(await dl.replay({ model: s.model })).toEqual({ scanned: 6, matched: 6, replayed: 6, skipped: [], alreadyReplayed: 0 });
+    expect(await dl.replay({ model: s.model })).toEqual({ scanned: 6, matched: 6, replayed: 6, skipped: [], alreadyReplayed: 0, passedOver: [], refreshed: [] });
     expect(await cleanupPolicy(markerTopicOf(s.dlq))).toBe('compact,delete');
     const second = await s.reader().replay({ model: s.model });
-    expect(second).toEqual({ scanned: 6, matched: 6, replayed: 0, skipped: [], alreadyReplayed: 6 });
+    expect(second).toMatchObject({ scanned: 6, matched: 6, replayed: 0, skipped: [], alreadyReplayed: 6, refreshed: [] });
+    // Each record passed over says why, by record.
+    expect(second.passedOver?.map((p) => p.ref).sort()).toEqual(Array.from({ length: 6 }, (_, n) => `${s.dlq}/${n % 2}/${Math.floor(n / 2)}`).sort());
+    expect(second.passedOver?.every((p) => /^an earlier replay re-sent it at \d{4}-.*\.replayed\)$/.test(p.why))).toBe(true);
     expect(await resent(s)).toEqual(sorted(values));
 
     const listing = await dl.list({ model: s.model });

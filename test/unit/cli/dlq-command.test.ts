@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { dlqCommand, parseReasons, parseSince } from '../../../src/cli/dlq-command.ts';
+import { DLQ_EXIT, dlqCommand, parseReasons, parseRefreshDeadline, parseSince, replayExitCode } from '../../../src/cli/dlq-command.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -27,6 +27,20 @@ describe('npu-fleet dlq arguments', () => {
     for (const bad of ['device_hang', ',', 'DEVICE-HANG']) expect(() => parseReasons(bad)).toThrow(/--reason takes reason codes/);
   });
 
+  it('--refresh-deadline takes a duration ahead (no ISO time, nothing <= 0)', () => {
+    expect(parseRefreshDeadline('30s')).toBe(30_000);
+    expect(parseRefreshDeadline('5m')).toBe(300_000);
+    expect(parseRefreshDeadline('2h')).toBe(7_200_000);
+    for (const bad of ['0s', '-5m', '30', '2026-11-30T08:00:00Z', 'soon']) expect(() => parseRefreshDeadline(bad)).toThrow(/--refresh-deadline must be a duration ahead of the re-send/);
+  });
+
+  it('replay exit codes: 0 nothing left, 3 only expired records skipped, 1 any other skip', () => {
+    expect(replayExitCode([])).toBe(DLQ_EXIT.done);
+    expect(replayExitCode([{ expired: true }, { expired: true }])).toBe(3);
+    expect(replayExitCode([{ expired: true }, {}])).toBe(1);
+    expect(replayExitCode([{}])).toBe(1);
+  });
+
   it('refuses a missing subcommand or model, list-only misuse and the memory transport before connecting', async () => {
     const config = join(tempDir('npu-fleet-dlq-'), 'fleet.yaml');
     writeFileSync(config, 'transport: { kind: memory }\n');
@@ -34,6 +48,8 @@ describe('npu-fleet dlq arguments', () => {
     await expect(dlqCommand(['purge', '--model', 'm'])).rejects.toThrow(/usage: npu-fleet dlq list\|replay/);
     await expect(dlqCommand(['list'])).rejects.toThrow(/--model NAME is required/);
     await expect(dlqCommand(['list', '--model', 'm', '--dry-run'])).rejects.toThrow(/belong to `dlq replay`/);
+    await expect(dlqCommand(['list', '--model', 'm', '--refresh-deadline', '30s'])).rejects.toThrow(/belong to `dlq replay`/);
+    await expect(dlqCommand(['replay', '--model', 'm', '--refresh-deadline', '30'])).rejects.toThrow(/--refresh-deadline must be a duration/);
     await expect(dlqCommand(['replay', '--model', 'm', '--limit', '0'])).rejects.toThrow(/--limit must be an integer >= 1/);
     await expect(dlqCommand(['replay', '--model', 'm', '--priority', '16'])).rejects.toThrow(/--priority must be an integer from 0 to 15/);
     await expect(dlqCommand(['list', '--model', 'm', '--config', config])).rejects.toThrow(/dlq needs a Kafka or BullMQ transport/);
