@@ -21,6 +21,12 @@ function hintFor(issue: z.core.$ZodIssue): string {
       return issue.keys.length === 1 ? 'remove it or fix its spelling' : 'remove them or fix their spelling';
     case 'invalid_value':
       return `use one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'invalid_union':
+      // A discriminated union (transport.kind, versionPolicy.kind) lists its kinds; a plain union
+      // has no one value to suggest.
+      return 'options' in issue && issue.options !== undefined && issue.options.length > 0
+        ? `use one of ${issue.options.map((v) => JSON.stringify(v)).join(', ')}`
+        : 'fix the value';
     case 'too_small':
       return bound('at least', issue.origin, issue.minimum, issue.inclusive !== false, '>');
     case 'too_big':
