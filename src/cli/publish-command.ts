@@ -19,6 +19,7 @@ import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } f
 import { OutLock } from './out-lock.ts';
 import { withPhaseProgress } from './phase-progress.ts';
 import { progressLine, readResumeState, ResultFile, summaryLine, type ResumeState } from './publish-output.ts';
+import { onStdoutClosed, printLine } from './stdout-lines.ts';
 
 /**
  * `npu-fleet publish`: synthetic requests that fit the model's config (or one JSON request file),
@@ -171,7 +172,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
   if (!values.await && source === undefined) {
     try {
       await producer.publish(requests);
-      process.stdout.write(`published ${requests.length} request(s)\n`);
+      printLine(`published ${requests.length} request(s)`);
       return 0;
     } finally {
       await close();
@@ -179,13 +180,19 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
   }
   // Ctrl-C: stop reading, close the producer (its private inbox topic / queue is removed, not
   // left behind) and say how far it got, instead of dying with the inbox still there.
-  let interruptedBy: NodeJS.Signals | undefined;
+  let interruptedBy: string | undefined;
   const onSignal = (signal: NodeJS.Signals): void => {
     interruptedBy = signal;
     void close();
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  // `publish --await | head -1`: the result lines (and invalid lines) go to stdout, and once its
+  // reader has gone the rest would be read into nothing and the run exit 0 as if delivered.
+  const offStdout = onStdoutClosed((code) => {
+    interruptedBy ??= `stdout closing (${code})`;
+    void close();
+  });
   const stats = newBulkStats();
   const total = source?.total ?? requests.length;
   // Progress on stderr for a long run (results go to stdout or --out): each second on a terminal.
@@ -205,7 +212,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
       ...(source?.prepare === undefined ? {} : { prepare: source.prepare }),
       ...(source?.repeats === undefined ? {} : { repeats: source.repeats }),
       ...(out === undefined ? {} : { done: out.done }),
-      onRecord: (r, line) => (out === undefined ? void process.stdout.write(`${resultLine(r)}\n`) : out.write(r, line)),
+      onRecord: (r, line) => (out === undefined ? printLine(resultLine(r)) : out.write(r, line)),
       stopped: () => interruptedBy !== undefined,
       stats,
     });
@@ -225,7 +232,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     }
     if (showProgress) process.stderr.write(`${summaryLine(stats, values.out)}\n`);
     if (!values.await) {
-      process.stdout.write(`published ${stats.published} request(s)\n`);
+      printLine(`published ${stats.published} request(s)`);
       return stats.invalidEntries === 0 ? 0 : 1;
     }
     if (out?.unreadable) process.stderr.write(`npu-fleet: ${out.unreadable} line(s) of ${values.out} were not results (cut off by a crash?) and were ignored\n`);
@@ -233,6 +240,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     return allOk ? 0 : 1;
   } finally {
     clearInterval(progress);
+    offStdout();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await close();
