@@ -20,6 +20,15 @@ export const MODEL_DEFAULTS = {
   streamsSuperseded: 'serve',
 } as const;
 
+const strictlyIncreasing = (list: readonly number[]): boolean => list.every((v, i) => i === 0 || v > (list[i - 1] ?? 0));
+
+/** The list as given and the one meant (sorted, repeats dropped): an unsorted list is the usual slip. */
+function increasingError(issue: { input?: unknown }): string {
+  const list = Array.isArray(issue.input) ? (issue.input as number[]) : [];
+  const meant = [...new Set(list)].sort((a, b) => a - b);
+  return `must be strictly increasing (each once, smallest first), got [${list.join(', ')}] (write [${meant.join(', ')}])`;
+}
+
 export const ModelTensorSchema = z.strictObject({
   name: TensorNameSchema,
   dtype: DtypeSchema,
@@ -37,7 +46,7 @@ export const BucketsSchema = z
     bounds: z
       .array(z.number().int().positive())
       .min(1)
-      .refine((b) => b.every((v, i) => i === 0 || v > (b[i - 1] ?? 0)), 'bounds must be strictly increasing')
+      .refine(strictlyIncreasing, { error: increasingError, params: { saysFix: true } })
       .describe('Bucket upper bounds; a batch holds one bucket, padded to its bound'),
     padValue: z.number().default(0).describe('Value written into padding positions'),
   })
@@ -83,7 +92,7 @@ export const ModelConfigSchema = z
     batchGears: z
       .array(z.number().int().positive())
       .min(1)
-      .refine((g) => g.every((v, i) => i === 0 || v > (g[i - 1] ?? 0)), 'batchGears must be strictly increasing')
+      .refine(strictlyIncreasing, { error: increasingError, params: { saysFix: true } })
       .optional()
       .describe('Batch sizes the compiled model accepts; default: powers of two up to maxBatchSize'),
     priorityLevels: z

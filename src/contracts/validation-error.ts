@@ -31,6 +31,9 @@ function hintFor(issue: z.core.$ZodIssue): string {
       return bound('at least', issue.origin, issue.minimum, issue.inclusive !== false, '>');
     case 'too_big':
       return bound('at most', issue.origin, issue.maximum, issue.inclusive !== false, '<');
+    case 'custom':
+      // A check whose message already says what to write (params.saysFix) needs no catch-all.
+      return issue.params?.saysFix === true ? '' : 'fix the value';
     default:
       return 'fix the value';
   }
@@ -52,7 +55,10 @@ export function validationError(
   cause?: unknown,
 ): FleetError {
   const issues = error.issues.slice(0, 10);
-  const lines = issues.map((issue) => `${formatPath(issue.path)}: ${issue.message} (${hintFor(issue)})`);
+  const lines = issues.map((issue) => {
+    const hint = hintFor(issue);
+    return `${formatPath(issue.path)}: ${issue.message}${hint === '' ? '' : ` (${hint})`}`;
+  });
   const firstPath = issues[0] ? formatPath(issues[0].path) : '(root)';
   const more = error.issues.length > issues.length ? `; and ${error.issues.length - issues.length} more` : '';
   return new FleetError(code, `invalid ${what}: ${lines.join('; ')}${more}`, {

@@ -75,3 +75,17 @@ describe('model config tensor names', () => {
     expect(() => parseModelConfig({ name: 'm', ...tensors })).toThrow(message);
   });
 });
+
+describe('model config increasing lists', () => {
+  const plain = { name: 'm', inputs: [{ name: 'x', dtype: 'float32', dims: [-1, -1] }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 2] }] };
+  // Was 'batchGears: batchGears must be strictly increasing (fix the value)': the field twice, the
+  // list not shown, and no word of what would do.
+  it.each([
+    ['batchGears', { batchGears: [4, 2, 8] }, '[4, 2, 8]', '[2, 4, 8]'],
+    ['batchGears', { batchGears: [1, 2, 2, 4] }, '[1, 2, 2, 4]', '[1, 2, 4]'],
+    ['buckets.bounds', { buckets: { input: 'x', axis: 1, bounds: [32, 16, 16] } }, '[32, 16, 16]', '[16, 32]'],
+  ])('an unsorted or repeated %s shows the list and the sorted one to write', (field, over, got, meant) => {
+    const esc = (s: string): string => s.replace(/[.[\]]/g, '\\$&');
+    expect(() => parseModelConfig({ ...plain, ...over })).toThrow(new RegExp(`${esc(field)}: must be strictly increasing \\(each once, smallest first\\), got ${esc(got)} \\(write ${esc(meant)}\\)(;|$)`));
+  });
+});
