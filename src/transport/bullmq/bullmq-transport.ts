@@ -17,6 +17,7 @@ import { JobSettler } from './job-settler.ts';
 import { HeldJob } from './held-job.ts';
 import { putBack } from './put-back.ts';
 import { ModelWorker, type FetchTuning } from './model-worker.ts';
+import { DeliveryBatcher } from './delivery-batcher.ts';
 import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import { bullmqError, ensureRedisAnswers, fromBullmqPriority, KEEP_COMPLETED, redisConnection } from './bullmq-names.ts';
 
@@ -58,8 +59,7 @@ export class BullmqTransport implements Transport {
   private onDeliveries: ((d: Delivery[]) => void) | undefined;
   private onFatal: ((err: FleetError) => void) | undefined;
   private onAnswered: ((model: string, dlqReason: string) => void) | undefined;
-  private pending: Delivery[] = [];
-  private flushScheduled = false;
+  private readonly deliveries: DeliveryBatcher;
   private stopped = false;
   private closed = false;
   private sweeper: QueueSweeper | undefined;
@@ -87,6 +87,7 @@ export class BullmqTransport implements Transport {
       clean: (queue, graceMs, limit, state) => this.cleanJobs(queue, graceMs, limit, state),
       logger: options.logger,
     });
+    this.deliveries = new DeliveryBatcher((batch) => this.onDeliveries?.(batch), options.logger);
     this.settler = new JobSettler({
       settings,
       ledger: this.ledger,
@@ -235,7 +236,7 @@ export class BullmqTransport implements Transport {
         data !== null && typeof data === 'object' && !Array.isArray(data)
           ? (data as Record<string, unknown>)
           : Buffer.from(typeof data === 'string' ? data : JSON.stringify(data) ?? '', 'utf8');
-      this.pending.push({
+      this.deliveries.add({
         deliveryId,
         model,
         priority,
@@ -244,29 +245,11 @@ export class BullmqTransport implements Transport {
         redelivered,
         suspectCount,
       });
-      this.scheduleFlush();
     });
   }
 
   /** Not BullMQ's moveToWait: a job goes back to its place in its priority (put-back.ts). */
   private readonly moveBack = (job: Job, token: string): Promise<void> => putBack(this.shared, this.settings.prefix, job, token);
-
-  /** Jobs arrive one by one; hand them over in batches on the next turn of the event loop. */
-  private scheduleFlush(): void {
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    setImmediate(() => {
-      this.flushScheduled = false;
-      const batch = this.pending;
-      this.pending = [];
-      if (batch.length === 0) return;
-      try {
-        this.onDeliveries?.(batch);
-      } catch (err) {
-        this.options.logger?.error({ err }, 'onDeliveries threw; its deliveries stay unacked until settled or released');
-      }
-    });
-  }
 
   pause(model: string, priorities: readonly number[]): void {
     this.workers.get(model)?.pause(priorities);
