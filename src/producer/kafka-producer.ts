@@ -3,7 +3,7 @@ import type { Admin, Consumer, ISocketFactory, Kafka, Message } from 'kafkajs';
 import { decodeResult, encodeRequest, type WireEncoding } from '../codec/index.ts';
 import type { KafkaSettings } from '../contracts/fleet-config.ts';
 import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
-import { MAX_PRIORITY_LEVELS, type RequestEnvelope } from '../contracts/request-envelope.ts';
+import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { createKafka, ensureTopics, isUnknownTopic, kafkaError, startFailure, type TransportLogger } from '../transport/kafka/kafka-client.ts';
@@ -24,6 +24,7 @@ import { KafkaInbox } from './kafka-inbox.ts';
 import { refuseAll, ReplyRouter, timerMs } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
 import { ProducerReplaced, SerialSends } from './serial-sends.ts';
+import { refuseUnreadPriorities } from './unread-priorities.ts';
 
 /** One message on its way, with what its topic was rendered from. */
 interface Outgoing {
@@ -189,7 +190,7 @@ export class KafkaProducer implements Producer {
         const missing = new Map<string, Outgoing>();
         for (const m of messages) if (!this.knownTopics.has(m.topic) && !missing.has(m.topic)) missing.set(m.topic, m);
         if (missing.size > 0) {
-          await this.refuseUnreadPriorities(admin, [...missing.values()]);
+          await refuseUnreadPriorities(admin, this.settings.topicTemplate, [...missing.values()]);
           await ensureTopics(admin, [...missing.keys()], this.options.partitions ?? 8);
           for (const t of missing.keys()) this.knownTopics.add(t);
         }
@@ -205,32 +206,6 @@ export class KafkaProducer implements Producer {
       // that had gone out goes again; the worker side counts duplicates).
       if (isUnknownTopic(err) && !retried) return this.send(messages, true, replaced);
       throw kafkaError(err, 'publishing requests failed');
-    }
-  }
-
-  /**
-   * Workers create their model's request topics, one per priority level, when they start. A
-   * request whose priority topic is missing while the model's lower ones exist would land where no
-   * worker reads and never be answered: refused here, naming the levels. (With no topic of the
-   * model yet, no worker has started; its topics are created so requests wait for one.)
-   */
-  private async refuseUnreadPriorities(admin: Admin, missing: readonly Outgoing[]): Promise<void> {
-    let existing: Set<string>;
-    try {
-      existing = new Set(await admin.listTopics());
-    } catch (err) {
-      throw kafkaError(err, 'listing topics failed');
-    }
-    for (const m of missing) {
-      if (existing.has(m.topic)) continue;
-      const served = [...Array(MAX_PRIORITY_LEVELS).keys()].filter((p) => existing.has(renderName(this.settings.topicTemplate, m.model, p)));
-      if (served.length === 0) continue;
-      throw new FleetError(
-        'INVALID_ARGUMENT',
-        `priority ${m.priority} of model ${m.model}: no worker reads ${m.topic}; the model's workers serve priorities ` +
-          `${served.join(', ')}. Publish with one of those (0 is most urgent)`,
-        { details: { field: 'priority', model: m.model, priority: m.priority, served } },
-      );
     }
   }
 
