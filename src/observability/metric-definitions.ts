@@ -216,6 +216,12 @@ export const FLEET_METRICS = {
     help: '1 when the worker accepts work (readyz 200), else 0',
     labels: [],
   },
+  workerStarting: {
+    name: 'npu_fleet_worker_starting',
+    kind: 'gauge',
+    help: '1 while the worker starts (device open, model loads, broker join; bounded by worker.startTimeoutMs), 0 once its start-up is over: unready while 1 is expected',
+    labels: [],
+  },
   duplicates: {
     name: 'npu_fleet_duplicates_total',
     kind: 'counter',

@@ -131,6 +131,7 @@ export class FleetMetrics {
   private readonly wasted: Counter<'model' | 'reason'>;
   private readonly restarts: Counter<'device'>;
   private readonly ready: Gauge;
+  private readonly starting: Gauge;
   private readonly duplicates: Counter<'model'>;
   private readonly dlqs: Counter<'model' | 'reason'>;
   private readonly loadFailures: Counter<'model'>;
@@ -186,6 +187,7 @@ export class FleetMetrics {
     this.wasted = counter(m.wastedDeviceSeconds);
     this.restarts = counter(m.workerRestarts);
     this.ready = new Gauge({ name: m.workerReady.name, help: m.workerReady.help, registers });
+    this.starting = new Gauge({ name: m.workerStarting.name, help: m.workerStarting.help, registers });
     this.duplicates = counter(m.duplicates);
     this.dlqs = counter(m.dlq);
     this.loadFailures = counter(m.modelLoadFailures);
@@ -323,6 +325,11 @@ export class FleetMetrics {
 
   setWorkerReady(ready: boolean): void {
     this.ready.set(ready ? 1 : 0);
+  }
+
+  /** runWorker's start-up, from before the device opens until it is over (done or failed). */
+  setWorkerStarting(starting: boolean): void {
+    this.starting.set(starting ? 1 : 0);
   }
 
   duplicateSeen(model: string, n = 1): void {

@@ -99,6 +99,8 @@ export async function runWorker(
   const metrics = new FleetMetrics({ defaultLabels: { worker: `device-${deviceId}` } });
   // Carried across restarts by the supervisor (NPU_FLEET_RESTARTS), so the counter only grows.
   metrics.workerRestarted(deviceId, options.restarts ?? 0);
+  // Unready is expected until the start-up is over: the not-ready alert leaves it to its own bound.
+  metrics.setWorkerStarting(true);
   // Listening before anything else: a port in use fails the start before the broker is joined,
   // and liveness answers through a long device open / model load / broker join (a kubelet that
   // cannot connect for that long would restart the pod, and the next start is just as long).
@@ -126,6 +128,7 @@ export async function runWorker(
     throw err;
   } finally {
     watch.finish();
+    metrics.setWorkerStarting(false);
     clearTimeout(startTimer);
   }
 }
