@@ -181,7 +181,11 @@ export const FleetConfigSchema = z
   .strictObject({
     transport: TransportSettingsSchema.default({ kind: 'memory' }),
     modelRepository: z.string().default(FLEET_DEFAULTS.modelRepository).describe('Directory of models/<name>/<version>'),
-    models: z.array(z.string()).optional().describe('Serve only these models (default: all in the repository)'),
+    models: z
+      .array(z.string().min(1))
+      .min(1, 'an empty list serves no model: list the model names, or leave models out to serve all')
+      .optional()
+      .describe('Serve only these models (default: all in the repository)'),
     devices: z
       .strictObject({
         count: z.number().int().positive().max(MAX_DEVICES).default(FLEET_DEFAULTS.deviceCount).describe('Devices (one worker each)'),

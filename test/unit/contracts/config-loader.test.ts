@@ -206,6 +206,13 @@ describe('fleet config loader', () => {
     expect(() => loadFleetConfig({ file: dir, env: {} })).toThrow(/is a directory.*give the path of a YAML file/);
   });
 
+  // An empty models list passed and filtered every model out: the worker then failed with 'no
+  // servable model in examples/models; run npu-fleet models validate', which passes and says nothing of models.
+  it('refuses an empty models list, naming models and the fix, instead of serving no model', () => {
+    expect(() => loadFleetConfig({ file: tmpFile('none.yaml', 'models: []\n'), env: {} })).toThrow(/models: an empty list serves no model: list the model names, or leave models out to serve all/);
+    expect(loadFleetConfig({ file: tmpFile('one.yaml', 'models: [mlp]\n'), env: {} }).models).toEqual(['mlp']);
+  });
+
   it('reports unreadable files and bad YAML clearly', () => {
     expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
     expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);
