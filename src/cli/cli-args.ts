@@ -41,8 +41,8 @@ export const COMMAND_USAGE = {
     (default 25 fps) keyed by camera (streamKey), each frame due within MS (default two frame
     intervals). A model with streams: { superseded: drop } answers displaced frames superseded.
     Same progress lines and summary as load, and the same --drain-ms (default 5000).`,
-  dlq: `npu-fleet dlq list|replay --model NAME [--reason CODE[,CODE...]] [--since 2h|ISO-TIME] [--limit N]
-                  [--priority P] [--refresh-deadline 30s|5m|2h] [--dry-run] [--json] [--config FILE]
+  dlq: `npu-fleet dlq list|replay|purge --model NAME [--reason CODE[,CODE...]] [--since 2h|ISO-TIME] [--limit N]
+                  [--priority P] [--refresh-deadline 30s|5m|2h] [--expired] [--dry-run] [--json] [--config FILE]
     list: the model's dead letters by reason, and the oldest matching ones (default 20).
     replay: re-sends each matching dead letter's original message to the request topic/queue it
     came from, at its priority, once the cause is fixed; the workers answer it again. BullMQ: a
@@ -52,9 +52,13 @@ export const COMMAND_USAGE = {
     --refresh-deadline D re-sends them, and any due sooner, with the deadline now + D (same
     priority; the re-send still names its DLQ record). Each record passed over, refreshed or
     skipped gets a line saying why.
+    purge --expired: discards the matching records whose deadline has passed (BullMQ: removed;
+    Kafka: a purge marker in <dlq>.replayed makes replays pass them over), one line each.
+    --expired is required; records without a deadline or not expired are kept.
     --dry-run counts what would be re-sent; --priority P is used for BullMQ records that recorded
     no priority (Kafka records have theirs in their topic).
-    Exit codes of replay: 0 every matching record re-sent or passed over (or none matched);
+    Exit codes of replay and purge: 0 every matching record re-sent (purge: discarded or kept)
+    or passed over, or none matched;
     3 only records whose deadline had passed were skipped (nothing else to do); 1 records were
     skipped for a cause to fix, or the replay failed (the message says which); 2 bad arguments.`,
 } as const;

@@ -51,11 +51,27 @@ function perRecord(out: (line: string) => void, what: string, records: ReadonlyA
   if (records.length > SHOWN_SKIPS) out(`  ... and ${records.length - SHOWN_SKIPS} more ${what}`);
 }
 
-/** `--since`: a duration back from now (30m, 2h, 7d) or an ISO-8601 time; epoch ms. */
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}/;
+/** A time of day followed by Z or a UTC offset (+02:00, -0130, +02). */
+const TIME_WITH_ZONE = /[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)$/i;
+
+/**
+ * `--since`: a duration back from now (30m, 2h, 7d) or an ISO-8601 time with Z or an offset; epoch
+ * ms. A time without a zone is refused: Date.parse reads it in the local zone of the host that runs
+ * the command (a date alone, as UTC), so one --since named a different instant for each operator
+ * or cron host.
+ */
 export function parseSince(value: string, nowMs: number): number {
-  const d = DURATION.exec(value.trim());
+  const text = value.trim();
+  const d = DURATION.exec(text);
   if (d !== null) return nowMs - Number(d[1]) * UNIT_MS[d[2] as keyof typeof UNIT_MS];
-  const at = /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : NaN;
+  if (ISO_DATE.test(text) && !TIME_WITH_ZONE.test(text)) {
+    const fixed = /[T ]\d{2}:\d{2}/i.test(text) ? `${text}Z` : `${text.slice(0, 10)}T00:00:00Z`;
+    throw new FleetError('INVALID_ARGUMENT', `--since ${text} has no time zone, so each host would read it in its own: add Z or an offset, e.g. ${fixed}`, {
+      details: { field: 'since' },
+    });
+  }
+  const at = ISO_DATE.test(text) ? Date.parse(text) : NaN;
   if (!Number.isFinite(at)) {
     throw new FleetError('INVALID_ARGUMENT', `--since must be a duration back from now (30m, 2h, 7d) or an ISO time (2026-11-30T08:00:00Z), got "${value}"`, {
       details: { field: 'since' },
@@ -80,14 +96,41 @@ function describeLetter(l: DeadLetter): string {
   const at = Number.isFinite(l.deadAt) ? new Date(l.deadAt).toISOString() : '(time unknown)';
   const id = l.requestId === undefined ? 'no id' : `id ${l.requestId}`;
   const from = l.source === undefined ? 'source unknown' : `from ${l.source}${l.priority === undefined ? '' : ` p${l.priority}`}`;
-  const replayed = l.replayedAt === undefined ? '' : ` (replayed ${new Date(l.replayedAt).toISOString()})`;
+  const replayed =
+    l.purgedAt !== undefined ? ` (purged ${new Date(l.purgedAt).toISOString()})` : l.replayedAt === undefined ? '' : ` (replayed ${new Date(l.replayedAt).toISOString()})`;
   return `  ${at}  ${l.reason.padEnd(16)} ${id}, ${from}, ${l.bytes} B: ${l.message.slice(0, 160)}  [${l.ref}]${replayed}`;
 }
 
+/** `npu-fleet dlq purge --expired`: discards the matching records whose deadline passed (DeadLetters.purge). */
+async function purgeCommand(dl: DeadLetters, query: DeadLetterQuery, dryRun: boolean, json: boolean, kind: 'kafka' | 'bullmq', out: (line: string) => void): Promise<number> {
+  if (dl.purge === undefined) throw new FleetError('INVALID_ARGUMENT', 'dlq purge needs a Kafka or BullMQ transport');
+  const report = await dl.purge({
+    ...query,
+    expired: true,
+    dryRun,
+    onProgress: ({ scanned, replayed }) => process.stderr.write(`dlq purge: ${scanned} read, ${replayed} ${dryRun ? 'would be ' : ''}discarded\n`),
+    onWarning: (message) => process.stderr.write(`dlq purge: warning: ${message}\n`),
+  });
+  const code = report.skipped.length === 0 ? DLQ_EXIT.done : DLQ_EXIT.skipped;
+  if (json) {
+    out(JSON.stringify(report));
+    return code;
+  }
+  out(`${dryRun ? 'would discard' : 'discarded'} ${report.purged.length} of ${report.matched} matching dead letter(s) (${report.scanned} read) whose deadline passed; kept ${report.kept} (no deadline, or not passed yet)`);
+  if (report.alreadyDone !== undefined && report.alreadyDone > 0) {
+    out(`  passed over ${report.alreadyDone} replayed or purged before (the DLQ topic keeps them; dlq list shows when)`);
+  }
+  // Kafka's log keeps what is purged: say how replays know.
+  if (kind === 'kafka' && report.purged.length > 0 && !dryRun) out('  the DLQ topic keeps them: a purge marker in its .replayed topic makes replays pass them over');
+  perRecord(out, dryRun ? 'would discard' : 'discarded', report.purged);
+  perRecord(out, 'skipped', report.skipped);
+  return code;
+}
+
 /**
- * `npu-fleet dlq list|replay`: what sits in a model's dead-letter topic/queue, by reason, and
+ * `npu-fleet dlq list|replay|purge`: what sits in a model's dead-letter topic/queue, by reason,
  * re-sending it to the request topic/queue it came from once its cause is fixed (a model
- * deployed, a limit raised, a device fixed). Exit codes: DLQ_EXIT.
+ * deployed, a limit raised, a device fixed), and discarding what expired. Exit codes: DLQ_EXIT.
  */
 export async function dlqCommand(args: readonly string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
   const parsed = parseCommandArgs('dlq', args, {
@@ -98,14 +141,15 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     limit: { type: 'string' },
     priority: { type: 'string' },
     'refresh-deadline': { type: 'string' },
+    expired: { type: 'boolean', default: false },
     'dry-run': { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
   });
   if (parsed === undefined) return 0;
   const { values, positionals } = parsed;
   const [sub, extra] = positionals;
-  if ((sub !== 'list' && sub !== 'replay') || extra !== undefined) {
-    throw new FleetError('INVALID_ARGUMENT', 'usage: npu-fleet dlq list|replay --model NAME [options] (run npu-fleet dlq --help)');
+  if ((sub !== 'list' && sub !== 'replay' && sub !== 'purge') || extra !== undefined) {
+    throw new FleetError('INVALID_ARGUMENT', 'usage: npu-fleet dlq list|replay|purge --model NAME [options] (run npu-fleet dlq --help)');
   }
   if (!values.model) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (each model has its own DLQ)', { details: { field: 'model' } });
   if (!MODEL_NAME_PATTERN.test(values.model)) {
@@ -113,6 +157,13 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
   }
   if (sub === 'list' && (values['dry-run'] || values.priority !== undefined || values['refresh-deadline'] !== undefined)) {
     throw new FleetError('INVALID_ARGUMENT', '--dry-run, --priority and --refresh-deadline belong to `dlq replay`; `dlq list` changes nothing');
+  }
+  if (sub !== 'purge' && values.expired) throw new FleetError('INVALID_ARGUMENT', '--expired belongs to `dlq purge` (replay skips expired records; --refresh-deadline re-sends them)', { details: { field: 'expired' } });
+  if (sub === 'purge' && !values.expired) {
+    throw new FleetError('INVALID_ARGUMENT', 'dlq purge discards only records whose deadline passed: give --expired (records that can still be replayed are never purged)', { details: { field: 'expired' } });
+  }
+  if (sub === 'purge' && (values.priority !== undefined || values['refresh-deadline'] !== undefined)) {
+    throw new FleetError('INVALID_ARGUMENT', '--priority and --refresh-deadline belong to `dlq replay`; `dlq purge` re-sends nothing');
   }
   const refreshDeadlineMs = values['refresh-deadline'] === undefined ? undefined : parseRefreshDeadline(values['refresh-deadline']);
   const query: DeadLetterQuery = {
@@ -156,6 +207,7 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       }
       return 0;
     }
+    if (sub === 'purge') return await purgeCommand(dl, query, values['dry-run'], values.json, config.transport.kind, out);
     const report = await dl.replay({
       ...query,
       dryRun: values['dry-run'],

@@ -4,7 +4,7 @@ import { FleetError } from '../errors/fleet-error.ts';
 import { HEADERS, renderName } from './names.ts';
 
 /**
- * Reading and re-driving a model's dead-letter topic/queue (`npu-fleet dlq list|replay`). Every
+ * Reading and re-driving a model's dead-letter topic/queue (`npu-fleet dlq list|replay|purge`). Every
  * transport implements DeadLetters and passes the same conformance tests; what differs is what
  * replay does to the record itself:
  * - Kafka: the DLQ is a log, so a replayed record stays in it; the re-sent message carries the
@@ -34,8 +34,10 @@ export interface DeadLetter {
   readonly deadAt: number;
   /** Size of the original message (bytes, or its JSON text for BullMQ job data). */
   readonly bytes: number;
-  /** Kafka, whose DLQ keeps replayed records: when a replay re-sent it (epoch ms); replays pass it over. */
+  /** Kafka, whose DLQ keeps replayed records: when a replay re-sent it, or a purge discarded it (epoch ms); replays pass it over. */
   readonly replayedAt?: number | undefined;
+  /** Kafka: when `dlq purge` discarded it (replayedAt is then that time too). */
+  readonly purgedAt?: number | undefined;
 }
 
 export interface DeadLetterQuery {
@@ -99,6 +101,37 @@ export interface ReplayReport {
   readonly alreadyReplayed?: number | undefined;
 }
 
+export interface PurgeOptions extends DeadLetterQuery {
+  /**
+   * Only records whose own deadline has passed. The one purge there is, asked for by name, so a
+   * slip of the command line cannot discard records a replay could still re-drive.
+   */
+  readonly expired: true;
+  /** Count what would be discarded; change nothing. */
+  readonly dryRun?: boolean | undefined;
+  readonly onProgress?: ReplayOptions['onProgress'];
+  readonly progressEvery?: number | undefined;
+  readonly onWarning?: ReplayOptions['onWarning'];
+}
+
+export interface PurgeReport {
+  readonly scanned: number;
+  readonly matched: number;
+  /** Discarded (dry run: would be), each with why. */
+  readonly purged: ReadonlyArray<{ readonly ref: string; readonly why: string }>;
+  /** Matching records kept: no deadline, or one not passed yet. */
+  readonly kept: number;
+  /** Matching expired records that could not be discarded now (another replay holds them), each with why. */
+  readonly skipped: ReadonlyArray<{ readonly ref: string; readonly why: string }>;
+  /** Kafka: matching records replayed or purged before, passed over (the log keeps them). */
+  readonly alreadyDone?: number | undefined;
+}
+
+/** Why a record is discarded by `dlq purge --expired`. */
+export function expiredWhy(deadlineAt: number): string {
+  return `its deadline passed at ${new Date(deadlineAt).toISOString()}`;
+}
+
 export interface DeadLetters {
   list(query: DeadLetterQuery): Promise<DeadLetterListing>;
   /**
@@ -109,6 +142,11 @@ export interface DeadLetters {
    * passed, are skipped and reported.
    */
   replay(options: ReplayOptions): Promise<ReplayReport>;
+  /**
+   * Discards matching records whose deadline has passed (`npu-fleet dlq purge --expired`). Kafka
+   * and BullMQ only: the memory broker's DLQ lives and dies with `npu-fleet start`.
+   */
+  purge?(options: PurgeOptions): Promise<PurgeReport>;
   close(): Promise<void>;
 }
 
@@ -274,9 +312,9 @@ export class ReplayTally {
   }
 
   /** The error a replay that failed part way throws: what was re-sent before it is part of it. */
-  failed(err: unknown, what: string): FleetError {
+  failed(err: unknown, what: string, done = 're-sent'): FleetError {
     const cause = FleetError.from(err, 'TRANSPORT_ERROR');
-    return new FleetError(cause.code, `${what}: ${cause.message}; ${this.replayed} record(s) were re-sent before it, the rest were not`, {
+    return new FleetError(cause.code, `${what}: ${cause.message}; ${this.replayed} record(s) were ${done} before it, the rest were not`, {
       cause: err,
       retriable: cause.retriable,
     });

@@ -3,7 +3,7 @@ import { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { checkQuery, ListingBuilder, refreshedWhy, replayTarget, ReplayTally, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type NoReplay, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, expiredWhy, ListingBuilder, refreshedWhy, replayTarget, ReplayTally, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type NoReplay, type PurgeOptions, type PurgeReport, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { renderName, replyToProblem } from '../names.ts';
 import { bullmqError, ensureRedisAnswers, jobIdFor, KEEP_COMPLETED, KEEP_FAILED, redisConnection, toBullmqPriority } from './bullmq-names.ts';
 import { STALLED_OUT } from './stall-reaper.ts';
@@ -133,6 +133,49 @@ export class BullmqDeadLetters implements DeadLetters {
     }
     tally.progress(true);
     return tally.report();
+  }
+
+  /**
+   * Removes matching records whose deadline has passed. Each is claimed first, as by replay, so a
+   * replay running at the same time (--refresh-deadline) does not re-send a record this removes.
+   */
+  async purge(options: PurgeOptions): Promise<PurgeReport> {
+    checkQuery(options);
+    const tally = new ReplayTally(options);
+    const purged: Array<{ ref: string; why: string }> = [];
+    const skipped: Array<{ ref: string; why: string }> = [];
+    let kept = 0;
+    try {
+      await this.scan(options.model, async (job, letter) => {
+        tally.progress();
+        if (!tally.read(letter)) return true;
+        if (tally.full) return false;
+        if (letter.deadlineAt === undefined || letter.deadlineAt > Date.now()) {
+          tally.matched++;
+          kept++;
+          return true;
+        }
+        const claim = options.dryRun === true ? undefined : await this.claim(job);
+        try {
+          if ((await job.getState()) === 'unknown') return true;
+          tally.matched++;
+          if (claim?.held === false) {
+            skipped.push({ ref: letter.ref, why: `a replay is re-sending it right now; if it is still in the DLQ, purge again in ${REPLAY_CLAIM_TTL_MS / 1000} s` });
+            return true;
+          }
+          if (options.dryRun !== true) await job.remove();
+          tally.replayed++;
+          purged.push({ ref: letter.ref, why: expiredWhy(letter.deadlineAt) });
+        } finally {
+          await claim?.release();
+        }
+        return true;
+      });
+    } catch (err) {
+      throw tally.failed(err, `purging the DLQ of ${options.model} failed`, 'discarded');
+    }
+    tally.progress(true);
+    return { scanned: tally.scanned, matched: tally.matched, purged, kept, skipped };
   }
 
   async close(): Promise<void> {

@@ -3,7 +3,7 @@ import type { ConfigResourceTypes, IHeaders, Kafka, KafkaMessage, Message } from
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { decodeRequest, encodeRequest, isFrame } from '../../codec/index.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { checkQuery, inWindow, ListingBuilder, matchesReason, refreshedWhy, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
+import { checkQuery, expiredWhy, inWindow, ListingBuilder, matchesReason, refreshedWhy, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type PurgeOptions, type PurgeReport, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, renderName } from '../names.ts';
 import { createKafka, kafkaError, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, type OutgoingMessage } from './kafka-outcomes.ts';
@@ -126,6 +126,11 @@ export class KafkaDeadLetters implements DeadLetters {
           const original = sourceRef === undefined ? undefined : { ref: sourceRef, requestId: letter.requestId };
           const key = original === undefined ? undefined : originalKey(original);
           const markedAt = ledger.replayedAt(letter.ref);
+          const purgedAt = ledger.purgedAt(letter.ref);
+          if (purgedAt !== undefined) {
+            tally.passedOver.push({ ref: letter.ref, why: `discarded by dlq purge at ${new Date(purgedAt).toISOString()} (its marker is in ${markerTopicOf(dlqTopic)})` });
+            continue;
+          }
           if (markedAt !== undefined) {
             if (key !== undefined) resentOriginals.add(key);
             tally.passedOver.push({ ref: letter.ref, why: `an earlier replay re-sent it at ${new Date(markedAt).toISOString()} (its marker is in ${markerTopicOf(dlqTopic)})` });
@@ -211,6 +216,66 @@ export class KafkaDeadLetters implements DeadLetters {
     }
     tally.progress(true);
     return tally.report();
+  }
+
+  /**
+   * Discards matching records whose deadline has passed. The log is not edited: each gets a purge
+   * marker (ReplayLedger.marker 'purged') that replays and later purges pass over. Markers go out
+   * with the replays' transactional id, opened before the markers are read, so a purge and a
+   * replay of the same DLQ never both act on a record: the later one fences the earlier.
+   */
+  async purge(options: PurgeOptions): Promise<PurgeReport> {
+    checkQuery(options);
+    const tally = new ReplayTally(options);
+    const purged: Array<{ ref: string; why: string }> = [];
+    let kept = 0;
+    let alreadyDone = 0;
+    const dlqTopic = renderName(this.settings.dlqTemplate, options.model);
+    const producer = options.dryRun === true ? undefined : new ReplayProducer(this.replayKafka, dlqTopic);
+    const warn = options.onWarning ?? ((message: string) => this.logger?.warn({ dlqTopic }, message));
+    try {
+      await producer?.open();
+      const markers = producer === undefined ? false : { bootstrap: this.settings.brokers[0] ?? 'BROKER', warn };
+      await this.scan(options, markers, async (batch, ledger) => {
+        const out: DeadLetter[] = [];
+        let stop = false;
+        const nowMs = Date.now();
+        for (const { letter } of batch) {
+          if (!tally.read(letter)) continue;
+          if (options.limit !== undefined && tally.replayed + out.length >= options.limit) {
+            stop = true;
+            break;
+          }
+          tally.matched++;
+          if (ledger.replayedAt(letter.ref) !== undefined) alreadyDone++;
+          else if (letter.deadlineAt === undefined || letter.deadlineAt > nowMs) kept++;
+          else out.push(letter);
+        }
+        for (let i = 0; i < out.length; i += SEND_RECORDS) {
+          const chunk = out.slice(i, i + SEND_RECORDS);
+          const purgedAt = Date.now();
+          await producer?.send(chunk.map((l) => ledger.marker(l.ref, l.source ?? '', purgedAt, l.deadAt, 'purged')));
+          tally.replayed += chunk.length;
+          for (const l of chunk) purged.push({ ref: l.ref, why: expiredWhy(l.deadlineAt ?? nowMs) });
+          tally.progress();
+        }
+        tally.progress();
+        return stop;
+      });
+    } catch (err) {
+      if (replayTakenOver(err)) {
+        throw new FleetError(
+          'TRANSPORT_ERROR',
+          `purging the DLQ of ${options.model} stopped: a replay or purge of it started and took over (${(err as FleetError).message}); this one discarded ${tally.replayed} record(s) before that. Run it again once the other has finished`,
+          { cause: err, retriable: false, details: { replayTakenOver: true, purged: tally.replayed } },
+        );
+      }
+      throw tally.failed(err, `purging the DLQ of ${options.model} failed`, 'discarded');
+    } finally {
+      await producer?.close();
+    }
+    tally.progress(true);
+    return { scanned: tally.scanned, matched: tally.matched, purged, kept, skipped: [], alreadyDone };
   }
 
   async close(): Promise<void> {}
@@ -311,6 +376,7 @@ function letterOf(topic: string, partition: number, message: KafkaMessage, prior
     deadAt: Number(message.timestamp),
     bytes: value.byteLength,
     // Its own marker, else one of another record of its original (which replay passes it over for).
+    purgedAt: ledger.purgedAt(ref),
     replayedAt: ledger.replayedAt(ref) ?? (sourceRef === undefined ? undefined : ledger.originalReplayedAt(originalKey({ ref: sourceRef, requestId }))),
   };
 }

@@ -34,7 +34,9 @@ function parseRef(ref: string): { topic: string; partition: number; offset: numb
  * replayed record, so each replay writes a marker for every record it re-sends to the compacted
  * topic `<dlq topic>.replayed` (key: the record's ref `topic/partition/offset`; value:
  * `{"replayedAt": epoch ms, "source": topic}`), in the same transaction as the re-send itself
- * (ReplayProducer): a marker is visible exactly when its re-send is. Replays read the markers
+ * (ReplayProducer): a marker is visible exactly when its re-send is. `dlq purge --expired` writes
+ * the same marker with `"purged": true` and no original: the record is passed over as if re-sent
+ * (also by versions that know no purge), and `purgedAt` tells the two apart. Replays read the markers
  * (committed ones only) and pass over what has one. A tombstone (null value) for a ref takes its
  * marker back, so the next replay re-sends it.
  *
@@ -69,6 +71,8 @@ export class ReplayLedger {
     private readonly replayed: ReadonlyMap<string, number>,
     /** originalKey -> when a replay re-sent that original (through any of its DLQ records). */
     private readonly originals: ReadonlyMap<string, number>,
+    /** DLQ ref -> when `dlq purge` discarded it (also in `replayed`: replays pass it over). */
+    private readonly purged: ReadonlyMap<string, number> = new Map(),
   ) {}
 
   /**
@@ -91,6 +95,7 @@ export class ReplayLedger {
     const ranges = found.ranges;
     const partitions = o.create === false ? found.partitions : await ensureMarkerTopic(o.admin, topic, o.dlqTopic, Math.max(1, o.dlqPartitions), found.partitions, o.create);
     const replayed = new Map<string, number>();
+    const purged = new Map<string, number>();
     /** DLQ ref -> the original its marker names: per ref, so a tombstone takes it back. */
     const originalOfRef = new Map<string, { key: string; replayedAt: number }>();
     if (ranges.size === 0 || o.dlqRanges.size === 0) return new ReplayLedger(topic, partitions, replayed, new Map());
@@ -104,7 +109,7 @@ export class ReplayLedger {
         ranges,
         stallMs: o.stallMs,
         visit: (_partition, messages) => {
-          for (const m of messages) markerInto(replayed, originalOfRef, m, o.dlqTopic, o.dlqRanges);
+          for (const m of messages) markerInto(replayed, purged, originalOfRef, m, o.dlqTopic, o.dlqRanges);
           return Promise.resolve(false);
         },
       });
@@ -113,7 +118,12 @@ export class ReplayLedger {
     }
     const originals = new Map<string, number>();
     for (const { key, replayedAt } of originalOfRef.values()) originals.set(key, Math.min(replayedAt, originals.get(key) ?? Infinity));
-    return new ReplayLedger(topic, partitions, replayed, originals);
+    return new ReplayLedger(topic, partitions, replayed, originals, purged);
+  }
+
+  /** When `dlq purge` discarded the record `ref` (undefined: it did not). */
+  purgedAt(ref: string): number | undefined {
+    return this.purged.get(ref);
   }
 
   /** When a replay re-sent the record `ref` (undefined: none did). */
@@ -131,11 +141,14 @@ export class ReplayLedger {
    * `replayedAt`. Its record timestamp, which its retention counts from, is never before the
    * record's, also when this host's clock is behind the workers': so it outlives the record.
    */
-  marker(ref: string, source: string, replayedAt: number, recordAt?: number, original?: Original): OutgoingMessage {
+  marker(ref: string, source: string, replayedAt: number, recordAt?: number, original?: Original | 'purged'): OutgoingMessage {
     const at = parseRef(ref);
     if (this.partitions === 0 || at === undefined) throw new FleetError('INTERNAL', `no replay marker for ${ref} in ${this.topic} (${this.partitions} partitions)`);
     const timestamp = recordAt !== undefined && Number.isFinite(recordAt) ? Math.max(replayedAt, recordAt) : replayedAt;
-    const value = original === undefined ? { replayedAt, source } : { replayedAt, source, original: original.ref, requestId: original.requestId };
+    // A purge marker names no original: it re-sent nothing, so another record of it is not passed over for it.
+    // It keeps `replayedAt`, so versions that know no purge pass the record over too.
+    const value =
+      original === 'purged' ? { replayedAt, source, purged: true } : original === undefined ? { replayedAt, source } : { replayedAt, source, original: original.ref, requestId: original.requestId };
     return {
       topic: this.topic,
       message: { key: ref, value: JSON.stringify(value), partition: at.partition % this.partitions, timestamp: String(timestamp) },
@@ -158,7 +171,7 @@ export function originalKey(original: Original): string {
  * Records one marker record (or its tombstone): when it is about a DLQ record inside `dlqRanges`,
  * in `replayed`; the original it names (any DLQ record of `dlqTopic`), in `originalOfRef`.
  */
-function markerInto(replayed: Map<string, number>, originalOfRef: Map<string, { key: string; replayedAt: number }>, m: KafkaMessage, dlqTopic: string, dlqRanges: PartitionRanges): void {
+function markerInto(replayed: Map<string, number>, purged: Map<string, number>, originalOfRef: Map<string, { key: string; replayedAt: number }>, m: KafkaMessage, dlqTopic: string, dlqRanges: PartitionRanges): void {
   const ref = m.key?.toString('utf8');
   const at = ref === undefined ? undefined : parseRef(ref);
   if (ref === undefined || at === undefined || at.topic !== dlqTopic) return;
@@ -166,14 +179,17 @@ function markerInto(replayed: Map<string, number>, originalOfRef: Map<string, { 
   const inRange = range !== undefined && at.offset >= range.from && at.offset < range.end;
   if (m.value === null) {
     replayed.delete(ref);
+    purged.delete(ref);
     originalOfRef.delete(ref);
     return;
   }
   let replayedAt = Number(m.timestamp);
   let original: Original | undefined;
+  let isPurge = false;
   try {
-    const v = JSON.parse(m.value.toString('utf8')) as { replayedAt?: unknown; original?: unknown; requestId?: unknown };
+    const v = JSON.parse(m.value.toString('utf8')) as { replayedAt?: unknown; original?: unknown; requestId?: unknown; purged?: unknown };
     if (typeof v.replayedAt === 'number' && Number.isFinite(v.replayedAt)) replayedAt = v.replayedAt;
+    isPurge = v.purged === true;
     if (typeof v.original === 'string') original = { ref: v.original, requestId: typeof v.requestId === 'string' ? v.requestId : undefined };
   } catch {
     // Written by hand or by a later version: the key says it was replayed; the record's time says when.
@@ -181,7 +197,10 @@ function markerInto(replayed: Map<string, number>, originalOfRef: Map<string, { 
   if (original !== undefined) originalOfRef.set(ref, { key: originalKey(original), replayedAt });
   // A later marker of the ref without an original (by hand) replaces one with.
   else originalOfRef.delete(ref);
-  if (inRange) replayed.set(ref, replayedAt);
+  if (!inRange) return;
+  replayed.set(ref, replayedAt);
+  if (isPurge) purged.set(ref, replayedAt);
+  else purged.delete(ref);
 }
 
 /** topicRanges of the marker topic, asked again while its leadership settles (about 10 s at most). */

@@ -176,3 +176,47 @@ describe.each([
     expect(failing.out).toMatch(/skipped \S+: its source \S+ is not a request topic\/queue/);
   }, 120_000);
 });
+
+describe.each([
+  ['kafka', kafkaDlq],
+  ['bullmq', bullmqDlq],
+] as const)('dlq purge --expired on %s', (kind, make) => {
+  it('discards only the records whose deadline passed, naming each; replays then pass them over and exit 0', async () => {
+    const d = await make();
+    const common = ['--config', d.configFile, '--model', d.model];
+    await d.write([
+      { id: 'old-1', deadlineAt: Date.now() - 60_000 },
+      { id: 'live-1', deadlineAt: undefined },
+      { id: 'old-2', deadlineAt: Date.now() - 1_000 },
+    ]);
+    await expect(dlq(['purge', ...common])).rejects.toThrow(/dlq purge discards only records whose deadline passed: give --expired/);
+    await expect(dlq(['replay', ...common, '--expired'])).rejects.toThrow(/--expired belongs to `dlq purge`/);
+
+    const dry = await dlq(['purge', ...common, '--expired', '--dry-run']);
+    expect(dry.code, dry.out).toBe(0);
+    expect(dry.out).toMatch(/would discard 2 of 3 matching dead letter\(s\) \(3 read\) whose deadline passed; kept 1/);
+    expect(dry.out.match(/would discard \S+: its deadline passed at /g)).toHaveLength(2);
+    const listed = await dlq(['list', ...common]);
+    expect(listed.out).toMatch(/3 record\(s\)/);
+
+    const purge = await dlq(['purge', ...common, '--expired']);
+    expect(purge.code, purge.out).toBe(0);
+    expect(purge.out).toMatch(/discarded 2 of 3 matching dead letter\(s\) \(3 read\) whose deadline passed; kept 1/);
+    expect(purge.out.match(/discarded \S+: its deadline passed at /g)).toHaveLength(2);
+    const after = await dlq(['list', ...common]);
+    if (kind === 'kafka') {
+      // The log keeps them: list says when they were purged.
+      expect(after.out.match(/\(purged \d{4}-\d\d-\d\dT/g)).toHaveLength(2);
+    } else expect(after.out).toMatch(/1 record\(s\)/);
+
+    const replay = await dlq(['replay', ...common]);
+    expect(replay.code, replay.out).toBe(0);
+    expect(replay.out).toMatch(/re-sent 1 of \d matching/);
+    if (kind === 'kafka') expect(replay.out.match(/passed over \S+: discarded by dlq purge at /g)).toHaveLength(2);
+    expect((await d.resent()).map((r) => r.id)).toEqual(['live-1']);
+    // Purged again: nothing left to discard.
+    const again = await dlq(['purge', ...common, '--expired']);
+    expect(again.code, again.out).toBe(0);
+    expect(again.out).toMatch(/discarded 0 of/);
+  }, 120_000);
+});

@@ -18,6 +18,39 @@ describe('npu-fleet dlq arguments', () => {
     expect(parseSince(value, now)).toBe(expected);
   });
 
+  it.each([
+    ['2026-11-30T08:00:00+02:00', Date.UTC(2026, 10, 30, 6)],
+    ['2026-11-30T08:00-0130', Date.UTC(2026, 10, 30, 9, 30)],
+    ['2026-11-30T08:00Z', Date.UTC(2026, 10, 30, 8)],
+    ['2026-11-30T08:00:00.250z', Date.UTC(2026, 10, 30, 8, 0, 0, 250)],
+  ])('--since %s (an offset or Z, any case)', (value, expected) => {
+    expect(parseSince(value, now)).toBe(expected);
+  });
+
+  // Without a zone Date.parse read the time in the local zone of whichever host ran the command:
+  // one --since named different instants for operators (and cron hosts) in different zones.
+  it.each([
+    ['2026-11-30T08:00', '2026-11-30T08:00Z'],
+    ['2026-11-30T08:00:00', '2026-11-30T08:00:00Z'],
+    ['2026-11-30 08:00:00.5', '2026-11-30 08:00:00.5Z'],
+    ['2026-11-30', '2026-11-30T00:00:00Z'],
+  ])('--since %s without a time zone is refused, naming the field and the fix', (value, fixed) => {
+    let thrown: unknown;
+    try {
+      parseSince(value, now);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(FleetError);
+    const err = thrown as FleetError;
+    expect(err.code).toBe('INVALID_ARGUMENT');
+    expect(err.details).toMatchObject({ field: 'since' });
+    expect(err.message).toContain(`--since ${value} has no time zone`);
+    expect(err.message).toContain(`add Z or an offset, e.g. ${fixed}`);
+    // The fix it names is accepted.
+    expect(Number.isFinite(parseSince(fixed, now))).toBe(true);
+  });
+
   it.each(['yesterday', '2h ago', '-5m', '12', ''])('--since %j is refused, naming the flag and the forms it takes', (value) => {
     expect(() => parseSince(value, now)).toThrow(/--since must be a duration back from now \(30m, 2h, 7d\) or an ISO time/);
   });
@@ -44,8 +77,11 @@ describe('npu-fleet dlq arguments', () => {
   it('refuses a missing subcommand or model, list-only misuse and the memory transport before connecting', async () => {
     const config = join(tempDir('npu-fleet-dlq-'), 'fleet.yaml');
     writeFileSync(config, 'transport: { kind: memory }\n');
-    await expect(dlqCommand(['--model', 'm'])).rejects.toThrow(/usage: npu-fleet dlq list\|replay/);
-    await expect(dlqCommand(['purge', '--model', 'm'])).rejects.toThrow(/usage: npu-fleet dlq list\|replay/);
+    await expect(dlqCommand(['--model', 'm'])).rejects.toThrow(/usage: npu-fleet dlq list\|replay\|purge/);
+    await expect(dlqCommand(['drop', '--model', 'm'])).rejects.toThrow(/usage: npu-fleet dlq list\|replay\|purge/);
+    await expect(dlqCommand(['purge', '--model', 'm'])).rejects.toThrow(/give --expired/);
+    await expect(dlqCommand(['purge', '--model', 'm', '--expired', '--refresh-deadline', '30s'])).rejects.toThrow(/belong to `dlq replay`/);
+    await expect(dlqCommand(['list', '--model', 'm', '--expired'])).rejects.toThrow(/--expired belongs to `dlq purge`/);
     await expect(dlqCommand(['list'])).rejects.toThrow(/--model NAME is required/);
     await expect(dlqCommand(['list', '--model', 'm', '--dry-run'])).rejects.toThrow(/belong to `dlq replay`/);
     await expect(dlqCommand(['list', '--model', 'm', '--refresh-deadline', '30s'])).rejects.toThrow(/belong to `dlq replay`/);
@@ -83,6 +119,7 @@ describe('npu-fleet dlq arguments', () => {
     } finally {
       process.stdout.write = write;
     }
-    expect(lines.join('')).toMatch(/npu-fleet dlq list\|replay --model NAME/);
+    expect(lines.join('')).toMatch(/npu-fleet dlq list\|replay\|purge --model NAME/);
+    expect(lines.join('')).toMatch(/Exit codes of replay and purge: 0 .* 3 only records whose deadline had passed .* 1 records were\s+skipped/s);
   });
 });
