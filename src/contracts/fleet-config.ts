@@ -26,6 +26,7 @@ export const FLEET_DEFAULTS = {
   workerMaxSemiSpaceMb: 16,
   kafkaMaxBytesPerPartition: 256 * 1024,
   kafkaLowPriorityInflight: 128,
+  kafkaTransactionTimeoutMs: 60_000,
 } as const;
 
 /**
@@ -100,6 +101,14 @@ export const KafkaSettingsSchema = z
           "others get no topic, their request goes to {model}.dlq as INVALID_ARGUMENT. Unset: any legal name. Must admit the producers' private inboxes, <clientId>.inbox.<uuid>",
       ),
     exactlyOnce: z.boolean().default(false).describe('Transactional results + offsets (needs broker support)'),
+    transactionTimeoutMs: timerMs()
+      .int()
+      .min(1_000)
+      .default(FLEET_DEFAULTS.kafkaTransactionTimeoutMs)
+      .describe(
+        'exactlyOnce: how long a worker transaction may stay open before the coordinator aborts it (and fences the worker). A worker that dies ' +
+          "mid-transaction holds read_committed readers of its reply partitions back this long. At most the brokers' transaction.max.timeout.ms (default 15 min)",
+      ),
     sessionTimeoutMs: z.number().int().positive().default(30_000),
     maxBytesPerPartition: z
       .number()
@@ -291,6 +300,18 @@ export const FleetConfigSchema = z
         requestsPerSecond: z.number().positive().default(500),
       })
       .default({ enabled: false, requestsPerSecond: 500 }),
+  })
+  .superRefine((c, ctx) => {
+    // Device N listens on metricsPort + N: the last device's worker could never start.
+    const lastPort = c.worker.metricsPort + c.devices.count - 1;
+    if (c.worker.metricsPort !== 0 && lastPort > 65535) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['worker', 'metricsPort'],
+        message: `device ${c.devices.count - 1} would listen on ${lastPort} (metricsPort + device): use a value <= ${65536 - c.devices.count}, or fewer devices.count`,
+        params: { saysFix: true },
+      });
+    }
   })
   .describe('npu-fleet configuration (one YAML file plus NPU_FLEET__* env overrides)');
 export type FleetConfig = z.infer<typeof FleetConfigSchema>;

@@ -213,6 +213,16 @@ describe('fleet config loader', () => {
     expect(loadFleetConfig({ file: tmpFile('one.yaml', 'models: [mlp]\n'), env: {} }).models).toEqual(['mlp']);
   });
 
+  // Device N listens on metricsPort + N: past 65535 that worker cannot start. Under a supervised
+  // `start` it exited 2 at every start and was restarted with backoff for good.
+  it('refuses a metricsPort whose last device would listen past 65535, naming both fields', () => {
+    expect(() => loadFleetConfig({ file: tmpFile('port.yaml', 'worker: { metricsPort: 65535 }\ndevices: { count: 2 }\n'), env: {} })).toThrow(
+      /worker\.metricsPort: device 1 would listen on 65536 \(metricsPort \+ device\): use a value <= 65534, or fewer devices\.count/,
+    );
+    expect(loadFleetConfig({ file: tmpFile('port1.yaml', 'worker: { metricsPort: 65535 }\ndevices: { count: 1 }\n'), env: {} }).worker.metricsPort).toBe(65535);
+    expect(loadFleetConfig({ file: tmpFile('port0.yaml', 'worker: { metricsPort: 0 }\ndevices: { count: 64 }\n'), env: {} }).worker.metricsPort).toBe(0);
+  });
+
   it('reports unreadable files and bad YAML clearly', () => {
     expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
     expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);
