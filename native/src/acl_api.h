@@ -141,6 +141,7 @@ constexpr aclError ACL_ERROR_RT_EVENT_SYNC_TIMEOUT = 507047;
   X(aclError, aclmdlSetDatasetTensorDesc,                                                          \
     (aclmdlDataset * dataset, aclTensorDesc * tensorDesc, size_t index))                           \
   X(aclTensorDesc *, aclmdlGetDatasetTensorDesc, (const aclmdlDataset *dataset, size_t index))     \
+  X(aclFormat, aclmdlGetInputFormat, (const aclmdlDesc *modelDesc, size_t index))                  \
   X(aclTensorDesc *, aclCreateTensorDesc,                                                          \
     (aclDataType dataType, int numDims, const int64_t *dims, aclFormat format))                    \
   X(void, aclDestroyTensorDesc, (const aclTensorDesc *desc))                                       \

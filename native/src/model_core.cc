@@ -43,6 +43,10 @@ void ModelCore::Load(const LoadOptions &opts) {
     t.name = inputName;
     t.aclIndex = i;
     t.dtype = api_.aclmdlGetInputDataType(desc_, i);
+    if (api_.aclmdlGetInputFormat != nullptr) {
+      const aclFormat f = api_.aclmdlGetInputFormat(desc_, i);
+      if (f != ACL_FORMAT_UNDEFINED) t.format = f;
+    }
     t.elemBytes = api_.aclDataTypeSize(t.dtype);
     *ioDims = {};
     ACL_CHECK(api_, aclmdlGetInputDims, desc_, i, ioDims.get());

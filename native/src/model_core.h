@@ -22,6 +22,9 @@ enum class DynamicKind { Static, Batch, Range };
 struct TensorInfo {
   std::string name;
   aclDataType dtype = ACL_DT_UNDEFINED;
+  // The format a range-dynamic input's tensor desc declares: the model's own (NCHW for a 4-D
+  // image input), as real ACL checks it against the model; ND where the library cannot say.
+  aclFormat format = ACL_FORMAT_ND;
   std::vector<int64_t> dims;     // as the model describes them, -1 = dynamic
   std::vector<int64_t> maxDims;  // dims used to size the buffers
   size_t elemBytes = 0;

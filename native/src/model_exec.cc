@@ -154,7 +154,7 @@ void ModelCore::Start(int slotIndex, ExecJob *job, std::unique_lock<std::mutex> 
         const auto &dims = job->inputs[k].dims;
         aclTensorDesc *d = api_.aclCreateTensorDesc(info.inputs[k].dtype,
                                                     static_cast<int>(dims.size()), dims.data(),
-                                                    ACL_FORMAT_ND);
+                                                    info.inputs[k].format);
         if (d == nullptr) ThrowAcl(api_, 100000, "aclCreateTensorDesc");
         s.inDescs.push_back(d);
         ACL_CHECK(api_, aclmdlSetDatasetTensorDesc, s.inDs, d, info.inputs[k].aclIndex);
