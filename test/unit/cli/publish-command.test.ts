@@ -84,6 +84,19 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     expect(stderr.join('')).toMatch(/Redis at 127\.0\.0\.1:1 did not answer within 300 ms/);
   });
 
+  it('a file request for a model the repository at hand lacks is refused before connecting, naming the field and the models there', async () => {
+    // It went to a queue no worker reads (here: to the unreachable Redis, "did not answer").
+    expect(await main(['publish', '--config', config, '--file', requestFile('unknown-model.json', { ...goodRequest, model: 'mlp-clasifier' })])).toBe(1);
+    expect(stderr.join('')).toMatch(/^npu-fleet: model: "mlp-clasifier" is not served by this fleet \(not in examples\/models; served: mlp-classifier, small-cnn, text-classifier\): no worker would read it/);
+    expect(stderr.join('')).not.toMatch(/did not answer/);
+    // The repository not at hand (publish runs elsewhere): the model cannot be judged, and passes.
+    const elsewhere = join(dir, 'elsewhere.yaml');
+    writeFileSync(elsewhere, `modelRepository: ${join(dir, 'no-repository-here')}\ntransport:\n  kind: bullmq\n  bullmq: { redisUrl: "redis://127.0.0.1:1", connectTimeoutMs: 300 }\n`);
+    stderr = [];
+    expect(await main(['publish', '--config', elsewhere, '--file', requestFile('unknown-model.json', { ...goodRequest, model: 'mlp-clasifier' })])).toBe(1);
+    expect(stderr.join('')).toMatch(/did not answer within 300 ms/);
+  });
+
   it('the long phases before a data set goes out (reading --out to resume, counting lines, the repeat check) print progress', async () => {
     // Tens of millions of lines took minutes in each phase without a word. The interval is faked and
     // advanced at every turn of the event loop, so each phase, however fast here, spans many.
