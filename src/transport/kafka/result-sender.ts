@@ -110,7 +110,13 @@ export class ResultSender {
       // Auto-create off: topics are created explicitly (ensureKnown), never by a metadata refresh.
       create: () =>
         settings.exactlyOnce
-          ? kafka.producer({ transactionalId: options.transactionalId, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false })
+          ? kafka.producer({
+              transactionalId: options.transactionalId,
+              transactionTimeout: settings.transactionTimeoutMs,
+              idempotent: true,
+              maxInFlightRequests: 1,
+              allowAutoTopicCreation: false,
+            })
           : this.atLeastOnceProducer(kafka, options.retries ?? DEFAULT_KAFKA_RETRIES),
       listTopics: () => admin.listTopics(),
       // Forgotten as created: a result for one of them creates it again, like a first use.
