@@ -41,7 +41,7 @@ export const COMMAND_USAGE = {
     (default 25 fps) keyed by camera (streamKey), each frame due within MS (default two frame
     intervals). A model with streams: { superseded: drop } answers displaced frames superseded.
     Same progress lines and summary as load, and the same --drain-ms (default 5000).`,
-  dlq: `npu-fleet dlq list|replay|purge --model NAME [--reason CODE[,CODE...]] [--since 2h|ISO-TIME] [--limit N]
+  dlq: `npu-fleet dlq list|replay|purge --model NAME [--reason CODE[,CODE...]] [--since 2h|ISO-TIME-WITH-Z-OR-OFFSET] [--limit N]
                   [--priority P] [--refresh-deadline 30s|5m|2h] [--expired] [--dry-run] [--json] [--config FILE]
     list: the model's dead letters by reason, and the oldest matching ones (default 20).
     replay: re-sends each matching dead letter's original message to the request topic/queue it
