@@ -78,6 +78,22 @@ function compiles(source: string): boolean {
   }
 }
 
+/**
+ * A request topic/queue or DLQ template: one per model. Without {model} every model shares one,
+ * and a worker maps each topic/queue to one model: one serving only some of the models rejects
+ * the others' requests (UNKNOWN_MODEL) and dead-letters them, pausing one model's intake pauses
+ * another's, and `dlq list --model` lists every model's letters.
+ */
+const perModelTemplate = (fallback: string, kind: 'topic' | 'queue', description: string) =>
+  z
+    .string()
+    .refine((template) => template.includes('{model}'), {
+      message: `has no {model}, so every model would share one ${kind}: include {model}, e.g. ${fallback}`,
+      params: { saysFix: true },
+    })
+    .default(fallback)
+    .describe(description);
+
 export const KafkaSettingsSchema = z
   .strictObject({
     brokers: z.array(z.string().min(1)).min(1).describe('Bootstrap brokers, host:port'),
@@ -85,12 +101,9 @@ export const KafkaSettingsSchema = z
     sasl: KafkaSaslSchema.optional(),
     clientId: z.string().default('npu-fleet').describe('Kafka client id'),
     groupId: z.string().default('npu-fleet-workers').describe('Consumer group shared by all workers'),
-    topicTemplate: z
-      .string()
-      .default(FLEET_DEFAULTS.topicTemplate)
-      .describe('Request topic per model and priority; {model} and {priority} are replaced'),
+    topicTemplate: perModelTemplate(FLEET_DEFAULTS.topicTemplate, 'topic', 'Request topic per model and priority; {model} and {priority} are replaced'),
     repliesTemplate: z.string().default(FLEET_DEFAULTS.repliesTemplate).describe('Default reply topic; {model} replaced'),
-    dlqTemplate: z.string().default(FLEET_DEFAULTS.dlqTemplate).describe('Dead-letter topic; {model} replaced'),
+    dlqTemplate: perModelTemplate(FLEET_DEFAULTS.dlqTemplate, 'topic', 'Dead-letter topic; {model} replaced'),
     replyTopicPattern: z
       .string()
       .min(1)
@@ -132,9 +145,9 @@ export const BullmqSettingsSchema = z
   .strictObject({
     redisUrl: z.string().min(1).describe('redis://host:port[/db]'),
     prefix: z.string().default(FLEET_DEFAULTS.bullmqPrefix).describe('BullMQ key prefix'),
-    queueTemplate: z.string().default(FLEET_DEFAULTS.bullmqQueueTemplate).describe('Queue per model; {model} replaced'),
+    queueTemplate: perModelTemplate(FLEET_DEFAULTS.bullmqQueueTemplate, 'queue', 'Queue per model; {model} replaced'),
     repliesTemplate: z.string().default(FLEET_DEFAULTS.repliesTemplate).describe('Default reply queue; {model} replaced'),
-    dlqTemplate: z.string().default(FLEET_DEFAULTS.dlqTemplate).describe('Dead-letter queue; {model} replaced'),
+    dlqTemplate: perModelTemplate(FLEET_DEFAULTS.dlqTemplate, 'queue', 'Dead-letter queue; {model} replaced'),
     lockDurationMs: timerMs()
       .int()
       .positive()

@@ -1,0 +1,90 @@
+// Request topic templates on a real Kafka broker, with a real worker and two example models.
+// Each model has its own request topics ({model} is required, src/contracts/fleet-config.ts): a
+// worker that does not serve a model leaves its requests at the broker for one that does.
+import { cpSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { transportFor } from '../../../src/cli/worker-deps.ts';
+import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import type { FleetConfig } from '../../../src/contracts/fleet-config.ts';
+import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
+import { openDevice } from '../../../src/device/index.ts';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { createProducer } from '../../../src/producer/index.ts';
+import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
+import { KafkaDeadLetters } from '../../../src/transport/index.ts';
+import { getServices, uniqueName } from '../../helpers/services.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+import { until } from '../../helpers/until.ts';
+
+const MLP = 'mlp-classifier';
+const CNN = 'small-cnn';
+
+let worker: RunningWorker | undefined;
+const closers: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  await worker?.stop();
+  worker = undefined;
+  for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+function mlp(id: string, priority: number, replyTo: string): RequestEnvelope {
+  return { id, model: MLP, priority, createdAt: Date.now(), replyTo, inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data: new Uint8Array(64 * 4) }] };
+}
+function cnn(id: string, priority: number, replyTo: string): RequestEnvelope {
+  return { id, model: CNN, priority, createdAt: Date.now(), replyTo, inputs: [{ name: 'image', dtype: 'float32', shape: [1, 1, 28, 28], data: new Uint8Array(28 * 28 * 4) }] };
+}
+
+/** A fleet config of this test's own topics and group, serving `models` from a copy of the examples. */
+function fleetConfig(tag: string, topicTemplate: string, models: string[]): FleetConfig {
+  process.env.NPU_FLEET_DEVICE = 'sim';
+  const repo = join(tempDir('npu-fleet-templates-'), 'models');
+  for (const m of models) cpSync(join('examples/models', m), join(repo, m), { recursive: true });
+  return parseFleetConfig({
+    modelRepository: repo,
+    transport: {
+      kind: 'kafka',
+      kafka: { brokers: getServices().kafkaBrokers, groupId: `${tag}.g`, topicTemplate: `${tag}.${topicTemplate}`, repliesTemplate: `${tag}.{model}.replies`, dlqTemplate: `${tag}.{model}.dlq` },
+    },
+    devices: { count: 1, backend: 'sim' },
+    models,
+    worker: { metricsPort: 0 },
+  });
+}
+
+async function startWorker(config: FleetConfig): Promise<RunningWorker> {
+  const log = createLogger({ level: 'silent' });
+  worker = await runWorker(config, 0, { artifact: 'onnx', openDevice: (id) => openDevice(id), createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+  return worker;
+}
+
+/** Results on `replyTo`, as `model:status` by request id. */
+async function results(config: FleetConfig, replyTo: string): Promise<Map<string, string>> {
+  const producer = createProducer(config.transport, {});
+  closers.push(() => producer.close());
+  const out = new Map<string, string>();
+  const sub = await producer.subscribeReplies(replyTo, (r) => void out.set(r.id, `${r.model}:${r.status}${r.error ? `:${r.error.code}` : ''}`));
+  closers.push(() => sub.close());
+  return out;
+}
+
+describe('request topic templates (real Kafka, real worker)', () => {
+  it("a worker serving one of two models leaves the other's requests in their own topic: not rejected, not dead-lettered", async () => {
+    const tag = uniqueName('tpl-one').replace(/-/g, '');
+    const config = fleetConfig(tag, '{model}.requests.p{priority}', [MLP]);
+    const replyTo = `${tag}.replies`;
+    const seen = await results(config, replyTo);
+    await startWorker(config);
+    const producer = createProducer(config.transport, {});
+    closers.push(() => producer.close());
+    await producer.publish([...Array.from({ length: 5 }, (_, i) => cnn(`c${i}`, 1, replyTo)), mlp('m0', 1, replyTo)]);
+    await until(() => seen.has('m0'), 30_000, 'the served model was answered');
+    // Time for the worker to have fetched the other model's requests, were they in its topics.
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(Object.fromEntries(seen)).toEqual({ m0: `${MLP}:ok` });
+    if (config.transport.kind !== 'kafka') throw new Error('kafka config expected');
+    const dlq = new KafkaDeadLetters(config.transport.kafka);
+    closers.push(() => dlq.close());
+    expect((await dlq.list({ model: MLP })).scanned).toBe(0);
+  }, 90_000);
+});
