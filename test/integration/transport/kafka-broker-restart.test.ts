@@ -16,6 +16,7 @@ import { startLocalKafka } from '../../helpers/local-kafka-service.ts';
 import { mlpRequest } from '../../helpers/mlp-request.ts';
 import { orderedCleanups } from '../../helpers/ordered-cleanups.ts';
 import { uniqueName } from '../../helpers/services.ts';
+import { until } from '../../helpers/until.ts';
 
 const cleanups = orderedCleanups();
 
@@ -48,7 +49,9 @@ describe('kafka broker restart under a running worker', () => {
     const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-broker-restart-kafka-')));
     cleanups.push(() => kafka.stop());
     process.env.NPU_FLEET_DEVICE = 'sim';
-    const log = createLogger({ level: 'silent' });
+    // Warnings kept: the consumer's crash (and kafkajs's restart of it) is waited for by its line.
+    const warnings: string[] = [];
+    const log = createLogger({ level: 'warn', destination: { write: (line: string) => void warnings.push(line) } });
     // The default session timeout (30 s): what a production worker runs with.
     const config = parseFleetConfig({
       transport: { kind: 'kafka', kafka: { brokers: kafka.brokers, groupId: uniqueName('broker-restart') } },
@@ -61,11 +64,14 @@ describe('kafka broker restart under a running worker', () => {
     cleanups.push(() => worker.stop());
     await answeredWithinMs(config.transport, ['before-1', 'before-2']);
 
+    const downAt = Date.now();
     process.kill(kafka.pid as number, 'SIGTERM');
-    // Down long enough for kafkajs to give its consumer up and restart it (it first retries).
-    for (const until = Date.now() + 30_000; worker.worker.readiness().ready && Date.now() < until; ) await new Promise((r) => setTimeout(r, 200));
+    for (const end = Date.now() + 30_000; worker.worker.readiness().ready && Date.now() < end; ) await new Promise((r) => setTimeout(r, 200));
     expect(worker.worker.readiness().ready, 'unready while the broker is down').toBe(false);
-    await new Promise((r) => setTimeout(r, 8_000));
+    // Down until kafkajs has given its consumer up and restarts it (it first retries): the
+    // restarted consumer is the new member whose join the restarted coordinator holds.
+    await until(() => warnings.some((l) => l.includes('kafka consumer failed; kafkajs restarts it')), 30_000, "kafkajs's restart of the worker's consumer");
+    console.log(`[broker-restart kafka] down ${Date.now() - downAt} ms`);
     await kafka.restart({});
 
     const afterMs = await answeredWithinMs(config.transport, ['after-1', 'after-2']);
