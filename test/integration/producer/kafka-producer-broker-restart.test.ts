@@ -15,6 +15,7 @@ import { startLocalKafka } from '../../helpers/local-kafka-service.ts';
 import { mlpRequest } from '../../helpers/mlp-request.ts';
 import { orderedCleanups } from '../../helpers/ordered-cleanups.ts';
 import { uniqueName } from '../../helpers/services.ts';
+import { until } from '../../helpers/until.ts';
 
 const cleanups = orderedCleanups();
 
@@ -33,7 +34,10 @@ describe('kafka reply subscription across a broker restart', () => {
     });
     const worker = await runWorker(config, 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
     cleanups.push(() => worker.stop());
-    const producer = createProducer(config.transport, {});
+    // The producer's errors kept: kafkajs's restart of its reply consumer is waited for by its line.
+    const producerLines: string[] = [];
+    const producerLog = createLogger({ level: 'error', destination: { write: (line: string) => void producerLines.push(line) } });
+    const producer = createProducer(config.transport, { log: producerLog });
     cleanups.push(() => producer.close());
     const replyTo = uniqueName('producer-restart-replies');
     const answered = new Set<string>();
@@ -43,10 +47,13 @@ describe('kafka reply subscription across a broker restart', () => {
     for (const until = Date.now() + 30_000; !answered.has('before') && Date.now() < until; ) await new Promise((r) => setTimeout(r, 100));
     expect(answered.has('before')).toBe(true);
 
+    const downAt = Date.now();
     process.kill(kafka.pid as number, 'SIGTERM');
-    // Down long enough for kafkajs to give the consumers up and restart them (it first retries).
-    for (const until = Date.now() + 30_000; worker.worker.readiness().ready && Date.now() < until; ) await new Promise((r) => setTimeout(r, 200));
-    await new Promise((r) => setTimeout(r, 8_000));
+    // Down until kafkajs has given the consumers up and restarts them (it first retries): the
+    // restarted reply consumer is the new member whose join the restarted coordinator held.
+    for (const end = Date.now() + 30_000; worker.worker.readiness().ready && Date.now() < end; ) await new Promise((r) => setTimeout(r, 200));
+    await until(() => producerLines.some((l) => l.includes('"msg":"Restarting the consumer in')), 30_000, "kafkajs's restart of the producer's reply consumer");
+    console.log(`[producer-restart kafka] down ${Date.now() - downAt} ms`);
     await kafka.restart({});
     const backAt = Date.now();
     for (;;) {
