@@ -78,17 +78,33 @@ function compiles(source: string): boolean {
   }
 }
 
-/**
- * A request topic/queue or DLQ template: one per model. Without {model} every model shares one,
- * and a worker maps each topic/queue to one model: one serving only some of the models rejects
- * the others' requests (UNKNOWN_MODEL) and dead-letters them, pausing one model's intake pauses
- * another's, and `dlq list --model` lists every model's letters.
- */
-const perModelTemplate = (fallback: string, kind: 'topic' | 'queue', description: string) =>
+interface TemplateRules {
+  /** The default, also the example in the messages. */
+  readonly fallback: string;
+  readonly kind: 'topic' | 'queue';
+  /**
+   * A request topic/queue or DLQ: one per model. Without {model} every model shares one, and a
+   * worker maps each topic/queue to one model: one serving only some of the models rejects the
+   * others' requests (UNKNOWN_MODEL) and dead-letters them, pausing one model's intake pauses
+   * another's, and `dlq list --model` lists every model's letters.
+   */
+  readonly perModel: boolean;
+  /**
+   * Only the Kafka request topic has a priority to fill in: elsewhere {priority} made every worker
+   * fail at start, after its models loaded, without naming the field.
+   */
+  readonly takesPriority: boolean;
+}
+
+const nameTemplate = ({ fallback, kind, perModel, takesPriority }: TemplateRules, description: string) =>
   z
     .string()
-    .refine((template) => template.includes('{model}'), {
+    .refine((template) => !perModel || template.includes('{model}'), {
       message: `has no {model}, so every model would share one ${kind}: include {model}, e.g. ${fallback}`,
+      params: { saysFix: true },
+    })
+    .refine((template) => takesPriority || !template.includes('{priority}'), {
+      message: `has {priority}, but only transport.kafka.topicTemplate has a priority to put there: remove {priority}, e.g. ${fallback}`,
       params: { saysFix: true },
     })
     .default(fallback)
@@ -101,9 +117,9 @@ export const KafkaSettingsSchema = z
     sasl: KafkaSaslSchema.optional(),
     clientId: z.string().default('npu-fleet').describe('Kafka client id'),
     groupId: z.string().default('npu-fleet-workers').describe('Consumer group shared by all workers'),
-    topicTemplate: perModelTemplate(FLEET_DEFAULTS.topicTemplate, 'topic', 'Request topic per model and priority; {model} and {priority} are replaced'),
-    repliesTemplate: z.string().default(FLEET_DEFAULTS.repliesTemplate).describe('Default reply topic; {model} replaced'),
-    dlqTemplate: perModelTemplate(FLEET_DEFAULTS.dlqTemplate, 'topic', 'Dead-letter topic; {model} replaced'),
+    topicTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.topicTemplate, kind: 'topic', perModel: true, takesPriority: true }, 'Request topic per model and priority; {model} and {priority} are replaced'),
+    repliesTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.repliesTemplate, kind: 'topic', perModel: false, takesPriority: false }, 'Default reply topic; {model} replaced'),
+    dlqTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.dlqTemplate, kind: 'topic', perModel: true, takesPriority: false }, 'Dead-letter topic; {model} replaced'),
     replyTopicPattern: z
       .string()
       .min(1)
@@ -145,9 +161,9 @@ export const BullmqSettingsSchema = z
   .strictObject({
     redisUrl: z.string().min(1).describe('redis://host:port[/db]'),
     prefix: z.string().default(FLEET_DEFAULTS.bullmqPrefix).describe('BullMQ key prefix'),
-    queueTemplate: perModelTemplate(FLEET_DEFAULTS.bullmqQueueTemplate, 'queue', 'Queue per model; {model} replaced'),
-    repliesTemplate: z.string().default(FLEET_DEFAULTS.repliesTemplate).describe('Default reply queue; {model} replaced'),
-    dlqTemplate: perModelTemplate(FLEET_DEFAULTS.dlqTemplate, 'queue', 'Dead-letter queue; {model} replaced'),
+    queueTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.bullmqQueueTemplate, kind: 'queue', perModel: true, takesPriority: false }, 'Queue per model; {model} replaced'),
+    repliesTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.repliesTemplate, kind: 'queue', perModel: false, takesPriority: false }, 'Default reply queue; {model} replaced'),
+    dlqTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.dlqTemplate, kind: 'queue', perModel: true, takesPriority: false }, 'Dead-letter queue; {model} replaced'),
     lockDurationMs: timerMs()
       .int()
       .positive()

@@ -45,3 +45,23 @@ describe('name templates without {model}', () => {
     expect(k.kind === 'kafka' && k.kafka.topicTemplate).toBe('{model}.requests');
   });
 });
+
+// Only the Kafka request topic has a priority to put in a name. Elsewhere {priority} passed the
+// config and every worker then failed at start, after its device was opened and its models loaded,
+// with 'template "{model}.dlq.p{priority}" needs a priority but none was given' (no field, no fix;
+// real Kafka and Redis), and was restarted for good under `npu-fleet start`.
+describe('name templates with {priority} where a name has no priority', () => {
+  it.each([
+    ['transport.kafka.repliesTemplate', () => kafka({ repliesTemplate: '{model}.replies.p{priority}' }), 'e.g. {model}.replies'],
+    ['transport.kafka.dlqTemplate', () => kafka({ dlqTemplate: '{model}.dlq.p{priority}' }), 'e.g. {model}.dlq'],
+    ['transport.bullmq.queueTemplate', () => bullmq({ queueTemplate: '{model}.p{priority}' }), 'e.g. {model}.requests'],
+    ['transport.bullmq.repliesTemplate', () => bullmq({ repliesTemplate: '{model}.replies.p{priority}' }), 'e.g. {model}.replies'],
+    ['transport.bullmq.dlqTemplate', () => bullmq({ dlqTemplate: '{model}.dlq.p{priority}' }), 'e.g. {model}.dlq'],
+  ])('%s is refused at load, naming the field and the fix', (field, load, example) => {
+    const err = fleetErrorOf(load);
+    expect(err.code).toBe('INVALID_CONFIG');
+    expect(err.details.field).toBe(field);
+    expect(err.message).toContain(`${field}: has {priority}`);
+    expect(err.message).toContain(`remove {priority}, ${example}`);
+  });
+});
