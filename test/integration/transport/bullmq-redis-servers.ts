@@ -1,0 +1,51 @@
+// Throwaway redis-server processes set up the ways production Redis is (password, ACL user, TLS,
+// Sentinel, Cluster), each on its own free port: the shared test Redis is none of these.
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { afterAll } from 'vitest';
+import { findRedisServer } from '../../helpers/local-redis-service.ts';
+import { freePort, startServiceProcess, waitUntil, type ServiceProcess } from '../../helpers/service-process.ts';
+
+const running: ServiceProcess[] = [];
+afterAll(async () => {
+  await Promise.allSettled(running.splice(0).map((p) => p.stop(2_000)));
+});
+
+export interface RedisProcess {
+  readonly port: number;
+  readonly proc: ServiceProcess;
+}
+
+/** A redis-server (or, with `--sentinel` among the args, a sentinel) on a free port in `dir`; ready once its port accepts. */
+export async function startRedisWith(dir: string, args: readonly string[], port?: number): Promise<RedisProcess> {
+  const binary = findRedisServer();
+  if (binary === undefined) throw new Error('redis-server is not on PATH: install it (apt-get install redis-server)');
+  const p = port ?? (await freePort());
+  const proc = startServiceProcess(
+    'redis-server',
+    binary,
+    [
+      ...args,
+      ...(args.includes('--port') ? [] : ['--port', String(p)]),
+      '--bind', '127.0.0.1',
+      '--dir', dir,
+      '--save', '',
+      '--appendonly', 'no',
+      '--daemonize', 'no',
+      '--logfile', '',
+      '--maxmemory-policy', 'noeviction',
+    ],
+    { cwd: dir, logPath: join(dir, `redis-${p}.log`) },
+  );
+  running.push(proc);
+  await waitUntil(`redis-server on port ${p}`, proc, () => accepts(p), 15_000);
+  return { port: p, proc };
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => (s.destroy(), resolve(true)));
+    s.once('error', () => resolve(false));
+  });
+}
