@@ -6,38 +6,22 @@ import { stringify } from 'yaml';
 import { EXIT_START_TIMEOUT } from '../../../src/runtime/worker-process.ts';
 import { hungModelRepo } from '../../helpers/hung-model-repo.ts';
 import { spawnCli } from '../../helpers/spawn-cli.ts';
+import { spawnCliHead } from '../../helpers/spawn-cli-head.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { writeDemoFleetConfig } from '../../helpers/write-demo-fleet-config.ts';
 
 /** `npu-fleet start` on the embedded memory fleet, as `npm start` runs it, but as a process. */
 describe('npu-fleet start (embedded memory fleet)', () => {
   it('prints a report line a second, logs one component per line, and drains to exit 0 on SIGTERM', async () => {
-    const dir = tempDir('npu-fleet-start-');
-    const configFile = join(dir, 'fleet.yaml');
-    writeFileSync(
-      configFile,
-      stringify({
-        transport: { kind: 'memory' },
-        devices: { count: 2, backend: 'sim' },
-        models: ['mlp-classifier'],
-        worker: { metricsPort: 0 },
-        demo: { enabled: true, requestsPerSecond: 200 },
-        log: { level: 'info' },
-      }),
-    );
-    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile], {
-      env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const reports = (): string[] => out.split('\n').filter((l) => l.startsWith('throughput '));
+    const configFile = writeDemoFleetConfig('npu-fleet-start-', { devices: 2, requestsPerSecond: 200, logLevel: 'info' });
+    const { child, exited, output } = spawnCli(['start', '--config', configFile], { NPU_FLEET_DEVICE: 'sim' });
+    const reports = (): string[] => output().split('\n').filter((l) => l.startsWith('throughput '));
     const deadline = Date.now() + 30_000;
     while (reports().length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     child.kill('SIGTERM');
-    const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('no exit within 20 s'), 20_000))]);
+    const code = await Promise.race([exited.then((e) => e.code), new Promise<string>((r) => setTimeout(() => r('no exit within 20 s'), 20_000))]);
     if (code !== 0) child.kill('SIGKILL');
+    const out = output();
     expect(code, out).toBe(0);
 
     expect(reports().length, out).toBeGreaterThanOrEqual(2);
@@ -58,68 +42,29 @@ describe('npu-fleet start (embedded memory fleet)', () => {
   }, 60_000);
 
   it('a second stop signal during the drain exits 1 saying so, instead of dying of the signal with no word', async () => {
-    const dir = tempDir('npu-fleet-start-twice-');
-    const configFile = join(dir, 'fleet.yaml');
-    writeFileSync(
-      configFile,
-      stringify({
-        transport: { kind: 'memory' },
-        devices: { count: 1, backend: 'sim' },
-        models: ['mlp-classifier'],
-        worker: { metricsPort: 0, hangLimitMs: 60_000 },
-        demo: { enabled: true, requestsPerSecond: 50 },
-        log: { level: 'info' },
-      }),
-    );
+    const configFile = writeDemoFleetConfig('npu-fleet-start-twice-', { devices: 1, requestsPerSecond: 50, logLevel: 'info', worker: { hangLimitMs: 60_000 } });
     // Every batch takes 1.5 s on the device, so the drain after the first signal has one to wait for.
-    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile], {
-      env: { ...process.env, NPU_FLEET_DEVICE: 'sim', NPU_FLEET_SIM_PROFILE: 'base=1500ms,perItem=0ms' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const { child, exited, output } = spawnCli(['start', '--config', configFile], { NPU_FLEET_DEVICE: 'sim', NPU_FLEET_SIM_PROFILE: 'base=1500ms,perItem=0ms' });
     const deadline = Date.now() + 30_000;
-    while (!out.includes('throughput ') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    while (!output().includes('throughput ') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     child.kill('SIGINT');
     const draining = Date.now() + 10_000;
-    while (!out.includes('draining embedded fleet') && Date.now() < draining) await new Promise((r) => setTimeout(r, 20));
+    while (!output().includes('draining embedded fleet') && Date.now() < draining) await new Promise((r) => setTimeout(r, 20));
     child.kill('SIGINT');
     const result = await Promise.race([exited, new Promise<'no exit'>((r) => setTimeout(() => r('no exit'), 10_000))]);
     if (result === 'no exit') child.kill('SIGKILL');
-    expect(result, out).toEqual({ code: 1, signal: null });
-    expect(out).toMatch(/second stop signal/);
+    expect(result, output()).toEqual({ code: 1, signal: null });
+    expect(output()).toMatch(/second stop signal/);
   }, 60_000);
 
   it('stdout closed by its reader (`npu-fleet start | head -1`): drains as on SIGTERM and exits 0, without an EPIPE crash', async () => {
-    const configFile = join(tempDir('npu-fleet-start-epipe-'), 'fleet.yaml');
-    writeFileSync(
-      configFile,
-      stringify({
-        transport: { kind: 'memory' },
-        devices: { count: 1, backend: 'sim' },
-        models: ['mlp-classifier'],
-        worker: { metricsPort: 0 },
-        demo: { enabled: true, requestsPerSecond: 50 },
-        log: { level: 'warn' },
-      }),
-    );
-    const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile], {
-      env: { ...process.env, NPU_FLEET_DEVICE: 'sim' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let firstLine = '';
-    let stderr = '';
+    const configFile = writeDemoFleetConfig('npu-fleet-start-epipe-', { devices: 1, requestsPerSecond: 50, logLevel: 'warn' });
     // Like `head -1`: read one line, then close the pipe's only read end.
-    child.stdout.on('data', (b: Buffer) => {
-      firstLine += b.toString();
-      if (firstLine.includes('\n')) child.stdout.destroy();
-    });
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-    const result = await Promise.race([exited, new Promise<'no exit'>((r) => setTimeout(() => r('no exit'), 40_000))]);
-    if (result === 'no exit') child.kill('SIGKILL');
+    const run = spawnCliHead(['start', '--config', configFile], 1, { NPU_FLEET_DEVICE: 'sim' });
+    const result = await Promise.race([run.exited, new Promise<'no exit'>((r) => setTimeout(() => r('no exit'), 40_000))]);
+    if (result === 'no exit') run.child.kill('SIGKILL');
+    const firstLine = run.stdout();
+    const stderr = run.stderr();
     expect(firstLine).toMatch(/^npu-fleet: 1 worker\(s\) on the memory broker/);
     expect(stderr).not.toMatch(/Unhandled|EPIPE\n|at .*\.ts:\d+/);
     expect(result, stderr).toEqual({ code: 0, signal: null });
