@@ -5,7 +5,7 @@
 // `--resume`, which sends only what has no ok result yet.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { stringify } from 'yaml';
 import type { z } from 'zod';
 import { main } from '../../../src/cli/main.ts';
@@ -15,6 +15,7 @@ import type { TransportSettingsSchema } from '../../../src/contracts/fleet-confi
 import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { runWorker } from '../../../src/runtime/worker-process.ts';
+import { captureCliOutput } from '../../helpers/capture-cli-output.ts';
 import { getServices, uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { writeAffineVersion } from '../../helpers/affine-model.ts';
@@ -58,17 +59,7 @@ const records = (path: string): Rec[] =>
       }
     });
 
-let stderr: string[] = [];
-const cleanup: Array<() => Promise<unknown> | void> = [];
-beforeEach(() => {
-  stderr = [];
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => (stderr.push(String(chunk)), true));
-  vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
-});
-afterEach(async () => {
-  vi.restoreAllMocks();
-  for (const c of cleanup.splice(0).reverse()) await c();
-});
+const { stderr, cleanup } = captureCliOutput();
 
 /** A worker serving MODEL from a fresh repository under `prefix`, stopped after the test; its config file. */
 async function servedFleet(prefix: string, transport: z.input<typeof TransportSettingsSchema>): Promise<{ dir: string; configFile: string }> {
@@ -131,7 +122,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     const keep = first.slice(0, 120);
     const okKept = new Set(keep.filter((r) => r.status === 'ok').map((r) => r.id));
     writeFileSync(out, `${keep.map((r) => JSON.stringify(r)).join('\n')}\n{"id":"g29`);
-    stderr = [];
+    stderr.splice(0);
     expect(await publish('--resume'), stderr.join('')).toBe(1);
     const text = stderr.join('');
     expect(text).toMatch(new RegExp(`${GOOD - okKept.size + 1} published, ${GOOD - okKept.size} ok, .*${okKept.size} skipped \\(ok in the file before\\)`));
@@ -140,7 +131,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     expect(finalOk.map((r) => r.id).sort()).toEqual([...good].sort());
 
     // The same file again without --resume is refused: it holds results already paid for.
-    stderr = [];
+    stderr.splice(0);
     expect(await publish(), stderr.join('')).toBe(2);
     expect(stderr.join('')).toMatch(/--out .*results\.jsonl exists: add --resume to continue it/);
   });
@@ -157,7 +148,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     writeFileSync(out, `${records(out).slice(0, 20).map((r) => JSON.stringify(r)).join('\n')}\n`);
     const edited = ids.filter((id) => id !== 'e2');
     writeFileSync(data, `${edited.map((id) => line(id, inputOf(ids.indexOf(id)), rowsOf(ids.indexOf(id)))).join('\n')}\n`);
-    stderr = [];
+    stderr.splice(0);
     expect(await publish('--resume'), stderr.join('')).toBe(0);
     const ok = new Set(records(out).filter((r) => r.status === 'ok').map((r) => r.id));
     expect(edited.filter((id) => !ok.has(id))).toEqual([]);
@@ -184,7 +175,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     const swapped = [...ids];
     [swapped[doneLine - 1], swapped[openLine - 1]] = [ids[openLine - 1] as string, ids[doneLine - 1] as string];
     write(swapped);
-    stderr = [];
+    stderr.splice(0);
     expect(await publish('--resume'), stderr.join('')).toBe(0);
     const okIds = records(out)
       .filter((r) => r.status === 'ok')
@@ -197,7 +188,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     // done first holds the id first recorded for it again, but the id now on the other line was
     // answered by the run before, at the first line's number.
     write(ids);
-    stderr = [];
+    stderr.splice(0);
     expect(await publish('--resume'), stderr.join('')).toBe(0);
     const okAfter = records(out)
       .filter((r) => r.status === 'ok')
@@ -226,7 +217,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     expect([...codes].sort()).toEqual([0, 2]);
     expect(stderr.join('')).toMatch(/--out .*results\.jsonl is being written by another run \(process \d+ on /);
     // Its lock is gone with the run: the file can be resumed again.
-    stderr = [];
+    stderr.splice(0);
     expect(await publish(), stderr.join('')).toBe(0);
     expect(stderr.join('')).toMatch(/40 skipped \(ok in the file before\)/);
   });
@@ -260,7 +251,7 @@ describe('npu-fleet publish --file on Kafka where the model repository is not at
     // Fire and forget: the good lines go out, the bad one is an invalid line on stdout, exit 1.
     const printed: string[] = [];
     vi.mocked(process.stdout.write).mockImplementation((chunk) => (printed.push(String(chunk)), true));
-    stderr = [];
+    stderr.splice(0);
     expect(await main(['publish', '--config', configFile, '--file', data]), stderr.join('')).toBe(1);
     expect(printed.join('')).toMatch(/published 6 request\(s\)/);
     expect(printed.join('')).toMatch(/"id":"too-low","status":"invalid".*line 4: priority 5/);
@@ -280,7 +271,7 @@ describe('npu-fleet publish --file --out --resume on BullMQ, RESULTS saved by an
     expect(await publish(), stderr.join('')).toBe(0);
     expect(records(out).filter((r) => r.status === 'ok')).toHaveLength(12);
     writeFileSync(out, `\uFEFF${readFileSync(out, 'utf8').replace(/\n/g, '\r\n')}`);
-    stderr = [];
+    stderr.splice(0);
     expect(await publish('--resume'), stderr.join('')).toBe(0);
     expect(stderr.join('')).toMatch(/12 skipped \(ok in the file before\)/);
     // One record per id, the first still behind its mark.
