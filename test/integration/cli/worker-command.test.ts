@@ -18,13 +18,13 @@ function spawnWorker(configFile: string, env: Record<string, string> = {}) {
   return spawnCli(['worker', '--device', '0', '--config', configFile], { NPU_FLEET_DEVICE: 'sim', ...env });
 }
 
-/** A BullMQ worker on a simulator with `faults` (worker.hangLimitMs 1 s unless given), once ready; a producer and an input for it. */
-async function readyWorkerWithFaults(prefixName: string, faults: string, hangLimitMs = 1_000) {
+/** A BullMQ worker on a simulator with `faults` (worker.hangLimitMs 1 s unless given; `env` added), once ready; a producer and an input for it. */
+async function readyWorkerWithFaults(prefixName: string, faults: string, hangLimitMs = 1_000, env: Record<string, string> = {}) {
   const dir = tempDir('npu-fleet-worker-');
   const configFile = join(dir, 'fleet.yaml');
   const prefix = uniqueName(prefixName);
   writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0, hangLimitMs } }));
-  const worker = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=16', NPU_FLEET_SIM_FAULTS: faults });
+  const worker = spawnWorker(configFile, { NODE_OPTIONS: '--max-semi-space-size=16', NPU_FLEET_SIM_FAULTS: faults, ...env });
   const producer = new BullmqProducer(bullmqSettings({ prefix }));
   const deadline = Date.now() + 30_000;
   while (!worker.output().includes('worker ready') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -176,8 +176,9 @@ describe('npu-fleet worker', () => {
   }, 60_000);
 
   it('a device hang exits with EXIT_HANG (75), the code a supervisor or Kubernetes can tell from an OOM kill, not by SIGKILL', async () => {
-    // The first execution never ends.
-    const { child, exited, output, producer, input } = await readyWorkerWithFaults('hang-exit', 'hang@1');
+    // The first execution never ends. The addon's wait for it at exit short (NPU_FLEET_EXIT_GRACE_MS,
+    // default 2 s): the exit code must come through that wait, whatever its length.
+    const { child, exited, output, producer, input } = await readyWorkerWithFaults('hang-exit', 'hang@1', 1_000, { NPU_FLEET_EXIT_GRACE_MS: '500' });
     try {
       await producer.publish([makeRequest('mlp-classifier', 'hangs', 0, { replyTo: uniqueName('hang-replies'), inputs: [input] })]);
       const result = await Promise.race([exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
