@@ -157,9 +157,23 @@ export const KafkaSettingsSchema = z
   })
   .describe('Kafka transport settings');
 
+export const RedisTlsSchema = z
+  .strictObject({
+    caFile: z.string().min(1).optional().describe('PEM CA bundle the Redis server certificate is checked against (default: the system CAs)'),
+    certFile: z.string().min(1).optional().describe('PEM client certificate (mutual TLS, tls-auth-clients yes; with keyFile)'),
+    keyFile: z.string().min(1).optional().describe('PEM client private key (mutual TLS; with certFile)'),
+    rejectUnauthorized: z.boolean().default(true).describe('Refuse a server whose certificate does not verify; false only for testing'),
+  })
+  .refine((s) => (s.certFile === undefined) === (s.keyFile === undefined), {
+    message: 'certFile and keyFile go together (mutual TLS needs both)',
+    path: ['keyFile'],
+  })
+  .describe('TLS to Redis: given, the connection is TLS whatever the URL scheme; rediss:// alone uses the system CAs');
+
 export const BullmqSettingsSchema = z
   .strictObject({
-    redisUrl: z.string().min(1).describe('redis://host:port[/db]'),
+    redisUrl: z.string().min(1).describe('redis://[user:password@]host:port[/db]; rediss:// for TLS'),
+    tls: RedisTlsSchema.optional(),
     prefix: z.string().default(FLEET_DEFAULTS.bullmqPrefix).describe('BullMQ key prefix'),
     queueTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.bullmqQueueTemplate, kind: 'queue', perModel: true, takesPriority: false }, 'Queue per model; {model} replaced'),
     repliesTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.repliesTemplate, kind: 'queue', perModel: false, takesPriority: false }, 'Default reply queue; {model} replaced'),

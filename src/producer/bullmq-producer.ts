@@ -109,7 +109,7 @@ export class BullmqProducer implements Producer {
   private openQueue(name: string): Queue {
     let q = this.queues.get(name);
     if (q === undefined) {
-      this.connection ??= redisConnection(this.settings.redisUrl);
+      this.connection ??= redisConnection(this.settings);
       q = new Queue(name, { connection: this.connection, prefix: this.settings.prefix });
       q.on('error', (err) => {
         const { log, heldBack } = this.queueErrors.note(Date.now());
@@ -128,12 +128,12 @@ export class BullmqProducer implements Producer {
     if (this.closing !== undefined) return Promise.reject(new FleetError('CLOSED', 'bullmq producer is closed'));
     if (this.reachable === undefined) {
       if (this.connection === undefined) {
-        this.connection = redisConnection(this.settings.redisUrl);
+        this.connection = redisConnection(this.settings);
         // Reconnect attempts while Redis is away; without a listener ioredis prints each one.
         this.connection.on('error', (err: Error) => this.options.logger?.debug({ err }, 'redis connection error'));
       }
       const connection = this.connection;
-      this.reachable = ensureRedisAnswers(connection, this.settings.redisUrl, this.settings.connectTimeoutMs, 'bullmq producer').catch(
+      this.reachable = ensureRedisAnswers(connection, this.settings, this.settings.connectTimeoutMs, 'bullmq producer').catch(
         (err: unknown) => {
           // The next call asks again; the connection keeps reconnecting meanwhile.
           this.reachable = undefined;

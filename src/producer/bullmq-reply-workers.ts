@@ -35,7 +35,7 @@ export class ReplyWorkers {
   async start(queue: string, onResult: (r: ResultEnvelope) => void, onError: ((e: Error) => void) | undefined): Promise<Worker> {
     const { settings, logger } = this.o;
     // Named, so an operator (and a test) can tell a client's reply connections in CLIENT LIST.
-    const connection = redisConnection(settings.redisUrl, { connectionName: `npu-fleet-replies:${settings.prefix}:${queue}`.replace(/[^\w:.-]/g, '_') });
+    const connection = redisConnection(settings, { connectionName: `npu-fleet-replies:${settings.prefix}:${queue}`.replace(/[^\w:.-]/g, '_') });
     // Reconnect attempts while Redis is away; without a listener ioredis prints each one.
     connection.on('error', (err: Error) => logger?.debug({ err, queue }, 'redis connection error'));
     const worker = new Worker(

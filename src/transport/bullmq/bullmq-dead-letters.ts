@@ -85,7 +85,7 @@ export class BullmqDeadLetters implements DeadLetters {
 
   constructor(private readonly settings: BullmqSettings) {
     // Not a worker connection: commands fail after a few retries instead of waiting for Redis forever.
-    this.connection = redisConnection(settings.redisUrl, { maxRetriesPerRequest: 3 });
+    this.connection = redisConnection(settings, { maxRetriesPerRequest: 3 });
   }
 
   async list(query: DeadLetterQuery): Promise<DeadLetterListing> {
@@ -269,7 +269,7 @@ export class BullmqDeadLetters implements DeadLetters {
    * meanwhile is passed over). `visit` returns false to end the scan.
    */
   private async scan(model: string, visit: (job: Job, letter: DeadLetter, data: DlqJobData) => Promise<boolean>): Promise<void> {
-    this.ready ??= ensureRedisAnswers(this.connection, this.settings.redisUrl, this.settings.connectTimeoutMs, 'reading the DLQ failed');
+    this.ready ??= ensureRedisAnswers(this.connection, this.settings, this.settings.connectTimeoutMs, 'reading the DLQ failed');
     await this.ready;
     const dlq = this.queue(renderName(this.settings.dlqTemplate, model));
     let ids: string[];

@@ -101,7 +101,7 @@ export class BullmqTransport implements Transport {
   }
 
   private get shared(): Redis {
-    this.connection ??= redisConnection(this.settings.redisUrl);
+    this.connection ??= redisConnection(this.settings);
     return this.connection;
   }
 
@@ -188,7 +188,7 @@ export class BullmqTransport implements Transport {
 
   private async reachRedis(): Promise<void> {
     try {
-      await ensureRedisAnswers(this.shared, this.settings.redisUrl, this.settings.connectTimeoutMs);
+      await ensureRedisAnswers(this.shared, this.settings, this.settings.connectTimeoutMs);
     } catch (err) {
       this.connection?.disconnect();
       this.connection = undefined;

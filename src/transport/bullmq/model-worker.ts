@@ -67,7 +67,7 @@ export class ModelWorker {
     this.queue = queue;
     this.priorityLevels = o.priorityLevels;
     // Named, so an operator (and a test) can tell this worker's connections in CLIENT LIST.
-    this.connection = redisConnection(settings.redisUrl, { connectionName: `npu-fleet:${settings.prefix}:${queue}`.replace(/[^\w:.-]/g, '_') });
+    this.connection = redisConnection(settings, { connectionName: `npu-fleet:${settings.prefix}:${queue}`.replace(/[^\w:.-]/g, '_') });
     this.worker = new SettlingWorker(queue, o.processor, {
       connection: this.connection,
       prefix: settings.prefix,

@@ -16,7 +16,7 @@ export interface RedisProcess {
   readonly proc: ServiceProcess;
 }
 
-/** A redis-server (or, with `--sentinel` among the args, a sentinel) on a free port in `dir`; ready once its port accepts. */
+/** A redis-server on `port` (default: a free one; with --port in `args`, the port to wait on, e.g. the TLS one) in `dir`; ready once that port accepts. */
 export async function startRedisWith(dir: string, args: readonly string[], port?: number): Promise<RedisProcess> {
   const binary = findRedisServer();
   if (binary === undefined) throw new Error('redis-server is not on PATH: install it (apt-get install redis-server)');

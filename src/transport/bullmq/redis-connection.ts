@@ -1,0 +1,175 @@
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import { Redis, type RedisOptions } from 'ioredis';
+import type { BullmqSettings } from '../../contracts/fleet-config.ts';
+import { FleetError } from '../../errors/fleet-error.ts';
+
+/** What a Redis connection of the bullmq transport is made from. */
+export type RedisTarget = Pick<BullmqSettings, 'redisUrl'> & Partial<Pick<BullmqSettings, 'tls'>>;
+
+/** One ioredis connection with the options BullMQ requires (retry forever on worker connections). */
+export function redisConnection(targetOrUrl: RedisTarget | string, extra: RedisOptions = {}): Redis {
+  const target = typeof targetOrUrl === 'string' ? { redisUrl: targetOrUrl } : targetOrUrl;
+  const tls = redisTlsOptions(target.tls);
+  let connection: Redis;
+  try {
+    connection = new Redis(target.redisUrl, { maxRetriesPerRequest: null, enableReadyCheck: true, ...(tls === undefined ? {} : { tls }), ...extra });
+  } catch (err) {
+    // The URL may carry a password: errors name only where it points.
+    const where = redisHost(target.redisUrl);
+    throw new FleetError(
+      'INVALID_CONFIG',
+      `transport.bullmq.redisUrl ${where.startsWith('(') ? where : `(${where})`} is not a usable Redis URL: ${(err as Error).message}; ` +
+        'write it as redis://[user:password@]host:port[/db] (rediss:// for TLS)',
+      { cause: err },
+    );
+  }
+  // First listener, so every later one (BullMQ's, the loggers') sees the error without the password.
+  connection.on('error', hideCredentials);
+  return connection;
+}
+
+/** ioredis TLS options from transport.bullmq.tls; the PEM files are read here, so a bad path fails at start-up naming the field. */
+export function redisTlsOptions(tls: BullmqSettings['tls']): ConnectionOptions | undefined {
+  if (tls === undefined) return undefined;
+  const read = (field: 'caFile' | 'certFile' | 'keyFile', path: string | undefined): Buffer | undefined => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (cause) {
+      throw new FleetError('INVALID_CONFIG', `transport.bullmq.tls.${field}: cannot read ${path} (${(cause as NodeJS.ErrnoException).code ?? (cause as Error).message})`, {
+        cause,
+        details: { field: `transport.bullmq.tls.${field}` },
+      });
+    }
+  };
+  const ca = read('caFile', tls.caFile);
+  const cert = read('certFile', tls.certFile);
+  const key = read('keyFile', tls.keyFile);
+  return {
+    rejectUnauthorized: tls.rejectUnauthorized,
+    ...(ca === undefined ? {} : { ca: [ca] }),
+    ...(cert === undefined ? {} : { cert }),
+    ...(key === undefined ? {} : { key }),
+  };
+}
+
+/**
+ * ioredis puts the command a reply failed into the error, arguments and all: a refused AUTH (or
+ * HELLO ... AUTH) carried the password of transport.bullmq.redisUrl into every log line of a
+ * connection error, on each reconnect. Masks it in place (the same error object reaches every
+ * listener and the rejected commands).
+ */
+export function hideCredentials(err: unknown): void {
+  const command = (err as { command?: { name?: unknown; args?: unknown } } | undefined)?.command;
+  if (command === undefined || !Array.isArray(command.args)) return;
+  const args: unknown[] = command.args;
+  const name = String(command.name).toLowerCase();
+  if (name === 'auth') command.args = args.map((a, i) => (i === args.length - 1 ? '***' : a));
+  else if (name === 'hello') {
+    const at = args.findIndex((a) => String(a).toUpperCase() === 'AUTH');
+    if (at >= 0) command.args = args.map((a, i) => (i === at + 2 ? '***' : a));
+  }
+}
+
+/** The user a Redis URL logs in as ('default' when it names none). */
+function redisUser(redisUrl: string): string {
+  try {
+    return decodeURIComponent(new URL(redisUrl).username) || 'default';
+  } catch {
+    return 'default';
+  }
+}
+
+/** host:port of a Redis URL, without credentials (it goes into errors and logs). */
+export function redisHost(redisUrl: string): string {
+  try {
+    const u = new URL(redisUrl);
+    return `${u.hostname}:${u.port === '' ? '6379' : u.port}`;
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+const TLS_FAILURE = /certificate|self[- ]signed|SSL routines|wrong version number|packet length|TLS connection|ERR_TLS|CERT_|UNABLE_TO_VERIFY|EPROTO/i;
+
+function isTlsFailure(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  return TLS_FAILURE.test(`${String(e?.code ?? '')} ${String(e?.message ?? '')}`);
+}
+
+/**
+ * Resolves once Redis answers a PING, else fails with an error naming the setting to check. With
+ * maxRetriesPerRequest null (which BullMQ workers require) every command, and so BullMQ's own
+ * start-up, would otherwise wait for Redis forever.
+ */
+export async function ensureRedisAnswers(
+  connection: Redis,
+  targetOrUrl: RedisTarget | string,
+  timeoutMs: number,
+  what = 'starting the bullmq transport failed',
+): Promise<void> {
+  const target = typeof targetOrUrl === 'string' ? { redisUrl: targetOrUrl } : targetOrUrl;
+  let lastError: Error | undefined;
+  let failFast: (err: Error) => void = () => undefined;
+  const onError = (err: Error): void => {
+    lastError = err;
+    // ioredis retries a failed handshake forever: the same certificate fails the same way, so
+    // waiting out connectTimeoutMs only delays the answer.
+    if (isTlsFailure(err)) failFast(err);
+  };
+  connection.on('error', onError);
+  let timer: NodeJS.Timeout | undefined;
+  let timedOut = false;
+  try {
+    await Promise.race([
+      connection.ping(),
+      new Promise<never>((_, reject) => {
+        failFast = reject;
+        timer = setTimeout(() => {
+          timedOut = true;
+          reject(lastError ?? new Error('no answer'));
+        }, timeoutMs);
+      }),
+    ]);
+  } catch (err) {
+    hideCredentials(err);
+    const where = `Redis at ${redisHost(target.redisUrl)}`;
+    const refusal = loginRefusal(err, where, target.redisUrl);
+    if (refusal !== undefined) throw new FleetError('TRANSPORT_ERROR', `${what}: ${refusal}`, { cause: err, retriable: false });
+    if (isTlsFailure(err)) {
+      throw new FleetError(
+        'TRANSPORT_ERROR',
+        `${what}: TLS to ${where} failed (${(err as Error).message}); check transport.bullmq.tls (caFile for a private CA, certFile/keyFile for mutual TLS) ` +
+          'and that the URL scheme matches the server: rediss:// for a TLS port, redis:// for a plain one',
+        { cause: err, retriable: false },
+      );
+    }
+    const happened = timedOut ? `${where} did not answer within ${timeoutMs} ms` : `${where} refused the connection check`;
+    throw new FleetError(
+      'TRANSPORT_ERROR',
+      `${what}: ${happened} (${(err as Error).message}); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
+      { cause: err, retriable: true },
+    );
+  } finally {
+    clearTimeout(timer);
+    connection.off('error', onError);
+  }
+}
+
+/**
+ * The words for a login Redis refused (WRONGPASS, or NOAUTH: a password is needed and the URL has
+ * none). Not retriable: the same URL is refused again, where the generic message sent the
+ * operator to look whether redis-server is up.
+ */
+function loginRefusal(err: unknown, where: string, redisUrl: string): string | undefined {
+  const message = (err as Error | undefined)?.message ?? '';
+  const user = redisUser(redisUrl);
+  if (/^WRONGPASS|invalid password|invalid username-password/i.test(message)) {
+    return `${where} refused the login of transport.bullmq.redisUrl (user ${user}); check the user name and password (redis://user:password@host:port; a password alone: redis://:password@host:port)`;
+  }
+  if (/^NOAUTH/i.test(message)) {
+    return `${where} wants a login and transport.bullmq.redisUrl has no password; write it as redis://user:password@host:port (a password alone: redis://:password@host:port)`;
+  }
+  return undefined;
+}
