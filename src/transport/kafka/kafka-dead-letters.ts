@@ -41,6 +41,9 @@ function headerText(v: IHeaders[string]): string | undefined {
   return first === undefined ? undefined : Buffer.isBuffer(first) ? first.toString('utf8') : String(first);
 }
 
+/** What ReplayLedger.load creates the markers with: false for a run that writes none. */
+type ScanMarkers = Parameters<typeof ReplayLedger.load>[0]['create'];
+
 type Visit = (batch: Array<{ letter: DeadLetter; message: KafkaMessage }>, ledger: ReplayLedger) => Promise<boolean>;
 
 /**
@@ -94,17 +97,17 @@ export class KafkaDeadLetters implements DeadLetters {
     // replay re-sent through a record this one does not read come from the ledger.
     const resentOriginals = new Set<string>();
     const dlqTopic = renderName(this.settings.dlqTemplate, options.model);
-    // Opened, fencing any replay of this DLQ still running, before the markers are read (scan):
-    // see ReplayProducer. A dry run fences nothing and writes nothing.
-    const producer = options.dryRun === true ? undefined : new ReplayProducer(this.replayKafka, dlqTopic);
-    const warn = options.onWarning ?? ((message: string) => this.logger?.warn({ dlqTopic }, message));
-    try {
-      await producer?.open();
+    const takenOver = {
+      what: `replaying the DLQ of ${options.model}`,
+      why: (by: string) =>
+        `another replay of it started and took over (${by}); this one re-sent ${tally.replayed} record(s) before that, each with its marker, so no replay re-sends them. The other one passes over them; if its --reason/--since/--limit do not cover the rest of this one's, run this replay again once it has finished`,
+      details: () => ({ replayed: tally.replayed }),
+    };
+    await this.fenced(options, tally, takenOver, async (producer, markers) => {
       // A send to a topic that does not exist, or over what it takes, fails the whole batch, and
       // with it the replay: such records (a priority the model no longer has, a deleted topic, a
       // limit lowered since) are skipped instead.
       const topics = await this.requestTopics(options.model);
-      const markers = producer === undefined ? false : { bootstrap: this.settings.brokers[0] ?? 'BROKER', warn };
       await this.scan(options, markers, async (batch, ledger) => {
         const out: Array<OutgoingMessage & { ref: string; deadAt: number; original: Original | undefined; refreshed: string | undefined }> = [];
         /**
@@ -202,19 +205,7 @@ export class KafkaDeadLetters implements DeadLetters {
         tally.progress();
         return stop;
       });
-    } catch (err) {
-      if (replayTakenOver(err)) {
-        throw new FleetError(
-          'TRANSPORT_ERROR',
-          `replaying the DLQ of ${options.model} stopped: another replay of it started and took over (${(err as FleetError).message}); this one re-sent ${tally.replayed} record(s) before that, each with its marker, so no replay re-sends them. The other one passes over them; if its --reason/--since/--limit do not cover the rest of this one's, run this replay again once it has finished`,
-          { cause: err, retriable: false, details: { replayTakenOver: true, replayed: tally.replayed } },
-        );
-      }
-      throw tally.failed(err, `replaying the DLQ of ${options.model} failed`);
-    } finally {
-      await producer?.close();
-    }
-    tally.progress(true);
+    });
     return tally.report();
   }
 
@@ -230,12 +221,13 @@ export class KafkaDeadLetters implements DeadLetters {
     const purged: Array<{ ref: string; why: string }> = [];
     let kept = 0;
     let alreadyDone = 0;
-    const dlqTopic = renderName(this.settings.dlqTemplate, options.model);
-    const producer = options.dryRun === true ? undefined : new ReplayProducer(this.replayKafka, dlqTopic);
-    const warn = options.onWarning ?? ((message: string) => this.logger?.warn({ dlqTopic }, message));
-    try {
-      await producer?.open();
-      const markers = producer === undefined ? false : { bootstrap: this.settings.brokers[0] ?? 'BROKER', warn };
+    const takenOver = {
+      what: `purging the DLQ of ${options.model}`,
+      why: (by: string) => `a replay or purge of it started and took over (${by}); this one discarded ${tally.replayed} record(s) before that. Run it again once the other has finished`,
+      details: () => ({ purged: tally.replayed }),
+      done: 'discarded',
+    };
+    await this.fenced(options, tally, takenOver, async (producer, markers) => {
       await this.scan(options, markers, async (batch, ledger) => {
         const out: DeadLetter[] = [];
         let stop = false;
@@ -262,23 +254,44 @@ export class KafkaDeadLetters implements DeadLetters {
         tally.progress();
         return stop;
       });
-    } catch (err) {
-      if (replayTakenOver(err)) {
-        throw new FleetError(
-          'TRANSPORT_ERROR',
-          `purging the DLQ of ${options.model} stopped: a replay or purge of it started and took over (${(err as FleetError).message}); this one discarded ${tally.replayed} record(s) before that. Run it again once the other has finished`,
-          { cause: err, retriable: false, details: { replayTakenOver: true, purged: tally.replayed } },
-        );
-      }
-      throw tally.failed(err, `purging the DLQ of ${options.model} failed`, 'discarded');
-    } finally {
-      await producer?.close();
-    }
-    tally.progress(true);
+    });
     return { scanned: tally.scanned, matched: tally.matched, purged, kept, skipped: [], alreadyDone };
   }
 
   async close(): Promise<void> {}
+
+  /**
+   * The frame of a replay or purge: the DLQ's ReplayProducer is opened, fencing any replay or purge
+   * of it still running, before `run` reads the markers (scan), and closed after; a dry run fences
+   * nothing and writes nothing (no producer, no markers). A run fenced by a later one fails saying
+   * so and what it did before (`takenOver`), any other failure as tally.failed puts it.
+   */
+  private async fenced(
+    options: ReplayOptions | PurgeOptions,
+    tally: ReplayTally,
+    takenOver: { what: string; why: (by: string) => string; details: () => Record<string, unknown>; done?: string },
+    run: (producer: ReplayProducer | undefined, markers: ScanMarkers) => Promise<void>,
+  ): Promise<void> {
+    const dlqTopic = renderName(this.settings.dlqTemplate, options.model);
+    const producer = options.dryRun === true ? undefined : new ReplayProducer(this.replayKafka, dlqTopic);
+    const warn = options.onWarning ?? ((message: string) => this.logger?.warn({ dlqTopic }, message));
+    try {
+      await producer?.open();
+      await run(producer, producer === undefined ? false : { bootstrap: this.settings.brokers[0] ?? 'BROKER', warn });
+    } catch (err) {
+      if (replayTakenOver(err)) {
+        throw new FleetError('TRANSPORT_ERROR', `${takenOver.what} stopped: ${takenOver.why((err as FleetError).message)}`, {
+          cause: err,
+          retriable: false,
+          details: { replayTakenOver: true, ...takenOver.details() },
+        });
+      }
+      throw tally.failed(err, `${takenOver.what} failed`, takenOver.done);
+    } finally {
+      await producer?.close();
+    }
+    tally.progress(true);
+  }
 
   /** The model's request topics that exist, each with the largest record batch it takes (max.message.bytes). */
   private async requestTopics(model: string): Promise<Map<string, number>> {
@@ -317,7 +330,7 @@ export class KafkaDeadLetters implements DeadLetters {
    * start or `visit` returns true. `markers`: the ledger is for a replay that writes markers (its
    * topic is created if missing, its retention brought in line; see ReplayLedger.load).
    */
-  private async scan(query: DeadLetterQuery, markers: Parameters<typeof ReplayLedger.load>[0]['create'], visit: Visit): Promise<void> {
+  private async scan(query: DeadLetterQuery, markers: ScanMarkers, visit: Visit): Promise<void> {
     const topic = renderName(this.settings.dlqTemplate, query.model);
     const admin = this.kafka.admin();
     await admin.connect().catch((err: unknown) => {
