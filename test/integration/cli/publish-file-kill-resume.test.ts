@@ -5,7 +5,7 @@
 // no line gets a second record. 5,000 lines here; the 100k-200k figures are in the task report.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { z } from 'zod';
 import { main } from '../../../src/cli/main.ts';
@@ -16,6 +16,7 @@ import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { runWorker } from '../../../src/runtime/worker-process.ts';
 import { writeAffineVersion } from '../../helpers/affine-model.ts';
+import { captureCliOutput } from '../../helpers/capture-cli-output.ts';
 import { getServices, uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
 import { spawnCli } from '../../helpers/spawn-cli.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
@@ -52,17 +53,7 @@ const lineCount = (path: string): number => {
   }
 };
 
-let stderr: string[] = [];
-const cleanup: Array<() => Promise<unknown> | void> = [];
-beforeEach(() => {
-  stderr = [];
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => (stderr.push(String(chunk)), true));
-  vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
-});
-afterEach(async () => {
-  vi.restoreAllMocks();
-  for (const c of cleanup.splice(0).reverse()) await c();
-});
+const { stderr, cleanup } = captureCliOutput();
 
 const setups: Array<{ name: string; transport: () => z.input<typeof TransportSettingsSchema> }> = [
   { name: 'Kafka', transport: () => uniqueKafkaTransport('pubkill') },
