@@ -170,10 +170,26 @@ export const RedisTlsSchema = z
   })
   .describe('TLS to Redis: given, the connection is TLS whatever the URL scheme; rediss:// alone uses the system CAs');
 
+export const RedisSentinelSchema = z
+  .strictObject({
+    name: z.string().min(1).describe('Master name the sentinels monitor (sentinel monitor <name> ...)'),
+    sentinels: z
+      .array(z.string().regex(/^[^\s:]+:\d+$/, 'host:port'))
+      .min(1)
+      .describe('Sentinels, host:port; any one that answers names the current master'),
+    username: credential.optional().describe("The sentinels' own login (sentinel ACL user), when they have one"),
+    password: credential.optional().describe("The sentinels' own password; better from NPU_FLEET__TRANSPORT__BULLMQ__SENTINEL__PASSWORD"),
+  })
+  .describe(
+    'Redis Sentinel: the master is asked of the sentinels (and again after a failover); redisUrl then gives only the login, db and ' +
+      'scheme of the master (its host:port are not dialled), e.g. redis://user:password@master/0',
+  );
+
 export const BullmqSettingsSchema = z
   .strictObject({
     redisUrl: z.string().min(1).describe('redis://[user:password@]host:port[/db]; rediss:// for TLS'),
     tls: RedisTlsSchema.optional(),
+    sentinel: RedisSentinelSchema.optional(),
     prefix: z.string().default(FLEET_DEFAULTS.bullmqPrefix).describe('BullMQ key prefix'),
     queueTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.bullmqQueueTemplate, kind: 'queue', perModel: true, takesPriority: false }, 'Queue per model; {model} replaced'),
     repliesTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.repliesTemplate, kind: 'queue', perModel: false, takesPriority: false }, 'Default reply queue; {model} replaced'),

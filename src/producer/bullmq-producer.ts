@@ -13,7 +13,7 @@ import {
   KEEP_COMPLETED,
   KEEP_FAILED,
   redisConnection,
-  redisHost,
+  redisWhere,
   toBullmqPriority,
 } from '../transport/bullmq/bullmq-names.ts';
 import { ErrorThrottle } from '../transport/error-throttle.ts';
@@ -180,7 +180,7 @@ export class BullmqProducer implements Producer {
         fail(
           new FleetError(
             'TRANSPORT_ERROR',
-            `Redis at ${redisHost(this.settings.redisUrl)} has been unreachable for ${timeoutMs} ms (transport.bullmq.connectTimeoutMs); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
+            `${redisWhere(this.settings)} has been unreachable for ${timeoutMs} ms (transport.bullmq.connectTimeoutMs); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
             { retriable: true },
           ),
         );

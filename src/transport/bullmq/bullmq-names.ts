@@ -1,7 +1,7 @@
 import { FleetError } from '../../errors/fleet-error.ts';
 
 // The connection code moved to redis-connection.ts; these names stay importable from here.
-export { ensureRedisAnswers, hideCredentials, redisConnection, redisHost, type RedisTarget } from './redis-connection.ts';
+export { ensureRedisAnswers, hideCredentials, redisConnection, redisHost, redisWhere, type RedisTarget } from './redis-connection.ts';
 
 /**
  * BullMQ priority: 0 means "no priority" (a separate FIFO list served BEFORE every prioritized

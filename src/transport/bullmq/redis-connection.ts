@@ -5,7 +5,7 @@ import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 
 /** What a Redis connection of the bullmq transport is made from. */
-export type RedisTarget = Pick<BullmqSettings, 'redisUrl'> & Partial<Pick<BullmqSettings, 'tls'>>;
+export type RedisTarget = Pick<BullmqSettings, 'redisUrl'> & Partial<Pick<BullmqSettings, 'tls' | 'sentinel'>>;
 
 /** One ioredis connection with the options BullMQ requires (retry forever on worker connections). */
 export function redisConnection(targetOrUrl: RedisTarget | string, extra: RedisOptions = {}): Redis {
@@ -13,7 +13,13 @@ export function redisConnection(targetOrUrl: RedisTarget | string, extra: RedisO
   const tls = redisTlsOptions(target.tls);
   let connection: Redis;
   try {
-    connection = new Redis(target.redisUrl, { maxRetriesPerRequest: null, enableReadyCheck: true, ...(tls === undefined ? {} : { tls }), ...extra });
+    connection = new Redis(target.redisUrl, {
+      maxRetriesPerRequest: null,
+      enableReadyCheck: true,
+      ...(tls === undefined ? {} : { tls }),
+      ...sentinelOptions(target.sentinel),
+      ...extra,
+    });
   } catch (err) {
     // The URL may carry a password: errors name only where it points.
     const where = redisHost(target.redisUrl);
@@ -27,6 +33,29 @@ export function redisConnection(targetOrUrl: RedisTarget | string, extra: RedisO
   // First listener, so every later one (BullMQ's, the loggers') sees the error without the password.
   connection.on('error', hideCredentials);
   return connection;
+}
+
+/**
+ * ioredis Sentinel options: with them ioredis asks the sentinels for the master, and again after
+ * a failover, and the URL's host:port are not dialled (its login, db and scheme still apply).
+ */
+function sentinelOptions(sentinel: BullmqSettings['sentinel']): RedisOptions {
+  if (sentinel === undefined) return {};
+  return {
+    name: sentinel.name,
+    sentinels: sentinel.sentinels.map((hostPort) => {
+      const at = hostPort.lastIndexOf(':');
+      return { host: hostPort.slice(0, at), port: Number(hostPort.slice(at + 1)) };
+    }),
+    ...(sentinel.username === undefined ? {} : { sentinelUsername: sentinel.username }),
+    ...(sentinel.password === undefined ? {} : { sentinelPassword: sentinel.password }),
+  };
+}
+
+/** Where a target points, for errors and logs: host:port, or the master name and its sentinels; never a password. */
+export function redisWhere(target: RedisTarget): string {
+  const s = target.sentinel;
+  return s === undefined ? `Redis at ${redisHost(target.redisUrl)}` : `Redis master ${s.name} via the sentinels ${s.sentinels.join(', ')}`;
 }
 
 /** ioredis TLS options from transport.bullmq.tls; the PEM files are read here, so a bad path fails at start-up naming the field. */
@@ -134,7 +163,7 @@ export async function ensureRedisAnswers(
     ]);
   } catch (err) {
     hideCredentials(err);
-    const where = `Redis at ${redisHost(target.redisUrl)}`;
+    const where = redisWhere(target);
     const refusal = loginRefusal(err, where, target.redisUrl);
     if (refusal !== undefined) throw new FleetError('TRANSPORT_ERROR', `${what}: ${refusal}`, { cause: err, retriable: false });
     if (isTlsFailure(err)) {
@@ -146,11 +175,11 @@ export async function ensureRedisAnswers(
       );
     }
     const happened = timedOut ? `${where} did not answer within ${timeoutMs} ms` : `${where} refused the connection check`;
-    throw new FleetError(
-      'TRANSPORT_ERROR',
-      `${what}: ${happened} (${(err as Error).message}); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
-      { cause: err, retriable: true },
-    );
+    const check =
+      target.sentinel === undefined
+        ? 'check transport.bullmq.redisUrl and that redis-server is up and reachable from here'
+        : 'check transport.bullmq.sentinel (the master name and the sentinels) and that the sentinels and the master are up and reachable from here';
+    throw new FleetError('TRANSPORT_ERROR', `${what}: ${happened} (${(err as Error).message}); ${check}`, { cause: err, retriable: true });
   } finally {
     clearTimeout(timer);
     connection.off('error', onError);

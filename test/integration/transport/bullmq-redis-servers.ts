@@ -1,5 +1,6 @@
 // Throwaway redis-server processes set up the ways production Redis is (password, ACL user, TLS,
 // Sentinel, Cluster), each on its own free port: the shared test Redis is none of these.
+import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll } from 'vitest';
@@ -48,4 +49,18 @@ function accepts(port: number): Promise<boolean> {
     s.once('connect', () => (s.destroy(), resolve(true)));
     s.once('error', () => resolve(false));
   });
+}
+
+/** A sentinel on a free port watching `masterPort` as `name` (quorum 1): the smallest Sentinel setup. */
+export async function startSentinel(dir: string, name: string, masterPort: number): Promise<RedisProcess> {
+  const binary = findRedisServer();
+  if (binary === undefined) throw new Error('redis-server is not on PATH: install it (apt-get install redis-server)');
+  const port = await freePort();
+  // A sentinel rewrites its config file: it must be a file of its own, writable.
+  const conf = join(dir, `sentinel-${port}.conf`);
+  writeFileSync(conf, `port ${port}\nbind 127.0.0.1\ndir ${dir}\nsentinel monitor ${name} 127.0.0.1 ${masterPort} 1\n`);
+  const proc = startServiceProcess('redis-sentinel', binary, [conf, '--sentinel'], { cwd: dir, logPath: join(dir, `sentinel-${port}.log`) });
+  running.push(proc);
+  await waitUntil(`redis sentinel on port ${port}`, proc, () => accepts(port), 15_000);
+  return { port, proc };
 }
