@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
+import { LineCounter, parse as parseYaml, type YAMLError } from 'yaml';
 import { FleetError } from '../errors/fleet-error.ts';
 import { FleetConfigSchema, type FleetConfig } from './fleet-config.ts';
 import { ModelConfigSchema, type ModelConfig } from './model-config.ts';
@@ -36,11 +36,19 @@ function readYaml(path: string, what: string, origin?: { variable: string }): un
   return yamlOf(text, path, what);
 }
 
+/**
+ * The YAML library's own message quotes the offending line, which in a fleet config may be the
+ * SASL password's (or a neighbour of it): the error names the line and column instead. Without
+ * prettyErrors the cause holds no quote either (a logged cause or a crash report prints it).
+ */
 function yamlOf(text: string, path: string, what: string): unknown {
+  const lineCounter = new LineCounter();
   try {
-    return parseYaml(text) ?? {};
+    return parseYaml(text, { prettyErrors: false, lineCounter }) ?? {};
   } catch (cause) {
-    throw new FleetError('INVALID_CONFIG', `${what} ${path} is not valid YAML: ${(cause as Error).message}`, { cause });
+    const at = (cause as Partial<YAMLError>).pos?.[0];
+    const where = at === undefined ? '' : ` at line ${lineCounter.linePos(at).line}, column ${lineCounter.linePos(at).col}`;
+    throw new FleetError('INVALID_CONFIG', `${what} ${path} is not valid YAML: ${(cause as Error).message}${where}`, { cause });
   }
 }
 
