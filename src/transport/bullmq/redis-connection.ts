@@ -184,6 +184,29 @@ export async function ensureRedisAnswers(
     clearTimeout(timer);
     connection.off('error', onError);
   }
+  await refuseCluster(connection, target, what);
+}
+
+/**
+ * A Redis Cluster node answers PING like any Redis, and BullMQ's scripts then fail per command
+ * (keys of one queue in other slots, MOVED to nodes a single connection never dials). Cluster is
+ * not supported (see docs/redis.md): refused here, at start, rather than at the first job.
+ */
+async function refuseCluster(connection: Redis, target: RedisTarget, what: string): Promise<void> {
+  let info: string;
+  try {
+    info = await connection.info('cluster');
+  } catch {
+    // Not answering INFO is no Cluster sign; the commands that follow report Redis trouble.
+    return;
+  }
+  if (!/^cluster_enabled:1\b/m.test(info)) return;
+  throw new FleetError(
+    'INVALID_CONFIG',
+    `${what}: ${redisWhere(target)} is a Redis Cluster node (cluster_enabled:1); npu-fleet does not support Redis Cluster: ` +
+      'point transport.bullmq.redisUrl at a standalone Redis or use transport.bullmq.sentinel (docs/redis.md)',
+    { details: { field: 'transport.bullmq.redisUrl' } },
+  );
 }
 
 /**
