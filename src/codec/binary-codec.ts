@@ -6,6 +6,7 @@ import { isPlainRequest } from '../contracts/request-fast-check.ts';
 import type { Tensor } from '../contracts/tensor.ts';
 import { validationError } from '../contracts/validation-error.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { jsonSyntaxError } from '../errors/json-syntax.ts';
 import {
   FRAME_MAGIC,
   FRAME_PREFIX_BYTES,
@@ -120,8 +121,10 @@ function decodeFrame<S extends z.ZodType>(
   try {
     const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     raw = JSON.parse(buf.toString('utf8', FRAME_PREFIX_BYTES, FRAME_PREFIX_BYTES + headerBytes));
-  } catch (cause) {
-    throw new FleetError('INVALID_MESSAGE', `frame header is not valid JSON: ${(cause as Error).message}`, {
+  } catch (err) {
+    // The header holds meta: V8's message may quote it around the bad token.
+    const cause = jsonSyntaxError(err);
+    throw new FleetError('INVALID_MESSAGE', `frame header is not valid JSON: ${cause.message}`, {
       cause,
       details: { field: '(header)' },
     });

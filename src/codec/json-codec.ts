@@ -6,6 +6,7 @@ import { isPlainRequest } from '../contracts/request-fast-check.ts';
 import type { Tensor } from '../contracts/tensor.ts';
 import { validationError } from '../contracts/validation-error.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { jsonSyntaxError } from '../errors/json-syntax.ts';
 import { checkJsonStructure } from './json-structure.ts';
 import { checkTensorsBeforeSchema, checkMessageSize, checkMetaKeys, checkMetaSize, checkTensorCount, checkedTensorBytes, identityOf, invalid } from './frame.ts';
 
@@ -62,8 +63,10 @@ function parseJsonText(input: Uint8Array | string, limits: CodecLimits): unknown
   checkJsonStructure(text, limits);
   try {
     return JSON.parse(text);
-  } catch (cause) {
-    throw new FleetError('INVALID_MESSAGE', `message is neither an npu-fleet frame nor valid JSON: ${(cause as Error).message}`, {
+  } catch (err) {
+    // V8's message may quote the payload around the bad token; results, DLQ listings and logs carry this one.
+    const cause = jsonSyntaxError(err);
+    throw new FleetError('INVALID_MESSAGE', `message is neither an npu-fleet frame nor valid JSON: ${cause.message}`, {
       cause,
       details: { field: '(message)' },
     });

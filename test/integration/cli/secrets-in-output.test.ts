@@ -2,13 +2,19 @@
 // never hold a Kafka credential, TLS key material or a request's payload (tensor bytes, meta): logs
 // are shipped and kept far more widely than the brokers' own data. Each case plants a sentinel and
 // greps the whole output for it.
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { encodeRequest } from '../../../src/codec/index.ts';
+import { KafkaDeadLetters } from '../../../src/transport/kafka/kafka-dead-letters.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { spawnCli } from '../../helpers/spawn-cli.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
+import { makeRequest } from '../transport/conformance-kit.ts';
+import { kafkaSettings } from '../transport/kafka-harness.ts';
 
 const PASSWORD = 's3cr3t-SENTINEL';
 
@@ -93,4 +99,70 @@ describe('secrets in what the CLI prints', () => {
     expect(result, output).not.toBe('running');
     expectNowhere(output, [`${PASSWORD}-KEY`, Buffer.from(`${PASSWORD}-KEY`).toString('base64')]);
   }, 120_000);
+});
+
+describe('request payloads in what the CLI prints', () => {
+  it('invalid, rejected and served requests: their bytes and meta reach no worker log line (info) and no dlq list', async () => {
+    const tag = uniqueName('secrets').replace(/[^A-Za-z0-9-]/g, '');
+    const kafka = kafkaSettings({ topicTemplate: `${tag}.{model}.requests.p{priority}`, repliesTemplate: `${tag}.{model}.replies`, dlqTemplate: `${tag}.{model}.dlq` });
+    const file = configFile({ transport: { kind: 'kafka', kafka }, devices: { count: 1, backend: 'sim' }, models: ['mlp-classifier'], worker: { metricsPort: 0 } });
+    const worker = spawnCli(['worker', '--device', '0', '--config', file], { NPU_FLEET_DEVICE: 'sim', NODE_OPTIONS: '--max-semi-space-size=16', NPU_FLEET_LOG_LEVEL: 'info' });
+    const producer = new Kafka({ clientId: 'secrets', brokers: getServices().kafkaBrokers, logLevel: logLevel.NOTHING }).producer();
+    try {
+      const readyBy = Date.now() + 60_000;
+      while (!worker.output().includes('worker ready') && Date.now() < readyBy) await new Promise((r) => setTimeout(r, 100));
+      expect(worker.output()).toContain('worker ready');
+      await producer.connect();
+      const DATA = 'PAYLOADBYTES'; // 12 bytes: a float32 [1,3] tensor
+      const bytes = new Uint8Array(Buffer.from(DATA));
+      const bad = (id: string, extra: Parameters<typeof makeRequest>[3]) => makeRequest('mlp-classifier', id, 0, { meta: { note: 'SENTINEL-META' }, inputs: [{ name: 'x', dtype: 'float32', shape: [1, 3], data: bytes }], ...extra });
+      const messages = [
+        // Not JSON at all, starting with the payload: V8's JSON.parse error quotes the text's start.
+        { value: Buffer.from(`${DATA}-RAW {"meta":"SENTINEL-META"}`) },
+        // JSON broken inside meta: V8 quotes the text around the bad token.
+        { value: Buffer.from(`{"id":"broken-meta","model":"mlp-classifier","meta":{"note":SENTINEL-META}}`) },
+        // Does not fit the model's input (invalid), both encodings.
+        { value: encodeRequest(bad('wrong-shape-json', {}), 'json') },
+        { value: encodeRequest(bad('wrong-shape-bin', {}), 'binary') },
+        // A model the worker does not serve (rejected).
+        { value: encodeRequest(bad('unknown-model', { model: 'no-such-model' }), 'json') },
+        // A request the model serves, with meta.
+        { value: encodeRequest(makeRequest('mlp-classifier', 'served', 0, { meta: { note: 'SENTINEL-META' }, inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data: new Uint8Array(256).fill(0x41) }] }), 'json') },
+      ];
+      await producer.send({ topic: `${tag}.mlp-classifier.requests.p0`, messages });
+
+      const dl = new KafkaDeadLetters(kafka);
+      let scanned = 0;
+      try {
+        const deadline = Date.now() + 60_000;
+        while (scanned < 5 && Date.now() < deadline) {
+          scanned = (await dl.list({ model: 'mlp-classifier' })).scanned;
+          if (scanned < 5) await new Promise((r) => setTimeout(r, 500));
+        }
+      } finally {
+        await dl.close();
+      }
+      // At least once: a rebalance right after the worker joined may dead-letter a request twice.
+      expect(scanned, worker.output()).toBeGreaterThanOrEqual(5);
+      await new Promise((r) => setTimeout(r, 1_000));
+      // Short pieces: V8's JSON.parse errors quote about ten characters around the bad token.
+      const payload = [DATA.slice(0, 6), Buffer.from(DATA).toString('base64').slice(0, 8), 'SENTINEL', 'AAAAAAAAAAAAAAAA', 'QUFBQUFBQUFB'];
+      expectNowhere(worker.output(), payload);
+
+      for (const args of [[], ['--json']]) {
+        const r = spawnSync(process.execPath, ['bin/npu-fleet.js', 'dlq', 'list', '--config', file, '--model', 'mlp-classifier', ...args], { encoding: 'utf8', timeout: 60_000 });
+        expect(r.status, r.stderr).toBe(0);
+        expect(r.stdout).toMatch(args.length === 0 ? /\d+ record\(s\)/ : /"scanned":\d+/);
+        // The two that are not JSON are listed, by what was wrong with them (not by their text).
+        expect(r.stdout).toContain("valid JSON: Unexpected token 'P'");
+        expect(r.stdout).toContain("valid JSON: Unexpected token 'S'");
+        expectNowhere(r.stdout + r.stderr, payload);
+      }
+    } finally {
+      await producer.disconnect().catch(() => undefined);
+      worker.child.kill('SIGTERM');
+      await Promise.race([worker.exited, new Promise((r) => setTimeout(r, 20_000))]);
+      worker.child.kill('SIGKILL');
+    }
+  }, 240_000);
 });

@@ -21,6 +21,7 @@ import { isPlainRequest } from '../../../src/contracts/request-fast-check.ts';
 import { DTYPES, DTYPE_BYTES, type Tensor } from '../../../src/contracts/tensor.ts';
 import { validationError } from '../../../src/contracts/validation-error.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { jsonSyntaxError } from '../../../src/errors/json-syntax.ts';
 import {
   FRAME_MAGIC,
   FRAME_PREFIX_BYTES,
@@ -119,8 +120,10 @@ function decodeFrame<S extends z.ZodType>(
   try {
     const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     raw = JSON.parse(buf.toString('utf8', FRAME_PREFIX_BYTES, FRAME_PREFIX_BYTES + headerBytes));
-  } catch (cause) {
-    throw new FleetError('INVALID_MESSAGE', `frame header is not valid JSON: ${(cause as Error).message}`, {
+  } catch (err) {
+    // Since the reference was taken, V8's quote of the header (meta) is dropped (json-syntax.ts).
+    const cause = jsonSyntaxError(err);
+    throw new FleetError('INVALID_MESSAGE', `frame header is not valid JSON: ${cause.message}`, {
       cause,
       details: { field: '(header)' },
     });
