@@ -8,6 +8,7 @@ import { runOpenLoop } from '../producer/open-loop.ts';
 import { RunStats } from '../producer/run-stats.ts';
 import { prng, syntheticInputs, syntheticRequest } from '../runtime/demo-load.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
+import { closeWithin } from './bounded-close.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 import { onStdoutClosed, printLine } from './stdout-lines.ts';
 
@@ -204,43 +205,13 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
     clearInterval(progress);
     offStdout();
     try {
+      // The listener stays on during the close: with it off a SIGTERM killed the process by the
+      // signal, and the exit code (1: nothing answered) was lost.
       await closeWithin(producer.close(), run.config.transport.kind, (abandon) => (abandonClose = abandon));
     } finally {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
     }
-  }
-}
-
-/**
- * How long load and frames wait for the producer to close. With the broker gone the close waits on
- * it (BullMQ: the reply worker's close and removing the inbox queue, connectTimeoutMs each, 30 s by
- * default), the summary is already out and nothing is left to learn, so a SIGTERM'd CI job or
- * k8s Job would sit out its grace period and be killed; a healthy close takes well under a second.
- */
-const LOAD_CLOSE_BOUND_MS = 5_000;
-
-/**
- * Awaits `closing` for at most LOAD_CLOSE_BOUND_MS, or until a signal: the listener stays on during
- * the close, as with it off a SIGTERM killed the process by the signal and the exit code (1: nothing
- * answered) was lost. An abandoned close is left to process exit, which drops its sockets.
- */
-async function closeWithin(closing: Promise<void>, kind: string, onSignal: (abandon: (signal: NodeJS.Signals) => void) => void): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const abandoned = new Promise<string>((resolve) => {
-    onSignal((signal) => resolve(`on ${signal}`));
-    timer = setTimeout(() => resolve(`after ${LOAD_CLOSE_BOUND_MS / 1000} s`), LOAD_CLOSE_BOUND_MS);
-  });
-  try {
-    const why = await Promise.race([closing.then(() => undefined), abandoned]);
-    if (why === undefined) return;
-    closing.catch(() => undefined);
-    printLine(
-      `npu-fleet: closing the ${kind} producer did not finish (is the broker reachable?): abandoned ${why}; its private reply inbox may be left on the broker`,
-      process.stderr,
-    );
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -16,6 +16,7 @@ import { countRequests, isJsonLines, readRequestFile, type FileEntry } from '../
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
 import { replyToProblem, replyTopicPattern } from '../transport/names.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
+import { closeWithin } from './bounded-close.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 import { OutLock } from './out-lock.ts';
 import { withPhaseProgress } from './phase-progress.ts';
@@ -247,7 +248,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     offStdout();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-    await close();
+    await closeWithin(close(), config.transport.kind);
     await out?.close();
   }
 }

@@ -6,8 +6,7 @@ import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { findRedisServer, redisInfo } from '../../helpers/local-redis-service.ts';
-import { freePort, startServiceProcess, waitUntil } from '../../helpers/service-process.ts';
+import { startKillableRedis } from '../../helpers/killable-redis.ts';
 import { spawnCli } from '../../helpers/spawn-cli.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { uniqueName } from '../../helpers/unique-name.ts';
@@ -22,27 +21,14 @@ const DRAIN_MS = 2_000;
 /** Drain, then a close bounded at a few seconds, on a loaded machine. */
 const EXIT_WITHIN_MS = DRAIN_MS + 10_000;
 
-async function ownRedis(dir: string): Promise<{ url: string; kill: () => void }> {
-  const binary = findRedisServer();
-  if (binary === undefined) throw new Error('redis-server is not on PATH');
-  const port = await freePort();
-  const proc = startServiceProcess('redis-server', binary, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'], {
-    cwd: dir,
-    logPath: join(dir, 'redis.log'),
-  });
-  cleanup.push(() => proc.stop(500));
-  const url = `redis://127.0.0.1:${port}`;
-  await waitUntil(`redis-server on ${port}`, proc, async () => (await redisInfo(url, 500), true), 15_000);
-  return { url, kill: () => void (proc.child.pid !== undefined && process.kill(-proc.child.pid, 'SIGKILL')) };
-}
-
 /**
  * A load on BullMQ with transport.bullmq.connectTimeoutMs left at its default (15 s): a few requests
  * out, then its redis-server SIGKILLed. Returns the running child.
  */
 async function loadWithRedisKilled(): Promise<ReturnType<typeof spawnCli>> {
   const dir = tempDir('npu-fleet-loadgone-');
-  const redis = await ownRedis(dir);
+  const redis = await startKillableRedis(dir);
+  cleanup.push(() => redis.stop());
   const configFile = join(dir, 'fleet.yaml');
   writeFileSync(
     configFile,
