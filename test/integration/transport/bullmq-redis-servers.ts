@@ -52,13 +52,13 @@ function accepts(port: number): Promise<boolean> {
 }
 
 /** A sentinel on a free port watching `masterPort` as `name` (quorum 1): the smallest Sentinel setup. */
-export async function startSentinel(dir: string, name: string, masterPort: number): Promise<RedisProcess> {
+export async function startSentinel(dir: string, name: string, masterPort: number, extraConf = ''): Promise<RedisProcess> {
   const binary = findRedisServer();
   if (binary === undefined) throw new Error('redis-server is not on PATH: install it (apt-get install redis-server)');
   const port = await freePort();
   // A sentinel rewrites its config file: it must be a file of its own, writable.
   const conf = join(dir, `sentinel-${port}.conf`);
-  writeFileSync(conf, `port ${port}\nbind 127.0.0.1\ndir ${dir}\nsentinel monitor ${name} 127.0.0.1 ${masterPort} 1\n`);
+  writeFileSync(conf, `port ${port}\nbind 127.0.0.1\ndir ${dir}\nsentinel monitor ${name} 127.0.0.1 ${masterPort} 1\n${extraConf}`);
   const proc = startServiceProcess('redis-sentinel', binary, [conf, '--sentinel'], { cwd: dir, logPath: join(dir, `sentinel-${port}.log`) });
   running.push(proc);
   await waitUntil(`redis sentinel on port ${port}`, proc, () => accepts(port), 15_000);
