@@ -5,6 +5,7 @@ import { identityOf } from '../codec/frame.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { jsonSyntaxError } from '../errors/json-syntax.ts';
 import type { LineCounter } from './line-counter.ts';
 
 /**
@@ -57,8 +58,10 @@ export async function* readRequestFile(path: string, limits: CodecLimits, nowMs:
       let value: unknown;
       try {
         value = JSON.parse(text);
-      } catch (cause) {
-        yield { line, error: new FleetError('INVALID_MESSAGE', `line ${line} is not JSON: ${(cause as Error).message}`, { cause, details: { line } }) };
+      } catch (err) {
+        // V8's message may quote the line (a request's meta or data) around the bad token; RESULTS and stderr carry this one.
+        const cause = jsonSyntaxError(err);
+        yield { line, error: new FleetError('INVALID_MESSAGE', `line ${line} is not JSON: ${cause.message}`, { cause, details: { line } }) };
         continue;
       }
       yield parseEntry(value, line, limits, nowMs, 'line');
@@ -102,9 +105,10 @@ function readJsonFile(path: string): unknown {
   }
   try {
     return JSON.parse(withoutBom(text));
-  } catch (cause) {
+  } catch (err) {
+    const cause = jsonSyntaxError(err);
     const hint = /}\s*\n\s*{/.test(text) ? '; it looks like JSON Lines (one request per line): name it .jsonl' : '';
-    throw new FleetError('INVALID_ARGUMENT', `--file ${path} is not JSON: ${(cause as Error).message}; it holds one request as JSON, or an array of them${hint} (docs/producers.md)`, { cause });
+    throw new FleetError('INVALID_ARGUMENT', `--file ${path} is not JSON: ${cause.message}; it holds one request as JSON, or an array of them${hint} (docs/producers.md)`, { cause });
   }
 }
 

@@ -165,4 +165,16 @@ describe('request payloads in what the CLI prints', () => {
       worker.child.kill('SIGKILL');
     }
   }, 240_000);
+
+  it('publish --file: a data-set line that is not JSON is reported without quoting the line', async () => {
+    const tag = uniqueName('secrets-pub').replace(/[^A-Za-z0-9-]/g, '');
+    const kafka = kafkaSettings({ topicTemplate: `${tag}.{model}.requests.p{priority}`, repliesTemplate: `${tag}.{model}.replies`, dlqTemplate: `${tag}.{model}.dlq` });
+    const file = configFile({ transport: { kind: 'kafka', kafka }, models: ['mlp-classifier'] });
+    const data = join(tempDir('npu-fleet-secrets-data-'), 'data.jsonl');
+    writeFileSync(data, ['{"id":"l1","model":"mlp-classifier","meta":{"patient":SENTINEL-META}}', 'PAYLOADBYTES-RAW', ''].join('\n'));
+    const r = spawnSync(process.execPath, ['bin/npu-fleet.js', 'publish', '--config', file, '--file', data], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.stdout + r.stderr).toMatch(/line 1 is not JSON/);
+    expect(r.stdout + r.stderr).toMatch(/line 2 is not JSON/);
+    expectNowhere(r.stdout + r.stderr, ['SENTINEL', 'PAYLOA']);
+  }, 90_000);
 });
