@@ -1,6 +1,7 @@
 import { loadFleetConfig } from '../contracts/config-loader.ts';
 import { MAX_PRIORITY_LEVELS, MODEL_NAME_PATTERN } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { withoutJsonQuote } from '../errors/json-syntax.ts';
 import { createLogger } from '../observability/logger.ts';
 import { openDeadLetters, type DeadLetter, type DeadLetterQuery, type DeadLetters } from '../transport/index.ts';
 import { renderName } from '../transport/names.ts';
@@ -92,13 +93,14 @@ export function parseReasons(value: string): string[] {
   return reasons;
 }
 
+/** A record dead-lettered before 75d316a may hold V8's quote of its payload in its message: shown without it. */
 function describeLetter(l: DeadLetter): string {
   const at = Number.isFinite(l.deadAt) ? new Date(l.deadAt).toISOString() : '(time unknown)';
   const id = l.requestId === undefined ? 'no id' : `id ${l.requestId}`;
   const from = l.source === undefined ? 'source unknown' : `from ${l.source}${l.priority === undefined ? '' : ` p${l.priority}`}`;
   const replayed =
     l.purgedAt !== undefined ? ` (purged ${new Date(l.purgedAt).toISOString()})` : l.replayedAt === undefined ? '' : ` (replayed ${new Date(l.replayedAt).toISOString()})`;
-  return `  ${at}  ${l.reason.padEnd(16)} ${id}, ${from}, ${l.bytes} B: ${l.message.slice(0, 160)}  [${l.ref}]${replayed}`;
+  return `  ${at}  ${l.reason.padEnd(16)} ${id}, ${from}, ${l.bytes} B: ${withoutJsonQuote(l.message).slice(0, 160)}  [${l.ref}]${replayed}`;
 }
 
 /** `npu-fleet dlq purge --expired`: discards the matching records whose deadline passed (DeadLetters.purge). */
@@ -193,7 +195,7 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     if (sub === 'list') {
       const listing = await dl.list(query);
       if (values.json) {
-        out(JSON.stringify(listing));
+        out(JSON.stringify({ ...listing, letters: listing.letters.map((l) => ({ ...l, message: withoutJsonQuote(l.message) })) }));
         return 0;
       }
       const reasons = Object.entries(listing.byReason).sort((a, b) => b[1] - a[1]).map(([r, n]) => `${r} ${n}`);

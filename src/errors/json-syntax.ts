@@ -14,6 +14,15 @@ const QUOTED = /,?\s*(?:\.\.\.)?"[\s\S]*"(?:\.\.\.)?\s+is not valid JSON$/;
 export function jsonSyntaxError(err: unknown): SyntaxError {
   const message = err instanceof Error ? err.message : String(err);
   if (!QUOTED.test(message)) return err instanceof SyntaxError ? err : new SyntaxError(message);
+  return new SyntaxError(withoutJsonQuote(message));
+}
+
+/**
+ * `message` without a V8 JSON.parse quote at its end: also for messages already stored with one
+ * (dead letters written before the codec dropped it, which `dlq list` still shows).
+ */
+export function withoutJsonQuote(message: string): string {
+  if (!QUOTED.test(message)) return message;
   const left = message.replace(QUOTED, '');
-  return new SyntaxError(left === '' ? 'not valid JSON' : left);
+  return left === '' ? 'not valid JSON' : left;
 }

@@ -13,7 +13,9 @@ import { KafkaDeadLetters } from '../../../src/transport/kafka/kafka-dead-letter
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { spawnCli } from '../../helpers/spawn-cli.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
-import { makeRequest } from '../transport/conformance-kit.ts';
+import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
+import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
+import { Inbox, makeRequest, outcomeFor, startWith } from '../transport/conformance-kit.ts';
 import { kafkaSettings } from '../transport/kafka-harness.ts';
 
 const PASSWORD = 's3cr3t-SENTINEL';
@@ -177,4 +179,38 @@ describe('request payloads in what the CLI prints', () => {
     expect(r.stdout + r.stderr).toMatch(/line 2 is not JSON/);
     expectNowhere(r.stdout + r.stderr, ['SENTINEL', 'PAYLOA']);
   }, 90_000);
+
+  it('dlq list: a record dead-lettered before the codec dropped V8\'s quote is listed without the quoted text', async () => {
+    const model = uniqueName('oldquote').replace(/[^A-Za-z0-9-]/g, '');
+    const tag = uniqueName('secrets-old').replace(/[^A-Za-z0-9-]/g, '');
+    const kafka = kafkaSettings({ topicTemplate: `${tag}.{model}.requests.p{priority}`, repliesTemplate: `${tag}.{model}.replies`, dlqTemplate: `${tag}.{model}.dlq` });
+    const file = configFile({ transport: { kind: 'kafka', kafka }, models: ['mlp-classifier'] });
+    const t = new KafkaTransport(kafka, { partitions: 1, retries: 1 });
+    const producer = new KafkaProducer(kafka, { partitions: 1 });
+    try {
+      const inbox = new Inbox();
+      await startWith(t, model, inbox);
+      await producer.publish([makeRequest(model, 'old-1', 0)]);
+      const [d] = await inbox.waitFor(1, 30_000);
+      const o = outcomeFor(d!);
+      // What the worker wrote until 75d316a for a request whose JSON broke inside meta.
+      const message = 'message is neither an npu-fleet frame nor valid JSON: Unexpected token \'S\', ..."":{"note":SENTINEL-M"... is not valid JSON';
+      await t.settle([{ ...o, result: { ...o.result, status: 'invalid', outputs: undefined, error: { code: 'INVALID_MESSAGE', message } }, dlq: { reason: 'INVALID_MESSAGE', message } }]);
+      const dl = new KafkaDeadLetters(kafka);
+      try {
+        const deadline = Date.now() + 30_000;
+        while ((await dl.list({ model })).scanned < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 300));
+      } finally {
+        await dl.close();
+      }
+      for (const args of [[], ['--json']]) {
+        const r = spawnSync(process.execPath, ['bin/npu-fleet.js', 'dlq', 'list', '--config', file, '--model', model, ...args], { encoding: 'utf8', timeout: 60_000 });
+        expect(r.status, r.stderr).toBe(0);
+        expect(r.stdout).toContain("valid JSON: Unexpected token 'S'");
+        expectNowhere(r.stdout + r.stderr, ['SENTINEL']);
+      }
+    } finally {
+      await Promise.allSettled([t.close(), producer.close()]);
+    }
+  }, 120_000);
 });

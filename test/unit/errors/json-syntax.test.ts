@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeRequest, encodeRequest } from '../../../src/codec/index.ts';
-import { jsonSyntaxError } from '../../../src/errors/json-syntax.ts';
+import { jsonSyntaxError, withoutJsonQuote } from '../../../src/errors/json-syntax.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 
 function parseError(text: string): unknown {
@@ -17,6 +17,13 @@ describe('jsonSyntaxError', () => {
     expect(jsonSyntaxError(parseError('PAYLOADBYTES-RAW')).message).toBe("Unexpected token 'P'");
     expect(jsonSyntaxError(parseError('{"id":"a","meta":{"note":SENTINEL-META}}')).message).toBe("Unexpected token 'S'");
     expect(jsonSyntaxError(parseError('undefined')).message).toBe('not valid JSON');
+  });
+
+  it('withoutJsonQuote: a stored message (a dead letter written before the codec dropped the quote) loses it too', () => {
+    expect(withoutJsonQuote('message is neither an npu-fleet frame nor valid JSON: Unexpected token \'S\', ...":{"note":SENTINEL-M"... is not valid JSON')).toBe(
+      "message is neither an npu-fleet frame nor valid JSON: Unexpected token 'S'",
+    );
+    expect(withoutJsonQuote('inputs[0].name: "x" is not an input of m (inputs: input)')).toBe('inputs[0].name: "x" is not an input of m (inputs: input)');
   });
 
   it('leaves messages that quote nothing as they are', () => {
