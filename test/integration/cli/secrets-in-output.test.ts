@@ -84,6 +84,29 @@ describe('secrets in what the CLI prints', () => {
     expectNowhere(output, [PASSWORD]);
   }, 120_000);
 
+  it('npu-fleet start (supervised) with a wrong SASL password: its worker fails and is restarted, and neither prints the password', async () => {
+    const sasl = getServices().kafkaSasl;
+    const file = configFile({
+      transport: { kind: 'kafka', kafka: { brokers: sasl.brokers, groupId: uniqueName('secrets-start'), sasl: { mechanism: 'plain', username: sasl.username, password: PASSWORD } } },
+      devices: { count: 1, backend: 'sim' },
+      models: ['mlp-classifier'],
+      worker: { metricsPort: 0 },
+    });
+    const start = spawnCli(['start', '--config', file], { NPU_FLEET_DEVICE: 'sim', NPU_FLEET_LOG_LEVEL: 'debug' });
+    try {
+      const deadline = Date.now() + 90_000;
+      while (!/worker exited/.test(start.output()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+      expect(start.output()).toMatch(/refused the SASL login of transport\.kafka\.sasl/);
+      expect(start.output()).toMatch(/worker exited/);
+      expectNowhere(start.output(), [PASSWORD]);
+    } finally {
+      start.child.kill('SIGTERM');
+      const stopped = await Promise.race([start.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 30_000))]);
+      if (stopped === 'slow') start.child.kill('SIGKILL');
+    }
+    expectNowhere(start.output(), [PASSWORD]);
+  }, 150_000);
+
   it('TLS key material (transport.kafka.ssl.keyFile) the brokers cannot use is printed nowhere, debug logs on', async () => {
     const tls = getServices().kafkaTls;
     const dir = tempDir('npu-fleet-secrets-key-');
