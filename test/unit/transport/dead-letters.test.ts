@@ -27,7 +27,7 @@ describe('dead letters (pure parts)', () => {
     const o = { template: '{model}.requests.p{priority}', model: 'm', nowMs: 10_000, priorityRequired: true } as const;
     expect(replayTarget(letter('a', 'X', 1), o)).toEqual({ source: 'm.requests.p1', priority: 1 });
     expect(replayTarget({ ...letter('a', 'X', 1), source: 'n.requests.p1' }, o)).toEqual({ why: expect.stringMatching(/its source n\.requests\.p1 is not a request topic\/queue of m/) });
-    expect(replayTarget(letter('a', 'X', 1, 10_000), o)).toEqual({ why: expect.stringMatching(/its deadline passed at 1970-01-01T00:00:10\.000Z/) });
+    expect(replayTarget(letter('a', 'X', 1, 10_000), o)).toEqual({ expired: true, why: expect.stringMatching(/its deadline passed at 1970-01-01T00:00:10\.000Z; .*--refresh-deadline.*dlq purge --expired/) });
     expect(replayTarget(letter('a', 'X', 1, 10_001), o)).toEqual({ source: 'm.requests.p1', priority: 1 });
     // A record without a priority: the one given, else skipped where the broker needs one.
     const none = { ...letter('a', 'X', 1), priority: undefined };
@@ -70,7 +70,7 @@ describe('dead letters (pure parts)', () => {
       k.progress();
     }
     expect(sent).toEqual([0, 2, 4]);
-    expect(t.report()).toEqual({ scanned: 2, matched: 0, replayed: 2, skipped: [] });
+    expect(t.report()).toEqual({ scanned: 2, matched: 0, replayed: 2, skipped: [], alreadyReplayed: 0, passedOver: [], refreshed: [] });
   });
 
   it('checks the query before anything connects', () => {
