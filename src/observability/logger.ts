@@ -21,6 +21,25 @@ export const REDACTED_PATHS = [
   'result.outputs',
 ];
 
+/**
+ * Credentials (transport.kafka.sasl.password) are censored wherever a caller is likely to log the
+ * settings holding them (the password, sasl, kafka, transport, a whole config, under any key): no
+ * code path logs them today, and logs are kept and shipped far wider than the config. Only the
+ * first segment is a wildcard: a wildcard below it would walk every index of a Buffer found there.
+ */
+export const SECRET_PATHS = [
+  'password',
+  '*.password',
+  'sasl.password',
+  '*.sasl.password',
+  'kafka.sasl.password',
+  '*.kafka.sasl.password',
+  'transport.kafka.sasl.password',
+  '*.transport.kafka.sasl.password',
+];
+
+const SECRET_KEYS = new Set(['password']);
+
 export interface LoggerSetup {
   level?: LoggerOptions['level'];
   /** Where logs go; default stdout. Tests pass a stream to capture lines. */
@@ -59,7 +78,7 @@ export function createLogger(setup: LoggerSetup = {}): Logger {
   const options: LoggerOptions = {
     level: setup.level ?? process.env.NPU_FLEET_LOG_LEVEL ?? 'info',
     base: { pid: process.pid, ...setup.base },
-    redact: { paths: REDACTED_PATHS, censor: '[payload]' },
+    redact: { paths: [...REDACTED_PATHS, ...SECRET_PATHS], censor: (_value: unknown, path: string[]) => (SECRET_KEYS.has(path.at(-1) ?? '') ? '[secret]' : '[payload]') },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
   return pino(options, setup.destination ?? stdoutLogSink());
