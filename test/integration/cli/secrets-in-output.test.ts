@@ -107,6 +107,23 @@ describe('secrets in what the CLI prints', () => {
     expectNowhere(start.output(), [PASSWORD]);
   }, 150_000);
 
+  it('npu-fleet publish and dlq list with a wrong SASL password fail naming transport.kafka.sasl, and print it nowhere', async () => {
+    const sasl = getServices().kafkaSasl;
+    const file = configFile({
+      transport: { kind: 'kafka', kafka: { brokers: sasl.brokers, groupId: uniqueName('secrets-pub'), sasl: { mechanism: 'plain', username: sasl.username, password: PASSWORD } } },
+      models: ['mlp-classifier'],
+    });
+    for (const args of [
+      ['publish', '--config', file, '--model', 'mlp-classifier', '--count', '1'],
+      ['dlq', 'list', '--config', file, '--model', 'mlp-classifier'],
+    ]) {
+      const r = spawnSync(process.execPath, ['bin/npu-fleet.js', ...args], { encoding: 'utf8', timeout: 90_000, env: { ...process.env, NPU_FLEET_LOG_LEVEL: 'debug' } });
+      expect(r.status, r.stdout + r.stderr).not.toBe(0);
+      expect(r.stdout + r.stderr).toMatch(/SASL/);
+      expectNowhere(r.stdout + r.stderr, [PASSWORD]);
+    }
+  }, 200_000);
+
   it('TLS key material (transport.kafka.ssl.keyFile) the brokers cannot use is printed nowhere, debug logs on', async () => {
     const tls = getServices().kafkaTls;
     const dir = tempDir('npu-fleet-secrets-key-');
