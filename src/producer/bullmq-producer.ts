@@ -31,6 +31,7 @@ import type {
 } from './producer.ts';
 import { ReplyWorkers } from './bullmq-reply-workers.ts';
 import { ADD_TOKEN_OPTION, EarlierJobs } from './earlier-jobs.ts';
+import { OutageWatch } from './outage-watch.ts';
 import { privateInbox } from './private-inbox.ts';
 import { refuseAll, ReplyRouter } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
@@ -60,6 +61,8 @@ export class BullmqProducer implements Producer {
   private readonly replyWorkers: ReplyWorkers;
   private connection: Redis | undefined;
   private reachable: Promise<void> | undefined;
+  /** Publishes waiting on `connection` while Redis is away (whileReachable). */
+  private outage: OutageWatch | undefined;
   private inboxReady: Promise<void> | undefined;
   /** The inbox queue exists on Redis (its worker started): close() removes it. */
   private inboxOpened = false;
@@ -172,34 +175,17 @@ export class BullmqProducer implements Producer {
     const connection = this.connection;
     if (connection === undefined) return await work;
     const timeoutMs = this.settings.connectTimeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    let fail: (err: FleetError) => void = () => undefined;
-    const gone = new Promise<never>((_, reject) => (fail = reject));
-    const down = (): void => {
-      timer ??= setTimeout(() => {
-        fail(
-          new FleetError(
-            'TRANSPORT_ERROR',
-            `${redisWhere(this.settings)} has been unreachable for ${timeoutMs} ms (transport.bullmq.connectTimeoutMs); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
-            { retriable: true },
-          ),
-        );
-      }, timeoutMs);
-    };
-    const up = (): void => {
-      clearTimeout(timer);
-      timer = undefined;
-    };
-    connection.on('close', down);
-    connection.on('ready', up);
-    if (connection.status !== 'ready') down();
-    try {
-      return await Promise.race([work, gone]);
-    } finally {
-      clearTimeout(timer);
-      connection.off('close', down);
-      connection.off('ready', up);
-    }
+    this.outage ??= new OutageWatch(
+      connection,
+      timeoutMs,
+      () =>
+        new FleetError(
+          'TRANSPORT_ERROR',
+          `${redisWhere(this.settings)} has been unreachable for ${timeoutMs} ms (transport.bullmq.connectTimeoutMs); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
+          { retriable: true },
+        ),
+    );
+    return await this.outage.race(work);
   }
 
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], _options: PublishOptions = {}): Promise<void> {
