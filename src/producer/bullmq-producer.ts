@@ -301,19 +301,41 @@ export class BullmqProducer implements Producer {
     return this.closing;
   }
 
+  /**
+   * Bounded by about one connectTimeoutMs in all: a shutdown hook (SIGTERM, a 30 s grace) waited
+   * 2 x connectTimeoutMs with Redis away, the reply workers and then the inbox removal each waiting
+   * the whole bound. Broker work that Redis is not up for is skipped and logged instead.
+   */
   private async closeNow(): Promise<void> {
+    const deadline = Date.now() + this.settings.connectTimeoutMs;
     this.router.failAll(new FleetError('CLOSED', 'producer closed before the reply arrived'));
     this.earlier.close();
-    await this.replyWorkers.closeAll();
-    if (this.inboxOpened) {
-      // Bounded: with Redis away the command would wait for it forever (and close with it).
-      await withTimeout(this.openQueue(this.inbox).obliterate({ force: true }), this.settings.connectTimeoutMs, 'removing the inbox queue').catch((err: unknown) =>
-        this.options.logger?.warn({ err, queue: this.inbox }, 'could not remove the inbox queue; remove it with Queue.obliterate'),
-      );
-    }
+    await this.replyWorkers.closeAll(deadline - Date.now());
+    if (this.inboxOpened) await this.removeInbox(deadline);
     this.closed = true;
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
     this.queues.clear();
     this.connection?.disconnect();
+  }
+
+  /** The inbox queue, removed from Redis by `deadline` (epoch ms), else left there with a warning naming it. */
+  private async removeInbox(deadline: number): Promise<void> {
+    const leftBehind = (why: string, err?: unknown): void =>
+      this.options.logger?.warn(
+        { err, queue: this.inbox, prefix: this.settings.prefix },
+        `left the inbox queue ${this.inbox} on ${redisWhere(this.settings)} (${why}); remove it with Queue.obliterate({ force: true }) (the workers' sweep removes it only if a worker answered on it, replyTtlMs after the last answer)`,
+      );
+    const status = this.connection?.status;
+    if (status !== 'ready') {
+      // A command now would only wait for Redis: nothing to gain from spending the bound on it.
+      leftBehind(`the connection is ${status ?? 'gone'}, not ready`);
+      return;
+    }
+    const remainingMs = deadline - Date.now();
+    if (remainingMs <= 0) {
+      leftBehind('closing the reply workers took the whole of transport.bullmq.connectTimeoutMs');
+      return;
+    }
+    await withTimeout(this.openQueue(this.inbox).obliterate({ force: true }), remainingMs, 'removing the inbox queue').catch((err: unknown) => leftBehind('it did not go', err));
   }
 }

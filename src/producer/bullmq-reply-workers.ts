@@ -91,19 +91,27 @@ export class ReplyWorkers {
     return worker;
   }
 
-  async close(worker: Worker): Promise<void> {
+  /**
+   * Closes `worker` within `boundMs` (default connectTimeoutMs). With Redis away, a graceful close
+   * waits for it forever (BullMQ waits for the blocking connection to end, which a reconnecting
+   * ioredis client never does): past the bound, or at once when the worker's connection is not up,
+   * the connections are dropped and close goes on without waiting for them.
+   */
+  async close(worker: Worker, boundMs = this.o.settings.connectTimeoutMs): Promise<void> {
     const connection = this.workers.get(worker);
     this.workers.delete(worker);
     const closing = worker.close();
     let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), this.o.settings.connectTimeoutMs)));
+    const waitMs = connection?.status === 'ready' ? Math.max(0, boundMs) : 0;
+    const bound = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), waitMs)));
     try {
-      // With Redis away, a graceful close waits for it forever (BullMQ waits for the blocking
-      // connection to end, which a reconnecting ioredis client never does): past the bound the
-      // connections are dropped and close goes on without waiting for them.
       if ((await Promise.race([closing, bound])) === 'late') {
         closing.catch(() => undefined);
         void worker.disconnect().catch(() => undefined);
+        this.o.logger?.warn(
+          { queue: worker.name, redisStatus: connection?.status, waitedMs: waitMs },
+          'closed a reply worker without waiting for Redis: replies it had taken stay active on Redis until their lock lapses (5 s), then the next worker of the queue takes them',
+        );
       }
     } finally {
       clearTimeout(timer);
@@ -111,8 +119,8 @@ export class ReplyWorkers {
     }
   }
 
-  /** Every worker started and not yet closed. */
-  async closeAll(): Promise<void> {
-    await Promise.allSettled([...this.workers.keys()].map((w) => this.close(w)));
+  /** Every worker started and not yet closed, all within `boundMs`. */
+  async closeAll(boundMs?: number): Promise<void> {
+    await Promise.allSettled([...this.workers.keys()].map((w) => this.close(w, boundMs)));
   }
 }

@@ -4,7 +4,9 @@
 // shared one would break every other test file).
 import type { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
+import type { TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
 import { startKillableRedis } from '../../helpers/killable-redis.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
@@ -54,5 +56,40 @@ describe('bullmq producer with its redis-server SIGKILLed', () => {
     expect({ before, during, after }).toEqual({ before, during: { close: before.close + 1, ready: before.ready + 1 }, after: before });
     expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning').map((w) => w.message)).toEqual([]);
     expect(outcomes.every((o) => (o as { code?: unknown }).code === 'TRANSPORT_ERROR')).toBe(true);
+  }, 40_000);
+
+  it('close() returns within about one connectTimeoutMs, and logs what it left on Redis', async () => {
+    const redis = await startKillableRedis(tempDir('npu-fleet-bullmq-killed-'));
+    cleanup.push(() => redis.stop());
+    const lines: Array<{ level: string; msg: string; fields: Record<string, unknown> }> = [];
+    const logger: TransportLogger = {
+      warn: (o, msg) => void lines.push({ level: 'warn', msg, fields: o as Record<string, unknown> }),
+      info: (o, msg) => void lines.push({ level: 'info', msg, fields: o as Record<string, unknown> }),
+      error: (o, msg) => void lines.push({ level: 'error', msg, fields: o as Record<string, unknown> }),
+      debug: () => undefined,
+    };
+    const connectTimeoutMs = 4_000;
+    const producer = new BullmqProducer({ ...bullmqSettings({ redisUrl: redis.url }), connectTimeoutMs }, { logger, clientId: uniqueName('closing') });
+    cleanup.push(() => producer.close());
+    const model = uniqueName('close-killed');
+    // The inbox opens (its reply worker starts) and a subscription runs: both are for close() to end.
+    const timedOut = await producer.request(makeRequest(model, 'unanswered', 0), { timeoutMs: 300 }).then(() => undefined, (e: unknown) => e as FleetError);
+    expect(timedOut?.code).toBe('TIMEOUT');
+    const replies = uniqueName('replies');
+    await producer.subscribeReplies(replies, () => undefined);
+
+    redis.kill();
+    await new Promise((r) => setTimeout(r, 300));
+    const startedAt = Date.now();
+    await producer.close();
+    const tookMs = Date.now() - startedAt;
+    // Before: 2 x connectTimeoutMs and more (the reply workers, then the inbox queue, each waited the bound).
+    expect(tookMs, JSON.stringify(lines.map((l) => l.msg))).toBeLessThan(connectTimeoutMs + 2_000);
+    const leftBehind = lines.filter((l) => l.level === 'warn' && /left/.test(l.msg));
+    expect(leftBehind.map((l) => l.fields.queue)).toEqual(expect.arrayContaining([producer.inbox]));
+    expect(leftBehind.map((l) => l.msg).join('\n')).toMatch(/obliterate/);
+    // The reply workers were dropped, not closed with Redis: said too, per queue.
+    const dropped = lines.filter((l) => l.level === 'warn' && /closed a reply worker without waiting for Redis/.test(l.msg)).map((l) => l.fields.queue);
+    expect(dropped.sort()).toEqual([producer.inbox, replies].sort());
   }, 40_000);
 });
