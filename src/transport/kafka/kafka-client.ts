@@ -153,11 +153,19 @@ export interface EnsureTopicsOptions {
  * workers of a group to share them.
  */
 export async function ensureTopics(admin: Admin, topics: readonly string[], numPartitions: number, options: EnsureTopicsOptions = {}): Promise<void> {
-  // A freshly created topic's metadata can lag on a busy KRaft controller ("does not host this
-  // topic-partition", retriable): try again with backoff before calling it a failure.
+  return retryTopicCreation(() => ensureTopicsOnce(admin, topics, numPartitions, options));
+}
+
+/**
+ * `create` again, with backoff (0.2 s doubling, 6 tries), while it fails with a FleetError whose
+ * cause kafkajs calls retriable. A freshly created topic's metadata can lag on a busy KRaft
+ * controller: kafkajs's wait for its leaders then fails with "does not host this topic-partition"
+ * although the topic was made (asked again, the broker answers TOPIC_ALREADY_EXISTS).
+ */
+export async function retryTopicCreation<T>(create: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await ensureTopicsOnce(admin, topics, numPartitions, options);
+      return await create();
     } catch (err) {
       const cause = (err as FleetError).cause as { retriable?: boolean } | undefined;
       if (attempt >= 6 || cause?.retriable !== true) throw err;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Admin, Kafka, KafkaMessage } from 'kafkajs';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { kafkaError } from './kafka-client.ts';
+import { kafkaError, retryTopicCreation } from './kafka-client.ts';
 import type { OutgoingMessage } from './kafka-outcomes.ts';
 import { alignMarkerTopic, alterCommand, MARKER_RETENTION_MARGIN_MS, markerRetentionMs, markerTopicConfigs, readDlqRetention } from './marker-retention.ts';
 import { readRanges, topicRanges, type PartitionRanges } from './read-ranges.ts';
@@ -241,6 +241,10 @@ async function ensureMarkerTopic(admin: Admin, topic: string, dlqTopic: string, 
 
 /** Creates the marker topic with `configs`; a concurrent replay creating it first is fine. Its partition count. */
 async function createMarkerTopic(admin: Admin, topic: string, partitions: number, configs: Readonly<Record<string, string>>): Promise<number> {
+  return retryTopicCreation(() => createMarkerTopicOnce(admin, topic, partitions, configs));
+}
+
+async function createMarkerTopicOnce(admin: Admin, topic: string, partitions: number, configs: Readonly<Record<string, string>>): Promise<number> {
   try {
     await admin.createTopics({
       topics: [{ topic, numPartitions: partitions, configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })) }],
