@@ -1,9 +1,19 @@
 import { defineConfig } from 'vitest/config';
 
-// Two groups run one after the other: everything else in parallel, then the end-to-end fleet
-// tests one file at a time. Those tests time real latencies (priority p99, drains) on a 2-core
-// machine, so they must not share it with the parallel suites.
+// Three groups run one after the other. First, most files two at a time: they spend most of their
+// time waiting on brokers, child processes and timers, so a 2-core machine runs two of them in
+// about the time of one. Then the integration files that time real latencies (a priority p99, a
+// signal a few hundred ms after spawn), one at a time. Last, the end-to-end fleet tests one file at
+// a time: they time real latencies (priority p99, drains) and must not share the machine.
 const shared = { testTimeout: 60_000, hookTimeout: 120_000, pool: 'forks' as const };
+
+/** Suite files whose assertions time real latencies: run alone, after the parallel group. */
+const TIMED = [
+  'test/integration/transport/kafka-transport.test.ts',
+  'test/integration/cli/load-command.test.ts',
+  'test/integration/cli/start-up-signals.test.ts',
+  'test/native/event-loop.test.ts',
+];
 
 export default defineConfig({
   test: {
@@ -15,8 +25,18 @@ export default defineConfig({
           ...shared,
           name: 'suite',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/e2e/**', '**/node_modules/**'],
+          exclude: ['test/e2e/**', '**/node_modules/**', ...TIMED],
+          maxWorkers: 2,
           sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        test: {
+          ...shared,
+          name: 'timed',
+          include: TIMED,
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
         },
       },
       {
@@ -25,7 +45,7 @@ export default defineConfig({
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
           fileParallelism: false,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 2 },
         },
       },
     ],
