@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { closeSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, ftruncateSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { FleetConfig } from '../contracts/fleet-config.ts';
+import type { BullmqSettings, FleetConfig } from '../contracts/fleet-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { predecessorNotePath } from './predecessor-note.ts';
 
 /** A request the previous worker of this device had in flight when it died (InflightJournal.takeCrashHints). */
 export interface CrashHint {
@@ -186,11 +187,63 @@ export class InflightJournal {
  * network volume): in one file they overwrote each other's batches, and the worker restarted after
  * a crash counted another machine's requests as its suspects instead of its own. The memory broker
  * has none: its work dies with the process.
+ *
+ * On BullMQ a journal found under the name earlier versions gave it (the hash of the whole
+ * redisUrl, password included) is moved here, with its owner note, when none is here yet: the
+ * upgrade keeps a crashed worker's record.
  */
 export function inflightJournalPath(config: FleetConfig, deviceId: number, host = hostname()): string | undefined {
   const t = config.transport;
   if (t.kind === 'memory') return undefined;
-  const fleet = t.kind === 'kafka' ? `kafka|${[...t.kafka.brokers].sort().join(',')}|${t.kafka.groupId}` : `bullmq|${t.bullmq.redisUrl}|${t.bullmq.prefix}`;
+  const fleet = t.kind === 'kafka' ? `kafka|${[...t.kafka.brokers].sort().join(',')}|${t.kafka.groupId}` : `bullmq|${redisIdentity(t.bullmq)}|${t.bullmq.prefix}`;
+  const dir = config.worker.journalDir || tmpdir();
+  const path = join(dir, journalFileName(fleet, host, deviceId));
+  if (t.kind !== 'bullmq') return path;
+  return adoptLegacyJournal(join(dir, journalFileName(`bullmq|${t.bullmq.redisUrl}|${t.bullmq.prefix}`, host, deviceId)), path);
+}
+
+function journalFileName(fleet: string, host: string, deviceId: number): string {
   const id = createHash('sha256').update(`${fleet}|${host}`).digest('hex').slice(0, 16);
-  return join(config.worker.journalDir || tmpdir(), `npu-fleet-${id}-device-${deviceId}.inflight.json`);
+  return `npu-fleet-${id}-device-${deviceId}.inflight.json`;
+}
+
+/**
+ * Which Redis a fleet uses, without its login: host, port and db (or the Sentinel master name and
+ * its sentinels, the URL's host then not being dialled). The journal was named by the whole
+ * redisUrl, so rotating the Redis password moved it, and the worker started after a crash
+ * before the rotation no longer found its crash-suspect record (a poison input crash-looped on).
+ */
+function redisIdentity(bullmq: Pick<BullmqSettings, 'redisUrl' | 'sentinel'>): string {
+  let url: URL;
+  try {
+    url = new URL(bullmq.redisUrl);
+  } catch {
+    // ioredis refuses such a URL at start anyway; the name still must not carry a password.
+    return bullmq.redisUrl.replace(/\/\/[^@/]*@/, '//');
+  }
+  // As ioredis reads it: the path's db, else a db= parameter.
+  const db = url.pathname.replace(/^\//, '') || url.searchParams.get('db') || '0';
+  const s = bullmq.sentinel;
+  const where = s === undefined ? `${url.hostname.toLowerCase()}:${url.port || '6379'}` : `sentinel:${s.name}@${[...s.sentinels].map((h) => h.toLowerCase()).sort().join(',')}`;
+  return `${where}/${Number.isNaN(Number(db)) ? db : Number(db)}`;
+}
+
+/**
+ * `path`, after moving the journal and owner note at `legacy` there when `path` holds none (best
+ * effort: a move that fails keeps the legacy name, still readable where it is). Once moved,
+ * nothing is left at `legacy`, so later starts find only `path`.
+ */
+function adoptLegacyJournal(legacy: string, path: string): string {
+  if (legacy === path || !existsSync(legacy) || existsSync(path)) return path;
+  try {
+    renameSync(legacy, path);
+  } catch {
+    return legacy;
+  }
+  try {
+    if (existsSync(predecessorNotePath(legacy)) && !existsSync(predecessorNotePath(path))) renameSync(predecessorNotePath(legacy), predecessorNotePath(path));
+  } catch {
+    // The note only spares the jobs of a dead predecessor their lock timeout: without it they come back later.
+  }
+  return path;
 }

@@ -1,10 +1,12 @@
-import fs, { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import fs, { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { InflightJournal, inflightJournalPath, readInflightJournal, type CrashHint } from '../../../src/runtime/inflight-journal.ts';
+import { predecessorNotePath } from '../../../src/runtime/predecessor-note.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 /** A crash hint of a batch that did not hang. */
@@ -203,5 +205,57 @@ describe('InflightJournal', () => {
     // None at all is a first start, not a fault.
     expect(new InflightJournal(join(dir, 'none.json')).takeCrashHints((reason) => reasons.push(reason))).toEqual(new Map());
     expect(reasons).toHaveLength(1);
+  });
+
+  it('on BullMQ, is named by where Redis is (host, port, db, prefix), not by the login: a password rotation keeps the journal', () => {
+    const dir = tempDir('npu-fleet-journal-');
+    const at = (redisUrl: string, prefix = 'p', sentinel?: { name: string; sentinels: string[] }): string | undefined =>
+      inflightJournalPath(parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl, prefix, ...(sentinel === undefined ? {} : { sentinel }) } }, worker: { journalDir: dir } }), 0, 'node-a');
+    const path = at('redis://:old-secret@redis.example:6380/2');
+    expect(path).toMatch(/npu-fleet-[0-9a-f]{16}-device-0\.inflight\.json$/);
+    // Before: each of these moved the journal, so the worker after a password rotation lost the crash-suspect record.
+    expect(at('redis://:new-secret@redis.example:6380/2')).toBe(path);
+    expect(at('redis://fleet:new-secret@redis.example:6380/2')).toBe(path);
+    expect(at('redis://redis.example:6380/2')).toBe(path);
+    expect(at('rediss://:new-secret@REDIS.example:6380/2')).toBe(path);
+    expect(at('redis://redis.example:6380/2?password=other')).toBe(path);
+    // Another Redis, database or prefix is another fleet.
+    for (const other of [at('redis://redis-2.example:6380/2'), at('redis://redis.example:6379/2'), at('redis://redis.example:6380/3'), at('redis://redis.example:6380/2', 'q')]) {
+      expect(other).not.toBe(path);
+    }
+    expect(at('redis://redis.example/0')).toBe(at('redis://redis.example:6379'));
+    // Sentinel: the master name and its sentinels say where, not the URL's host (never dialled).
+    const s = { name: 'mymaster', sentinels: ['s1:26379', 's2:26379'] };
+    const viaSentinels = at('redis://:old@ignored/2', 'p', s);
+    expect(viaSentinels).not.toBe(path);
+    expect(at('redis://:new@other-host/2', 'p', { ...s, sentinels: ['s2:26379', 's1:26379'] })).toBe(viaSentinels);
+    expect(at('redis://:new@ignored/2', 'p', { ...s, name: 'other' })).not.toBe(viaSentinels);
+    expect(at('redis://:new@ignored/2', 'p', { ...s, sentinels: ['s3:26379'] })).not.toBe(viaSentinels);
+    expect(at('redis://:new@ignored/3', 'p', s)).not.toBe(viaSentinels);
+  });
+
+  it('on BullMQ, takes over the journal (and owner note) a version naming it by the whole redisUrl left, once', () => {
+    const dir = tempDir('npu-fleet-journal-');
+    const redisUrl = 'redis://:secret@127.0.0.1:6379/0';
+    const config = parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl, prefix: 'p' } }, worker: { journalDir: dir } });
+    // The name earlier versions gave it: the hash of the whole URL, password included.
+    const legacyId = createHash('sha256').update(`bullmq|${redisUrl}|p|node-a`).digest('hex').slice(0, 16);
+    const legacy = join(dir, `npu-fleet-${legacyId}-device-0.inflight.json`);
+    const old = new InflightJournal(legacy);
+    old.record(['[["q/1",2]]']);
+    old.close();
+    writeFileSync(predecessorNotePath(legacy), JSON.stringify({ pid: 1, host: 'node-a', note: 'n' }));
+
+    const path = inflightJournalPath(config, 0, 'node-a');
+    expect(path).not.toBe(legacy);
+    expect(existsSync(legacy)).toBe(false);
+    expect(existsSync(predecessorNotePath(legacy))).toBe(false);
+    expect(readFileSync(predecessorNotePath(path!), 'utf8')).toContain('"note":"n"');
+    expect(new InflightJournal(path!).takeCrashHints()).toEqual(new Map([['q/1', h(2)]]));
+    // A journal already under the new name is never replaced by an old one.
+    writeFileSync(legacy, 'stale');
+    expect(inflightJournalPath(config, 0, 'node-a')).toBe(path);
+    expect(readInflightJournal(path!)).toEqual({ batches: [] });
+    expect(readFileSync(legacy, 'utf8')).toBe('stale');
   });
 });
