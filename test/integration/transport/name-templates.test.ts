@@ -4,7 +4,7 @@
 // template without {priority} (one topic per model for all its priorities) is supported.
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { transportFor } from '../../../src/cli/worker-deps.ts';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import type { FleetConfig } from '../../../src/contracts/fleet-config.ts';
@@ -15,6 +15,7 @@ import { createProducer } from '../../../src/producer/index.ts';
 import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
 import { createTransport, KafkaDeadLetters } from '../../../src/transport/index.ts';
 import type { Delivery } from '../../../src/transport/transport.ts';
+import { orderedCleanups } from '../../helpers/ordered-cleanups.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { until } from '../../helpers/until.ts';
@@ -22,13 +23,7 @@ import { until } from '../../helpers/until.ts';
 const MLP = 'mlp-classifier';
 const CNN = 'small-cnn';
 
-let worker: RunningWorker | undefined;
-const closers: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  await worker?.stop();
-  worker = undefined;
-  for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
-});
+const closers = orderedCleanups();
 
 function mlp(id: string, priority: number, replyTo: string): RequestEnvelope {
   return { id, model: MLP, priority, createdAt: Date.now(), replyTo, inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data: new Uint8Array(64 * 4) }] };
@@ -56,7 +51,8 @@ function fleetConfig(tag: string, topicTemplate: string, models: string[]): Flee
 
 async function startWorker(config: FleetConfig): Promise<RunningWorker> {
   const log = createLogger({ level: 'silent' });
-  worker = await runWorker(config, 0, { artifact: 'onnx', openDevice: (id) => openDevice(id), createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+  const worker = await runWorker(config, 0, { artifact: 'onnx', openDevice: (id) => openDevice(id), createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+  closers.push(() => worker.stop());
   return worker;
 }
 
