@@ -7,6 +7,8 @@ import { freePort, startServiceProcess, waitUntil } from './service-process.ts';
 export interface KillableRedis {
   readonly url: string;
   kill(): void;
+  /** SIGSTOP: its connections stay open and nothing answers (a hung host), so a client sees no close. */
+  freeze(): void;
   stop(): Promise<void>;
 }
 
@@ -30,6 +32,9 @@ export async function startKillableRedis(dir: string): Promise<KillableRedis> {
     url,
     kill: () => {
       if (pid !== undefined) process.kill(-pid, 'SIGKILL');
+    },
+    freeze: () => {
+      if (pid !== undefined) process.kill(-pid, 'SIGSTOP');
     },
     stop: () => proc.stop(500),
   };

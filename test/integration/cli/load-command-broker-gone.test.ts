@@ -25,7 +25,7 @@ const EXIT_WITHIN_MS = DRAIN_MS + 10_000;
  * A load on BullMQ with transport.bullmq.connectTimeoutMs left at its default (15 s): a few requests
  * out, then its redis-server SIGKILLed. Returns the running child.
  */
-async function loadWithRedisKilled(): Promise<ReturnType<typeof spawnCli>> {
+async function loadWithRedisKilled(how: 'kill' | 'freeze' = 'kill'): Promise<ReturnType<typeof spawnCli>> {
   const dir = tempDir('npu-fleet-loadgone-');
   const redis = await startKillableRedis(dir);
   cleanup.push(() => redis.stop());
@@ -37,7 +37,8 @@ async function loadWithRedisKilled(): Promise<ReturnType<typeof spawnCli>> {
   const run = spawnCli(['load', '--config', configFile, '--model', 'mlp-classifier', '--rate', '20', '--drain-ms', String(DRAIN_MS), '--deadline-ms', '5000'], { NPU_FLEET_DEVICE: 'sim' });
   cleanup.push(() => void run.child.kill('SIGKILL'));
   await until(() => /sent [1-9]\d*\/s/.test(run.output()), 30_000, 'a progress line with requests sent');
-  redis.kill();
+  if (how === 'kill') redis.kill();
+  else redis.freeze();
   // Requests sent into the dead connection too, as a real outage would have them.
   await new Promise((r) => setTimeout(r, 1_000));
   return run;
@@ -58,11 +59,13 @@ describe('npu-fleet load with its Redis killed', () => {
     expect(result, `${tookMs} ms after SIGTERM:\n${out.slice(-3000)}`).toEqual({ code: 1, signal: null });
     expect(out).toMatch(/stopped by SIGTERM: sent \d+, \d+ without a reply after --drain-ms/);
     expect(out).toMatch(/no request was answered/);
-    expect(out).toMatch(/closing the bullmq producer did not finish \(is the broker reachable\?\): abandoned after 5 s/);
+    // The producer's close is bounded by itself (a connection that is not up is not waited for): the CLI's 5 s bound is not reached.
+    expect(out).not.toMatch(/closing the bullmq producer did not finish/);
   });
 
   it('a second SIGTERM while the producer closes ends it at once', { timeout: 90_000 }, async () => {
-    const run = await loadWithRedisKilled();
+    // Frozen, not killed: the connections stay up, so the producer's close waits for Redis (up to connectTimeoutMs).
+    const run = await loadWithRedisKilled('freeze');
     run.child.kill('SIGTERM');
     // The summary is printed before the close begins.
     await until(() => /stopped by SIGTERM/.test(run.output()), DRAIN_MS + 10_000, 'the summary line');

@@ -47,6 +47,7 @@ describe('npu-fleet publish --await with its Redis killed', () => {
     const out = run.output();
     expect(result, `${Date.now() - termAt} ms after SIGTERM:\n${out.slice(-3000)}`).toEqual({ code: 130, signal: null });
     expect(out).toMatch(/interrupted by SIGTERM after 0 of 2 result\(s\)/);
-    expect(out).toMatch(/closing the bullmq producer did not finish \(is the broker reachable\?\): abandoned after 5 s/);
+    // The producer's close is bounded by itself (a connection that is not up is not waited for): the CLI's 5 s bound is not reached.
+    expect(out).not.toMatch(/closing the bullmq producer did not finish/);
   });
 });
