@@ -92,4 +92,23 @@ describe('bullmq producer with its redis-server SIGKILLed', () => {
     const dropped = lines.filter((l) => l.level === 'warn' && /closed a reply worker without waiting for Redis/.test(l.msg)).map((l) => l.fields.queue);
     expect(dropped.sort()).toEqual([producer.inbox, replies].sort());
   }, 40_000);
+
+  it('close() with Redis frozen (SIGSTOP: connections up, nothing answers) also returns within about one connectTimeoutMs', async () => {
+    const redis = await startKillableRedis(tempDir('npu-fleet-bullmq-frozen-'));
+    cleanup.push(() => redis.stop());
+    const left: string[] = [];
+    const logger: TransportLogger = { warn: (_o, msg) => void left.push(msg), info: () => undefined, error: () => undefined, debug: () => undefined };
+    const connectTimeoutMs = 3_000;
+    const producer = new BullmqProducer({ ...bullmqSettings({ redisUrl: redis.url }), connectTimeoutMs }, { logger, clientId: uniqueName('frozen') });
+    cleanup.push(() => producer.close());
+    const timedOut = await producer.request(makeRequest(uniqueName('close-frozen'), 'unanswered', 0), { timeoutMs: 300 }).then(() => undefined, (e: unknown) => e as FleetError);
+    expect(timedOut?.code).toBe('TIMEOUT');
+
+    redis.freeze();
+    const startedAt = Date.now();
+    await producer.close();
+    const tookMs = Date.now() - startedAt;
+    expect(tookMs, JSON.stringify(left)).toBeLessThan(connectTimeoutMs + 2_000);
+    expect(left.join('\n')).toMatch(new RegExp(`left the inbox queue ${producer.inbox.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+  }, 40_000);
 });
