@@ -1,4 +1,5 @@
 import { pino, type Logger, type LoggerOptions } from 'pino';
+import { redactUrl } from '../errors/redact-url.ts';
 
 export type { Logger } from 'pino';
 
@@ -40,6 +41,45 @@ export const SECRET_PATHS = [
 
 const SECRET_KEYS = new Set(['password']);
 
+/** What pino's err serializer makes an Error into (its own fields are what is printed). */
+const SERIALIZED_ERROR_PROTO: unknown = Object.getPrototypeOf(pino.stdSerializers.err(new Error('probe')));
+
+/** Deep enough for a whole fleet config; below it values are logged as they are. */
+const URL_SCRUB_MAX_DEPTH = 8;
+
+/**
+ * A copy of `value` with the login of every URL in its strings censored (redactUrl), or `value`
+ * itself when none holds one: a URL with a password (transport.bullmq.redisUrl, a proxy) may sit
+ * under any key, in a message or in an error, where SECRET_PATHS cannot name it. A URL object
+ * becomes its censored href (as logged it was its href; its getters also threw in the censor of
+ * SECRET_PATHS). An Error under the `err` key is left to the err serializer (it reads the message,
+ * stack and causes); under any other key it becomes what JSON would print of it (its own fields).
+ */
+function scrubUrls(value: unknown, depth: number, key?: string): unknown {
+  if (typeof value === 'string') return redactUrl(value);
+  if (typeof value !== 'object' || value === null || depth >= URL_SCRUB_MAX_DEPTH) return value;
+  if (value instanceof URL) return redactUrl(value.href);
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return value;
+  if (value instanceof Error) return key === 'err' ? value : scrubUrls({ ...value }, depth + 1);
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    value.forEach((item: unknown, i) => {
+      const scrubbed = scrubUrls(item, depth + 1);
+      if (scrubbed !== item) (copy ??= [...value])[i] = scrubbed;
+    });
+    return copy ?? value;
+  }
+  const proto: unknown = Object.getPrototypeOf(value);
+  // Other classes are left as they are: what JSON prints of them (a Date's toJSON) a copy would lose.
+  if (proto !== Object.prototype && proto !== null && proto !== SERIALIZED_ERROR_PROTO) return value;
+  let copy: Record<string, unknown> | undefined;
+  for (const [k, item] of Object.entries(value)) {
+    const scrubbed = scrubUrls(item, depth + 1, k);
+    if (scrubbed !== item) (copy ??= { ...value })[k] = scrubbed;
+  }
+  return copy ?? value;
+}
+
 export interface LoggerSetup {
   level?: LoggerOptions['level'];
   /** Where logs go; default stdout. Tests pass a stream to capture lines. */
@@ -79,6 +119,14 @@ export function createLogger(setup: LoggerSetup = {}): Logger {
     level: setup.level ?? process.env.NPU_FLEET_LOG_LEVEL ?? 'info',
     base: { pid: process.pid, ...setup.base },
     redact: { paths: [...REDACTED_PATHS, ...SECRET_PATHS], censor: (_value: unknown, path: string[]) => (SECRET_KEYS.has(path.at(-1) ?? '') ? '[secret]' : '[payload]') },
+    formatters: { log: (object) => scrubUrls(object, 0) as Record<string, unknown> },
+    serializers: { err: (err: unknown) => scrubUrls(pino.stdSerializers.err(err as Error), 0) },
+    hooks: {
+      // The message and its %s arguments: a URL put into the text rather than into a field.
+      logMethod(args, method) {
+        method.apply(this, args.map((a: unknown) => (typeof a === 'string' ? redactUrl(a) : a)) as Parameters<typeof method>);
+      },
+    },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
   return pino(options, setup.destination ?? stdoutLogSink());
