@@ -1,3 +1,5 @@
+import { redactUrl } from './redact-url.ts';
+
 /**
  * The one error class of npu-fleet. Every failure that crosses a module boundary is a FleetError
  * with a stable `code` (safe to alert and branch on), a `retriable` flag (may the same work succeed
@@ -53,7 +55,10 @@ export class FleetError extends Error {
   readonly details: Record<string, unknown>;
 
   constructor(code: ErrorCode, message: string, options: FleetErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    // A message built with a URL (transport.bullmq.redisUrl, a proxy) names where, never the login:
+    // FleetErrors go into logs, result envelopes, DLQ records and what the CLI prints.
+    super(redactUrl(message), options.cause === undefined ? undefined : { cause: options.cause });
+    censorUrlsOfCauses(options.cause);
     this.code = code;
     this.retriable = options.retriable ?? ERROR_CODES[code];
     this.details = options.details ?? {};
@@ -73,5 +78,34 @@ export class FleetError extends Error {
     if (value instanceof FleetError) return value;
     const message = value instanceof Error ? value.message : String(value);
     return new FleetError(code, message, { cause: value });
+  }
+}
+
+/** Fields of an error that Node prints and may quote a URL: ERR_INVALID_URL keeps the whole text as `input`. */
+const QUOTING_FIELDS = ['message', 'stack', 'input'] as const;
+const CAUSES_MAX = 8;
+
+/**
+ * The causes a FleetError keeps, with the login of a URL they quote censored in place: a caller
+ * logging the cause, or Node printing an uncaught FleetError (causes and their fields included),
+ * would show it. ioredis throws Node's URL error, the URL in `input`, for a redisUrl it cannot
+ * parse; the same error object is nobody else's by then.
+ */
+function censorUrlsOfCauses(cause: unknown): void {
+  let at = cause;
+  for (let i = 0; i < CAUSES_MAX && typeof at === 'object' && at !== null && !(at instanceof FleetError); i++) {
+    const fields = at as Record<string, unknown>;
+    for (const field of QUOTING_FIELDS) {
+      const text = Object.prototype.hasOwnProperty.call(fields, field) ? fields[field] : undefined;
+      if (typeof text !== 'string') continue;
+      const censored = redactUrl(text);
+      if (censored === text) continue;
+      try {
+        fields[field] = censored;
+      } catch {
+        // A frozen error cannot be censored; it keeps what it says.
+      }
+    }
+    at = fields.cause;
   }
 }

@@ -10,10 +10,14 @@ const USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s"']*)@/gi;
 
 export const REDACTED_PASSWORD = '***';
 
+/** The placeholders of the hints that show how to write a URL (redis://[user:password@]host:port): no login to hide. */
+const PLACEHOLDER_USERINFO = new Set(['user:password', '[user:password', ':password']);
+
 export function redactUrl(text: string): string {
   // Most text holds no URL: one scan for the scheme separator first.
   if (!text.includes('://') || !text.includes('@')) return text;
-  return text.replace(USERINFO, (_match: string, scheme: string, userinfo: string) => {
+  return text.replace(USERINFO, (match: string, scheme: string, userinfo: string) => {
+    if (PLACEHOLDER_USERINFO.has(userinfo)) return match;
     const colon = userinfo.indexOf(':');
     return colon < 0 ? `${scheme}${REDACTED_PASSWORD}@` : `${scheme}${userinfo.slice(0, colon)}:${REDACTED_PASSWORD}@`;
   });

@@ -20,3 +20,11 @@ describe('redactUrl', () => {
     }
   });
 });
+
+describe('redactUrl: the hints that show how to write a URL', () => {
+  it('keep their placeholders', () => {
+    for (const hint of ['write it as redis://[user:password@]host:port[/db]', '(redis://user:password@host:port; a password alone: redis://:password@host:port)']) {
+      expect(redactUrl(hint)).toBe(hint);
+    }
+  });
+});
