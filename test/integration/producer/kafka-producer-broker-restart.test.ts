@@ -1,19 +1,12 @@
 // A producer's reply subscription on Kafka across a broker restart: kafkajs restarts its consumer as
 // a new group member, and the restarted coordinator held that member's join until the old member's
 // 30 s session expired, so replies reached the client only then. The broker is this test's own.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
-import { transportFor } from '../../../src/cli/worker-deps.ts';
-import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { createProducer } from '../../../src/producer/index.ts';
-import { runWorker } from '../../../src/runtime/worker-process.ts';
-import { startLocalKafka } from '../../helpers/local-kafka-service.ts';
 import { mlpRequest } from '../../helpers/mlp-request.ts';
 import { orderedCleanups } from '../../helpers/ordered-cleanups.ts';
+import { replyAfterBrokerBack, startOwnKafkaWorker } from '../../helpers/own-kafka-worker.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { until } from '../../helpers/until.ts';
 
@@ -22,22 +15,11 @@ const cleanups = orderedCleanups();
 
 describe('kafka reply subscription across a broker restart', () => {
   it('replies reach the subscriber within seconds of the broker coming back, not after its 30 s session', async () => {
-    const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-producer-restart-kafka-')));
-    cleanups.push(() => kafka.stop());
-    process.env.NPU_FLEET_DEVICE = 'sim';
-    const log = createLogger({ level: 'silent' });
-    const config = parseFleetConfig({
-      transport: { kind: 'kafka', kafka: { brokers: kafka.brokers, groupId: uniqueName('producer-restart'), sessionTimeoutMs: 6_000 } },
-      devices: { count: 1, backend: 'sim' },
-      models: ['mlp-classifier'],
-      worker: { metricsPort: 0 },
-    });
-    const worker = await runWorker(config, 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
-    cleanups.push(() => worker.stop());
+    const { kafka, kafkaSettings, worker } = await startOwnKafkaWorker('producer-restart', cleanups);
     // The producer's errors kept: kafkajs's restart of its reply consumer is waited for by its line.
     const producerLines: string[] = [];
     const producerLog = createLogger({ level: 'error', destination: { write: (line: string) => void producerLines.push(line) } });
-    const producer = createProducer(config.transport, { log: producerLog });
+    const producer = createProducer({ kind: 'kafka', kafka: kafkaSettings }, { log: producerLog });
     cleanups.push(() => producer.close());
     const replyTo = uniqueName('producer-restart-replies');
     const answered = new Set<string>();
@@ -56,17 +38,7 @@ describe('kafka reply subscription across a broker restart', () => {
     console.log(`[producer-restart kafka] down ${Date.now() - downAt} ms`);
     await kafka.restart({});
     const backAt = Date.now();
-    for (;;) {
-      try {
-        await producer.publish([mlpRequest('after', replyTo)]);
-        break;
-      } catch (err) {
-        if (Date.now() - backAt > 30_000) throw err;
-        await new Promise((r) => setTimeout(r, 500));
-      }
-    }
-    while (!answered.has('after') && Date.now() - backAt < 60_000) await new Promise((r) => setTimeout(r, 100));
-    const afterMs = Date.now() - backAt;
+    const afterMs = await replyAfterBrokerBack(producer, mlpRequest('after', replyTo), answered, backAt);
     console.log(`[producer-restart kafka] reply ${answered.has('after') ? '' : 'NOT '}received ${afterMs} ms after the broker was back`);
     expect(answered.has('after')).toBe(true);
     expect(afterMs).toBeLessThan(15_000);

@@ -6,19 +6,12 @@
 // given up (3 attempts in ~0.6 s) before the coordinator took it. Here LeaveGroup requests are cut
 // (connection reset: retriable, as the coordinator's not-available answers are) for the first 3 s
 // after the broker is back. The broker is this test's own.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
-import { transportFor } from '../../../src/cli/worker-deps.ts';
-import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { KafkaProducer } from '../../../src/producer/index.ts';
-import { runWorker } from '../../../src/runtime/worker-process.ts';
-import { startLocalKafka } from '../../helpers/local-kafka-service.ts';
 import { mlpRequest } from '../../helpers/mlp-request.ts';
 import { orderedCleanups } from '../../helpers/ordered-cleanups.ts';
+import { replyAfterBrokerBack, startOwnKafkaWorker } from '../../helpers/own-kafka-worker.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { until } from '../../helpers/until.ts';
 import { requestSniffingFactory } from '../transport/produce-sniffer.ts';
@@ -32,19 +25,7 @@ const COORDINATOR_LATE_MS = 3_000;
 
 describe('kafka reply subscription across a broker restart whose coordinator is late', () => {
   it('replies reach the subscriber within seconds, though the first LeaveGroups of its old member fail', async () => {
-    const kafka = await startLocalKafka(mkdtempSync(join(tmpdir(), 'npu-fleet-producer-late-coordinator-kafka-')));
-    cleanups.push(() => kafka.stop());
-    process.env.NPU_FLEET_DEVICE = 'sim';
-    const log = createLogger({ level: 'silent' });
-    const config = parseFleetConfig({
-      transport: { kind: 'kafka', kafka: { brokers: kafka.brokers, groupId: uniqueName('producer-late-coordinator'), sessionTimeoutMs: 6_000 } },
-      devices: { count: 1, backend: 'sim' },
-      models: ['mlp-classifier'],
-      worker: { metricsPort: 0 },
-    });
-    if (config.transport.kind !== 'kafka') throw new Error('kafka transport expected');
-    const worker = await runWorker(config, 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
-    cleanups.push(() => worker.stop());
+    const { kafka, kafkaSettings, worker } = await startOwnKafkaWorker('producer-late-coordinator', cleanups);
 
     let refuseLeaveUntil = 0;
     let leavesRefused = 0;
@@ -61,7 +42,7 @@ describe('kafka reply subscription across a broker restart whose coordinator is 
     // The subscriber's default session (30 s): the worker's is 6 s, so only the subscriber is timed.
     const producerLines: string[] = [];
     const producerLog = createLogger({ level: 'info', destination: { write: (line: string) => void producerLines.push(line) } });
-    const producer = new KafkaProducer({ ...config.transport.kafka, sessionTimeoutMs: 30_000 }, { logger: producerLog, socketFactory });
+    const producer = new KafkaProducer({ ...kafkaSettings, sessionTimeoutMs: 30_000 }, { logger: producerLog, socketFactory });
     cleanups.push(() => producer.close());
     const replyTo = uniqueName('producer-late-coordinator-replies');
     const answered = new Set<string>();
@@ -77,17 +58,7 @@ describe('kafka reply subscription across a broker restart whose coordinator is 
     await kafka.restart({});
     const backAt = Date.now();
     refuseLeaveUntil = backAt + COORDINATOR_LATE_MS;
-    for (;;) {
-      try {
-        await producer.publish([mlpRequest('after', replyTo)]);
-        break;
-      } catch (err) {
-        if (Date.now() - backAt > 30_000) throw err;
-        await new Promise((r) => setTimeout(r, 500));
-      }
-    }
-    while (!answered.has('after') && Date.now() - backAt < 60_000) await new Promise((r) => setTimeout(r, 100));
-    const afterMs = Date.now() - backAt;
+    const afterMs = await replyAfterBrokerBack(producer, mlpRequest('after', replyTo), answered, backAt);
     console.log(`[producer-late-coordinator kafka] ${leavesRefused} LeaveGroup refused; reply ${answered.has('after') ? '' : 'NOT '}received ${afterMs} ms after the broker was back`);
     for (const l of producerLines) if (/remov|no longer/.test(l)) console.log(l.trim());
     // The fault was there: the remover's first LeaveGroup came while it was refused.
