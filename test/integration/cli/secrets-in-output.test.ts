@@ -11,6 +11,7 @@ import { stringify } from 'yaml';
 import { encodeRequest } from '../../../src/codec/index.ts';
 import { KafkaDeadLetters } from '../../../src/transport/kafka/kafka-dead-letters.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
+import { freePort } from '../../helpers/service-process.ts';
 import { spawnCli } from '../../helpers/spawn-cli.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
@@ -123,6 +124,32 @@ describe('secrets in what the CLI prints', () => {
       expectNowhere(r.stdout + r.stderr, [PASSWORD]);
     }
   }, 200_000);
+
+  it('a Redis password in transport.bullmq.redisUrl (Redis not there, or the URL unparsable): worker, publish and dlq list fail naming where, debug logs on, and print it nowhere', async () => {
+    const closedPort = await freePort();
+    for (const redisUrl of [`redis://fleet:${PASSWORD}@127.0.0.1:${closedPort}/0`, `rediss://fleet:${PASSWORD}@127.0.0.1:notaport/0`]) {
+      const file = configFile({
+        transport: { kind: 'bullmq', bullmq: { redisUrl, prefix: uniqueName('secrets-bull'), connectTimeoutMs: 1_500 } },
+        devices: { count: 1, backend: 'sim' },
+        models: ['mlp-classifier'],
+        worker: { metricsPort: 0 },
+      });
+      const where = redisUrl.includes('notaport') ? /transport\.bullmq\.redisUrl \(unparsable URL\) is not a usable Redis URL/ : new RegExp(`Redis at 127\\.0\\.0\\.1:${closedPort} did not answer within 1500 ms`);
+      const worker = await runWorker(file, { NPU_FLEET_LOG_LEVEL: 'debug' }, 60_000);
+      expect(worker.result, worker.output).not.toBe('running');
+      expect(worker.output).toMatch(where);
+      expectNowhere(worker.output, [PASSWORD]);
+      for (const args of [
+        ['publish', '--config', file, '--model', 'mlp-classifier', '--count', '1'],
+        ['dlq', 'list', '--config', file, '--model', 'mlp-classifier'],
+      ]) {
+        const r = spawnSync(process.execPath, ['bin/npu-fleet.js', ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, NPU_FLEET_LOG_LEVEL: 'debug' } });
+        expect(r.status, r.stdout + r.stderr).not.toBe(0);
+        expect(r.stdout + r.stderr).toMatch(/Redis/);
+        expectNowhere(r.stdout + r.stderr, [PASSWORD]);
+      }
+    }
+  }, 240_000);
 
   it('TLS key material (transport.kafka.ssl.keyFile) the brokers cannot use is printed nowhere, debug logs on', async () => {
     const tls = getServices().kafkaTls;
