@@ -1,16 +1,19 @@
 import { defineConfig } from 'vitest/config';
 
-// Three groups run one after the other. First, the integration files that time real latencies (a
-// priority p99, a load run against a 2 s deadline, a signal a few hundred ms after spawn), one at a
-// time, on a broker that has not yet taken the whole suite's topics and groups (run after them in a
-// CI run, the load run's Kafka case answered ok at p50 1986 ms and failed; alone it passes). Then
-// most files two at a time:
-// they spend most of their time waiting on brokers, child processes and timers, so a 2-core machine
-// runs two of them in about the time of one. Last, the end-to-end fleet tests one file at a time:
-// they time real latencies (priority p99, drains) and must not share the machine.
+// Three groups run one after the other. First, the end-to-end fleet tests one file at a time: they
+// time real latencies (priority p99, drains), must not share the machine, and run on a broker that
+// has not yet taken the whole suite's topics and groups. Then, for the same reasons, the integration
+// files that time real latencies (a priority p99, a load run against a 2 s deadline, a signal a few
+// hundred ms after spawn), one at a time: run after the whole suite in a CI run, the load run's
+// Kafka case answered ok at p50 1986 ms and failed, while alone it passes. Last, the rest two files
+// at a time: they spend most of their time waiting on brokers, child processes and timers, so a
+// 2-core machine runs two of them in about the time of one.
+//
+// groupOrder starts at 1: vitest puts a project with groupOrder 0 and one worker into a group of its
+// own that runs after every numbered group.
 const shared = { testTimeout: 60_000, hookTimeout: 120_000, pool: 'forks' as const };
 
-/** Suite files whose assertions time real latencies: run alone, before the parallel group. */
+/** Suite files whose assertions time real latencies: run alone, after e2e and before the parallel group. */
 const TIMED = [
   'test/integration/transport/kafka-transport.test.ts',
   'test/integration/cli/load-command.test.ts',
@@ -30,7 +33,7 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           exclude: ['test/e2e/**', '**/node_modules/**', ...TIMED],
           maxWorkers: 2,
-          sequence: { groupOrder: 1 },
+          sequence: { groupOrder: 3 },
         },
       },
       {
@@ -39,7 +42,7 @@ export default defineConfig({
           name: 'timed',
           include: TIMED,
           fileParallelism: false,
-          sequence: { groupOrder: 0 },
+          sequence: { groupOrder: 2 },
         },
       },
       {
@@ -48,7 +51,7 @@ export default defineConfig({
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
           fileParallelism: false,
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 1 },
         },
       },
     ],
