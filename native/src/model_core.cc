@@ -162,18 +162,6 @@ void ModelCore::Load(const LoadOptions &opts) {
   }
   for (auto &t : info.outputs) {
     auto given = opts.maxOutputDims.find(t.name);
-    bool beyondBatch = false;
-    for (size_t k = 1; k < t.dims.size(); ++k) beyondBatch = beyondBatch || t.dims[k] < 0;
-    // acl-api.md §4: a gear model's outputs are sized by aclmdlGetOutputSizeByIndex (the largest
-    // gear) and their dims read with aclmdlGetCurOutputDims after the setter, whichever axes the
-    // batch drives; maxOutputDims is needed only when the library cannot report them.
-    if (info.dynamic == DynamicKind::Batch && beyondBatch && given == opts.maxOutputDims.end() &&
-        t.bufferBytes > 0 && api_.aclmdlGetCurOutputDims != nullptr) {
-      t.dimsPerGear = true;
-      t.maxDims = t.dims;
-      if (t.maxDims[0] < 0) t.maxDims[0] = maxGear;
-      continue;
-    }
     t.maxDims = given != opts.maxOutputDims.end() ? given->second : t.dims;
     if (t.maxDims.size() != t.dims.size()) {
       ThrowKind("invalid", "maxOutputDims." + t.name + " has rank " + std::to_string(t.maxDims.size()) +

@@ -30,10 +30,6 @@ struct TensorInfo {
   size_t elemBytes = 0;
   size_t bufferBytes = 0;  // per slot, for the largest gear / maxDims
   size_t aclIndex = 0;     // index in the model's input/output list (mbatch input included)
-  // Output of a dynamic-batch model with a dim the gear drives other than as dim 0 (a transposed
-  // or flattened batch) and no maxOutputDims: sized by ACL for the largest gear, its dims known
-  // only from aclmdlGetCurOutputDims after each batch's setter.
-  bool dimsPerGear = false;
 };
 
 struct LoadOptions {
@@ -76,9 +72,6 @@ struct Slot {
 
   ExecJob *job = nullptr;
   std::vector<std::vector<int64_t>> outDims;
-  // Per output: outDims came from aclmdlGetCurOutputDims right after this batch's setter, so they
-  // are final (not read again after the run, when another batch's setter may have changed them).
-  std::vector<bool> outDimsFromGear;
   std::vector<size_t> outCopyBytes;
   double hostCopyInMs = 0;
   Clock::time_point enqueuedAt, doneAt;
@@ -132,8 +125,6 @@ class ModelCore {
   // slot's batch; before the run, for an output known only after it, its max dims.
   std::vector<int64_t> ReadOutputDims(Slot &s, size_t o, bool afterRun);
   bool OutputDimsAfterRun(size_t o) const;
-  // Device thread, right after aclmdlSetDynamicBatchSize: each output's dims for this gear.
-  void ReadGearOutputDims(Slot &s);
 
   const AclApi &api_;
   int lastStarted_ = -1;  // slot of the most recent batch: the next execute waits for its evExec

@@ -26,7 +26,6 @@ void ModelCore::Fail(Slot &s, const Failure &f) {
 // its description has a -1 that the batch gear does not fill, i.e. a dim that follows input
 // values (e.g. a Reshape whose target is an int64 input), even if every input has a fixed size.
 bool ModelCore::OutputDimsAfterRun(size_t o) const {
-  if (info.outputs[o].dimsPerGear) return false;
   if (info.dynamic == DynamicKind::Range || setsTensorDesc_) return true;
   const std::vector<int64_t> &d = info.outputs[o].dims;
   for (size_t k = 0; k < d.size(); ++k) {
@@ -42,8 +41,9 @@ std::vector<int64_t> ModelCore::ReadOutputDims(Slot &s, size_t o, bool afterRun)
   const bool knownAfterRun = OutputDimsAfterRun(o);
   if (info.dynamic == DynamicKind::Static && !knownAfterRun) return t.dims;
   if (knownAfterRun && !afterRun) return t.maxDims;
-  // Dynamic batch without aclmdlGetCurOutputDims (ReadGearOutputDims read nothing): the gear in
-  // a leading -1, which holds for an output whose batch is its leading dim, one row per item.
+  // Dynamic batch: only the batch dimension varies, so the gear determines the shape. (Not
+  // aclmdlGetCurOutputDims: it is per model, and a batch finishing on another slot may update it
+  // between this slot's setter and the read.)
   if (info.dynamic == DynamicKind::Batch && !knownAfterRun) {
     std::vector<int64_t> dims = t.dims;
     if (!dims.empty() && dims[0] < 0) dims[0] = static_cast<int64_t>(s.job->gear);
@@ -87,39 +87,6 @@ std::vector<int64_t> ModelCore::ReadOutputDims(Slot &s, size_t o, bool afterRun)
   return dims;
 }
 
-// acl-api.md §4: for a gear model, "after the setter, read the actual shape with
-// aclmdlGetCurOutputDims". Read here, on the device thread between this batch's setter and its
-// execute, because the current dims are per model: the next batch's setter (on the other slot)
-// changes them before this batch finishes, so a read after the run could get that batch's dims.
-// An output whose dims are not all known yet (a data-dependent one) is read after the run.
-void ModelCore::ReadGearOutputDims(Slot &s) {
-  if (api_.aclmdlGetCurOutputDims == nullptr) return;
-  auto io = std::make_unique<aclmdlIODims>();
-  for (size_t o = 0; o < info.outputs.size(); ++o) {
-    const TensorInfo &t = info.outputs[o];
-    *io = {};
-    const aclError rc = api_.aclmdlGetCurOutputDims(desc_, t.aclIndex, io.get());
-    if (rc != ACL_SUCCESS) {
-      if (t.dimsPerGear) ThrowAcl(api_, rc, "aclmdlGetCurOutputDims", "output " + t.name);
-      TakeRecentErrMsg(api_);
-      continue;
-    }
-    std::vector<int64_t> dims(io->dims, io->dims + std::min(io->dimCount, ACL_MAX_DIM_CNT));
-    const bool known = dims.size() == t.dims.size() &&
-                       std::all_of(dims.begin(), dims.end(), [](int64_t v) { return v >= 0; });
-    if (!known) {
-      if (t.dimsPerGear) {
-        ThrowKind("internal", "aclmdlGetCurOutputDims gave output " + t.name + " dims " +
-                                  DimsText(dims) + " at gear " + std::to_string(s.job->gear) +
-                                  " for its description " + DimsText(t.dims));
-      }
-      continue;
-    }
-    s.outDims[o] = std::move(dims);
-    s.outDimsFromGear[o] = true;
-  }
-}
-
 void ModelCore::Start(int slotIndex, ExecJob *job, std::unique_lock<std::mutex> &copyingJsInputs) {
   Slot &s = slots_[static_cast<size_t>(slotIndex)];
   s.job = job;
@@ -127,7 +94,6 @@ void ModelCore::Start(int slotIndex, ExecJob *job, std::unique_lock<std::mutex> 
   s.done = false;
   s.outDims.assign(info.outputs.size(), {});
   s.outCopyBytes.assign(info.outputs.size(), 0);
-  s.outDimsFromGear.assign(info.outputs.size(), false);
   try {
     const auto t0 = Clock::now();
     for (size_t k = 0; k < info.inputs.size(); ++k) {
@@ -178,10 +144,9 @@ void ModelCore::Start(int slotIndex, ExecJob *job, std::unique_lock<std::mutex> 
     ACL_CHECK(api_, aclrtRecordEvent, s.evExecStart, s.stream);
     if (info.dynamic == DynamicKind::Batch) {
       ACL_CHECK(api_, aclmdlSetDynamicBatchSize, info.modelId, s.inDs, *mbatchIndex_, job->gear);
-      ReadGearOutputDims(s);
     }
     for (size_t o = 0; o < info.outputs.size(); ++o) {
-      if (!s.outDimsFromGear[o]) s.outDims[o] = ReadOutputDims(s, o, false);
+      s.outDims[o] = ReadOutputDims(s, o, false);
       s.outCopyBytes[o] = std::min(TensorBytesOrMax(s.outDims[o], info.outputs[o].elemBytes),
                                    info.outputs[o].bufferBytes);
     }
@@ -292,8 +257,7 @@ ExecJob *ModelCore::Finish(int slotIndex, Clock::time_point prevDoneAt) {
     for (size_t o = 0; o < info.outputs.size(); ++o) {
       const TensorInfo &t = info.outputs[o];
       ExecOutput out;
-      out.dims = OutputDimsAfterRun(o) && !s.outDimsFromGear[o] ? ReadOutputDims(s, o, true)
-                                                                 : s.outDims[o];
+      out.dims = OutputDimsAfterRun(o) ? ReadOutputDims(s, o, true) : s.outDims[o];
       out.bytes = TensorBytesOrMax(out.dims, t.elemBytes);  // SIZE_MAX fails the check below
       if (out.bytes > t.bufferBytes) {
         Failure f;
