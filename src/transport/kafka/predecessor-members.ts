@@ -103,7 +103,7 @@ export async function removePredecessorMembers(
   try {
     await withTimeout(work, timeoutMs, `removing ${whose} group members`);
   } catch (err) {
-    logger?.warn({ err, members }, `could not remove ${whose} group members; unless a later try does, their partitions wait for their session to time out`);
+    logger?.warn({ err, members }, `could not remove ${whose} group members; its partitions wait for its session to time out`);
   } finally {
     // After a timeout the attempt goes on in the background: its connections close when it ends.
     void work.catch(() => undefined).finally(() => cluster.disconnect().catch(() => undefined));
@@ -129,7 +129,7 @@ async function leave(cluster: InternalCluster, groupId: string, memberId: string
         await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
         continue;
       }
-      logger?.warn({ err, groupId, memberId }, `could not remove ${whose} member from its consumer group; unless a later try does, its partitions wait for its session to time out`);
+      logger?.warn({ err, groupId, memberId }, `could not remove ${whose} member from its consumer group; its partitions wait for its session to time out`);
       return false;
     }
   }
