@@ -155,6 +155,25 @@ export async function retryTopicCreation<T>(create: () => Promise<T>): Promise<T
   }
 }
 
+/**
+ * `work` again, with the same backoff as retryTopicCreation, while it fails with
+ * UNKNOWN_TOPIC_OR_PARTITION. A topic ensureTopics has just made can still be unknown to the broker
+ * kafkajs asks next (its metadata lags the controller's): a consumer's subscribe then fails outright
+ * and the worker would not start, though asked a moment later the broker knows the topic.
+ */
+export async function whileTopicMetadataLags<T>(work: () => Promise<T>, sleep: (ms: number) => Promise<void> = defaultSleep): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (err) {
+      if (attempt >= 6 || !isUnknownTopic(err)) throw err;
+      await sleep(200 * 2 ** (attempt - 1));
+    }
+  }
+}
+
+const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
 async function ensureTopicsOnce(admin: Admin, topics: readonly string[], numPartitions: number, options: EnsureTopicsOptions): Promise<void> {
   const wanted = [...new Set(topics)];
   if (wanted.length === 0) return;

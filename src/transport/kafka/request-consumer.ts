@@ -2,7 +2,7 @@ import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import type { FleetError } from '../../errors/fleet-error.ts';
 import { ConsumerWatch } from './consumer-watch.ts';
-import type { TransportLogger } from './kafka-client.ts';
+import { whileTopicMetadataLags, type TransportLogger } from './kafka-client.ts';
 
 export interface RequestConsumerOptions {
   readonly kafka: Kafka;
@@ -77,7 +77,7 @@ export class RequestConsumer {
   async run(): Promise<void> {
     await this.consumer.connect();
     // A new group starts at the beginning: requests published before the first worker count.
-    await this.consumer.subscribe({ topics: [...this.o.requestTopics()], fromBeginning: true });
+    await whileTopicMetadataLags(() => this.consumer.subscribe({ topics: [...this.o.requestTopics()], fromBeginning: true }));
     await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: true, partitionsConsumedConcurrently: 1, eachBatch: this.o.eachBatch });
     await this.watch.untilJoined();
   }

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KafkaSettingsSchema } from '../../../src/contracts/fleet-config.ts';
-import { consumerFailure, kafkaLogCreator, startFailure, tlsOptions, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
+import { consumerFailure, kafkaLogCreator, startFailure, tlsOptions, whileTopicMetadataLags, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
 import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -119,5 +119,47 @@ describe('consumerFailure (a consumer kafkajs will not restart)', () => {
     expect(fe.details['field']).toBe(field);
     expect(fe.message).toMatch(message);
     expect(fe.message).not.toContain('hunter2');
+  });
+});
+
+describe('whileTopicMetadataLags', () => {
+  const lag = (): Error => Object.assign(new Error('This server does not host this topic-partition'), { type: 'UNKNOWN_TOPIC_OR_PARTITION', retriable: true });
+  const noSleep = (waits: number[]) => (ms: number) => {
+    waits.push(ms);
+    return Promise.resolve();
+  };
+
+  it('asks again, with backoff, while a freshly created topic is unknown to the broker that answered', async () => {
+    const waits: number[] = [];
+    let calls = 0;
+    const out = await whileTopicMetadataLags(() => {
+      calls++;
+      return calls < 3 ? Promise.reject(lag()) : Promise.resolve('subscribed');
+    }, noSleep(waits));
+    expect(out).toBe('subscribed');
+    expect(calls).toBe(3);
+    expect(waits).toEqual([200, 400]);
+  });
+
+  it('gives up after 6 tries with the last error', async () => {
+    const waits: number[] = [];
+    let calls = 0;
+    const err = await whileTopicMetadataLags(() => {
+      calls++;
+      return Promise.reject(lag());
+    }, noSleep(waits)).catch((e: unknown) => e);
+    expect((err as Error).message).toBe('This server does not host this topic-partition');
+    expect(calls).toBe(6);
+    expect(waits).toEqual([200, 400, 800, 1600, 3200]);
+  });
+
+  it('does not retry any other failure', async () => {
+    let calls = 0;
+    const err = await whileTopicMetadataLags(() => {
+      calls++;
+      return Promise.reject(Object.assign(new Error('SASL refused'), { name: 'KafkaJSSASLAuthenticationError' }));
+    }, noSleep([])).catch((e: unknown) => e);
+    expect((err as Error).message).toBe('SASL refused');
+    expect(calls).toBe(1);
   });
 });
