@@ -16,6 +16,7 @@ import {
   redisWhere,
   toBullmqPriority,
 } from '../transport/bullmq/bullmq-names.ts';
+import { isCommandTimeout } from '../transport/bullmq/redis-connection.ts';
 import { ErrorThrottle } from '../transport/error-throttle.ts';
 import type { TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { renderName } from '../transport/names.ts';
@@ -112,8 +113,7 @@ export class BullmqProducer implements Producer {
   private openQueue(name: string): Queue {
     let q = this.queues.get(name);
     if (q === undefined) {
-      this.connection ??= redisConnection(this.settings);
-      q = new Queue(name, { connection: this.connection, prefix: this.settings.prefix });
+      q = new Queue(name, { connection: this.ownConnection(), prefix: this.settings.prefix });
       q.on('error', (err) => {
         const { log, heldBack } = this.queueErrors.note(Date.now());
         if (log) this.options.logger?.warn({ err, queue: name, heldBack }, 'bullmq queue error');
@@ -124,18 +124,52 @@ export class BullmqProducer implements Producer {
   }
 
   /**
+   * The connection of the queues, reach() and EarlierJobs. Each command on it fails after
+   * connectTimeoutMs without an answer (ioredis commandTimeout): a Redis that took the connection
+   * and then stopped answering (SIGSTOP, a hung host or VM) sends no 'close', so OutageWatch never
+   * armed and a publish waited for good. Only this connection: the reply workers' own connections
+   * block on fetches by design (a request's timeoutMs bounds those), and the fleet workers'
+   * connections keep waiting (a settlement given up half way could lose a job's result).
+   */
+  private ownConnection(): Redis {
+    if (this.connection === undefined) {
+      this.connection = redisConnection(this.settings, { commandTimeout: this.settings.connectTimeoutMs });
+      // Reconnect attempts while Redis is away; without a listener ioredis prints each one.
+      this.connection.on('error', (err: Error) => this.options.logger?.debug({ err }, 'redis connection error'));
+    }
+    return this.connection;
+  }
+
+  /** A failed command of ownConnection() as the FleetError to throw: Redis not answering names the setting. */
+  private redisFailure(err: unknown, what: string): FleetError {
+    return isCommandTimeout(err) ? this.unanswered(what, err) : bullmqError(err, what);
+  }
+
+  /**
+   * Redis gave no answer within connectTimeoutMs: down (OutageWatch), or connected and silent
+   * (commandTimeout). One wording for both, since the operator's checks are the same.
+   */
+  private unanswered(what: string, cause?: unknown): FleetError {
+    const timeoutMs = this.settings.connectTimeoutMs;
+    const how = this.connection?.status === 'ready' ? 'the connection is open but nothing answers (redis-server stopped, hung or overloaded)' : 'the connection is down';
+    return new FleetError(
+      'TRANSPORT_ERROR',
+      `${what}: ${redisWhere(this.settings)} did not answer within ${timeoutMs} ms (transport.bullmq.connectTimeoutMs): ${how}; ` +
+        `check ${this.settings.sentinel === undefined ? 'transport.bullmq.redisUrl' : 'transport.bullmq.sentinel'} and that redis-server is up and answering from here, ` +
+        'or raise transport.bullmq.connectTimeoutMs for a Redis that is slow for a while. ' +
+        'Publishing the same requests again is safe (an add of a request id already added is a no-op)',
+      { cause, retriable: true },
+    );
+  }
+
+  /**
    * Once per connection: fails with the setting to check when Redis does not answer, where
    * BullMQ (connections retry every command forever) would leave a publish hanging.
    */
   private reach(): Promise<void> {
     if (this.closing !== undefined) return Promise.reject(new FleetError('CLOSED', 'bullmq producer is closed'));
     if (this.reachable === undefined) {
-      if (this.connection === undefined) {
-        this.connection = redisConnection(this.settings);
-        // Reconnect attempts while Redis is away; without a listener ioredis prints each one.
-        this.connection.on('error', (err: Error) => this.options.logger?.debug({ err }, 'redis connection error'));
-      }
-      const connection = this.connection;
+      const connection = this.ownConnection();
       this.reachable = ensureRedisAnswers(connection, this.settings, this.settings.connectTimeoutMs, 'bullmq producer').catch(
         (err: unknown) => {
           // The next call asks again; the connection keeps reconnecting meanwhile.
@@ -159,7 +193,7 @@ export class BullmqProducer implements Producer {
     try {
       await this.whileReachable(Promise.all([...byQueue].map(([name, list]) => this.queue(name).addBulk(list))));
     } catch (err) {
-      throw bullmqError(err, 'publishing requests failed');
+      throw this.redisFailure(err, 'publishing requests failed');
     }
   }
 
@@ -175,16 +209,7 @@ export class BullmqProducer implements Producer {
     const connection = this.connection;
     if (connection === undefined) return await work;
     const timeoutMs = this.settings.connectTimeoutMs;
-    this.outage ??= new OutageWatch(
-      connection,
-      timeoutMs,
-      () =>
-        new FleetError(
-          'TRANSPORT_ERROR',
-          `${redisWhere(this.settings)} has been unreachable for ${timeoutMs} ms (transport.bullmq.connectTimeoutMs); check transport.bullmq.redisUrl and that redis-server is up and reachable from here`,
-          { retriable: true },
-        ),
-    );
+    this.outage ??= new OutageWatch(connection, timeoutMs, () => this.unanswered('publishing requests failed'));
     return await this.outage.race(work);
   }
 

@@ -174,7 +174,8 @@ export async function ensureRedisAnswers(
         { cause: err, retriable: false },
       );
     }
-    const happened = timedOut ? `${where} did not answer within ${timeoutMs} ms` : `${where} refused the connection check`;
+    // isCommandTimeout: a connection with commandTimeout (the producer's) gives up the PING itself.
+    const happened = timedOut || isCommandTimeout(err) ? `${where} did not answer within ${timeoutMs} ms` : `${where} refused the connection check`;
     const check =
       target.sentinel === undefined
         ? 'check transport.bullmq.redisUrl and that redis-server is up and reachable from here'
@@ -185,6 +186,11 @@ export async function ensureRedisAnswers(
     connection.off('error', onError);
   }
   await refuseCluster(connection, target, what);
+}
+
+/** ioredis's rejection of a command that got no answer within the connection's commandTimeout. */
+export function isCommandTimeout(err: unknown): boolean {
+  return (err as Error | undefined)?.message === 'Command timed out';
 }
 
 /**
