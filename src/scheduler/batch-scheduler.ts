@@ -11,6 +11,7 @@ import type { SchedulerOptions, SchedulerOptionsInput } from './scheduler-option
 import type { Batch, Decision, DispatchReason, EnqueueResult, FullBatchCost, RejectReason, SchedulerRequest, SchedulerStats } from './scheduler-types.ts';
 import { finishBatch } from './finish-batch.ts';
 import { StaleEstimateProbe } from './stale-estimate-probe.ts';
+import { ServedFrames } from './stream-served.ts';
 import { trimPadding, type TrimContext } from './trim-padding.ts';
 import { admission } from './queue-admission.ts';
 import { rejection, supersededError } from './validate-request.ts';
@@ -33,6 +34,8 @@ export class BatchScheduler<P = unknown> {
   private readonly probe: StaleEstimateProbe;
   private trim: TrimContext<P>;
   private seq = 0;
+  /** With streamSuperseded 'drop' (else null): each stream's newest frame sent to the device. */
+  private served: ServedFrames | null;
   /** Steps reported (clockStepped): arrivals, delays, aging and intervals run on the clock minus these. */
   private steppedMs = 0;
 
@@ -41,6 +44,7 @@ export class BatchScheduler<P = unknown> {
     this.opts = o;
     this.input = { ...options };
     this.queue = new RequestQueue<P>(o);
+    this.served = o.streamSuperseded === 'drop' ? new ServedFrames() : null;
     this.counters = new SchedulerCounters(o.priorityLevels, o.ewmaAlpha);
     this.estimator = new DeviceTimeEstimator(o.ewmaAlpha, o.priorDeviceBaseMs, o.priorDevicePerItemMs);
     this.gears = new GearTable(o.gears, o.gearsConfigured, this.estimator);
@@ -70,6 +74,8 @@ export class BatchScheduler<P = unknown> {
     this.input = next.input;
     this.opts = next.options;
     this.queue.reconfigure(next.options);
+    if (next.options.streamSuperseded === 'serve') this.served = null;
+    else this.served ??= new ServedFrames();
     this.trim = { ...this.trim, options: next.options };
     this.adaptive.retarget(next.options.targetLatencyMs, nowMs - this.steppedMs);
     return next.changed;
@@ -156,6 +162,7 @@ export class BatchScheduler<P = unknown> {
    * the queued request of its key when it is not older (by createdAt; on a tie the later arrival
    * is the newer), which the result's `superseded` hands back for the runtime to answer; an older
    * one is refused ('superseded') and the queued one stays. Either way the queue holds one per key.
+   * So is one older than a frame of its key sent to the device in the last SERVED_FRAME_MEMORY_MS.
    */
   enqueue(req: SchedulerRequest<P>): EnqueueResult<P> {
     const o = this.options;
@@ -166,6 +173,14 @@ export class BatchScheduler<P = unknown> {
       this.counters.countRejected();
       this.counters.countSuperseded();
       return { kind: 'rejected', reason: 'superseded', error: supersededError(req, verdict.newer.req) };
+    }
+    // Older than a frame of its stream already sent to the device: served now, its result would
+    // come after that newer one's.
+    const late = this.served?.refusal(req, req.arrivedAt - this.steppedMs) ?? null;
+    if (late !== null) {
+      this.counters.countRejected();
+      this.counters.countSuperseded();
+      return { kind: 'rejected', reason: 'superseded', error: late };
     }
     const { displaced } = verdict;
     if (displaced !== undefined) {
@@ -192,6 +207,7 @@ export class BatchScheduler<P = unknown> {
     try {
       const d = this.decideNow(nowMs, deviceFreeAt, maxLevel);
       probed = d.kind === 'dispatch' && d.batch.probe;
+      if (d.kind === 'dispatch') this.served?.dispatched(d.batch.members, nowMs - this.steppedMs);
       return d;
     } finally {
       this.probe.close(nowMs - this.steppedMs, probed);
