@@ -9,6 +9,7 @@ import { RunStats } from '../producer/run-stats.ts';
 import { prng, syntheticInputs, syntheticRequest } from '../runtime/demo-load.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { closeWithin } from './bounded-close.ts';
+import { clientLogger } from './client-logger.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 import { onStdoutClosed, printLine } from './stdout-lines.ts';
 
@@ -137,7 +138,7 @@ function commonOptions(values: { config?: string; model?: string; seconds?: stri
 
 /** Runs the open loop with progress lines each second and a summary; Ctrl-C ends it like --seconds. */
 async function drive(run: RunOptions, rate: number, title: string, next: (seq: number) => RequestEnvelope): Promise<number> {
-  const producer = createProducer(run.config.transport, { limits: run.config.limits });
+  const producer = createProducer(run.config.transport, { limits: run.config.limits, log: clientLogger(run.config) });
   const stats = new RunStats();
   let stopBy: NodeJS.Signals | undefined;
   /** Set while the producer closes: a signal then gives up on the close. */

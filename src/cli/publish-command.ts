@@ -17,6 +17,7 @@ import { prng, syntheticRequest } from '../runtime/demo-load.ts';
 import { replyToProblem, replyTopicPattern } from '../transport/names.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { closeWithin } from './bounded-close.ts';
+import { clientLogger } from './client-logger.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 import { OutLock } from './out-lock.ts';
 import { withPhaseProgress } from './phase-progress.ts';
@@ -171,7 +172,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     checkPriorities(requests, config.modelRepository, levels);
   }
   const out = values.out === undefined ? undefined : await ResultFile.open(values.out, values.resume, resumed);
-  const producer = createProducer(config.transport, { limits: config.limits });
+  const producer = createProducer(config.transport, { limits: config.limits, log: clientLogger(config) });
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => (closing ??= producer.close());
   if (!values.await && source === undefined) {
