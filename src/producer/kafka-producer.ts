@@ -6,6 +6,7 @@ import { DEFAULT_LIMITS, type CodecLimits } from '../contracts/limits.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { LostMemberRestarter } from '../transport/kafka/lost-member-watch.ts';
 import { createKafka, ensureTopics, isUnknownTopic, kafkaError, startFailure, type TransportLogger } from '../transport/kafka/kafka-client.ts';
 import { chunkByBytes, groupByTopic } from '../transport/kafka/kafka-outcomes.ts';
 import { RotatingProducer } from '../transport/kafka/rotating-producer.ts';
@@ -63,6 +64,9 @@ export interface KafkaProducerOptions extends ProducerOptions {
  * still fails in ~10 s instead of retrying for ever (kafkajs's default when idempotent).
  */
 const IDEMPOTENT_SEND_RETRIES = 5;
+
+/** A reply consumer's heartbeat interval (kafkajs's default, named: LostMemberRestarter is told it). */
+const REPLY_HEARTBEAT_MS = 3_000;
 
 /**
  * kafkajs warns that a bounded idempotent producer "may invalidate EoS guarantees": its sequence
@@ -297,7 +301,7 @@ export class KafkaProducer implements Producer {
     onResult: (r: ResultEnvelope) => void,
     onError: ((e: Error) => void) | undefined,
   ): Promise<ConsumerHandle> {
-    const consumer = this.kafka.consumer({ groupId, maxWaitTimeInMs: 100, sessionTimeout: 30_000, allowAutoTopicCreation: false });
+    const consumer = this.kafka.consumer({ groupId, maxWaitTimeInMs: 100, sessionTimeout: 30_000, heartbeatInterval: REPLY_HEARTBEAT_MS, allowAutoTopicCreation: false });
     const handle: ConsumerHandle = { consumer, groupId, ownGroup };
     this.consumers.add(handle);
     // After a broker outage its replies would otherwise wait out the session of its pre-restart member.
@@ -327,20 +331,32 @@ export class KafkaProducer implements Producer {
           this.refuseIfClosed();
         }
       }
-      await consumer.run({
-        eachBatch: async ({ batch }) => {
-          for (const m of batch.messages) {
-            let result: ResultEnvelope;
-            try {
-              result = decodeResult(m.value ?? Buffer.alloc(0), this.limits);
-            } catch (err) {
-              onError?.(err as Error);
-              continue;
+      const run = (): Promise<void> =>
+        consumer.run({
+          eachBatch: async ({ batch }) => {
+            for (const m of batch.messages) {
+              let result: ResultEnvelope;
+              try {
+                result = decodeResult(m.value ?? Buffer.alloc(0), this.limits);
+              } catch (err) {
+                onError?.(err as Error);
+                continue;
+              }
+              onResult(result);
             }
-            onResult(result);
-          }
-        },
+          },
+        });
+      // Made before the run: it must see the first group join.
+      const restarter = new LostMemberRestarter(consumer, {
+        heartbeatIntervalMs: REPLY_HEARTBEAT_MS,
+        sessionTimeoutMs: 30_000,
+        what: `the replies on ${topic}`,
+        logger: this.options.logger,
+        isClosed: () => this.closed || !this.consumers.has(handle),
+        rerun: run,
       });
+      await run();
+      restarter.start();
       if (!fromBeginning) await fetched;
     } catch (err) {
       await this.stopConsumer(handle);

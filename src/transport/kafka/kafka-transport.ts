@@ -137,6 +137,7 @@ export class KafkaTransport implements Transport {
         maxBytesPerPartition: this.fetchBytes,
         logger: this.options.logger,
         isClosed: () => this.closed,
+        intakeStopped: () => this.pauses.stopped,
         onFatal: (err) => this.onFatal?.(err),
         onRebalancing: () => this.committer?.rebalanceStarted(),
         onJoin: ({ groupId, memberId, memberAssignment }) => {

@@ -3,6 +3,7 @@ import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import type { FleetError } from '../../errors/fleet-error.ts';
 import { ConsumerWatch } from './consumer-watch.ts';
 import { whileTopicMetadataLags, type TransportLogger } from './kafka-client.ts';
+import { LostMemberRestarter } from './lost-member-watch.ts';
 
 export interface RequestConsumerOptions {
   readonly kafka: Kafka;
@@ -14,6 +15,8 @@ export interface RequestConsumerOptions {
   readonly maxBytesPerPartition: number;
   readonly logger?: TransportLogger | undefined;
   readonly isClosed: () => boolean;
+  /** Intake stopped for good (drain): a lost member is not restarted any more. */
+  readonly intakeStopped: () => boolean;
   readonly onFatal: (err: FleetError) => void;
   /** The consumer learnt the group is rebalancing and is about to rejoin (its assignment still stands until onJoin). */
   readonly onRebalancing: () => void;
@@ -39,6 +42,7 @@ export function contactWindowFor(settings: Pick<KafkaSettings, 'sessionTimeoutMs
 export class RequestConsumer {
   readonly consumer: Consumer;
   readonly watch: ConsumerWatch;
+  readonly restarter: LostMemberRestarter;
 
   constructor(private readonly o: RequestConsumerOptions) {
     const { heartbeatIntervalMs } = contactWindowFor(o.settings);
@@ -71,6 +75,15 @@ export class RequestConsumer {
     consumer.on(consumer.events.CRASH, (e) => watch.onCrash(e.payload.error, e.payload.restart));
     this.consumer = consumer;
     this.watch = watch;
+    this.restarter = new LostMemberRestarter(consumer, {
+      heartbeatIntervalMs,
+      sessionTimeoutMs: o.settings.sessionTimeoutMs,
+      what: 'the request topics',
+      logger: o.logger,
+      // Nor while draining: a run() racing close()'s disconnect could leave a consumer running after it.
+      isClosed: () => o.isClosed() || o.intakeStopped(),
+      rerun: () => this.runConsumer(),
+    });
   }
 
   /** Joins the group and runs; resolves once in the group (see ConsumerWatch.untilJoined). */
@@ -78,7 +91,12 @@ export class RequestConsumer {
     await this.consumer.connect();
     // A new group starts at the beginning: requests published before the first worker count.
     await whileTopicMetadataLags(() => this.consumer.subscribe({ topics: [...this.o.requestTopics()], fromBeginning: true }));
-    await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: true, partitionsConsumedConcurrently: 1, eachBatch: this.o.eachBatch });
+    await this.runConsumer();
+    this.restarter.start();
     await this.watch.untilJoined();
+  }
+
+  private runConsumer(): Promise<void> {
+    return this.consumer.run({ autoCommit: false, eachBatchAutoResolve: true, partitionsConsumedConcurrently: 1, eachBatch: this.o.eachBatch });
   }
 }

@@ -1,0 +1,123 @@
+import type { Consumer } from 'kafkajs';
+import type { TransportLogger } from './kafka-client.ts';
+
+/** How often a running consumer is looked at. */
+const CHECK_EVERY_MS = 1_000;
+/** Fetches answered after a heartbeat fell due, none sent: no slow cycle, the loop skips it. */
+const FETCHES_WITHOUT_HEARTBEAT = 3;
+
+/**
+ * Why: kafkajs 2.2.4 can fetch on for good as a consumer its group no longer has. On
+ * UNKNOWN_MEMBER_ID (a session that expired while the broker was frozen or restarting) its Runner
+ * clears the member id and rejoins once; if that join fails (the coordinator still loading the
+ * group after the broker's return, a dropped connection) its retry goes back to fetching with no
+ * member id, and a heartbeat without a member id is skipped without a word, so nothing makes it
+ * rejoin. Offsets no longer commit, and in the e2e freeze drill its fetches brought nothing more
+ * (about 1000 of 3000 requests answered, then none for 90 s, the worker running and ready).
+ *
+ * The sign, from kafkajs's events: its fetch loop asks for a heartbeat after every fetch and sends
+ * one whenever heartbeatInterval has passed since the last, so fetches keep being answered well
+ * after a heartbeat fell due while no heartbeat (nor a join) is seen. Timestamps only; JS thread.
+ */
+export class MembershipWatch {
+  /** Last heartbeat or group join; 0: not in a group yet. */
+  private memberAt = 0;
+  private fetchesSinceDue = 0;
+  private lastFetchAt = 0;
+
+  /** Fetching without a heartbeat for this long means lost (within the session: the broker dropped it by then anyway). */
+  readonly lostAfterMs: number;
+
+  constructor(private readonly heartbeatIntervalMs: number, sessionTimeoutMs: number) {
+    this.lostAfterMs = Math.min(sessionTimeoutMs, Math.max(5_000, 3 * heartbeatIntervalMs));
+  }
+
+  /** A heartbeat answered or a group joined (also after a restart: the clock starts again). */
+  onMember(nowMs = Date.now()): void {
+    this.memberAt = nowMs;
+    this.fetchesSinceDue = 0;
+  }
+
+  onFetch(nowMs = Date.now()): void {
+    this.lastFetchAt = nowMs;
+    if (this.memberAt > 0 && nowMs - this.memberAt > this.heartbeatIntervalMs) this.fetchesSinceDue++;
+  }
+
+  /** Still fetching (within the last few fetch cycles), with no heartbeat for lostAfterMs. */
+  lost(nowMs = Date.now()): boolean {
+    return (
+      this.memberAt > 0 &&
+      nowMs - this.memberAt > this.lostAfterMs &&
+      this.fetchesSinceDue >= FETCHES_WITHOUT_HEARTBEAT &&
+      nowMs - this.lastFetchAt <= Math.max(2_000, this.heartbeatIntervalMs)
+    );
+  }
+}
+
+export interface LostMemberRestarterOptions {
+  readonly heartbeatIntervalMs: number;
+  readonly sessionTimeoutMs: number;
+  /** Whose consumer, for the log (the request consumer, a reply subscription on a topic). */
+  readonly what: string;
+  readonly logger?: TransportLogger | undefined;
+  readonly isClosed: () => boolean;
+  /** consumer.run() again, with the arguments of the first run (after stop(); the subscription stays). */
+  readonly rerun: () => Promise<void>;
+}
+
+/**
+ * Restarts a kafkajs consumer that MembershipWatch finds fetching outside its group: stop() (its
+ * fetch loop ends; the LeaveGroup is skipped, there is no member id), then run() as at the start,
+ * which joins the group under a new member id, as kafkajs's own restart after a crash does.
+ */
+export class LostMemberRestarter {
+  private readonly membership: MembershipWatch;
+  private timer: NodeJS.Timeout | undefined;
+  private restarting = false;
+
+  constructor(
+    private readonly consumer: Consumer,
+    private readonly o: LostMemberRestarterOptions,
+  ) {
+    this.membership = new MembershipWatch(o.heartbeatIntervalMs, o.sessionTimeoutMs);
+    const member = (): void => this.membership.onMember();
+    consumer.on(consumer.events.HEARTBEAT, member);
+    consumer.on(consumer.events.GROUP_JOIN, member);
+    consumer.on(consumer.events.FETCH, () => this.membership.onFetch());
+    consumer.on(consumer.events.DISCONNECT, () => this.stop());
+  }
+
+  /** After the first consumer.run(). */
+  start(): void {
+    if (this.timer !== undefined) return;
+    this.timer = setInterval(() => {
+      if (!this.restarting && !this.o.isClosed() && this.membership.lost()) void this.restart();
+    }, CHECK_EVERY_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  private async restart(): Promise<void> {
+    this.restarting = true;
+    this.o.logger?.warn(
+      { lostAfterMs: this.membership.lostAfterMs },
+      `the kafka consumer of ${this.o.what} fetches but has sent no heartbeat for ${this.membership.lostAfterMs} ms: kafkajs lost its group ` +
+        'member id on a failed rejoin and would never rejoin (it would read nothing more and commit nothing); restarting it',
+    );
+    try {
+      await this.consumer.stop();
+      if (this.o.isClosed()) return;
+      await this.o.rerun();
+    } catch (err) {
+      // A run() that cannot join crashes the consumer, and kafkajs restarts it by itself.
+      this.o.logger?.error({ err }, `restarting the kafka consumer of ${this.o.what} failed`);
+    } finally {
+      this.membership.onMember();
+      this.restarting = false;
+    }
+  }
+}
