@@ -6,6 +6,7 @@ import { createLogger } from '../observability/logger.ts';
 import { openDeadLetters, type DeadLetter, type DeadLetterQuery, type DeadLetters } from '../transport/index.ts';
 import { renderName } from '../transport/names.ts';
 import { intOption, parseCommandArgs } from './cli-args.ts';
+import { EXIT } from './exit-codes.ts';
 
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -21,11 +22,11 @@ const AHEAD = /^(\d+)(ms|s|m|h|d)$/;
  */
 export const DLQ_EXIT = {
   /** Every matching record was re-sent or passed over (re-sent before), or none matched. */
-  done: 0,
+  done: EXIT.ok,
   /** Records were skipped for a cause to fix (or the command failed: a FleetError, the message on stderr). */
-  skipped: 1,
+  skipped: EXIT.failed,
   /** Only records whose deadline had passed were skipped: nothing else is left (--refresh-deadline or purge --expired). */
-  onlyExpired: 3,
+  onlyExpired: EXIT.onlyExpired,
 } as const;
 
 /** `--refresh-deadline`: a duration (30s, 5m, 2h) each re-sent request gets to be answered in; ms. */

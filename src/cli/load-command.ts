@@ -10,6 +10,7 @@ import { prng, syntheticInputs, syntheticRequest } from '../runtime/demo-load.ts
 import { scanRepository } from '../runtime/model-repository.ts';
 import { closeWithin } from './bounded-close.ts';
 import { clientLogger } from './client-logger.ts';
+import { EXIT } from './exit-codes.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 import { onStdoutClosed, printLine } from './stdout-lines.ts';
 
@@ -197,11 +198,24 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
         `${outcome.outstanding > 0 ? `, ${outcome.outstanding} without a reply after --drain-ms` : ''} | ${stats.summary()}`,
     );
     // A drill or a CI job reading the exit code must not pass on a fleet that answered nothing.
-    if (outcome.sent > 0 && stats.replies() === 0) {
-      printLine(`no request was answered: is a worker serving ${run.models.map((m) => m.name).join(', ')} on this ${run.config.transport.kind} transport (same topics/queues prefix)? Exit 1.`, process.stderr);
-      return 1;
+    const answered = stats.replies();
+    if (outcome.sent > 0 && answered === 0) {
+      printLine(
+        `no request was answered: is a worker serving ${run.models.map((m) => m.name).join(', ')} on this ${run.config.transport.kind} transport (same topics/queues prefix)? Exit ${EXIT.failed}.`,
+        process.stderr,
+      );
+      return EXIT.failed;
     }
-    return 0;
+    // Requests still out after --drain-ms are in no count yet (close() fails them after this).
+    const unanswered = outcome.sent - answered;
+    if (unanswered > 0) {
+      printLine(
+        `npu-fleet: ${unanswered} of ${outcome.sent} request(s) got no answer (no reply within --timeout-ms, still out after --drain-ms, or the publish failed); exit ${EXIT.notAllAnswered}`,
+        process.stderr,
+      );
+      return EXIT.notAllAnswered;
+    }
+    return EXIT.ok;
   } finally {
     clearInterval(progress);
     offStdout();

@@ -11,6 +11,7 @@ import { framesCommand, loadCommand } from './load-command.ts';
 import { COMMAND_USAGE, intOption, noPositionals, parseCommandArgs } from './cli-args.ts';
 import { earlySignal, signalExitCode, takeEarlySignal } from './early-signals.ts';
 import { guardStdio } from './stdout-lines.ts';
+import { EXIT, EXIT_CODES_HELP } from './exit-codes.ts';
 
 export const USAGE = `npu-fleet — queue-driven inference workers for Ascend NPUs
 
@@ -20,7 +21,9 @@ ${Object.values(COMMAND_USAGE)
   .join('\n')}
 
 Run npu-fleet COMMAND --help for one command.
-Config: one YAML file (--config or $NPU_FLEET_CONFIG) plus NPU_FLEET__SECTION__KEY env overrides.`;
+Config: one YAML file (--config or $NPU_FLEET_CONFIG) plus NPU_FLEET__SECTION__KEY env overrides.
+
+${EXIT_CODES_HELP}`;
 
 export async function main(argv: readonly string[]): Promise<number> {
   // Before any output: a write to a pipe whose reader has gone (`| head -1`) is otherwise an
@@ -82,7 +85,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       case '--help':
       case '-h':
         process.stdout.write(`${USAGE}\n`);
-        return command === undefined ? 2 : 0;
+        return command === undefined ? EXIT.usage : EXIT.ok;
       default:
         throw new FleetError('INVALID_ARGUMENT', `unknown command "${command}"; run npu-fleet --help`);
     }
@@ -91,9 +94,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (err instanceof FleetError) {
       process.stderr.write(`npu-fleet: ${err.message}\n`);
       log.debug({ err }, 'command failed');
-      return err.code === 'INVALID_ARGUMENT' || err.code === 'INVALID_CONFIG' ? 2 : 1;
+      return err.code === 'INVALID_ARGUMENT' || err.code === 'INVALID_CONFIG' ? EXIT.usage : EXIT.failed;
     }
     process.stderr.write(`npu-fleet: ${(err as Error).stack ?? String(err)}\n`);
-    return 1;
+    return EXIT.failed;
   }
 }

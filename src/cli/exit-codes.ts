@@ -1,0 +1,42 @@
+import { EXIT_DRAIN_TIMEOUT, EXIT_FATAL, EXIT_HANG, EXIT_START_TIMEOUT } from '../runtime/worker-process.ts';
+
+/**
+ * Exit codes of the npu-fleet commands: one scheme for all, printed by `npu-fleet --help`
+ * (EXIT_CODES_HELP). A CI job or a cron script must tell a run that went wrong (1) from one that
+ * went through with requests left without their answer (4), without parsing what was printed.
+ */
+export const EXIT = {
+  ok: 0,
+  /** The command failed, or stopped on an error (the message on stderr); load/frames: no request was answered at all. */
+  failed: 1,
+  /** Bad arguments or config: nothing was done. */
+  usage: 2,
+  /** dlq replay / purge: only records whose deadline had passed were skipped. */
+  onlyExpired: 3,
+  /**
+   * publish, load, frames ran to their end, but not every request got its answer: publish, a
+   * result other than ok, a line refused before sending (invalid) or no reply within --timeout-ms;
+   * load and frames, no reply within --timeout-ms (or still out after --drain-ms).
+   */
+  notAllAnswered: 4,
+  /** publish: stopped by Ctrl-C, SIGTERM or stdout closing before the end. */
+  interrupted: 130,
+} as const;
+
+/** The table `npu-fleet --help` prints. */
+export const EXIT_CODES_HELP = `Exit codes (every command):
+  ${EXIT.ok}    done: publish, every request published (--await: answered ok); load/frames, every
+       request answered; dlq, every record handled; worker/start, stopped and drained
+  ${EXIT.failed}    failed, or stopped on an error (message on stderr); load/frames: no request answered at all;
+       dlq replay/purge: records skipped for a cause to fix; models validate: a model not servable
+  ${EXIT.usage}    bad arguments or config; nothing was done
+  ${EXIT.onlyExpired}    dlq replay/purge: only records whose deadline had passed were skipped
+  ${EXIT.notAllAnswered}    publish, load, frames: ran to the end, but not every request answered (publish: a result
+       not ok, a line refused as invalid, or no reply in --timeout-ms; load/frames: no reply in
+       --timeout-ms / --drain-ms); stderr says how many
+  ${EXIT.interrupted}  publish: interrupted (Ctrl-C, SIGTERM, stdout closed); a signal before a command
+       started: 128 + its number
+  ${EXIT_FATAL}   worker: the broker refuses it for good
+  ${EXIT_DRAIN_TIMEOUT}   worker: the drain ran out of worker.drainTimeoutMs (what was left went back to the broker)
+  ${EXIT_START_TIMEOUT}   worker: start-up did not finish within worker.startTimeoutMs
+  ${EXIT_HANG}   worker: a device hang (the supervisor restarts it)`;

@@ -1,0 +1,26 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../../src/cli/main.ts';
+
+let stdout = '';
+beforeEach(() => {
+  stdout = '';
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => ((stdout += String(chunk)), true));
+});
+afterEach(() => vi.restoreAllMocks());
+
+describe('exit codes in the help texts', () => {
+  it('npu-fleet --help lists the one scheme of every command', async () => {
+    expect(await main(['--help'])).toBe(0);
+    const table = stdout.slice(stdout.indexOf('Exit codes (every command)'));
+    for (const code of ['0', '1', '2', '3', '4', '130', '70', '71', '72', '75']) expect(table, `code ${code}`).toMatch(new RegExp(`^\\s+${code}\\s+\\S`, 'm'));
+    expect(table).toMatch(/^\s+4\s+.*not every request/m);
+  });
+
+  it('load --help and frames --help say that requests without an answer exit 4', async () => {
+    for (const command of ['load', 'frames']) {
+      stdout = '';
+      expect(await main([command, '--help'])).toBe(0);
+      expect(stdout, command).toMatch(/exit 4/);
+    }
+  });
+});
