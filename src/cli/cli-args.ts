@@ -25,7 +25,12 @@ export const COMMAND_USAGE = {
     DATA.jsonl (or .ndjson, or a .json array): many requests, read as a stream; with --out each
     reply (or why there is none: a bad line is an invalid record naming it) is appended to
     RESULTS.jsonl, at most --in-flight (default 1000) awaiting at once, progress on stderr.
-    RESULTS is never overwritten: --resume sends only the ids without an ok result there.`,
+    RESULTS is never overwritten: --resume sends only the ids without an ok result there.
+    Logs (the producer's warnings) go to stderr. Exit 0: every request published (--await:
+    answered ok); exit 4: the run went through, but a result was not ok, a line was refused as
+    invalid, or a reply did not come within --timeout-ms (stderr says how many); exit 1: it
+    stopped on an error (Redis or Kafka not answering, --out not writable: the message says
+    which); exit 2: bad arguments; exit 130: interrupted (Ctrl-C, SIGTERM). See npu-fleet --help.`,
   load: `npu-fleet load --model NAME[,NAME...] [--rate R] [--seconds S] [--priority P] [--deadline-ms MS|LO-HI]
                   [--deadline-share X] [--max-samples N] [--timeout-ms MS] [--max-outstanding N] [--drain-ms MS]
                   [--config FILE]

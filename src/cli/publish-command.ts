@@ -18,6 +18,7 @@ import { replyToProblem, replyTopicPattern } from '../transport/names.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { closeWithin } from './bounded-close.ts';
 import { clientLogger } from './client-logger.ts';
+import { EXIT } from './exit-codes.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 import { OutLock } from './out-lock.ts';
 import { withPhaseProgress } from './phase-progress.ts';
@@ -179,7 +180,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     try {
       await producer.publish(requests);
       printLine(`published ${requests.length} request(s)`);
-      return 0;
+      return EXIT.ok;
     } finally {
       await close();
     }
@@ -224,7 +225,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     });
     if (interruptedBy !== undefined && !values.await) {
       process.stderr.write(`npu-fleet: interrupted by ${interruptedBy} after publishing ${stats.published} of ${total} request(s)\n`);
-      return 130;
+      return EXIT.interrupted;
     }
     if (interruptedBy !== undefined) {
       const answered = answeredCount(stats);
@@ -234,16 +235,25 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
           (out === undefined ? '' : `; rerun with --out ${values.out} --resume to send the rest`) +
           '\n',
       );
-      return 130;
+      return EXIT.interrupted;
     }
     if (showProgress) process.stderr.write(`${summaryLine(stats, values.out)}\n`);
     if (!values.await) {
       printLine(`published ${stats.published} request(s)`);
-      return stats.invalidEntries === 0 ? 0 : 1;
+      if (stats.invalidEntries === 0) return EXIT.ok;
+      process.stderr.write(`npu-fleet: ${stats.invalidEntries} request(s) refused before sending (invalid: see their records); exit ${EXIT.notAllAnswered}\n`);
+      return EXIT.notAllAnswered;
     }
     if (out?.unreadable) process.stderr.write(`npu-fleet: ${out.unreadable} line(s) of ${values.out} were not results (cut off by a crash?) and were ignored\n`);
     const allOk = stats.answered.ok === stats.published && stats.invalidEntries === 0 && stats.unanswered === 0;
-    return allOk ? 0 : 1;
+    if (allOk) return EXIT.ok;
+    // Not 1: the run went through; 1 is for one stopped on an error (bulkPublish throws it).
+    const notOk = stats.published - stats.answered.ok - stats.unanswered;
+    process.stderr.write(
+      `npu-fleet: not every request was answered ok: ${notOk} answered other than ok, ${stats.invalidEntries} refused before sending (invalid), ` +
+        `${stats.unanswered} without a reply within --timeout-ms; exit ${EXIT.notAllAnswered}\n`,
+    );
+    return EXIT.notAllAnswered;
   } finally {
     clearInterval(progress);
     offStdout();

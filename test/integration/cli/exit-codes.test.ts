@@ -3,6 +3,7 @@
 // went through, but not every request got its answer" (4), and for load "nothing was answered"
 // (1: no fleet there) from "some got no answer" (4). Own file: the worker runs the simulator.
 import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parse, stringify } from 'yaml';
@@ -54,9 +55,51 @@ async function fleetServingOneOfTwo(): Promise<string> {
   return configFile;
 }
 
+/** A data set of `good` mlp-classifier requests (64 features), and a line that is not JSON after the first. */
+function dataSet(dir: string, good: number): string {
+  const x = Buffer.from(new Float32Array(64).buffer).toString('base64');
+  const lines = Array.from({ length: good }, (_, i) => JSON.stringify({ id: uniqueName(`r${i}`), model: 'mlp-classifier', inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data: x }] }));
+  lines.splice(1, 0, '{"id": "broken"');
+  const file = join(dir, `${uniqueName('data')}.jsonl`);
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
+async function closedPort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise<void>((r) => probe.close(() => r()));
+  return port;
+}
+
 describe('exit codes of publish and load', () => {
   it('the scheme: 0 ok, 1 failed, 2 usage, 3 only expired (dlq), 4 not every request answered, 130 interrupted', () => {
     expect(EXIT).toMatchObject({ ok: 0, failed: 1, usage: 2, onlyExpired: 3, notAllAnswered: 4, interrupted: 130 });
+  });
+
+  it('publish --file: a line refused (fire and forget) or a result not ok (--await) exits 4; stopped on an error exits 1', { timeout: 120_000 }, async () => {
+    const configFile = await fleetServingOneOfTwo();
+    const dir = tempDir('npu-fleet-exitcodes-data-');
+    const data = dataSet(dir, 5);
+
+    // Fire and forget: the 5 good lines go out, the broken one is an invalid record. Before: 1.
+    expect(await main(['publish', '--config', configFile, '--file', data]), stderr).toBe(EXIT.notAllAnswered);
+    expect(stdout).toMatch(/published 5 request\(s\)/);
+
+    // Awaited: 5 ok, 1 invalid. Before: 1, as for a run stopped on an error.
+    stdout = '';
+    stderr = '';
+    expect(await main(['publish', '--config', configFile, '--file', dataSet(dir, 5), '--await', '--out', join(dir, 'results.jsonl'), '--timeout-ms', '60000']), stderr).toBe(EXIT.notAllAnswered);
+    expect(stderr).toMatch(/5 ok, 1 refused before sending \(invalid\)/);
+
+    // Stopped on an error: Redis not there.
+    stderr = '';
+    const gone = join(dir, 'gone.yaml');
+    const port = await closedPort();
+    writeFileSync(gone, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: `redis://127.0.0.1:${port}`, prefix: uniqueName('gone'), connectTimeoutMs: 1_000 } }, modelRepository: 'examples/models', log: { level: 'silent' } }));
+    expect(await main(['publish', '--config', gone, '--file', data, '--await', '--timeout-ms', '60000']), stderr).toBe(EXIT.failed);
+    expect(stderr).toMatch(/publishing stopped after .*Redis at 127\.0\.0\.1:\d+/);
   });
 
   it('load: some requests without an answer exits 4, saying how many; nothing answered stays 1', { timeout: 120_000 }, async () => {

@@ -95,8 +95,8 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     const out = join(dir, 'results.jsonl');
     const publish = (...extra: string[]): Promise<number> => main(['publish', '--config', configFile, '--file', data, '--await', '--out', out, '--in-flight', '64', '--timeout-ms', '60000', ...extra]);
 
-    // Some lines were bad: exit 1, and a summary of the run on stderr.
-    expect(await publish(), stderr.join('')).toBe(1);
+    // Some lines were bad: exit 4 (not every request answered ok), and a summary of the run on stderr.
+    expect(await publish(), stderr.join('')).toBe(4);
     expect(stderr.join('')).toMatch(new RegExp(`publish: ${GOOD + 4} read, ${GOOD + 1} published, ${GOOD} ok, 1 invalid, 3 refused before sending \\(invalid\\); records in `));
     const first = records(out);
     expect(first).toHaveLength(GOOD + 4);
@@ -123,7 +123,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     const okKept = new Set(keep.filter((r) => r.status === 'ok').map((r) => r.id));
     writeFileSync(out, `${keep.map((r) => JSON.stringify(r)).join('\n')}\n{"id":"g29`);
     stderr.splice(0);
-    expect(await publish('--resume'), stderr.join('')).toBe(1);
+    expect(await publish('--resume'), stderr.join('')).toBe(4);
     const text = stderr.join('');
     expect(text).toMatch(new RegExp(`${GOOD - okKept.size + 1} published, ${GOOD - okKept.size} ok, .*${okKept.size} skipped \\(ok in the file before\\)`));
     expect(text).toMatch(/1 line\(s\) of .*results\.jsonl were not results \(cut off by a crash\?\) and were ignored/);
@@ -240,7 +240,7 @@ describe('npu-fleet publish --file on Kafka where the model repository is not at
     const data = join(dir, 'data.jsonl');
     writeFileSync(data, `${lines.join('\n')}\n`);
     const out = join(dir, 'results.jsonl');
-    expect(await main(['publish', '--config', configFile, '--file', data, '--await', '--out', out, '--timeout-ms', '60000']), stderr.join('')).toBe(1);
+    expect(await main(['publish', '--config', configFile, '--file', data, '--await', '--out', out, '--timeout-ms', '60000']), stderr.join('')).toBe(4);
     const recs = records(out);
     expect(recs.filter((r) => r.status === 'ok').map((r) => r.id).sort()).toEqual(['p0', 'p1', 'p2', 'p3', 'p4', 'p5']);
     const bad = recs.filter((r) => r.status !== 'ok');
@@ -248,11 +248,11 @@ describe('npu-fleet publish --file on Kafka where the model repository is not at
     expect(bad[0]).toMatchObject({ id: 'too-low', status: 'invalid', error: { code: 'INVALID_ARGUMENT' } });
     expect(bad[0]?.error?.message).toMatch(/^line 4: priority 5 of model affine: no worker reads .*serve priorities 0, 1/);
 
-    // Fire and forget: the good lines go out, the bad one is an invalid line on stdout, exit 1.
+    // Fire and forget: the good lines go out, the bad one is an invalid line on stdout, exit 4.
     const printed: string[] = [];
     vi.mocked(process.stdout.write).mockImplementation((chunk) => (printed.push(String(chunk)), true));
     stderr.splice(0);
-    expect(await main(['publish', '--config', configFile, '--file', data]), stderr.join('')).toBe(1);
+    expect(await main(['publish', '--config', configFile, '--file', data]), stderr.join('')).toBe(4);
     expect(printed.join('')).toMatch(/published 6 request\(s\)/);
     expect(printed.join('')).toMatch(/"id":"too-low","status":"invalid".*line 4: priority 5/);
   });

@@ -16,6 +16,12 @@ describe('exit codes in the help texts', () => {
     expect(table).toMatch(/^\s+4\s+.*not every request/m);
   });
 
+  it('publish --help tells 4 (results not ok, lines invalid, no reply) from 1 (stopped on an error)', async () => {
+    expect(await main(['publish', '--help'])).toBe(0);
+    expect(stdout).toMatch(/exit 4.*(not ok|invalid)/s);
+    expect(stdout).toMatch(/exit 1.*error/s);
+  });
+
   it('load --help and frames --help say that requests without an answer exit 4', async () => {
     for (const command of ['load', 'frames']) {
       stdout = '';
