@@ -48,6 +48,7 @@ struct IODesc {
   std::vector<int64_t> dims;       // -1 = dynamic
   std::vector<bool> nonBatchDyn;   // per dim: dynamic for a reason other than the batch
   std::vector<int64_t> perBatch;   // outputs: dim = perBatch * batch when > 0 (batch-driven)
+  std::vector<int64_t> atMaxBatch; // outputs: dims at the largest gear (-1 where sequence-driven)
   size_t size = 0;
 };
 

@@ -11,8 +11,10 @@ namespace sim {
 struct Fault {
   // NOSYNCWAIT is not about executions: aclrtSynchronizeEventWithTimeout on the device returns
   // ACL_ERROR_RT_FEATURE_NOT_SUPPORT (207000), as on a SoC/driver that exports the symbol but does
-  // not support the call. findFault (executions) skips it.
-  enum Kind { FAIL, HANG, SLOW, CRASH, NOSYNCWAIT };
+  // not support the call. CURDIMSATRUN: aclmdlSetDynamicBatchSize leaves the model's current
+  // output dims alone, only an execution updates them (a library that reads them at execution, not
+  // at the setter). findFault (executions) skips both.
+  enum Kind { FAIL, HANG, SLOW, CRASH, NOSYNCWAIT, CURDIMSATRUN };
   int device = -1;     // -1: every device (each counts its own executions)
   Kind kind = FAIL;
   uint64_t from = 0;   // 1-based execution numbers, inclusive

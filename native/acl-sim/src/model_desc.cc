@@ -189,13 +189,24 @@ ACLSIM_API aclError aclmdlSetDynamicBatchSize(uint32_t modelId, aclmdlDataset *d
   if (b && b->data && b->size >= sizeof(uint64_t) && rtIsDeviceRange(b->data, sizeof(uint64_t))) {
     std::memcpy(b->data, &batchSize, sizeof(uint64_t));
   }
-  // Until an execution reports actual shapes, GetCurOutputDims derives them from the gear.
+  // Until an execution reports actual shapes, GetCurOutputDims derives them from the gear; with
+  // the `curdimsatrun` fault on the model's device only executions update them.
+  for (const Fault &f : rtConfig().faults) {
+    if (f.kind == Fault::CURDIMSATRUN && (f.device < 0 || f.device == m->dev)) return ACL_SUCCESS;
+  }
   std::lock_guard<std::mutex> lk(m->curMu);
   for (size_t i = 0; i < info.outputs.size(); ++i) {
     const IODesc &o = info.outputs[i];
     std::vector<int64_t> dims = o.dims;
     for (size_t k = 0; k < dims.size(); ++k) {
-      if (dims[k] < 0 && o.perBatch[k] > 0) dims[k] = o.perBatch[k] * int64_t(batchSize);
+      if (dims[k] >= 0) continue;
+      if (o.perBatch[k] > 0) {
+        dims[k] = o.perBatch[k] * int64_t(batchSize);
+      } else if (batchSize == info.maxBatch && k < o.atMaxBatch.size()) {
+        // The validation run at the largest gear gave this dim (with one gear, or gears up to 1,
+        // batch-driven dims cannot be told from fixed ones, so perBatch is 0).
+        dims[k] = o.atMaxBatch[k];
+      }
     }
     m->curOut[i] = dims;
   }

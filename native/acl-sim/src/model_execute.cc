@@ -124,7 +124,8 @@ bool firstInputHolds(const ExecPlan &p, const ModelInfo &info, float v) {
 
 const Fault *findFault(int dev, uint64_t k, const ExecPlan &p, const ModelInfo &info) {
   for (const Fault &f : rtConfig().faults) {
-    if (f.kind == Fault::NOSYNCWAIT) continue;  // not an execution fault (see runtime_events.cc syncEvent)
+    // Not execution faults (runtime_events.cc syncEvent, model_desc.cc aclmdlSetDynamicBatchSize).
+    if (f.kind == Fault::NOSYNCWAIT || f.kind == Fault::CURDIMSATRUN) continue;
     if ((f.device < 0 || f.device == dev) && k >= f.from && k <= f.to && (!f.byValue || firstInputHolds(p, info, f.value))) return &f;
   }
   return nullptr;

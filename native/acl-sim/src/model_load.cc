@@ -235,6 +235,7 @@ std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::str
       d.dims.push_back(declaredDyn || seqDriven || batchDriven ? -1 : a[k]);
       d.nonBatchDyn.push_back(seqDriven);
       d.perBatch.push_back(batchDriven && !seqDriven && maxB > 0 && c[k] > 0 && a[k] == maxB * c[k] ? c[k] : 0);
+      d.atMaxBatch.push_back(seqDriven ? -1 : a[k]);
       if (seqDriven) sizeKnown = false;
     }
     int64_t n = 1;

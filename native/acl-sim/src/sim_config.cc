@@ -135,13 +135,15 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
       f.device = int(d);
       rest = rest.substr(colon + 1);
     }
-    if (trim(rest).compare(0, 10, "nosyncwait") == 0) {
+    const bool noSyncWait = trim(rest).compare(0, 10, "nosyncwait") == 0;
+    if (noSyncWait || trim(rest).compare(0, 12, "curdimsatrun") == 0) {
       // A property of the device, not of an execution: no @WHEN, no argument.
-      if (trim(rest) != "nosyncwait") {
-        err = where + "nosyncwait takes no @WHEN or argument (write nosyncwait or devN:nosyncwait)";
+      const std::string name = noSyncWait ? "nosyncwait" : "curdimsatrun";
+      if (trim(rest) != name) {
+        err = where + name + " takes no @WHEN or argument (write " + name + " or devN:" + name + ")";
         return false;
       }
-      f.kind = Fault::NOSYNCWAIT;
+      f.kind = noSyncWait ? Fault::NOSYNCWAIT : Fault::CURDIMSATRUN;
       f.from = 1;
       f.to = UINT64_MAX;
       out.push_back(f);
@@ -149,7 +151,7 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
     }
     const size_t at = rest.find('@');
     if (at == std::string::npos) {
-      err = where + "expected kind@k (e.g. fail@3, hang@5:2000ms, slow@2:x10, hang@value=1337:60s, crash@value=1337) or nosyncwait";
+      err = where + "expected kind@k (e.g. fail@3, hang@5:2000ms, slow@2:x10, hang@value=1337:60s, crash@value=1337), nosyncwait or curdimsatrun";
       return false;
     }
     const std::string kind = trim(rest.substr(0, at));
@@ -225,7 +227,7 @@ bool parseFaults(const std::string &s, std::vector<Fault> &out, std::string &err
         return false;
       }
     } else {
-      err = where + "unknown fault kind '" + kind + "' (known: fail, hang, slow, crash, nosyncwait)";
+      err = where + "unknown fault kind '" + kind + "' (known: fail, hang, slow, crash, nosyncwait, curdimsatrun)";
       return false;
     }
     out.push_back(f);

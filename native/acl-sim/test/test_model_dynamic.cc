@@ -203,3 +203,67 @@ void rangeDynamic() {
   ACL_OK(aclmdlUnload(id));
   aclmdlDestroyDesc(d);
 }
+
+namespace {
+void freeDynBatchIO(const DynBatchIO &io) {
+  for (aclmdlDataset *ds : {io.in, io.out}) {
+    for (size_t i = 0; i < aclmdlGetDatasetNumBuffers(ds); ++i) aclDestroyDataBuffer(aclmdlGetDatasetBuffer(ds, i));
+    aclmdlDestroyDataset(ds);
+  }
+  aclrtFree(io.a);
+  aclrtFree(io.b);
+  aclrtFree(io.c);
+  aclmdlDestroyDesc(io.d);
+}
+}  // namespace
+
+// `[devN:]curdimsatrun`: aclmdlSetDynamicBatchSize leaves the model's current output dims alone on
+// that device, only an execution updates them (a library that reads them at execution, not at the
+// setter); the other device keeps the setter's update, and executions count as usual.
+void curDimsAtRun() {
+  const std::string mlp = mlpModel(64, 32, 16, 10);
+  setEnv("NPU_FLEET_SIM_FAULTS", "dev1:curdimsatrun");
+  ACL_OK(aclInit(nullptr));
+  for (int dev = 0; dev < 2; ++dev) {
+    ACL_OK(aclrtSetDevice(dev));
+    uint32_t id = 0;
+    ACL_OK(aclmdlLoadFromMem(mlp.data(), mlp.size(), &id));
+    const DynBatchIO io = dynBatchIO(id);
+    aclmdlIODims dims;
+    ACL_OK(aclmdlSetDynamicBatchSize(id, io.in, 1, 4));
+    ACL_OK(aclmdlGetCurOutputDims(io.d, 0, &dims));
+    CHECK(dims.dimCount == 2 && dims.dims[0] == (dev == 1 ? -1 : 4) && dims.dims[1] == 10);
+    ACL_OK(aclmdlExecute(id, io.in, io.out));
+    ACL_OK(aclmdlGetCurOutputDims(io.d, 0, &dims));
+    CHECK(dims.dimCount == 2 && dims.dims[0] == 4);
+    ACL_OK(aclmdlSetDynamicBatchSize(id, io.in, 1, 2));
+    ACL_OK(aclmdlGetCurOutputDims(io.d, 0, &dims));
+    CHECK(dims.dimCount == 2 && dims.dims[0] == (dev == 1 ? 4 : 2));
+    ACL_OK(aclmdlExecute(id, io.in, io.out));
+    ACL_OK(aclmdlGetCurOutputDims(io.d, 0, &dims));
+    CHECK(dims.dimCount == 2 && dims.dims[0] == 2);
+    uint64_t count = 0;
+    ACL_OK(aclsimGetExecutionCount(dev, &count));
+    CHECK(count == 2);
+    ACL_OK(aclmdlUnload(id));
+    freeDynBatchIO(io);
+  }
+  // Without the fault, a model whose only gear is 1 (batch-driven dims cannot be told from fixed
+  // ones by the validation runs) still gets its dims at the setter: those of the largest gear.
+  ACL_OK(aclrtSetDevice(0));
+  const uint64_t one[] = {1};
+  ACL_OK(aclsimSetNextLoadBatchGears(one, 1));
+  uint32_t id = 0;
+  ACL_OK(aclmdlLoadFromMem(mlp.data(), mlp.size(), &id));
+  const DynBatchIO io = dynBatchIO(id);
+  aclmdlIODims dims;
+  ACL_OK(aclmdlGetOutputDims(io.d, 0, &dims));
+  CHECK(dims.dimCount == 2 && dims.dims[0] == -1 && dims.dims[1] == 10);
+  ACL_OK(aclmdlSetDynamicBatchSize(id, io.in, 1, 1));
+  ACL_OK(aclmdlGetCurOutputDims(io.d, 0, &dims));
+  CHECK(dims.dimCount == 2 && dims.dims[0] == 1 && dims.dims[1] == 10);
+  ACL_OK(aclmdlUnload(id));
+  freeDynBatchIO(io);
+  ACL_OK(aclFinalize());
+  setEnv("NPU_FLEET_SIM_FAULTS", nullptr);
+}

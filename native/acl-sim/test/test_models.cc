@@ -181,7 +181,8 @@ void modelTests(const char *filter) {
                {"many_executions", manyExecutions, false}, {"exit_while_hung", exitWhileHung, true},
                {"concurrency", concurrency, true},         {"validation_data", validationDataDependent, false},
                {"validation_budget", validationBudget, false},
-               {"validation_budget_scales", validationBudgetScales, false}};
+               {"validation_budget_scales", validationBudgetScales, false},
+               {"cur_dims_at_run", curDimsAtRun, true}};
   for (auto &t : tests) {
     if (filter && !std::strstr(t.name, filter)) continue;
     std::printf("models/%s\n", t.name);

@@ -23,6 +23,7 @@ DynBatchIO dynBatchIO(uint32_t id);
 // Test bodies, run by modelTests (test_models.cc).
 void dynamicBatch();         // test_model_dynamic.cc
 void rangeDynamic();         // test_model_dynamic.cc
+void curDimsAtRun();         // test_model_dynamic.cc
 void malformed();            // test_model_malformed.cc
 void memoryAccounting();     // test_model_resources.cc
 void memoryCapacity();       // test_model_resources.cc

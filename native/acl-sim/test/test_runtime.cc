@@ -53,7 +53,9 @@ void testInitFinalize() {
                           {"NPU_FLEET_SIM_FAULTS", "crash@value=5:1s"},
                           {"NPU_FLEET_SIM_FAULTS", "nosyncwait@3"},
                           {"NPU_FLEET_SIM_FAULTS", "nosyncwait:1s"},
-                          {"NPU_FLEET_SIM_FAULTS", "dev7:nosyncwait"}};
+                          {"NPU_FLEET_SIM_FAULTS", "dev7:nosyncwait"},
+                          {"NPU_FLEET_SIM_FAULTS", "curdimsatrun@1"},
+                          {"NPU_FLEET_SIM_FAULTS", "dev1:curdimsatrun:2s"}};
   for (auto &kv : bad) {
     resetEnv();
     setEnv(kv[0], kv[1]);
@@ -63,7 +65,7 @@ void testInitFinalize() {
   }
   resetEnv();
   setEnv("NPU_FLEET_SIM_FAULTS",
-         "fail@3; dev1:hang@5:2000ms, slow@2:x10,slow@4-6:500ms,fail@9+,crash@value=5, dev0:nosyncwait");
+         "fail@3; dev1:hang@5:2000ms, slow@2:x10,slow@4-6:500ms,fail@9+,crash@value=5, dev0:nosyncwait, dev1:curdimsatrun");
   setEnv("NPU_FLEET_SIM_PROFILE", "base=2ms,perItem=250us");
   setEnv("NPU_FLEET_SIM_DEVICE_MEMORY_BYTES", "512MiB");
   ACL_OK(aclInit(nullptr));
