@@ -160,8 +160,25 @@ void ModelCore::Load(const LoadOptions &opts) {
       }
     }
   }
-  for (auto &t : info.outputs) {
+  // acl-api.md §4: a gear model's outputs are sized for the largest gear by ACL and their dims
+  // reported per gear by aclmdlGetCurOutputDims, whichever axes the batch drives (a flattened
+  // [batch x 4], a transposed [3, batch]); with range-dynamic inputs they are read after each run.
+  const bool learnsGearDims = info.dynamic == DynamicKind::Batch && !setsTensorDesc_ &&
+                              api_.aclmdlGetCurOutputDims != nullptr;
+  std::vector<size_t> descBytes;  // aclmdlGetOutputSizeByIndex, before maxOutputDims
+  std::vector<size_t> needGearDims;  // sized by ACL only: load fails unless their dims are learned
+  for (size_t o = 0; o < info.outputs.size(); ++o) {
+    TensorInfo &t = info.outputs[o];
+    descBytes.push_back(t.bufferBytes);
     auto given = opts.maxOutputDims.find(t.name);
+    bool beyondBatch = false;
+    for (size_t k = 1; k < t.dims.size(); ++k) beyondBatch = beyondBatch || t.dims[k] < 0;
+    if (learnsGearDims && beyondBatch && given == opts.maxOutputDims.end() && t.bufferBytes > 0) {
+      t.maxDims = t.dims;
+      if (t.maxDims[0] < 0) t.maxDims[0] = maxGear;
+      needGearDims.push_back(o);
+      continue;
+    }
     t.maxDims = given != opts.maxOutputDims.end() ? given->second : t.dims;
     if (t.maxDims.size() != t.dims.size()) {
       ThrowKind("invalid", "maxOutputDims." + t.name + " has rank " + std::to_string(t.maxDims.size()) +
@@ -192,12 +209,110 @@ void ModelCore::Load(const LoadOptions &opts) {
   info.slots = opts.slots;
   slots_.resize(static_cast<size_t>(opts.slots));
   for (auto &s : slots_) AllocateSlot(s, mbatchBytes);
+  if (learnsGearDims) LearnGearOutputDims(descBytes);
+  for (size_t o : needGearDims) {
+    const TensorInfo &t = info.outputs[o];
+    if (t.dimsByGear.empty()) {
+      ThrowKind("invalid", "output " + t.name + " " + DimsText(t.dims) +
+                               " has a dynamic non-batch dimension that aclmdlGetCurOutputDims did "
+                               "not report for every gear: pass maxOutputDims." + t.name +
+                               " to size its buffers");
+    }
+  }
 
   size_t freeAfter = 0;
   ACL_CHECK(api_, aclrtGetMemInfo, ACL_HBM_MEM, &freeAfter, &total);
   info.deviceMemoryBytes =
       freeBefore > freeAfter ? static_cast<int64_t>(freeBefore - freeAfter) : 0;
   loaded = true;
+}
+
+// The current output dims are the model's, not an execution's: read while batches of other gears
+// run on the other slot they may describe another batch (f6db680, reverted in a242115: 3 runs in
+// 6 got another gear's output length). So each gear's dims are read here, serially, before the
+// model serves, and every batch is sized from this table. Per gear: the setter (on slot 0's
+// dataset, idle until Load returns), then aclmdlGetCurOutputDims. A library that updates them at
+// the setter (acl-api.md §4, and the simulator) is read with no execution; one that updates them
+// only when an execution runs shows it by dims that are not all known or do not change with the
+// gear, and is then asked again after one synchronous execute per gear on zeroed inputs.
+void ModelCore::LearnGearOutputDims(const std::vector<size_t> &descBytes) {
+  std::vector<size_t> outs;
+  for (size_t o = 0; o < info.outputs.size(); ++o) {
+    if (descBytes[o] > 0) outs.push_back(o);  // 0: data-dependent dims, read after each run
+  }
+  if (outs.empty() || slots_.empty()) return;
+  Slot &s = slots_.front();
+  auto io = std::make_unique<aclmdlIODims>();
+  auto fits = [&](const TensorInfo &t, const std::vector<int64_t> &d) {
+    if (d.size() != t.dims.size()) return false;
+    for (size_t k = 0; k < d.size(); ++k) {
+      if (d[k] < 0 || (t.dims[k] >= 0 && d[k] != t.dims[k])) return false;
+    }
+    size_t bytes = 0;
+    return TensorBytes(d, t.elemBytes, &bytes) && bytes <= t.bufferBytes;
+  };
+  using Table = std::vector<std::vector<std::vector<int64_t>>>;  // [outs index][gear index]
+  // false when an execute failed (nothing learned by that pass)
+  auto pass = [&](bool execute, Table &table, std::vector<bool> &valid) {
+    table.assign(outs.size(), std::vector<std::vector<int64_t>>(info.gears.size()));
+    valid.assign(outs.size(), true);
+    for (size_t g = 0; g < info.gears.size(); ++g) {
+      ACL_CHECK(api_, aclmdlSetDynamicBatchSize, info.modelId, s.inDs, *mbatchIndex_, info.gears[g]);
+      if (execute) {
+        aclError rc = api_.aclmdlExecuteAsync(info.modelId, s.inDs, s.outDs, s.stream);
+        const aclError sync = api_.aclrtSynchronizeStream(s.stream);
+        if (rc == ACL_SUCCESS) rc = sync;
+        if (rc != ACL_SUCCESS) {
+          TakeRecentErrMsg(api_);
+          return false;
+        }
+      }
+      for (size_t i = 0; i < outs.size(); ++i) {
+        if (!valid[i]) continue;
+        const TensorInfo &t = info.outputs[outs[i]];
+        *io = {};
+        if (api_.aclmdlGetCurOutputDims(desc_, t.aclIndex, io.get()) != ACL_SUCCESS) {
+          TakeRecentErrMsg(api_);
+          valid[i] = false;
+          continue;
+        }
+        std::vector<int64_t> d(io->dims, io->dims + std::min(io->dimCount, ACL_MAX_DIM_CNT));
+        valid[i] = fits(t, d);
+        // A dim the gear drives differs between two gears; the same dims at the previous gear
+        // mean the setter did not update them.
+        const bool gearDriven = std::any_of(t.dims.begin(), t.dims.end(), [](int64_t v) { return v < 0; });
+        if (!execute && gearDriven && g > 0 && d == table[i][g - 1]) valid[i] = false;
+        table[i][g] = std::move(d);
+      }
+    }
+    return true;
+  };
+  Table table;
+  std::vector<bool> valid;
+  pass(false, table, valid);
+  if (std::find(valid.begin(), valid.end(), false) != valid.end()) {
+    for (size_t k = 0; k < info.inputs.size(); ++k) {
+      const size_t bytes = info.inputs[k].bufferBytes;
+      if (bytes == 0) continue;
+      std::memset(s.hostIn[k], 0, bytes);
+      ACL_CHECK(api_, aclrtMemcpy, s.devIn[k], bytes, s.hostIn[k], bytes, ACL_MEMCPY_HOST_TO_DEVICE);
+    }
+    Table ran;
+    std::vector<bool> ranValid;
+    if (pass(true, ran, ranValid)) {
+      for (size_t i = 0; i < outs.size(); ++i) {
+        if (!ranValid[i]) continue;
+        table[i] = std::move(ran[i]);
+        valid[i] = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!valid[i]) continue;
+    TensorInfo &t = info.outputs[outs[i]];
+    t.dimsByGear = std::move(table[i]);
+    t.maxDims = t.dimsByGear.back();  // gears are sorted: the largest
+  }
 }
 
 void ModelCore::AllocateSlot(Slot &s, size_t mbatchBytes) {

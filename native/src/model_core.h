@@ -30,6 +30,9 @@ struct TensorInfo {
   size_t elemBytes = 0;
   size_t bufferBytes = 0;  // per slot, for the largest gear / maxDims
   size_t aclIndex = 0;     // index in the model's input/output list (mbatch input included)
+  // Outputs of a dynamic-batch model: the dims at each of info.gears (same order), learned once
+  // at load (LearnGearOutputDims). Empty when not learned: the gear then fills a leading -1.
+  std::vector<std::vector<int64_t>> dimsByGear;
 };
 
 struct LoadOptions {
@@ -125,6 +128,9 @@ class ModelCore {
   // slot's batch; before the run, for an output known only after it, its max dims.
   std::vector<int64_t> ReadOutputDims(Slot &s, size_t o, bool afterRun);
   bool OutputDimsAfterRun(size_t o) const;
+  // Device thread, at load, before the model serves: fills dimsByGear of the outputs ACL sized
+  // itself (descBytes[o] > 0, aclmdlGetOutputSizeByIndex), from aclmdlGetCurOutputDims per gear.
+  void LearnGearOutputDims(const std::vector<size_t> &descBytes);
 
   const AclApi &api_;
   int lastStarted_ = -1;  // slot of the most recent batch: the next execute waits for its evExec

@@ -26,6 +26,7 @@ void ModelCore::Fail(Slot &s, const Failure &f) {
 // its description has a -1 that the batch gear does not fill, i.e. a dim that follows input
 // values (e.g. a Reshape whose target is an int64 input), even if every input has a fixed size.
 bool ModelCore::OutputDimsAfterRun(size_t o) const {
+  if (!info.outputs[o].dimsByGear.empty()) return false;
   if (info.dynamic == DynamicKind::Range || setsTensorDesc_) return true;
   const std::vector<int64_t> &d = info.outputs[o].dims;
   for (size_t k = 0; k < d.size(); ++k) {
@@ -41,9 +42,16 @@ std::vector<int64_t> ModelCore::ReadOutputDims(Slot &s, size_t o, bool afterRun)
   const bool knownAfterRun = OutputDimsAfterRun(o);
   if (info.dynamic == DynamicKind::Static && !knownAfterRun) return t.dims;
   if (knownAfterRun && !afterRun) return t.maxDims;
-  // Dynamic batch: only the batch dimension varies, so the gear determines the shape. (Not
-  // aclmdlGetCurOutputDims: it is per model, and a batch finishing on another slot may update it
-  // between this slot's setter and the read.)
+  // Dynamic batch: the dims learned for this gear at load (never aclmdlGetCurOutputDims now: it
+  // is per model, and a batch of another gear on the other slot may have updated it meanwhile).
+  if (info.dynamic == DynamicKind::Batch && !t.dimsByGear.empty()) {
+    const auto g = std::lower_bound(info.gears.begin(), info.gears.end(), s.job->gear);
+    if (g != info.gears.end() && *g == s.job->gear) {
+      return t.dimsByGear[static_cast<size_t>(g - info.gears.begin())];
+    }
+  }
+  // Without a table (no aclmdlGetCurOutputDims): the gear in a leading -1, which holds for an
+  // output whose batch is its leading dim, one row per item.
   if (info.dynamic == DynamicKind::Batch && !knownAfterRun) {
     std::vector<int64_t> dims = t.dims;
     if (!dims.empty() && dims[0] < 0) dims[0] = static_cast<int64_t>(s.job->gear);
