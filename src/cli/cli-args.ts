@@ -47,8 +47,9 @@ export const COMMAND_USAGE = {
     A video pipeline's traffic: N cameras (default 4) each sending a one-sample frame every 1/F s
     (default 25 fps) keyed by camera (streamKey), each frame due within MS (default two frame
     intervals). A model with streams: { superseded: drop } answers displaced frames superseded.
-    Same progress lines and summary as load, the same --drain-ms (default 5000), and the same
-    exit codes (exit 4: some frames got no answer).`,
+    Same progress lines and summary as load, plus "out of order N": ok results for a frame older
+    than one of its camera answered ok before (what a consumer would show as a jump back); the
+    same --drain-ms (default 5000) and exit codes (exit 4: some frames got no answer).`,
   dlq: `npu-fleet dlq list|replay|purge --model NAME [--reason CODE[,CODE...]] [--since 2h|ISO-TIME-WITH-Z-OR-OFFSET] [--limit N]
                   [--priority P] [--refresh-deadline 30s|5m|2h] [--expired] [--dry-run] [--json] [--config FILE]
     list: the model's dead letters by reason, and the oldest matching ones (default 20).

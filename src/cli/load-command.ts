@@ -9,6 +9,7 @@ import { RunStats } from '../producer/run-stats.ts';
 import { prng, syntheticInputs, syntheticRequest } from '../runtime/demo-load.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { closeWithin } from './bounded-close.ts';
+import { FrameOrder } from './frame-order.ts';
 import { clientLogger } from './client-logger.ts';
 import { EXIT } from './exit-codes.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
@@ -98,7 +99,7 @@ export async function framesCommand(args: readonly string[]): Promise<number> {
     };
     if (run.priority !== undefined) r.priority = run.priority;
     return r;
-  });
+  }, new FrameOrder());
 }
 
 interface RunOptions {
@@ -138,7 +139,7 @@ function commonOptions(values: { config?: string; model?: string; seconds?: stri
 }
 
 /** Runs the open loop with progress lines each second and a summary; Ctrl-C ends it like --seconds. */
-async function drive(run: RunOptions, rate: number, title: string, next: (seq: number) => RequestEnvelope): Promise<number> {
+async function drive(run: RunOptions, rate: number, title: string, next: (seq: number) => RequestEnvelope, order?: FrameOrder): Promise<number> {
   const producer = createProducer(run.config.transport, { limits: run.config.limits, log: clientLogger(run.config) });
   const stats = new RunStats();
   let stopBy: NodeJS.Signals | undefined;
@@ -165,7 +166,7 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
   let last = Date.now();
   const progress = setInterval(() => {
     const now = Date.now();
-    printLine(stats.line(now - last, sentNow - sentBefore));
+    printLine(stats.line(now - last, sentNow - sentBefore) + (order?.line() ?? ''));
     sentBefore = sentNow;
     last = now;
   }, 1_000);
@@ -183,7 +184,10 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
       timeoutMs: run.timeoutMs,
       maxOutstanding: run.maxOutstanding,
       drainMs: run.drainMs,
-      onResult: (r) => void stats.result(r),
+      onResult: (r, request) => {
+        stats.result(r);
+        order?.result(r, request);
+      },
       // CLOSED too: after a second Ctrl-C the summary counts the requests it stopped waiting for.
       onError: (e) => void stats.noReply(e),
       onHeldBack: (n) => stats.heldBack(n),
@@ -191,11 +195,11 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
     });
     clearInterval(progress);
     // The part-second since the last line, so that the lines add up to the summary.
-    if (sentNow > sentBefore || stats.intervalHasOutcomes()) printLine(stats.line(Math.max(1, Date.now() - last), sentNow - sentBefore));
+    if (sentNow > sentBefore || stats.intervalHasOutcomes()) printLine(stats.line(Math.max(1, Date.now() - last), sentNow - sentBefore) + (order?.line() ?? ''));
     printLine(
       `${stopBy === undefined ? 'done' : `stopped by ${stopBy}`}: sent ${outcome.sent}` +
         `${outcome.heldBack > 0 ? `, held back ${outcome.heldBack} (over --max-outstanding: the fleet did not keep up)` : ''}` +
-        `${outcome.outstanding > 0 ? `, ${outcome.outstanding} without a reply after --drain-ms` : ''} | ${stats.summary()}`,
+        `${outcome.outstanding > 0 ? `, ${outcome.outstanding} without a reply after --drain-ms` : ''} | ${stats.summary()}${order?.summary() ?? ''}`,
     );
     // A drill or a CI job reading the exit code must not pass on a fleet that answered nothing.
     const answered = stats.replies();
