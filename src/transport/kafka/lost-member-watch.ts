@@ -84,18 +84,20 @@ export class LostMemberRestarter {
     consumer.on(consumer.events.HEARTBEAT, member);
     consumer.on(consumer.events.GROUP_JOIN, member);
     consumer.on(consumer.events.FETCH, () => this.membership.onFetch());
-    consumer.on(consumer.events.DISCONNECT, () => this.stop());
   }
 
   /** After the first consumer.run(). */
   start(): void {
     if (this.timer !== undefined) return;
+    // Not ended by the consumer's DISCONNECT: kafkajs disconnects on each crash before it restarts.
     this.timer = setInterval(() => {
-      if (!this.restarting && !this.o.isClosed() && this.membership.lost()) void this.restart();
+      if (this.o.isClosed()) this.stop();
+      else if (!this.restarting && this.membership.lost()) void this.restart();
     }, CHECK_EVERY_MS);
     this.timer.unref();
   }
 
+  /** Ends the checks (also by itself once isClosed()). */
   stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
