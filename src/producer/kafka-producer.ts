@@ -40,6 +40,7 @@ interface ConsumerHandle {
   readonly groupId: string;
   /** A group this producer made up (deleted on close), not one the caller named. */
   readonly ownGroup: boolean;
+  restarter?: LostMemberRestarter;
 }
 
 export interface KafkaProducerOptions extends ProducerOptions {
@@ -347,14 +348,14 @@ export class KafkaProducer implements Producer {
           },
         });
       // Made before the run: it must see the first group join.
-      const restarter = new LostMemberRestarter(consumer, {
+      const restarter = (handle.restarter = new LostMemberRestarter(consumer, {
         heartbeatIntervalMs: REPLY_HEARTBEAT_MS,
         sessionTimeoutMs: 30_000,
         what: `the replies on ${topic}`,
         logger: this.options.logger,
         isClosed: () => this.closed || !this.consumers.has(handle),
         rerun: run,
-      });
+      }));
       await run();
       restarter.start();
       if (!fromBeginning) await fetched;
@@ -370,6 +371,7 @@ export class KafkaProducer implements Producer {
 
   private async stopConsumer(handle: ConsumerHandle): Promise<void> {
     if (!this.consumers.delete(handle)) return;
+    handle.restarter?.stop();
     await handle.consumer.disconnect().catch(() => undefined);
     if (handle.ownGroup && this.connecting !== undefined) {
       const { admin } = await this.connecting;

@@ -2,6 +2,7 @@ import type { Kafka } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import type { FleetError } from '../../errors/fleet-error.ts';
 import { consumerFailure, ensureTopics, isUnknownTopic, type TransportLogger } from './kafka-client.ts';
+import { isCoordinatorNotFound } from './lost-member-watch.ts';
 
 /** How long start() waits for the worker's first group join before it carries on anyway. */
 export const JOIN_WAIT_MS = 30_000;
@@ -89,6 +90,8 @@ export class ConsumerWatch {
       return;
     }
     if (this.o.isClosed() || this.fatalReported) return;
+    // Passing, not the worker's settings: LostMemberRestarter runs the consumer again (once started).
+    if (this.refuseStart === undefined && isCoordinatorNotFound(error)) return;
     this.fatalReported = true;
     const err = consumerFailure(error, this.o.settings);
     if (this.refuseStart !== undefined) {

@@ -17,6 +17,7 @@ import { PartitionTracker } from './partition-tracker.ts';
 import { predecessorMembers, predecessorMembersNote, removePredecessorMembers } from './predecessor-members.ts';
 import { StaleMemberRemover } from './stale-member-remover.ts';
 import { RedeliveryHints } from './redelivery-hints.ts';
+import type { LostMemberRestarter } from './lost-member-watch.ts';
 import { contactWindowFor, RequestConsumer } from './request-consumer.ts';
 import { ResultSender } from './result-sender.ts';
 import type { KafkaTransportOptions } from './kafka-transport-options.ts';
@@ -49,6 +50,7 @@ export class KafkaTransport implements Transport {
   private readonly hints: RedeliveryHints;
   private closed = false;
   private watch: ConsumerWatch | undefined;
+  private restarter: LostMemberRestarter | undefined;
   private contactWindowMs = 5_000;
   private onFatal: ((err: FleetError) => void) | undefined;
   private onRevoked: ((deliveryIds: ReadonlySet<string>) => void) | undefined;
@@ -155,6 +157,7 @@ export class KafkaTransport implements Transport {
       this.consumer = requests.consumer;
       new StaleMemberRemover(this.kafka, this.options.logger, () => this.closed).watch(requests.consumer);
       this.watch = requests.watch;
+      this.restarter = requests.restarter;
       await predecessorsRemoved;
       await requests.run();
     } catch (err) {
@@ -372,6 +375,7 @@ export class KafkaTransport implements Transport {
   }
 
   private async disconnect(): Promise<void> {
+    this.restarter?.stop();
     await Promise.allSettled([this.consumer?.disconnect(), this.sender?.disconnect(), this.admin?.disconnect()]);
   }
 

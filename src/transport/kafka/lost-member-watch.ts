@@ -3,6 +3,9 @@ import type { TransportLogger } from './kafka-client.ts';
 
 /** How often a running consumer is looked at. */
 const CHECK_EVERY_MS = 1_000;
+/** First wait before a consumer kafkajs gave up on runs again; doubles up to REVIVE_MAX_MS while it fails. */
+const REVIVE_FIRST_MS = 1_000;
+const REVIVE_MAX_MS = 10_000;
 /** Fetches answered after a heartbeat fell due, none sent: no slow cycle, the loop skips it. */
 const FETCHES_WITHOUT_HEARTBEAT = 3;
 
@@ -54,6 +57,20 @@ export class MembershipWatch {
   }
 }
 
+/**
+ * kafkajs's KafkaJSGroupCoordinatorNotFound, as a crash carries it (wrapped by its retrier): every
+ * broker asked failed to name the group coordinator, each answer swallowed (a connection dropped
+ * under the request while the broker shut down). kafkajs classes it as non-retriable and does not
+ * restart the consumer, yet it says nothing about the consumer's settings: it passes.
+ */
+export function isCoordinatorNotFound(error: unknown): boolean {
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    const { name, message } = e as { name?: unknown; message?: unknown };
+    if (name === 'KafkaJSGroupCoordinatorNotFound' || message === 'Failed to find group coordinator') return true;
+  }
+  return false;
+}
+
 export interface LostMemberRestarterOptions {
   readonly heartbeatIntervalMs: number;
   readonly sessionTimeoutMs: number;
@@ -68,12 +85,16 @@ export interface LostMemberRestarterOptions {
 /**
  * Restarts a kafkajs consumer that MembershipWatch finds fetching outside its group: stop() (its
  * fetch loop ends; the LeaveGroup is skipped, there is no member id), then run() as at the start,
- * which joins the group under a new member id, as kafkajs's own restart after a crash does.
+ * which joins the group under a new member id, as kafkajs's own restart after a crash does. And
+ * runs again one that kafkajs gave up on for a coordinator it could not find (see
+ * isCoordinatorNotFound): connect() and run() after REVIVE_FIRST_MS, then backing off while that fails.
  */
 export class LostMemberRestarter {
   private readonly membership: MembershipWatch;
   private timer: NodeJS.Timeout | undefined;
   private restarting = false;
+  private reviveTimer: NodeJS.Timeout | undefined;
+  private reviveWaitMs = REVIVE_FIRST_MS;
 
   constructor(
     private readonly consumer: Consumer,
@@ -82,23 +103,58 @@ export class LostMemberRestarter {
     this.membership = new MembershipWatch(o.heartbeatIntervalMs, o.sessionTimeoutMs);
     const member = (): void => this.membership.onMember();
     consumer.on(consumer.events.HEARTBEAT, member);
-    consumer.on(consumer.events.GROUP_JOIN, member);
+    consumer.on(consumer.events.GROUP_JOIN, () => {
+      member();
+      this.reviveWaitMs = REVIVE_FIRST_MS;
+    });
     consumer.on(consumer.events.FETCH, () => this.membership.onFetch());
-    consumer.on(consumer.events.DISCONNECT, () => this.stop());
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      if (!payload.restart && isCoordinatorNotFound(payload.error)) this.reviveLater();
+    });
   }
 
   /** After the first consumer.run(). */
   start(): void {
     if (this.timer !== undefined) return;
+    // Not ended by the consumer's DISCONNECT: kafkajs disconnects on each crash before it restarts.
     this.timer = setInterval(() => {
-      if (!this.restarting && !this.o.isClosed() && this.membership.lost()) void this.restart();
+      if (this.o.isClosed()) this.stop();
+      else if (!this.restarting && this.membership.lost()) void this.restart();
     }, CHECK_EVERY_MS);
     this.timer.unref();
   }
 
+  /** Ends the checks and a pending revival: the owner closes the consumer (the checks also end by themselves once isClosed()). */
   stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
+    clearTimeout(this.reviveTimer);
+    this.reviveTimer = undefined;
+  }
+
+  private reviveLater(): void {
+    if (this.reviveTimer !== undefined || this.o.isClosed()) return;
+    const waitMs = this.reviveWaitMs;
+    this.reviveWaitMs = Math.min(REVIVE_MAX_MS, 2 * waitMs);
+    this.o.logger?.warn({ waitMs }, `kafkajs gave up the kafka consumer of ${this.o.what}: no broker named its group coordinator (a broker shutting down); running it again in ${waitMs} ms`);
+    // Not unref'd: like kafkajs's own restart timer, a revival to come keeps the process alive.
+    this.reviveTimer = setTimeout(() => void this.revive(), waitMs);
+  }
+
+  private async revive(): Promise<void> {
+    this.reviveTimer = undefined;
+    if (this.o.isClosed()) return;
+    try {
+      await this.consumer.connect();
+      if (this.o.isClosed()) return;
+      await this.o.rerun();
+      this.membership.onMember();
+    } catch (err) {
+      // A broker still away: try again later. A join that fails crashes the consumer again, and
+      // that crash (restarted by kafkajs, or given up for the same reason) takes it from there.
+      this.o.logger?.warn({ err }, `running the kafka consumer of ${this.o.what} again failed`);
+      this.reviveLater();
+    }
   }
 
   private async restart(): Promise<void> {

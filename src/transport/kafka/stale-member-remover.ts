@@ -27,8 +27,9 @@ export class StaleMemberRemover {
       this.current = { groupId: payload.groupId, memberId: payload.memberId };
       this.stale = undefined;
     });
-    consumer.on(consumer.events.CRASH, ({ payload }) => {
-      if (payload.restart && this.current !== undefined) this.stale = this.current;
+    // Also a crash kafkajs does not restart: LostMemberRestarter may run the consumer again.
+    consumer.on(consumer.events.CRASH, () => {
+      if (this.current !== undefined) this.stale = this.current;
     });
     // Emitted for each answer the broker gives (none while it is away): the first one after the
     // restart is the moment the LeaveGroup can get through.

@@ -17,6 +17,7 @@ import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
+import { LostMemberRestarter } from '../../../src/transport/kafka/lost-member-watch.ts';
 import { startLocalKafka, type LocalKafka } from '../../helpers/local-kafka-service.ts';
 import { mlpRequest } from '../../helpers/mlp-request.ts';
 import { orderedCleanups } from '../../helpers/ordered-cleanups.ts';
@@ -58,21 +59,34 @@ class ReplyCounter {
     // member's session to expire (as the worker's did before it removed that member), and with
     // kafkajs's 30 s it would time the reader, not the worker.
     const consumer = kafka.consumer({ groupId: uniqueName('eos-outage-reader'), maxWaitTimeInMs: 100, readUncommitted: false, sessionTimeout: 6_000, heartbeatInterval: 500 });
-    cleanups.push(() => consumer.disconnect());
+    const run = (): Promise<void> =>
+      consumer.run({
+        eachBatch: async ({ batch }) => {
+          for (const m of batch.messages) {
+            const offset = Number(m.offset);
+            if (offset < (counter.next.get(batch.partition) ?? 0)) continue;
+            counter.next.set(batch.partition, offset + 1);
+            const result = decodeResult(m.value ?? Buffer.alloc(0));
+            counter.counts.set(result.id, (counter.counts.get(result.id) ?? 0) + 1);
+            if (result.status !== 'ok') counter.notOk.push(`${result.id}: ${result.status}`);
+          }
+        },
+      });
+    // Kept reading through the outages as the worker's own consumers are: kafkajs gives a consumer
+    // up for good when no broker names its coordinator (a run saw this reader crash so at the
+    // broker's SIGTERM, and the drill then waited for replies nobody read), or leaves it fetching
+    // outside its group (see LostMemberRestarter).
+    let closed = false;
+    const restarter = new LostMemberRestarter(consumer, { heartbeatIntervalMs: 500, sessionTimeoutMs: 6_000, what: `the drill's reader of ${topic}`, isClosed: () => closed, rerun: run });
+    cleanups.push(() => {
+      closed = true;
+      restarter.stop();
+      return consumer.disconnect();
+    });
     await consumer.connect();
     await consumer.subscribe({ topics: [topic], fromBeginning: true });
-    await consumer.run({
-      eachBatch: async ({ batch }) => {
-        for (const m of batch.messages) {
-          const offset = Number(m.offset);
-          if (offset < (counter.next.get(batch.partition) ?? 0)) continue;
-          counter.next.set(batch.partition, offset + 1);
-          const result = decodeResult(m.value ?? Buffer.alloc(0));
-          counter.counts.set(result.id, (counter.counts.get(result.id) ?? 0) + 1);
-          if (result.status !== 'ok') counter.notOk.push(`${result.id}: ${result.status}`);
-        }
-      },
-    });
+    await run();
+    restarter.start();
     return counter;
   }
 

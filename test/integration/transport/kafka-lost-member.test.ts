@@ -50,8 +50,8 @@ class JoinBreaker {
     this.armed = true;
   }
 
-  async untilCut(timeoutMs: number): Promise<void> {
-    for (const until = Date.now() + timeoutMs; this.cut === 0; ) {
+  async untilCut(count: number, timeoutMs: number): Promise<void> {
+    for (const until = Date.now() + timeoutMs; this.cut < count; ) {
       if (Date.now() > until) throw new Error(`no JoinGroup within ${timeoutMs} ms of arming`);
       await sleep(20);
     }
@@ -75,13 +75,13 @@ async function onlyMember(kafka: Kafka, groupId: string, timeoutMs: number): Pro
 }
 
 /** The group forgets its member, and the member's rejoin that follows is cut once. */
-async function loseMemberAndItsRejoin(breaker: JoinBreaker, groupId: string): Promise<void> {
+async function loseMemberAndItsRejoin(breaker: JoinBreaker, groupId: string, cutsInAll = 1): Promise<void> {
   const kafka = adminKafka();
   const memberId = await onlyMember(kafka, groupId, 20_000);
   breaker.arm();
   expect(await removePredecessorMembers(kafka, [{ groupId, memberId }], undefined), 'member removed by LeaveGroup').toBe(1);
   // The member learns it is gone from its next heartbeat (every sessionTimeout/5 at most).
-  await breaker.untilCut(20_000);
+  await breaker.untilCut(cutsInAll, 20_000);
 }
 
 describe('kafka: a consumer whose group forgot it, and whose one rejoin failed', () => {
@@ -115,6 +115,29 @@ describe('kafka: a consumer whose group forgot it, and whose one rejoin failed',
     console.log(`[lost member, worker] in the group again ${memberAgainMs} ms after its rejoin was cut; committed after ${settleFailures} failed settles`);
     expect(inbox.all.map(idOf)).toEqual(['before', 'after']);
   }, 120_000);
+
+  it('the request consumer of a worker still rejoins after kafkajs crashed and restarted it', async () => {
+    const settings = kafkaSettings({ sessionTimeoutMs: 6_000 });
+    const model = uniqueName('lostmemberagain').replace(/-/g, '');
+    const breaker = new JoinBreaker();
+    const t = track(new KafkaTransport(settings, { partitions: 1, socketFactory: breaker.socketFactory }));
+    const inbox = new Inbox();
+    await startWith(t, model, inbox);
+    // Lost once, and the join of the run that restarts it cut too: kafkajs crashes the consumer
+    // (disconnecting it) and restarts it by itself.
+    await loseMemberAndItsRejoin(breaker, settings.groupId);
+    breaker.arm();
+    await breaker.untilCut(2, settings.sessionTimeoutMs + 20_000);
+    await onlyMember(adminKafka(), settings.groupId, 30_000);
+    // Lost again: found again.
+    await loseMemberAndItsRejoin(breaker, settings.groupId, 3);
+    const lostAt = Date.now();
+    await onlyMember(adminKafka(), settings.groupId, settings.sessionTimeoutMs + 20_000);
+    console.log(`[lost member after a kafkajs restart, worker] in the group again ${Date.now() - lostAt} ms after its second rejoin was cut`);
+    const producer = track(new KafkaProducer(settings, { partitions: 1 }));
+    await producer.publish([makeRequest(model, 'after', 0)]);
+    await inbox.waitFor(1, 20_000);
+  }, 150_000);
 
   it("a producer's reply subscription rejoins and hands over the results written after", async () => {
     const settings = kafkaSettings();
