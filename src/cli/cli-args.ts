@@ -45,8 +45,9 @@ export const COMMAND_USAGE = {
   frames: `npu-fleet frames --model NAME [--streams N] [--fps F] [--seconds S] [--deadline-ms MS] [--priority P]
                   [--timeout-ms MS] [--max-outstanding N] [--drain-ms MS] [--config FILE]
     A video pipeline's traffic: N cameras (default 4) each sending a one-sample frame every 1/F s
-    (default 25 fps) keyed by camera (streamKey), each frame due within MS (default two frame
-    intervals). A model with streams: { superseded: drop } answers displaced frames superseded.
+    (default 25 fps; fractional too, e.g. 29.97) keyed by camera (streamKey), each frame due
+    within MS (default two frame intervals). A model with streams: { superseded: drop } answers
+    displaced frames superseded.
     Same progress lines and summary as load, plus "out of order N": ok results for a frame older
     than one of its camera answered ok before (what a consumer would show as a jump back); the
     same --drain-ms (default 5000) and exit codes (exit 4: some frames got no answer).`,

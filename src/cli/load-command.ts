@@ -74,7 +74,7 @@ export async function framesCommand(args: readonly string[]): Promise<number> {
   const { values, positionals } = parsed;
   noPositionals('frames', positionals);
   const streams = intOption('streams', values.streams, 1, 100_000);
-  const fps = intOption('fps', values.fps, 1, 1_000);
+  const fps = fpsOption(values.fps);
   // A frame is worth little once the next two have been taken.
   const deadlineMs = values['deadline-ms'] === undefined ? Math.ceil(2_000 / fps) : wholeMsOption('deadline-ms', values['deadline-ms']);
   const run = commonOptions(values);
@@ -249,6 +249,17 @@ function shareOption(flag: string, value: string): number {
   const n = Number(value);
   if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) {
     throw new FleetError('INVALID_ARGUMENT', `--${flag} must be a number from 0 to 1, got "${value}"`, { details: { field: flag } });
+  }
+  return n;
+}
+
+/** Frames per second of each camera: cameras run at fractional rates too (NTSC 29.97, 59.94, 23.976). */
+function fpsOption(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n <= 0 || n > 1_000) {
+    throw new FleetError('INVALID_ARGUMENT', `--fps must be a number of frames per second above 0 and at most 1000 (e.g. 25 or 29.97), got "${value}"`, {
+      details: { field: 'fps' },
+    });
   }
   return n;
 }

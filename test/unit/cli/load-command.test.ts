@@ -29,7 +29,8 @@ describe('npu-fleet load / frames argument checks (before anything is sent)', ()
     [['load', '--deadline-share', '1.5'], '--deadline-share must be a number from 0 to 1, got "1.5"'],
     [['load', '--seconds=-1'], '--seconds must be a positive number of seconds, got "-1"'],
     [['load', '--priority', '3'], 'priority must be from 0 to 2: model mlp-classifier has 3 priority levels, got 3'],
-    [['frames', '--fps', '0'], '--fps must be an integer from 1 to 1000, got "0"'],
+    [['frames', '--fps', '0'], '--fps must be a number of frames per second above 0 and at most 1000 (e.g. 25 or 29.97), got "0"'],
+    [['frames', '--fps', '1000.5'], '--fps must be a number of frames per second above 0 and at most 1000 (e.g. 25 or 29.97), got "1000.5"'],
     [['frames', '--streams', 'x'], '--streams must be an integer from 1 to 100000, got "x"'],
     [['frames', '--deadline-ms', '0'], '--deadline-ms must be a positive whole number of milliseconds, got "0"'],
     // deadlineAt is whole epoch ms: a fraction (1000/30 fps) made every frame invalid, each counted as no reply.
