@@ -60,7 +60,8 @@ export const StreamsSchema = z
       .describe(
         'serve: every frame of a stream is served; drop (latest frame wins): a queued request whose streamKey has a newer ' +
           'request queued on the same worker (by createdAt) leaves the queue unserved, answered rejected/SUPERSEDED, and a ' +
-          'late older one is answered so on arrival; requests already on the device are never touched',
+          'late older one is answered so on arrival, as is one older than a frame of its stream sent to the device on that worker in the last 2 s; ' +
+          'requests already on the device are never touched',
       ),
   })
   .describe('Requests with a streamKey (e.g. video frames of one camera)');
