@@ -102,7 +102,7 @@ export class RunStats {
     const held = this.intervalHeldBack > 0 ? `, held back ${Math.round((this.intervalHeldBack * 1000) / intervalMs)}/s` : '';
     const text =
       `sent ${Math.round((sent * 1000) / intervalMs)}/s${held} | answered ${Math.round((answered * 1000) / intervalMs)}/s | ` +
-      `ok p50 ${this.interval.percentile(0.5).toFixed(1)} ms p99 ${this.interval.percentile(0.99).toFixed(1)} ms | ` +
+      `ok ${this.interval.count === 0 ? 'p50 - p99 -' : `p50 ${this.interval.percentile(0.5).toFixed(1)} ms p99 ${this.interval.percentile(0.99).toFixed(1)} ms`} | ` +
       `batch fill ${(fill * 100).toFixed(0)}% | ${counts(this.intervalCounts)}`;
     this.interval = new LatencyHistogram();
     this.intervalCounts = new Map();
@@ -121,6 +121,8 @@ export class RunStats {
 
   summary(): string {
     const h = this.overall;
+    // Nothing ok: a latency of 0.0 ms would read as answers that came at once.
+    if (h.count === 0) return `${counts(this.total)} | ok latency -: nothing ok`;
     return `${counts(this.total)} | ok latency p50 ${h.percentile(0.5).toFixed(1)} ms, p95 ${h.percentile(0.95).toFixed(1)} ms, p99 ${h.percentile(0.99).toFixed(1)} ms, max ${h.percentile(1).toFixed(1)} ms`;
   }
 }

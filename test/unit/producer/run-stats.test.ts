@@ -52,8 +52,16 @@ describe('RunStats', () => {
     const line = s.line(1000, 7);
     // A request that timed out was not answered: counting it showed a fleet answering nothing as answering.
     expect(line).toMatch(/^sent 7\/s \| answered 4\/s \| ok p50 10\.\d ms p99 20\.\d ms \| batch fill 75% \| ok 2 expired 1 superseded 1 no reply 1$/);
-    expect(s.line(1000, 0)).toMatch(/answered 0\/s .*\| no replies$/);
+    // Nothing ok in the interval: no latency to show, and 0.0 ms would read as an instant answer.
+    expect(s.line(1000, 0)).toMatch(/answered 0\/s \| ok p50 - p99 - \| .*\| no replies$/);
     expect(s.summary()).toMatch(/^ok 2 expired 1 superseded 1 no reply 1 \| ok latency p50 10\.\d ms, p95 20\.\d ms, p99 20\.\d ms, max 20\.\d ms$/);
+  });
+
+  it('a run with nothing ok says so instead of a latency of 0.0 ms', () => {
+    const s = new RunStats();
+    s.result(result({ status: 'expired' }, 900));
+    expect(s.line(1000, 1)).toMatch(/\| ok p50 - p99 - \|/);
+    expect(s.summary()).toBe('expired 1 | ok latency -: nothing ok');
   });
 
   it('batch fill is real rows over gear rows per batch, not a per-result average big batches inflate', () => {
