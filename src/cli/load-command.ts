@@ -96,8 +96,10 @@ export async function framesCommand(args: readonly string[]): Promise<number> {
       createdAt,
       deadlineAt: createdAt + deadlineMs,
       inputs: syntheticInputs(model, 1, rand),
+      // The model's default, the one a worker serves it at: without one it would be routed as
+      // priority 0, fetched ahead of all other work.
+      priority: run.priority ?? model.defaultPriority,
     };
-    if (run.priority !== undefined) r.priority = run.priority;
     return r;
   }, new FrameOrder());
 }

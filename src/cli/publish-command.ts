@@ -116,8 +116,8 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     resumed = await phase(`reading ${resumeFrom} to resume`, resumeFrom, undefined, (progress) => readResumeState(resumeFrom, { byLine, progress }));
     if (resumed.note !== undefined) process.stderr.write(`npu-fleet: ${resumed.note}\n`);
   }
-  // Priority levels by model, for the check below; the synthetic path has its model at hand.
-  const levels = new Map<string, number | undefined>();
+  // Priority levels and default by model, for settlePriorities; the synthetic path has its model at hand.
+  const levels = new Map<string, PriorityConfig | undefined>();
   const checkServed = servedModelCheck(config.modelRepository, config.models);
   let source: { entries: AsyncIterable<FileEntry>; total: number | undefined; prepare?: (r: RequestEnvelope) => void; progress: boolean; repeats?: RepeatCandidates } | undefined;
   const requests: RequestEnvelope[] = [];
@@ -144,7 +144,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
         override(r);
         checkServed(r.model);
         checkRequests([r], config.transport.kind, config.limits);
-        checkPriorities([r], config.modelRepository, levels);
+        settlePriorities([r], config.modelRepository, levels);
       },
     };
   } else if (values.file !== undefined) {
@@ -153,8 +153,8 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     if (!values.model) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (or --file REQUESTS)');
     const model = findModel(config.modelRepository, values.model);
     if (!model) throw new FleetError('UNKNOWN_MODEL', `model ${values.model} is not in ${config.modelRepository}`);
-    levels.set(model.name, model.priorityLevels);
-    if (priority !== undefined) checkPriorities([{ model: model.name, priority }], config.modelRepository, levels);
+    levels.set(model.name, model);
+    if (priority !== undefined) settlePriorities([{ model: model.name, priority }], config.modelRepository, levels);
     // Made as they are sent, a chunk at a time: --count 1000000 built up front held every tensor
     // (gigabytes for an image model) and went out as one publish.
     source = { entries: syntheticEntries(model, count, override), total: count, progress: count > BULK_CHUNK, repeats: NO_ID_REPEATS };
@@ -170,7 +170,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
   if (source === undefined) {
     requests.forEach(override);
     for (const r of requests) checkServed(r.model);
-    checkPriorities(requests, config.modelRepository, levels);
+    settlePriorities(requests, config.modelRepository, levels);
   }
   const out = values.out === undefined ? undefined : await ResultFile.open(values.out, values.resume, resumed);
   const producer = createProducer(config.transport, { limits: config.limits, log: clientLogger(config) });
@@ -379,24 +379,31 @@ function servedModelCheck(repository: string, models: readonly string[] | undefi
   };
 }
 
+type PriorityConfig = Pick<ModelConfig, 'priorityLevels' | 'defaultPriority'>;
+
 /**
- * On Kafka a priority past the model's levels lands on a topic no worker reads, so it is refused
- * here when the model's config is at hand (the repository may not exist where publish runs).
+ * When the model's config is at hand (the repository may not exist where publish runs): a request
+ * without a priority gets the model's defaultPriority, the one a worker serves it at, for without
+ * one it would be routed as priority 0 (fetched ahead of all other work: the Kafka p0 topic, BullMQ
+ * priority 1); and on Kafka a priority past the model's levels lands on a topic no worker reads, so
+ * it is refused.
  */
-function checkPriorities(requests: ReadonlyArray<Pick<RequestEnvelope, 'model' | 'priority'>>, repository: string, levels: Map<string, number | undefined>): void {
+function settlePriorities(requests: Array<Pick<RequestEnvelope, 'model' | 'priority'>>, repository: string, levels: Map<string, PriorityConfig | undefined>): void {
   for (const r of requests) {
-    if (r.priority === undefined) continue;
     if (!levels.has(r.model)) {
-      let found: number | undefined;
+      let found: PriorityConfig | undefined;
       try {
-        found = findModel(repository, r.model)?.priorityLevels;
+        found = findModel(repository, r.model);
       } catch {
         found = undefined;
       }
       levels.set(r.model, found);
     }
-    const n = levels.get(r.model);
-    if (n !== undefined && r.priority >= n) {
+    const m = levels.get(r.model);
+    if (m === undefined) continue;
+    r.priority ??= m.defaultPriority;
+    const n = m.priorityLevels;
+    if (r.priority >= n) {
       throw new FleetError('INVALID_ARGUMENT', `priority must be from 0 to ${n - 1}: model ${r.model} has ${n} priority levels, got ${r.priority}`, {
         details: { field: 'priority' },
       });
