@@ -9,6 +9,8 @@ export interface KillableRedis {
   kill(): void;
   /** SIGSTOP: its connections stay open and nothing answers (a hung host), so a client sees no close. */
   freeze(): void;
+  /** SIGCONT after freeze(): it answers again on the connections it kept. */
+  thaw(): void;
   stop(): Promise<void>;
 }
 
@@ -35,6 +37,9 @@ export async function startKillableRedis(dir: string): Promise<KillableRedis> {
     },
     freeze: () => {
       if (pid !== undefined) process.kill(-pid, 'SIGSTOP');
+    },
+    thaw: () => {
+      if (pid !== undefined) process.kill(-pid, 'SIGCONT');
     },
     stop: () => proc.stop(500),
   };

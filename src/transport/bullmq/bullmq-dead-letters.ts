@@ -5,7 +5,8 @@ import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { checkQuery, expiredWhy, ListingBuilder, refreshedWhy, replayTarget, ReplayTally, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type NoReplay, type PurgeOptions, type PurgeReport, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { renderName, replyToProblem } from '../names.ts';
-import { bullmqError, ensureRedisAnswers, jobIdFor, KEEP_COMPLETED, KEEP_FAILED, redisConnection, toBullmqPriority } from './bullmq-names.ts';
+import { bullmqError, ensureRedisAnswers, jobIdFor, KEEP_COMPLETED, KEEP_FAILED, redisConnection, redisWhere, toBullmqPriority } from './bullmq-names.ts';
+import { isCommandTimeout } from './redis-connection.ts';
 import { STALLED_OUT } from './stall-reaper.ts';
 
 /** Jobs loaded per Redis round trip: each carries its original request, tensors included. */
@@ -84,8 +85,10 @@ export class BullmqDeadLetters implements DeadLetters {
   private ready: Promise<void> | undefined;
 
   constructor(private readonly settings: BullmqSettings) {
-    // Not a worker connection: commands fail after a few retries instead of waiting for Redis forever.
-    this.connection = redisConnection(settings, { maxRetriesPerRequest: 3 });
+    // Not a worker connection: commands fail after a few retries instead of waiting for Redis
+    // forever, and after connectTimeoutMs without an answer: a Redis that froze (SIGSTOP, a hung
+    // host) keeps the connection open, so no retry ever starts and a list or replay hung for good.
+    this.connection = redisConnection(settings, { maxRetriesPerRequest: 3, commandTimeout: settings.connectTimeoutMs });
   }
 
   async list(query: DeadLetterQuery): Promise<DeadLetterListing> {
@@ -129,7 +132,7 @@ export class BullmqDeadLetters implements DeadLetters {
         return true;
       });
     } catch (err) {
-      throw tally.failed(err, `replaying the DLQ of ${options.model} failed`);
+      throw tally.failed(this.redisFailure(err), `replaying the DLQ of ${options.model} failed`);
     }
     tally.progress(true);
     return tally.report();
@@ -172,7 +175,7 @@ export class BullmqDeadLetters implements DeadLetters {
         return true;
       });
     } catch (err) {
-      throw tally.failed(err, `purging the DLQ of ${options.model} failed`, 'discarded');
+      throw tally.failed(this.redisFailure(err), `purging the DLQ of ${options.model} failed`, 'discarded');
     }
     tally.progress(true);
     return { scanned: tally.scanned, matched: tally.matched, purged, kept, skipped };
@@ -251,7 +254,7 @@ export class BullmqDeadLetters implements DeadLetters {
     try {
       held = (await this.connection.set(key, token, 'PX', REPLAY_CLAIM_TTL_MS, 'NX')) === 'OK';
     } catch (err) {
-      throw bullmqError(err, `claiming DLQ record ${job.queueName}/${job.id ?? ''} for replay failed`);
+      throw bullmqError(this.redisFailure(err), `claiming DLQ record ${job.queueName}/${job.id ?? ''} for replay failed`);
     }
     return {
       held,
@@ -276,14 +279,14 @@ export class BullmqDeadLetters implements DeadLetters {
     try {
       ids = await dlq.getRanges(['wait'], 0, -1, true);
     } catch (err) {
-      throw bullmqError(err, `reading the DLQ queue ${dlq.name} failed`);
+      throw bullmqError(this.redisFailure(err), `reading the DLQ queue ${dlq.name} failed`);
     }
     for (let i = 0; i < ids.length; i += PAGE) {
       let page: Array<Job | undefined>;
       try {
         page = await Promise.all(ids.slice(i, i + PAGE).map((id) => Job.fromId(dlq, id)));
       } catch (err) {
-        throw bullmqError(err, `reading the DLQ queue ${dlq.name} failed`);
+        throw bullmqError(this.redisFailure(err), `reading the DLQ queue ${dlq.name} failed`);
       }
       for (const job of page) {
         if (job === undefined) continue;
@@ -291,6 +294,32 @@ export class BullmqDeadLetters implements DeadLetters {
         if (!(await visit(job, letterOf(dlq.name, job, data), data))) return;
       }
     }
+  }
+
+  /**
+   * A command given up because Redis did not answer (commandTimeout) or the connection kept failing
+   * (maxRetriesPerRequest) as the error naming the setting to check, in the producer's words;
+   * anything else unchanged. Retriable: a list or replay run again once Redis answers is safe.
+   */
+  private redisFailure(err: unknown): unknown {
+    if (err instanceof FleetError) return err;
+    const where = redisWhere(this.settings);
+    const url = this.settings.sentinel === undefined ? 'transport.bullmq.redisUrl' : 'transport.bullmq.sentinel';
+    if (isCommandTimeout(err)) {
+      return new FleetError(
+        'TRANSPORT_ERROR',
+        `${where} did not answer within ${this.settings.connectTimeoutMs} ms (transport.bullmq.connectTimeoutMs): the connection is open but nothing answers ` +
+          `(redis-server stopped, hung or overloaded); check ${url} and that redis-server is up and answering from here, or raise transport.bullmq.connectTimeoutMs for a Redis that is slow for a while`,
+        { cause: err, retriable: true },
+      );
+    }
+    if ((err as Error | undefined)?.name === 'MaxRetriesPerRequestError') {
+      return new FleetError('TRANSPORT_ERROR', `${where} is unreachable (the connection failed and each reconnect too); check ${url} and that redis-server is up and reachable from here`, {
+        cause: err,
+        retriable: true,
+      });
+    }
+    return err;
   }
 
   private queue(name: string): Queue {

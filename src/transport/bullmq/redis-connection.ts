@@ -175,12 +175,15 @@ export async function ensureRedisAnswers(
       );
     }
     // isCommandTimeout: a connection with commandTimeout (the producer's) gives up the PING itself.
-    const happened = timedOut || isCommandTimeout(err) ? `${where} did not answer within ${timeoutMs} ms` : `${where} refused the connection check`;
+    const unanswered = timedOut || isCommandTimeout(err);
+    const happened = unanswered ? `${where} did not answer within ${timeoutMs} ms` : `${where} refused the connection check`;
     const check =
       target.sentinel === undefined
         ? 'check transport.bullmq.redisUrl and that redis-server is up and reachable from here'
         : 'check transport.bullmq.sentinel (the master name and the sentinels) and that the sentinels and the master are up and reachable from here';
-    throw new FleetError('TRANSPORT_ERROR', `${what}: ${happened} (${(err as Error).message}); ${check}`, { cause: err, retriable: true });
+    // The wait was connectTimeoutMs: a Redis slow for a while (a long fork, a loaded host) needs it raised, not a new URL.
+    const orWait = unanswered ? ', or raise transport.bullmq.connectTimeoutMs for a Redis that is slow for a while' : '';
+    throw new FleetError('TRANSPORT_ERROR', `${what}: ${happened} (${(err as Error).message}); ${check}${orWait}`, { cause: err, retriable: true });
   } finally {
     clearTimeout(timer);
     connection.off('error', onError);
