@@ -49,6 +49,11 @@ function sentinelOptions(sentinel: BullmqSettings['sentinel']): RedisOptions {
     }),
     ...(sentinel.username === undefined ? {} : { sentinelUsername: sentinel.username }),
     ...(sentinel.password === undefined ? {} : { sentinelPassword: sentinel.password }),
+    // On the sentinels' +switch-master the connection is dropped and dialled again to the promoted
+    // master. Without it a connection only moves on its own 'close': a master frozen (SIGSTOP, a
+    // hung host) keeps the connection open and silent, so a worker waited on it for good after the
+    // sentinels had promoted the replica.
+    failoverDetector: true,
   };
 }
 
