@@ -46,6 +46,24 @@ const LEADERSHIP_MOVING = new Set([
  */
 const JUDGED_BY_CALLER = new Set(['Topic creation errors']);
 
+/**
+ * What kafkajs says of a result send the transport gave up (its results went again on a fresh
+ * producer): its partitioner throws this at kafkajs's next attempt, so the retries stop. The
+ * transport did it on purpose; kafkajs logs it as a failed send.
+ */
+export const SEND_GIVEN_UP = 'result send given up: its results went again on a fresh producer';
+
+/**
+ * kafkajs lines that are said at WARN/ERROR but are the transport's own choice (the start of the
+ * message): an idempotent producer with bounded retries "may invalidate EoS guarantees" because
+ * its sequence numbers are rolled back when a send fails, and a producer that failed a send is
+ * never used again (ResultSender, KafkaProducer); a given-up send (SEND_GIVEN_UP).
+ */
+const CHOSEN_BY_CALLER = ['Limiting retries for the idempotent producer', SEND_GIVEN_UP];
+
+/** kafkajs's retries per request when the caller sets none (createKafka). */
+export const DEFAULT_KAFKA_RETRIES = 8;
+
 /** Maps kafkajs log entries onto the fleet's logger (exported for its test). */
 export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator {
   return () =>
@@ -54,7 +72,8 @@ export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator
       const { message, ...extra } = log;
       const obj = { kafkajs: extra.logger, ...extra };
       const answer = message.startsWith('Response ') && typeof extra['error'] === 'string' ? extra['error'] : undefined;
-      const recovered = answer !== undefined && (RECOVERED_BY_KAFKAJS.has(answer) || JUDGED_BY_CALLER.has(answer));
+      const recovered =
+        (answer !== undefined && (RECOVERED_BY_KAFKAJS.has(answer) || JUDGED_BY_CALLER.has(answer))) || CHOSEN_BY_CALLER.some((m) => message.startsWith(m));
       const moving = answer !== undefined && LEADERSHIP_MOVING.has(answer);
       // An entry with a retryCount announces a retry, not a failure: if the retries run out, the
       // error reaches the transport, which reports it.
@@ -71,7 +90,7 @@ export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator
 export function createKafka(
   settings: Pick<KafkaSettings, 'brokers' | 'clientId'> & Partial<Pick<KafkaSettings, 'ssl' | 'sasl'>>,
   logger?: TransportLogger,
-  retries = 8,
+  retries = DEFAULT_KAFKA_RETRIES,
   socketFactory?: ISocketFactory,
 ): Kafka {
   process.env['KAFKAJS_NO_PARTITIONER_WARNING'] ??= '1';

@@ -119,6 +119,7 @@ export class KafkaTransport implements Transport {
         transactionalId: this.transactionalId,
         partitions: this.options.partitions ?? 8,
         contactWindowMs: this.contactWindowMs,
+        ...(this.options.retries === undefined ? {} : { retries: this.options.retries }),
         ...(this.options.logger === undefined ? {} : { logger: this.options.logger }),
       });
       this.sender = sender;

@@ -1,8 +1,8 @@
-import type { Admin, Kafka, Producer } from 'kafkajs';
+import { Partitioners, type Admin, type ICustomPartitioner, type Kafka, type Message, type Producer } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { ErrorThrottle } from '../error-throttle.ts';
 import { HEADERS } from '../names.ts';
-import { isUnknownTopic, type TransportLogger } from './kafka-client.ts';
+import { DEFAULT_KAFKA_RETRIES, isUnknownTopic, SEND_GIVEN_UP, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 import { ProducerWatch } from './producer-watch.ts';
 import { ReplyTopics } from './reply-topics.ts';
@@ -15,6 +15,8 @@ export interface ResultSenderOptions {
   readonly partitions: number;
   /** How long sends may go without a success while they are attempted before delivering() is false. */
   readonly contactWindowMs: number;
+  /** kafkajs retries of an at-least-once send (the transport's; default DEFAULT_KAFKA_RETRIES). */
+  readonly retries?: number;
   readonly logger?: TransportLogger;
 }
 
@@ -28,6 +30,45 @@ interface QueuedSend {
 
 /** A send in flight longer than this has its topics looked for (see goneWhileSending); loopback sends take ~1-10 ms. */
 const STALL_CHECK_MS = 300;
+
+/** One send of the at-least-once path. */
+interface Send {
+  /** Its results went again in other sends (requeueAround), so it sends nothing more. */
+  abandoned: boolean;
+  /** The producer it went out on, once it did. */
+  producer?: Producer;
+}
+
+/** Of one at-least-once producer: set once the send on it was given up (requeueAround). */
+export interface ProducerState {
+  givenUp: boolean;
+}
+
+/**
+ * The at-least-once producer's partitioner: kafkajs's default, with two changes for the retries
+ * kafkajs makes of a produce request (it partitions the messages again on each attempt, before
+ * sending). A keyless message (a DLQ record of a request without a key) stays on the partition
+ * of its first attempt: the idempotent producer's broker drops a retried batch by its sequence
+ * numbers alone, so a batch of other messages in their place would be dropped as its duplicate
+ * (keyed messages, results among them, hash to the same partition each time). And a given-up
+ * send's attempts stop: the throw is not retriable, so kafkajs fails the send before sending.
+ */
+export function retryStablePartitioner(state: ProducerState): ICustomPartitioner {
+  return () => {
+    const pick = Partitioners.DefaultPartitioner();
+    const keyless = new WeakMap<Message, number>();
+    return (args) => {
+      if (state.givenUp) throw Object.assign(new Error(SEND_GIVEN_UP), { retriable: false });
+      const { message } = args;
+      if ((message.key !== null && message.key !== undefined) || (message.partition !== null && message.partition !== undefined)) return pick(args);
+      const first = keyless.get(message);
+      if (first !== undefined && args.partitionMetadata.some((p) => p.partitionId === first)) return first;
+      const partition = pick(args);
+      keyless.set(message, partition);
+      return partition;
+    };
+  };
+}
 
 /**
  * The worker's way out to Kafka: its kafkajs producer (replaced when it has written to a topic
@@ -44,6 +85,8 @@ export class ResultSender {
   /** Messages the brokers acknowledged, so a failed coalesced send's retries skip them (weak: no growth). */
   private readonly acked = new WeakSet<OutgoingMessage>();
   private readonly watch: ProducerWatch;
+  /** Of each at-least-once producer (weak: replaced producers go). */
+  private readonly producerStates = new WeakMap<Producer, ProducerState>();
 
   constructor(
     kafka: Kafka,
@@ -74,7 +117,7 @@ export class ResultSender {
               maxInFlightRequests: 1,
               allowAutoTopicCreation: false,
             })
-          : kafka.producer({ allowAutoTopicCreation: false }),
+          : this.atLeastOnceProducer(kafka, options.retries ?? DEFAULT_KAFKA_RETRIES),
       listTopics: () => admin.listTopics(),
       // Forgotten as created: a result for one of them creates it again, like a first use.
       onGone: (gone) => {
@@ -83,6 +126,22 @@ export class ResultSender {
       ...(options.logger === undefined ? {} : { logger: options.logger }),
       owner: 'results',
     });
+  }
+
+  /**
+   * Idempotent: kafkajs retries a produce request whole when any partition of it failed (a reply
+   * topic deleted, a leader moving, an answer lost), and each retry wrote the partitions the broker
+   * had taken again (5 copies of a result around a deleted reply topic); the broker drops those
+   * now. The retries stay the transport's (kafkajs's default for an idempotent producer is for
+   * ever). No maxInFlightRequests: kafkajs already sends an idempotent producer's produce requests
+   * to a broker one at a time (a lock per broker), and this path sends one at a time anyway. A
+   * producer that failed a send is replaced (see sendNow).
+   */
+  private atLeastOnceProducer(kafka: Kafka, retries: number): Producer {
+    const state: ProducerState = { givenUp: false };
+    const producer = kafka.producer({ allowAutoTopicCreation: false, idempotent: true, retry: { retries }, createPartitioner: retryStablePartitioner(state) });
+    this.producerStates.set(producer, state);
+    return producer;
   }
 
   /** Connects the first producer; `existing` are topics just created (or found) by the caller. */
@@ -205,7 +264,7 @@ export class ResultSender {
         while (end < this.queue.length && this.queue[end]?.fresh === fresh) end++;
         const group = this.queue.splice(0, end);
         const messages = group.flatMap((g) => g.messages);
-        const send = { abandoned: false };
+        const send: Send = { abandoned: false };
         const done = this.sendNow(messages, send).then(
           () => undefined,
           (err: unknown) => ({ err }),
@@ -213,7 +272,7 @@ export class ResultSender {
         const gone = await this.goneWhileSending(done, messages);
         if (gone.length > 0) {
           send.abandoned = true;
-          this.requeueAround(gone, group);
+          this.requeueAround(gone, group, send);
           continue;
         }
         const failure = await done;
@@ -270,8 +329,12 @@ export class ResultSender {
    * deleted topic); those for a gone topic, also the ones queued after them, wait for it to be
    * created again (a client's inbox: found gone, their orElse) in the order they were sent.
    */
-  private requeueAround(gone: readonly string[], group: readonly QueuedSend[]): void {
+  private requeueAround(gone: readonly string[], group: readonly QueuedSend[], send: Send): void {
     this.producer.renew();
+    // kafkajs would go on retrying its produce request, the whole of it, until it goes through
+    // once the gone topic is created again (by the requeued results): writing those a second time.
+    const state = send.producer === undefined ? undefined : this.producerStates.get(send.producer);
+    if (state !== undefined) state.givenUp = true;
     for (const t of gone) this.topics.forget(t);
     const held = [...group, ...this.queue.splice(0)];
     for (const g of group) delete g.fresh;
@@ -291,16 +354,25 @@ export class ResultSender {
     }
   }
 
-  /** `send.abandoned`: its results went again in other sends (requeueAround), so it sends nothing more. */
-  private async sendNow(messages: readonly OutgoingMessage[], send = { abandoned: false }): Promise<void> {
+  private async sendNow(messages: readonly OutgoingMessage[], send: Send = { abandoned: false }): Promise<void> {
     if (messages.length === 0) return;
     const topics = [...new Set(this.routed(messages).map((m) => m.topic))];
     const sendAll = async (producer: Producer): Promise<void> => {
+      send.producer = producer;
       // Routed after withProducer checked the topics: a retry after an inbox was deleted finds it gone there.
       const chunks = chunkByBytes(this.routed(messages));
       for (const chunk of chunks) {
         if (send.abandoned) throw new Error('send abandoned: its results went again apart');
-        await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+        try {
+          await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+        } catch (err) {
+          // kafkajs rolled back the sequence numbers of every partition of the failed request, also
+          // of those the broker wrote: this producer's next batch to one of them would be refused,
+          // or, of the same size, dropped by the broker as that batch's duplicate though reported
+          // written. A given-up send's producer was replaced already.
+          if (!send.abandoned) this.producer.renew();
+          throw err;
+        }
         // One chunk (nearly every send) is all or nothing: nothing to remember, and no weak
         // entries for the collector to process per result.
         if (chunks.length > 1) for (const m of chunk) this.acked.add(m);

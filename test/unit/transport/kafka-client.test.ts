@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KafkaSettingsSchema } from '../../../src/contracts/fleet-config.ts';
-import { consumerFailure, kafkaLogCreator, startFailure, tlsOptions, whileTopicMetadataLags, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
+import { consumerFailure, kafkaLogCreator, SEND_GIVEN_UP, startFailure, tlsOptions, whileTopicMetadataLags, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
 import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -34,6 +34,9 @@ describe('kafkaLogCreator', () => {
     ['a transaction told to retry goes to debug', entry(logLevel.ERROR, 'Response AddPartitionsToTxn(key: 24, version: 1)', 'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing'), 'debug'],
     ['a send that kafkajs will retry is a warning', entry(logLevel.ERROR, '[Producer] Failed to send messages: leader not available', undefined, { retryCount: 0, retryTime: 51 }), 'warn'],
     ['info stays info', entry(logLevel.INFO, 'Consumer has joined the group'), 'info'],
+    // The result producer bounds its idempotent retries on purpose (a producer that failed a send is replaced).
+    ['kafkajs on bounded retries of an idempotent producer goes to debug', entry(logLevel.WARN, 'Limiting retries for the idempotent producer may invalidate EoS guarantees'), 'debug'],
+    ['a result send the transport gave up goes to debug', entry(logLevel.ERROR, SEND_GIVEN_UP, undefined, { retryCount: 2, retryTime: 400 }), 'debug'],
   ])('%s', (_name, e, want) => {
     const { logger, lines } = recording();
     kafkaLogCreator(logger)(logLevel.INFO)(e);
