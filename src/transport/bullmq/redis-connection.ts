@@ -32,7 +32,39 @@ export function redisConnection(targetOrUrl: RedisTarget | string, extra: RedisO
   }
   // First listener, so every later one (BullMQ's, the loggers') sees the error without the password.
   connection.on('error', hideCredentials);
+  if (target.sentinel !== undefined) followSwitchMaster(connection, target.sentinel);
   return connection;
+}
+
+/**
+ * On the sentinels' +switch-master for our master, an established connection is dropped and
+ * dialled again (ioredis asks the sentinels, so it reaches the promoted master). Without it a
+ * connection moves only on its own 'close': a master frozen (SIGSTOP, a hung host) keeps it open
+ * and silent, so a worker waited on the old master for good after the replica was promoted.
+ * Not ioredis's failoverDetector: it also ends a connection that is reconnecting (asking a
+ * sentinel after the master died) and that connection then stays ended for good; here only a
+ * 'ready' one is dropped, the others find the new master as they reconnect.
+ */
+function followSwitchMaster(connection: Redis, sentinel: NonNullable<BullmqSettings['sentinel']>): void {
+  const watchers = sentinelOptions(sentinel).sentinels?.map((address) => {
+    const watcher = new Redis({
+      ...(address as { host: string; port: number }),
+      ...(sentinel.username === undefined ? {} : { username: sentinel.username }),
+      ...(sentinel.password === undefined ? {} : { password: sentinel.password }),
+      connectionName: 'npu-fleet-switch-master',
+      maxRetriesPerRequest: null,
+    });
+    // A sentinel away is the connection's own concern (it asks the others); this one retries quietly.
+    watcher.on('error', () => undefined);
+    watcher.on('message', (_channel: string, message: string) => {
+      if (message.split(' ')[0] === sentinel.name && connection.status === 'ready') connection.disconnect(true);
+    });
+    void watcher.subscribe('+switch-master').catch(() => undefined);
+    return watcher;
+  });
+  connection.once('end', () => {
+    for (const w of watchers ?? []) w.disconnect();
+  });
 }
 
 /**
@@ -49,11 +81,6 @@ function sentinelOptions(sentinel: BullmqSettings['sentinel']): RedisOptions {
     }),
     ...(sentinel.username === undefined ? {} : { sentinelUsername: sentinel.username }),
     ...(sentinel.password === undefined ? {} : { sentinelPassword: sentinel.password }),
-    // On the sentinels' +switch-master the connection is dropped and dialled again to the promoted
-    // master. Without it a connection only moves on its own 'close': a master frozen (SIGSTOP, a
-    // hung host) keeps the connection open and silent, so a worker waited on it for good after the
-    // sentinels had promoted the replica.
-    failoverDetector: true,
   };
 }
 

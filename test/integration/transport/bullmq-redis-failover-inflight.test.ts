@@ -116,6 +116,12 @@ async function drill(how: 'SIGKILL' | 'SIGSTOP'): Promise<void> {
   const report = `${how}: served ${served.size} of ${N} (${servedAtSwitch} before the switch, ${inFlight} held locally at it), duplicates ${duplicates}, promoted ${promotedAt - switchAt} ms after; ` +
     `answers ${outcomes === undefined ? 'not all within 60 s' : `${outcomes.filter((o) => o === 'ok').length} ok`} ${Date.now() - promotedAt} ms after the promotion; unserved ${unserved.slice(0, 5).join(',')}`;
   console.log(`[failover-inflight] ${report}`);
+  if (outcomes === undefined) {
+    // Who is on the promoted master, and blocked on what: which connection did not follow.
+    const promoted = new Redis(replicaPort, '127.0.0.1');
+    console.log(`[failover-inflight] promoted master's clients:\n${String(await promoted.call('CLIENT', 'LIST'))}`);
+    promoted.disconnect();
+  }
   expect(outcomes, report).toBeDefined();
   expect(outcomes?.filter((o) => o !== 'ok'), report).toEqual([]);
   // A duplicate is a job whose completion the promoted master never got: at most what was held then, and the batches after.
