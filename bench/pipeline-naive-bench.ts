@@ -84,7 +84,7 @@ async function startNaive(broker: InstanceType<typeof MemoryBroker>) {
       const items = request.inputs[0]?.shape[0] ?? 1;
       const gear = gears.find((g) => g >= items) ?? items;
       const { outputs, timings } = await model.execute(gatherInputs([request], modelConfig, { gear, boundLength: null }), gear);
-      const [mine] = scatterOutputs(outputs, modelConfig, { members: [{ items } as never] });
+      const [mine] = scatterOutputs(outputs, modelConfig, { gear, members: [{ items } as never] });
       const result = buildResult({ id: request.id, model: request.model, createdAt: request.createdAt }, { worker: 'naive', device: 1 }, {
         status: 'ok', version: '1', outputs: mine ?? [], nowMs: Date.now(), batchSize: items, gear,
         timings: { queuedMs: arrivedAt - request.createdAt, deviceMs: timings.copyInMs + timings.executeMs + timings.copyOutMs },

@@ -35,7 +35,7 @@ export const ModelTensorSchema = z.strictObject({
   dims: z
     .array(z.number().int().min(-1, 'use -1 for a dynamic dimension'))
     .min(1)
-    .describe('Dimensions including the leading batch dimension; -1 marks a dynamic one'),
+    .describe('Dimensions including the batch dimension; -1 marks a dynamic one. An input takes the batch on axis 0; an output on its first -1 (e.g. [3, -1] for a transposed one), which holds size / gear values per item'),
 });
 export type ModelTensor = z.infer<typeof ModelTensorSchema>;
 
@@ -210,6 +210,25 @@ export const ModelConfigSchema = z
           code: 'custom',
           path: ['inputs', i, 'dims'],
           message: `axis ${axis} of input ${input.name} is dynamic (-1), but only a bucketed axis may vary past the batch: set the size the model takes, or bucket it (buckets: { input: ${input.name}, axis: ${axis}, bounds: [...] })`,
+        });
+      }
+    }
+    // The worker splits each output per request along its batch axis, the first -1 of its dims
+    // (size / gear slots per item there): without one an output's results cannot be told apart,
+    // and a bucketed model's per-position outputs are cut on the axis after a leading batch.
+    for (const [i, out] of c.outputs.entries()) {
+      const batchAxis = out.dims.indexOf(-1);
+      if (batchAxis < 0) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['outputs', i, 'dims'],
+          message: `output ${out.name} [${out.dims.join(', ')}] has no -1: mark with -1 the axis that grows with the batch (usually axis 0, one row per item; [3, -1] for a model that puts the batch last), the worker splits the output per request along it`,
+        });
+      } else if (c.buckets && batchAxis > 0) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['outputs', i, 'dims'],
+          message: `output ${out.name} [${out.dims.join(', ')}] has its batch (the first -1) on axis ${batchAxis}; a bucketed model's outputs take the batch on axis 0 (dims [-1, ...])`,
         });
       }
     }

@@ -13,8 +13,9 @@ export interface ModelTensorSpec {
  * The runtime gathers inputs and scatters outputs in config order and validates requests against
  * the config, while the binding binds tensors by position: a reordered, renamed or retyped tensor
  * would fail every batch at execute time or, worse, feed one input's bytes to another. Axis 0 is
- * the batch axis (gears). On other axes a model's fixed size must be the config's too; a dynamic
- * one accepts what the config fixes or buckets.
+ * the batch axis (gears) of an input; an output's is the config's first -1, which must be dynamic
+ * in the model too when the model reports any. On other axes a model's fixed size must be the
+ * config's too; a dynamic one accepts what the config fixes or buckets.
  */
 export function modelConfigMismatches(
   config: Pick<ModelConfig, 'inputs' | 'outputs'>,
@@ -38,6 +39,14 @@ export function modelConfigMismatches(
       const wrongDim = !wrongRank && real.dims.some((d, axis) => axis > 0 && d >= 0 && spec.dims[axis] !== d);
       if (wrongRank || wrongDim) {
         problems.push(`${kind}[${i}] ${spec.name}: config.yaml dims [${spec.dims.join(', ')}] do not fit the model's [${real.dims.join(', ')}] (-1: dynamic)`);
+      } else if (kind === 'outputs' && spec.dims.includes(-1) && real.dims.includes(-1) && real.dims[spec.dims.indexOf(-1)] !== -1) {
+        // The worker splits an output along the config's first -1; where the model keeps that
+        // axis fixed, the batch lies elsewhere and results would be cut across requests. (A model
+        // reporting no -1 at all, as a description holding the largest gear may, is not judged.)
+        problems.push(
+          `${kind}[${i}] ${spec.name}: config.yaml puts the batch (its first -1) on axis ${spec.dims.indexOf(-1)} of [${spec.dims.join(', ')}], where the model's [${real.dims.join(', ')}] is fixed: ` +
+            `mark the model's batch axis, e.g. dims [${real.dims.join(', ')}]`,
+        );
       }
     });
   }

@@ -6,7 +6,8 @@ import { FleetError } from '../errors/fleet-error.ts';
  * Pure byte work on Uint8Array (little-endian element bytes, as on the wire and the device):
  * gather copies each request once into a contiguous batch buffer, zeroing the gear padding rows and
  * filling the variable-axis padding of bucketed inputs with a pad value; scatter hands each request
- * a VIEW of its rows of an output buffer (no copy — the views share the batch buffer's memory).
+ * a VIEW of its rows of an output buffer (no copy — the views share the batch buffer's memory), or a
+ * copy of its slots when the output's batch axis is not the leading one.
  */
 // One dtype table for the whole project: the contracts' (pure data, no I/O).
 export { DTYPES, DTYPE_BYTES } from '../contracts/tensor.ts';
@@ -114,23 +115,54 @@ function checkPart(t: Tensor, i: number, first: Tensor, axis: number | undefined
   if (t.data.byteLength !== expected) throw invalid(`tensor ${i} holds ${t.data.byteLength} bytes, shape needs ${expected}`, { index: i });
 }
 
+export interface ScatterOptions {
+  /** Axis of the output that holds the batch (config.yaml's first -1). @defaultValue 0 */
+  readonly batchAxis?: number;
+  /**
+   * Items the batch ran with. Given, the batch axis holds `size / gear` slots per item (a
+   * flattened output [gear x 4] has 4); absent, one slot per item.
+   */
+  readonly gear?: number;
+}
+
 /**
- * Splits a batch output back per request by sample count. The returned tensors are views into
- * `output.data`: they stay valid only as long as that buffer is not reused.
+ * Splits a batch output back per request by sample count, each request getting its items' slots
+ * along the batch axis. Along axis 0 the tensors are views into `output.data` (valid only as long
+ * as that buffer is not reused); along a later axis the slots are not contiguous, so copies.
  */
-export function scatterBatch(output: Tensor, counts: readonly number[]): Tensor[] {
-  const rowBytes = elementCount(output.shape, 1) * DTYPE_BYTES[output.dtype];
-  const rows = output.shape[0] ?? 0;
+export function scatterBatch(output: Tensor, counts: readonly number[], options: ScatterOptions = {}): Tensor[] {
+  const axis = options.batchAxis ?? 0;
+  const size = output.shape[axis];
+  if (size === undefined) throw invalid(`batch axis ${axis} is past the rank of [${output.shape.join(', ')}]`, { axis });
+  const gear = options.gear;
+  if (gear !== undefined && (gear < 1 || size < gear || size % gear !== 0)) {
+    throw invalid(`batch axis ${axis} of [${output.shape.join(', ')}] holds ${size}, not a whole number of slots per item for gear ${gear}`, { axis, size, gear });
+  }
+  const slots = gear === undefined ? 1 : size / gear;
+  const elementBytes = DTYPE_BYTES[output.dtype];
+  const innerBytes = elementCount(output.shape, axis + 1) * elementBytes;
+  const outer = elementCount(output.shape.slice(0, axis));
   let total = 0;
   for (const c of counts) total += c;
-  if (total > rows) throw invalid(`${total} samples requested from an output of ${rows} rows`, { total, rows });
-  if (output.data.byteLength < rows * rowBytes) throw invalid('output buffer is shorter than its shape', { rows });
-  const rest = output.shape.slice(1);
+  if (total * slots > size) throw invalid(`${total} samples requested from an output of ${size / slots} along axis ${axis}`, { total, size });
+  if (output.data.byteLength < outer * size * innerBytes) throw invalid('output buffer is shorter than its shape', { size });
   const views: Tensor[] = [];
-  let row = 0;
+  let at = 0;
   for (const c of counts) {
-    views.push({ dtype: output.dtype, shape: [c, ...rest], data: output.data.subarray(row * rowBytes, (row + c) * rowBytes) });
-    row += c;
+    const length = c * slots;
+    const shape = output.shape.map((d, i) => (i === axis ? length : d));
+    if (outer === 1) {
+      views.push({ dtype: output.dtype, shape, data: output.data.subarray(at * innerBytes, (at + length) * innerBytes) });
+    } else {
+      const keep = length * innerBytes;
+      const data = new Uint8Array(outer * keep);
+      for (let o = 0; o < outer; o++) {
+        const from = (o * size + at) * innerBytes;
+        data.set(output.data.subarray(from, from + keep), o * keep);
+      }
+      views.push({ dtype: output.dtype, shape, data });
+    }
+    at += length;
   }
   return views;
 }

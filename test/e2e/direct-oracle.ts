@@ -22,7 +22,7 @@ export async function directOutputs(
       const gear = gears.find((g) => g >= items) ?? items;
       const inputs = gatherInputs([r], config, { gear, boundLength: null });
       const { outputs } = await model.execute(inputs, gear);
-      const [mine] = scatterOutputs(outputs, config, { members: [{ items } as never] });
+      const [mine] = scatterOutputs(outputs, config, { gear, members: [{ items } as never] });
       out.set(r.id, (mine ?? []).map((t) => new Float32Array(t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + t.data.byteLength))));
     }
   } finally {

@@ -14,7 +14,7 @@ process.env['NPU_FLEET_SIM_FAULTS'] = 'dev0:curdimsatrun,dev1:curdimsatrun,dev1:
 
 import { openDevice, type Device } from '../../../src/device/index.ts';
 import { asF32, f32Bytes, ramp } from '../support/tiny-models.ts';
-import { flattenModel, GEARS, transposed, transposeModel } from '../support/gear-output-models.ts';
+import { flattenModel, GEARS, transposed, transposeModel } from '../../helpers/gear-output-models.ts';
 
 describe('gear output dims from a library that updates them at execution', () => {
   let device: Device;

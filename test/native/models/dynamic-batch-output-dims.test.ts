@@ -15,7 +15,7 @@ process.env['NPU_FLEET_DEVICE'] = 'sim';
 
 import { openDevice, type Device } from '../../../src/device/index.ts';
 import { asF32, f32Bytes, ramp } from '../support/tiny-models.ts';
-import { flattenModel, GEARS, transposed, transposeModel } from '../support/gear-output-models.ts';
+import { flattenModel, GEARS, transposed, transposeModel } from '../../helpers/gear-output-models.ts';
 
 describe('output dims of a dynamic-batch model', () => {
   let device: Device;

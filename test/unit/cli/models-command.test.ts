@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactFromEnv, loadCheckModelsCommand, validateModelsCommand } from '../../../src/cli/models-command.ts';
 import { main } from '../../../src/cli/main.ts';
+import { flattenModel, transposeModel } from '../../helpers/gear-output-models.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 describe('npu-fleet models validate', () => {
@@ -195,5 +196,46 @@ describe('npu-fleet models validate on a model directory with release pointers',
     lines.length = 0;
     expect(validateModelsCommand(dir, (l) => lines.push(l), 'onnx')).toBe(1);
     expect(lines.filter((l) => l.startsWith('FAIL')).map((l) => l.split(':')[0])).toEqual([`FAIL ${join(m, 'candidate')}`, `FAIL ${join(m, 'next')}`]);
+  });
+});
+
+describe('npu-fleet models validate on outputs whose batch is not one leading row per item', () => {
+  // The worker splits an output along its config's first -1 (size / gear values per item there).
+  const repoWith = (outputs: Record<'flatten' | 'transpose', string>): string => {
+    const dir = tempDir('npu-fleet-validate-axis-');
+    for (const [name, dims] of Object.entries(outputs)) {
+      mkdirSync(join(dir, name, '1'), { recursive: true });
+      const width = name === 'flatten' ? 4 : 3;
+      writeFileSync(join(dir, name, 'config.yaml'), `name: ${name}\ninputs: [{name: x, dtype: float32, dims: [-1, ${width}]}]\noutputs: [{name: y, dtype: float32, dims: ${dims}}]\nbatchGears: [1, 2, 4]\nmaxBatchSize: 4\n`);
+      (name === 'flatten' ? flattenModel : transposeModel)(join(dir, name, '1', 'model.onnx'));
+    }
+    return dir;
+  };
+
+  it('--load passes a flattened [-1] and a transposed [3, -1] output', async () => {
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    const dir = repoWith({ flatten: '[-1]', transpose: '[3, -1]' });
+    expect(validateModelsCommand(dir, () => {}, 'onnx')).toBe(0);
+    const lines: string[] = [];
+    expect(await loadCheckModelsCommand(dir, 0, (l) => lines.push(l))).toBe(0);
+    expect(lines.at(-1)).toMatch(/^2 version\(s\) loaded, 0 failed/);
+  });
+
+  it('fails a transposed output configured with its batch on axis 0, naming the output and the dims to write', async () => {
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    const dir = repoWith({ flatten: '[-1]', transpose: '[-1, 3]' });
+    expect(validateModelsCommand(dir, () => {}, 'onnx')).toBe(0); // the static check cannot see it
+    const lines: string[] = [];
+    expect(await loadCheckModelsCommand(dir, 0, (l) => lines.push(l))).toBe(1);
+    expect(lines.find((l) => l.startsWith('FAIL'))).toMatch(
+      /^FAIL transpose@1: .*outputs\[0\] y: config\.yaml puts the batch \(its first -1\) on axis 0 of \[-1, 3\], where the model's \[3, -1\] is fixed: mark the model's batch axis, e\.g\. dims \[3, -1\]/,
+    );
+  });
+
+  it('fails an output without a -1 statically, naming it', () => {
+    const dir = repoWith({ flatten: '[8]', transpose: '[3, -1]' });
+    const lines: string[] = [];
+    expect(validateModelsCommand(dir, (l) => lines.push(l), 'onnx')).toBe(1);
+    expect(lines.join('\n')).toMatch(/FAIL .*flatten.*outputs\[0\]\.dims: output y \[8\] has no -1: mark with -1 the axis that grows with the batch/);
   });
 });

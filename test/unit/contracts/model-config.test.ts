@@ -64,6 +64,31 @@ describe('model config dynamic input dimensions', () => {
   });
 });
 
+describe('model config output batch axis', () => {
+  // The worker splits an output per request along its first -1 (size / gear values per item).
+  // Without a -1 it split along dim 0 one row per item whatever the model put there.
+  const withOutput = (dims: number[], extra: object = {}) => ({ name: 'm', inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 4] }], outputs: [{ name: 'y', dtype: 'float32', dims }], ...extra });
+
+  it.each([
+    ['one row per item', [-1, 10]],
+    ['flattened', [-1]],
+    ['transposed', [3, -1]],
+  ])('accepts an output whose batch is %s', (_what, dims) => {
+    expect(parseModelConfig(withOutput(dims)).outputs[0]?.dims).toEqual(dims);
+  });
+
+  it.each([
+    ['an output without a -1', withOutput([3, 2]), /outputs\[0\]\.dims: output y \[3, 2\] has no -1: mark with -1 the axis that grows with the batch/],
+    [
+      "a bucketed model's output with its batch past axis 0",
+      withOutput([3, -1], { inputs: [{ name: 'x', dtype: 'float32', dims: [-1, -1] }], buckets: { input: 'x', axis: 1, bounds: [8] } }),
+      /outputs\[0\]\.dims: output y \[3, -1\] has its batch \(the first -1\) on axis 1; a bucketed model's outputs take the batch on axis 0/,
+    ],
+  ])('refuses %s, naming the output and the fix', (_what, config, message) => {
+    expect(() => parseModelConfig(config)).toThrow(message);
+  });
+});
+
 describe('model config tensor names', () => {
   // Requests name their tensors and the worker binds them by config position: with two inputs of
   // one name, every request was refused ('input "x" is given twice') or, for outputs, results held

@@ -25,6 +25,8 @@ describe('modelConfigMismatches', () => {
     ['another dtype', { ...asIs, inputs: [t('image', 'float16', [-1, 3, 8, 8]), config.inputs[1]!] }, /^inputs\[0\] image: config\.yaml says float32, the model takes float16$/],
     ['another fixed size', { ...asIs, outputs: [t('logits', 'float32', [-1, 4])] }, /^outputs\[0\] logits: config\.yaml dims \[-1, 10\] do not fit the model's \[-1, 4\]/],
     ['another rank', { ...asIs, inputs: [t('image', 'float32', [-1, 192]), config.inputs[1]!] }, /^inputs\[0\] image: config\.yaml dims \[-1, 3, 8, 8\] do not fit the model's \[-1, 192\]/],
+    // The worker splits the output along the config's first -1: on the model's fixed 10 it would cut across requests.
+    ['an output whose batch is on another axis', { ...asIs, outputs: [t('logits', 'float32', [10, -1])] }, /^outputs\[0\] logits: config\.yaml puts the batch \(its first -1\) on axis 0 of \[-1, 10\], where the model's \[10, -1\] is fixed: mark the model's batch axis, e\.g\. dims \[10, -1\]$/],
   ])('reports %s', (_name, model, message) => {
     const problems = modelConfigMismatches(config, model);
     expect(problems).toHaveLength(1);
