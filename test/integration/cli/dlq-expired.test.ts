@@ -18,6 +18,7 @@ import { bullmqSettings, queueJobs } from '../transport/bullmq-harness.ts';
 import { makeRequest } from '../transport/conformance-kit.ts';
 import { adminKafka, kafkaSettings } from '../transport/kafka-harness.ts';
 import { readCommitted, transactionsSettled } from '../transport/kafka-topic-reader.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -56,7 +57,7 @@ async function kafkaDlq(): Promise<Dlq> {
   const admin = adminKafka().admin();
   await admin.connect();
   try {
-    await admin.createTopics({ topics: [dlq, `${tag}.m.requests.p0`, p1].map((topic) => ({ topic, numPartitions: 1 })), waitForLeaders: true });
+    await createTopicsSettled(admin, [dlq, `${tag}.m.requests.p0`, p1].map((topic) => ({ topic, numPartitions: 1 })));
   } finally {
     await admin.disconnect();
   }

@@ -4,6 +4,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import type { Admin, Consumer, KafkaMessage, Producer } from 'kafkajs';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { getServices, uniqueName } from '../../helpers/services.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const WAIT_MS = 20_000;
 
@@ -30,7 +31,7 @@ afterAll(async () => {
 
 async function createTopic(prefix: string, numPartitions = 1): Promise<string> {
   const topic = uniqueName(prefix);
-  await admin.createTopics({ topics: [{ topic, numPartitions }], waitForLeaders: true });
+  await createTopicsSettled(admin, [{ topic, numPartitions }]);
   return topic;
 }
 

@@ -6,6 +6,7 @@ import { HEADERS } from '../../../src/transport/names.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { adminKafka, kafkaSettings } from './kafka-harness.ts';
 import { readCommitted, transactionsSettled } from './kafka-topic-reader.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -21,10 +22,7 @@ async function setup(partitions = 1, stallMs?: number): Promise<{ model: string;
   const admin = adminKafka().admin();
   await admin.connect();
   try {
-    await admin.createTopics({
-      topics: [`${tag}.m.dlq`, `${tag}.m.requests.p0`, `${tag}.m.requests.p1`].map((topic) => ({ topic, numPartitions: partitions })),
-      waitForLeaders: true,
-    });
+    await createTopicsSettled(admin, [`${tag}.m.dlq`, `${tag}.m.requests.p0`, `${tag}.m.requests.p1`].map((topic) => ({ topic, numPartitions: partitions })));
   } finally {
     await admin.disconnect();
   }

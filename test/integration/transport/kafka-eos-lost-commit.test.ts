@@ -19,6 +19,7 @@ import { idOf, Inbox, makeRequest, outcomeFor, startWith } from './conformance-k
 import { adminKafka, committed, kafkaSettings } from './kafka-harness.ts';
 import { readCommitted, transactionsSettled } from './kafka-topic-reader.ts';
 import { requestSniffingFactory } from './produce-sniffer.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -78,7 +79,7 @@ async function lostCommit(what: 'answer' | 'request'): Promise<void> {
   const admin = adminKafka().admin();
   await admin.connect();
   cleanups.push(() => admin.disconnect());
-  await admin.createTopics({ topics: [{ topic: requests, numPartitions: 1 }, { topic: replies, numPartitions: 1 }], waitForLeaders: true });
+  await createTopicsSettled(admin, [{ topic: requests, numPartitions: 1 }, { topic: replies, numPartitions: 1 }]);
 
   const lossy = commitLosingFactory(what, 500);
   const kafka = new Kafka({ clientId: 'eoslost', brokers: getServices().kafkaBrokers, logLevel: logLevel.NOTHING, socketFactory: lossy.factory, retry: { retries: 3 } });

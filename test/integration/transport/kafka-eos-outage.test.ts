@@ -22,6 +22,7 @@ import { startLocalKafka, type LocalKafka } from '../../helpers/local-kafka-serv
 import { mlpRequest } from '../../helpers/mlp-request.ts';
 import { orderedCleanups } from '../../helpers/ordered-cleanups.ts';
 import { uniqueName } from '../../helpers/services.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const cleanups = orderedCleanups(30_000);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -139,7 +140,7 @@ async function outageUnderLoad(name: string, outage: Outage): Promise<void> {
   const replyTo = uniqueName(`${name}-replies`);
   const admin = client.admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic: replyTo, numPartitions: 2 }], waitForLeaders: true });
+  await createTopicsSettled(admin, [{ topic: replyTo, numPartitions: 2 }]);
   await admin.disconnect();
 
   process.env.NPU_FLEET_DEVICE = 'sim';

@@ -11,6 +11,7 @@ import type { Delivery } from '../../../src/transport/transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
 import { adminKafka, committed, kafkaSettings, readTopic } from './kafka-harness.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const track = closeAfterEach();
 
@@ -30,7 +31,7 @@ async function smallTopic(): Promise<string> {
   const admin = adminKafka().admin();
   await admin.connect();
   try {
-    await admin.createTopics({ topics: [{ topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '1000' }] }], waitForLeaders: true });
+    await createTopicsSettled(admin, [{ topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '1000' }] }]);
   } finally {
     await admin.disconnect();
   }

@@ -14,6 +14,7 @@ import { KafkaTransport, type KafkaTransportOptions } from '../../../src/transpo
 import { uniqueName } from '../../helpers/services.ts';
 import { Inbox, startWith } from './conformance-kit.ts';
 import { adminKafka, kafkaSettings } from './kafka-harness.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const track = closeAfterEach();
 
@@ -43,7 +44,7 @@ async function backlog(model: string, bytes: number): Promise<void> {
   const kafka = adminKafka();
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic: `${model}.requests.p0`, numPartitions: PARTITIONS }], waitForLeaders: true });
+  await createTopicsSettled(admin, [{ topic: `${model}.requests.p0`, numPartitions: PARTITIONS }]);
   await admin.disconnect();
   const producer = kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();

@@ -8,6 +8,7 @@ import { HEADERS } from '../../../src/transport/names.ts';
 import type { Transport } from '../../../src/transport/transport.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import type { ConformanceHarness, DlqEntry } from './conformance-kit.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 export function kafkaSettings(overrides: Partial<KafkaSettings> = {}): KafkaSettings {
   return KafkaSettingsSchema.parse({
@@ -68,10 +69,7 @@ export async function kafkaHarness(transportOptions: KafkaTransportOptions = {})
   const unpublishable = uniqueName('conf-unpublishable');
   const admin = adminKafka().admin();
   await admin.connect();
-  await admin.createTopics({
-    topics: [{ topic: unpublishable, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '64' }] }],
-    waitForLeaders: true,
-  });
+  await createTopicsSettled(admin, [{ topic: unpublishable, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '64' }] }]);
   await admin.disconnect();
   return {
     name: 'kafka',

@@ -14,6 +14,7 @@ import { uniqueName } from '../../helpers/services.ts';
 import { adminKafka, kafkaSettings } from './kafka-harness.ts';
 import { replayTransactionalId } from '../../../src/transport/kafka/replay-producer.ts';
 import { readCommitted, transactionsSettled } from './kafka-topic-reader.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const children: ChildProcess[] = [];
@@ -35,7 +36,7 @@ describe('a Kafka DLQ replay killed mid-transaction', () => {
     const admin = adminKafka().admin();
     await admin.connect();
     try {
-      await admin.createTopics({ topics: [dlq, ...sources].map((topic) => ({ topic, numPartitions: 2 })), waitForLeaders: true });
+      await createTopicsSettled(admin, [dlq, ...sources].map((topic) => ({ topic, numPartitions: 2 })));
     } finally {
       await admin.disconnect();
     }

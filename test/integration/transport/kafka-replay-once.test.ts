@@ -13,6 +13,7 @@ import { HEADERS } from '../../../src/transport/names.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { adminKafka, kafkaSettings } from './kafka-harness.ts';
 import { readCommitted, transactionsSettled } from './kafka-topic-reader.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -37,7 +38,7 @@ async function setup(partitions: number, dlqConfigs: Record<string, string> = {}
   await admin.connect();
   try {
     const configEntries = Object.entries(dlqConfigs).map(([name, value]) => ({ name, value }));
-    await admin.createTopics({ topics: [{ topic: `${tag}.m.dlq`, numPartitions: partitions, configEntries }, ...sources.map((topic) => ({ topic, numPartitions: partitions }))], waitForLeaders: true });
+    await createTopicsSettled(admin, [{ topic: `${tag}.m.dlq`, numPartitions: partitions, configEntries }, ...sources.map((topic) => ({ topic, numPartitions: partitions }))]);
   } finally {
     await admin.disconnect();
   }
@@ -245,7 +246,7 @@ async function oldMarkerTopic(s: Setup, partitions: number, refs: readonly strin
       { name: 'cleanup.policy', value: 'compact' },
       { name: 'max.message.bytes', value: '2000000' },
     ];
-    await admin.createTopics({ topics: [{ topic, numPartitions: partitions, configEntries }], waitForLeaders: true });
+    await createTopicsSettled(admin, [{ topic, numPartitions: partitions, configEntries }]);
   } finally {
     await admin.disconnect();
   }

@@ -11,6 +11,7 @@ import { HEADERS } from '../../../src/transport/names.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { adminKafka, kafkaSettings } from './kafka-harness.ts';
 import { readCommitted, transactionsSettled } from './kafka-topic-reader.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 afterEach(async () => {
@@ -23,7 +24,7 @@ async function setup(): Promise<{ model: string; dlq: string; source: string; dl
   const admin = adminKafka().admin();
   await admin.connect();
   try {
-    await admin.createTopics({ topics: [`${tag}.m.dlq`, `${tag}.m.requests.p1`].map((topic) => ({ topic, numPartitions: 1 })), waitForLeaders: true });
+    await createTopicsSettled(admin, [`${tag}.m.dlq`, `${tag}.m.requests.p1`].map((topic) => ({ topic, numPartitions: 1 })));
   } finally {
     await admin.disconnect();
   }

@@ -11,6 +11,7 @@ import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
 import { adminKafka, committed, kafkaSettings } from './kafka-harness.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const track = closeAfterEach();
 
@@ -25,7 +26,7 @@ async function creationMs(partitions: number): Promise<number> {
   await admin.connect();
   try {
     const started = performance.now();
-    await admin.createTopics({ topics: [{ topic: uniqueName('creation-probe'), numPartitions: partitions }], waitForLeaders: true });
+    await createTopicsSettled(admin, [{ topic: uniqueName('creation-probe'), numPartitions: partitions }]);
     return performance.now() - started;
   } finally {
     await admin.disconnect();
@@ -171,10 +172,7 @@ async function runThroughPublisher(
   const admin = adminKafka().admin();
   await admin.connect();
   try {
-    await admin.createTopics({
-      topics: [{ topic: `${model}.replies`, numPartitions: partitions, configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }] }],
-      waitForLeaders: true,
-    });
+    await createTopicsSettled(admin, [{ topic: `${model}.replies`, numPartitions: partitions, configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }] }]);
   } finally {
     await admin.disconnect();
   }

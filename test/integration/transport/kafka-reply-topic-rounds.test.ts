@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { ReplyTopics } from '../../../src/transport/kafka/reply-topics.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { adminKafka } from './kafka-harness.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 interface Tally {
   /** Requests by API name, on the admin given to ReplyTopics and the throwaway ones it makes. */
@@ -51,7 +52,7 @@ describe('kafka reply topic creation rounds', () => {
     const admin = kafka.admin();
     await admin.connect();
     try {
-      await admin.createTopics({ topics: Array.from({ length: filler }, () => ({ topic: uniqueName('filler'), numPartitions: 1 })), waitForLeaders: true });
+      await createTopicsSettled(admin, Array.from({ length: filler }, () => ({ topic: uniqueName('filler'), numPartitions: 1 })));
       const listedAt = performance.now();
       const listed = (await admin.listTopics()).length;
       const listingMs = performance.now() - listedAt;
@@ -91,7 +92,7 @@ describe('kafka reply topic creation rounds', () => {
     await admin.connect();
     try {
       const existing = uniqueName('made-by-client');
-      await admin.createTopics({ topics: [{ topic: existing, numPartitions: 3 }], waitForLeaders: true });
+      await createTopicsSettled(admin, [{ topic: existing, numPartitions: 3 }]);
       const replyTopics = new ReplyTopics(admin, kafka, 2);
       const fresh = uniqueName('round');
       await replyTopics.ensure([existing, fresh]);

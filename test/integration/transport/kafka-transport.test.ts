@@ -14,6 +14,7 @@ import { createLogger } from '../../../src/observability/logger.ts';
 import { OutcomePublisher } from '../../../src/runtime/outcome-publisher.ts';
 import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
 import { HEADERS } from '../../../src/transport/names.ts';
+import { createTopicsSettled } from '../../helpers/create-topics.ts';
 
 const track = closeAfterEach();
 
@@ -293,7 +294,7 @@ describe('kafka transport', () => {
     const admin = adminKafka().admin();
     await admin.connect();
     try {
-      await admin.createTopics({ topics: [{ topic: `${model}.rt`, numPartitions: 1 }], waitForLeaders: true });
+      await createTopicsSettled(admin, [{ topic: `${model}.rt`, numPartitions: 1 }]);
     } finally {
       await admin.disconnect();
     }
@@ -378,7 +379,7 @@ describe('kafka transport', () => {
     await admin.connect();
     await raw.connect();
     try {
-      await admin.createTopics({ topics: [{ topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(8 * 1024 * 1024) }] }], waitForLeaders: true });
+      await createTopicsSettled(admin, [{ topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(8 * 1024 * 1024) }] }]);
       // 2 MiB that decode as nothing: answered `invalid`, with a DLQ record of the original bytes.
       await raw.send({ topic, messages: [{ key: 'junk', value: Buffer.alloc(2 * 1024 * 1024, 7) }] });
     } finally {
