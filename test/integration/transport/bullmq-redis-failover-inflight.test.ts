@@ -9,10 +9,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { BullmqSettingsSchema } from '../../../src/contracts/fleet-config.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
-import type { Delivery } from '../../../src/transport/transport.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { uniqueName } from '../../helpers/unique-name.ts';
-import { idOf, makeRequest, outcomeFor } from './conformance-kit.ts';
+import { batchingDevice } from './batching-device.ts';
+import { makeRequest } from './conformance-kit.ts';
 import { startRedisWith, startSentinel } from './bullmq-redis-servers.ts';
 
 const cleanup: Array<() => Promise<unknown> | void> = [];
@@ -61,32 +61,13 @@ async function drill(how: 'SIGKILL' | 'SIGSTOP'): Promise<void> {
     prefetch: 16,
   });
   const model = uniqueName('failinfl');
-  const served = new Map<string, number>();
   const t = new BullmqTransport(s, { stalledIntervalMs: 1_000 });
   cleanup.push(() => t.close());
-  // The "device": batches of BATCH, DEVICE_MS each, one at a time; results written as each ends.
-  const local: Delivery[] = [];
-  let running = false;
-  const runDevice = async (): Promise<void> => {
-    if (running) return;
-    running = true;
-    try {
-      while (local.length > 0) {
-        const batch = local.splice(0, BATCH);
-        await new Promise((r) => setTimeout(r, DEVICE_MS));
-        for (const d of batch) served.set(idOf(d), (served.get(idOf(d)) ?? 0) + 1);
-        void t.settle(batch.map(outcomeFor)).catch(() => undefined);
-      }
-    } finally {
-      running = false;
-    }
-  };
+  const device = batchingDevice(t, BATCH, DEVICE_MS);
+  const served = device.served;
   await t.start({
     subscriptions: [{ model, priorityLevels: 1 }],
-    onDeliveries: (ds) => {
-      local.push(...ds);
-      void runDevice();
-    },
+    onDeliveries: device.onDeliveries,
   });
   const producer = new BullmqProducer(s, { clientId: uniqueName('failinfl') });
   cleanup.push(() => producer.close());
@@ -103,7 +84,7 @@ async function drill(how: 'SIGKILL' | 'SIGSTOP'): Promise<void> {
   await until('every request replicated', async () => (await onReplica.exists(...Array.from({ length: N }, (_, i) => `${s.prefix}:${model}.requests:r${i}`))) === N, 30_000);
   await until('the worker is part way', () => Promise.resolve([...served.values()].length >= 3 * BATCH), 30_000);
   const servedAtSwitch = served.size;
-  const inFlight = local.length;
+  const inFlight = device.held();
   const switchAt = Date.now();
   process.kill(masterPid, how);
   await until('the replica is the master', async () => ((await sentinel.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', master)) as string[])[1] === String(replicaPort), 60_000);

@@ -9,12 +9,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import type { FleetError } from '../../../src/errors/fleet-error.ts';
-import type { Delivery } from '../../../src/transport/transport.ts';
 import { startKillableRedis } from '../../helpers/killable-redis.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { uniqueName } from '../../helpers/unique-name.ts';
 import { bullmqSettings } from './bullmq-harness.ts';
-import { idOf, makeRequest, outcomeFor } from './conformance-kit.ts';
+import { batchingDevice } from './batching-device.ts';
+import { makeRequest } from './conformance-kit.ts';
 
 const cleanup: Array<() => Promise<unknown> | void> = [];
 afterEach(async () => {
@@ -47,33 +47,14 @@ async function drill(freezeMs: number) {
   });
   const s = bullmqSettings({ redisUrl: redis.url, lockDurationMs: LOCK_MS, prefetch: PREFETCH, connectTimeoutMs: 5_000 });
   const model = uniqueName('frozenwk');
-  const served = new Map<string, number>();
   const fatal: FleetError[] = [];
   const t = new BullmqTransport(s, { stalledIntervalMs: 1_000 });
   cleanup.push(() => t.close());
-  // The "device": batches of BATCH, DEVICE_MS each, one at a time; results written as each ends.
-  const local: Delivery[] = [];
-  let running = false;
-  const runDevice = async (): Promise<void> => {
-    if (running) return;
-    running = true;
-    try {
-      while (local.length > 0) {
-        const batch = local.splice(0, BATCH);
-        await new Promise((r) => setTimeout(r, DEVICE_MS));
-        for (const d of batch) served.set(idOf(d), (served.get(idOf(d)) ?? 0) + 1);
-        void t.settle(batch.map(outcomeFor)).catch(() => undefined);
-      }
-    } finally {
-      running = false;
-    }
-  };
+  const device = batchingDevice(t, BATCH, DEVICE_MS);
+  const served = device.served;
   await t.start({
     subscriptions: [{ model, priorityLevels: 1 }],
-    onDeliveries: (ds) => {
-      local.push(...ds);
-      void runDevice();
-    },
+    onDeliveries: device.onDeliveries,
     onFatal: (err) => void fatal.push(err),
   });
   const producer = new BullmqProducer(s, { clientId: uniqueName('frozenwk') });

@@ -4,9 +4,7 @@
 // crashes and is not restarted. A reply subscription then read nothing more, without a word; the
 // exactly-once outage drill's own reader died that way at a broker SIGTERM. Made here on the wire:
 // the group forgets the member (LeaveGroup in its name), and the connection carrying the
-// FindCoordinator of its rejoin is cut (CoordinatorBreaker).
-import type { Socket } from 'node:net';
-import type { Kafka } from 'kafkajs';
+// FindCoordinator of its rejoin is cut (RequestBreaker).
 import { describe, expect, it } from 'vitest';
 import { encodeResult } from '../../../src/codec/index.ts';
 import { ZERO_TIMINGS, type ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
@@ -18,52 +16,12 @@ import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { Inbox, makeRequest, PRIORITY_LEVELS, ResultSink, sleep } from './conformance-kit.ts';
 import { adminKafka, kafkaSettings } from './kafka-harness.ts';
-import { requestSniffingFactory } from './produce-sniffer.ts';
+import { onlyMember, RequestBreaker } from './group-request-breaker.ts';
 
 const track = closeAfterEach();
 
-/** Kafka's api key of a FindCoordinator request. */
-const FIND_COORDINATOR_API_KEY = 10;
-
-/** A kafkajs socket factory that, once armed, cuts the connection carrying the next FindCoordinator. */
-class CoordinatorBreaker {
-  private armed = false;
-  cut = 0;
-
-  readonly socketFactory = requestSniffingFactory(
-    'CoordinatorBreaker',
-    (request) => request.readInt16BE(4) === FIND_COORDINATOR_API_KEY,
-    (socket: Socket, find, forward) => {
-      if (!find || !this.armed) return forward();
-      this.armed = false;
-      this.cut++;
-      socket.destroy(new Error('CoordinatorBreaker: connection cut under a FindCoordinator'));
-      return false;
-    },
-  );
-
-  arm(): void {
-    this.armed = true;
-  }
-}
-
-async function onlyMember(kafka: Kafka, groupId: string): Promise<string> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    for (const until = Date.now() + 20_000; ; await sleep(200)) {
-      const { groups } = await admin.describeGroups([groupId]);
-      const members = groups[0]?.members ?? [];
-      if (groups[0]?.state === 'Stable' && members.length === 1) return members[0]?.memberId as string;
-      if (Date.now() > until) throw new Error(`group ${groupId}: ${groups[0]?.state} with ${members.length} members`);
-    }
-  } finally {
-    await admin.disconnect();
-  }
-}
-
 /** The group forgets its member; the FindCoordinator of the rejoin that follows is cut. */
-async function loseMemberAndItsCoordinator(breaker: CoordinatorBreaker, groupId: string): Promise<void> {
+async function loseMemberAndItsCoordinator(breaker: RequestBreaker, groupId: string): Promise<void> {
   const kafka = adminKafka();
   const memberId = await onlyMember(kafka, groupId);
   breaker.arm();
@@ -76,7 +34,7 @@ async function loseMemberAndItsCoordinator(breaker: CoordinatorBreaker, groupId:
 describe('kafka: a consumer that kafkajs could not find a group coordinator for', () => {
   it("a producer's reply subscription runs again and hands over the results written after", async () => {
     const settings = kafkaSettings();
-    const breaker = new CoordinatorBreaker();
+    const breaker = new RequestBreaker('findCoordinator');
     const producer = track(new KafkaProducer(settings, { partitions: 1, socketFactory: breaker.socketFactory }));
     const replyTo = uniqueName('coordinator-replies');
     const sink = new ResultSink();
@@ -101,7 +59,7 @@ describe('kafka: a consumer that kafkajs could not find a group coordinator for'
   it('the request consumer of a worker runs again, not a fatal failure, and delivers the requests published after', async () => {
     const settings = kafkaSettings({ sessionTimeoutMs: 6_000 });
     const model = uniqueName('coordnotfound').replace(/-/g, '');
-    const breaker = new CoordinatorBreaker();
+    const breaker = new RequestBreaker('findCoordinator');
     const t = track(new KafkaTransport(settings, { partitions: 1, socketFactory: breaker.socketFactory }));
     const inbox = new Inbox();
     const fatal: FleetError[] = [];

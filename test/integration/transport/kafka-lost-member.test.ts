@@ -7,9 +7,7 @@
 // the e2e freeze drill (its rejoin refused with GROUP_LOAD_IN_PROGRESS) its fetches brought nothing
 // either: about 1000 of 3000 requests answered, then none for 90 s. Made here on the wire: the
 // group forgets the member (LeaveGroup in its name) and the connection carrying its next JoinGroup
-// is cut (JoinBreaker). LostMemberRestarter restarts such a consumer.
-import type { Socket } from 'node:net';
-import type { Kafka } from 'kafkajs';
+// is cut (RequestBreaker). LostMemberRestarter restarts such a consumer.
 import type { Delivery } from '../../../src/transport/transport.ts';
 import { describe, expect, it } from 'vitest';
 import { encodeResult } from '../../../src/codec/index.ts';
@@ -21,61 +19,12 @@ import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { uniqueName } from '../../helpers/services.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, ResultSink, sleep, startWith } from './conformance-kit.ts';
 import { adminKafka, committed, kafkaSettings } from './kafka-harness.ts';
-import { requestSniffingFactory } from './produce-sniffer.ts';
+import { onlyMember, RequestBreaker } from './group-request-breaker.ts';
 
 const track = closeAfterEach();
 
-/** Kafka's api key of a JoinGroup request. */
-const JOIN_GROUP_API_KEY = 11;
-
-/** A kafkajs socket factory that, once armed, cuts the connection carrying the next JoinGroup. */
-class JoinBreaker {
-  private armed = false;
-  /** JoinGroup requests whose connection was cut. */
-  cut = 0;
-
-  readonly socketFactory = requestSniffingFactory(
-    'JoinBreaker',
-    (request) => request.readInt16BE(4) === JOIN_GROUP_API_KEY,
-    (socket: Socket, join, forward) => {
-      if (!join || !this.armed) return forward();
-      this.armed = false;
-      this.cut++;
-      socket.destroy(new Error('JoinBreaker: connection cut under a JoinGroup'));
-      return false;
-    },
-  );
-
-  arm(): void {
-    this.armed = true;
-  }
-
-  async untilCut(count: number, timeoutMs: number): Promise<void> {
-    for (const until = Date.now() + timeoutMs; this.cut < count; ) {
-      if (Date.now() > until) throw new Error(`no JoinGroup within ${timeoutMs} ms of arming`);
-      await sleep(20);
-    }
-  }
-}
-
-/** The one member of `groupId` (the consumer under test) once the group is stable with it, as the broker has it. */
-async function onlyMember(kafka: Kafka, groupId: string, timeoutMs: number): Promise<string> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    for (const until = Date.now() + timeoutMs; ; await sleep(200)) {
-      const { groups } = await admin.describeGroups([groupId]);
-      const members = groups[0]?.members ?? [];
-      if (groups[0]?.state === 'Stable' && members.length === 1) return members[0]?.memberId as string;
-      if (Date.now() > until) throw new Error(`group ${groupId} after ${timeoutMs} ms: ${groups[0]?.state} with ${members.length} members`);
-    }
-  } finally {
-    await admin.disconnect();
-  }
-}
-
 /** The group forgets its member, and the member's rejoin that follows is cut once. */
-async function loseMemberAndItsRejoin(breaker: JoinBreaker, groupId: string, cutsInAll = 1): Promise<void> {
+async function loseMemberAndItsRejoin(breaker: RequestBreaker, groupId: string, cutsInAll = 1): Promise<void> {
   const kafka = adminKafka();
   const memberId = await onlyMember(kafka, groupId, 20_000);
   breaker.arm();
@@ -88,7 +37,7 @@ describe('kafka: a consumer whose group forgot it, and whose one rejoin failed',
   it('the request consumer of a worker rejoins and delivers the requests published after', async () => {
     const settings = kafkaSettings({ sessionTimeoutMs: 6_000 });
     const model = uniqueName('lostmember').replace(/-/g, '');
-    const breaker = new JoinBreaker();
+    const breaker = new RequestBreaker('joinGroup');
     const t = track(new KafkaTransport(settings, { partitions: 1, socketFactory: breaker.socketFactory }));
     const inbox = new Inbox();
     await startWith(t, model, inbox);
@@ -119,7 +68,7 @@ describe('kafka: a consumer whose group forgot it, and whose one rejoin failed',
   it('the request consumer of a worker still rejoins after kafkajs crashed and restarted it', async () => {
     const settings = kafkaSettings({ sessionTimeoutMs: 6_000 });
     const model = uniqueName('lostmemberagain').replace(/-/g, '');
-    const breaker = new JoinBreaker();
+    const breaker = new RequestBreaker('joinGroup');
     const t = track(new KafkaTransport(settings, { partitions: 1, socketFactory: breaker.socketFactory }));
     const inbox = new Inbox();
     await startWith(t, model, inbox);
@@ -141,7 +90,7 @@ describe('kafka: a consumer whose group forgot it, and whose one rejoin failed',
 
   it("a producer's reply subscription rejoins and hands over the results written after", async () => {
     const settings = kafkaSettings();
-    const breaker = new JoinBreaker();
+    const breaker = new RequestBreaker('joinGroup');
     const producer = track(new KafkaProducer(settings, { partitions: 1, socketFactory: breaker.socketFactory }));
     const replyTo = uniqueName('lost-member-replies');
     const sink = new ResultSink();
