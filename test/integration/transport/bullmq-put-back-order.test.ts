@@ -21,7 +21,12 @@ const IN_ORDER = [...FIRST_THREE, 'w-fourth'];
 async function queued(settings: BullmqSettings, name: string): Promise<{ model: string; queue: string; producer: BullmqProducer }> {
   const model = uniqueName(name);
   const producer = track(new BullmqProducer(settings));
-  for (const id of FIRST_THREE) await producer.publish(makeRequest(model, id, 1));
+  // A millisecond apart: the order key starts with the job's add time in ms, and jobs added (and
+  // then fetched) in the same millisecond have no order of their own to be put back by.
+  for (const id of FIRST_THREE) {
+    await producer.publish(makeRequest(model, id, 1));
+    await sleep(2);
+  }
   return { model, queue: `${model}.requests`, producer };
 }
 
