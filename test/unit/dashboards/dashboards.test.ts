@@ -8,6 +8,8 @@ import { FLEET_METRICS } from '../../../src/observability/metrics.ts';
 import { checkExpression, checkLabelsUsed, knownMetrics, metricNamesIn, type KnownMetrics } from './metric-references.ts';
 
 const ROOT = join(import.meta.dirname, '../../..');
+/** Series from kube-state-metrics that alert rules may read (the fleet's own restart counter stays 0 on Kubernetes). */
+const KUBE_STATE_SERIES = ['kube_pod_container_status_restarts_total'];
 const DASH = join(ROOT, 'dashboards');
 
 function files(dir: string): string[] {
@@ -119,9 +121,25 @@ describe('dashboards/ files', () => {
       const expr = String(r.expr);
       expect(checkExpression(expr, known), `${String(r.alert)}: ${expr}`).toEqual([]);
       expect(checkLabelsUsed(expr, known, JSON.stringify(r.annotations ?? {})), `${String(r.alert)}: ${expr}`).toEqual([]);
-      expect(metricNamesIn(expr).length + (expr.includes('up{') ? 1 : 0), String(r.alert)).toBeGreaterThan(0);
+      const external = KUBE_STATE_SERIES.filter((name) => expr.includes(name)).length;
+      expect(metricNamesIn(expr).length + (expr.includes('up{') ? 1 : 0) + external, String(r.alert)).toBeGreaterThan(0);
       if (r.for !== undefined) expect(String(r.for)).toMatch(/^\d+[smh]$/);
     }
+  });
+
+  it("the Kubernetes restart rule selects the manifest's worker container and its Deployment's pods", () => {
+    const rules = arr(obj(yamlDoc('dashboards/prometheus/alerts.yml')).groups).flatMap((g) => arr(obj(g).rules).map(obj));
+    const rule = rules.find((r) => r.alert === 'NpuFleetPodRestarting');
+    const expr = String(rule?.expr);
+    const manifest = readFileSync(join(ROOT, 'dashboards/kubernetes/worker.yaml'), 'utf8');
+    const deployment = /kind: Deployment\nmetadata:\n {2}name: (\S+)/.exec(manifest)?.[1];
+    const container = /containers:\n\s+- name: (\S+)/.exec(manifest)?.[1];
+    expect(deployment).toBe('npu-fleet-worker');
+    expect(expr).toContain(`container="${String(container)}"`);
+    // A Deployment's pods are named <deployment>-<replicaset hash>-<pod hash>.
+    const podPattern = new RegExp(`^(?:${/pod=~"([^"]+)"/.exec(expr)?.[1] ?? '$^'})$`);
+    expect(podPattern.test(`${deployment}-7d9f5c6b8-x2k4q`)).toBe(true);
+    expect(podPattern.test('other-app-7d9f5c6b8-x2k4q')).toBe(false);
   });
 
   it('the compose Prometheus config loads the alert rules and scrapes worker N on 9464 + N', () => {
