@@ -42,6 +42,10 @@ void dynamicBatch() {
   ACL_OK(aclrtMalloc(&inDev, aclmdlGetInputSizeByIndex(d, 0), ACL_MEM_MALLOC_HUGE_FIRST));
   ACL_OK(aclrtMalloc(&mbDev, 8, ACL_MEM_MALLOC_HUGE_FIRST));
   ACL_OK(aclrtMalloc(&outDev, aclmdlGetOutputSizeByIndex(d, 0), ACL_MEM_MALLOC_HUGE_FIRST));
+  // aclrtMalloc memory is not cleared (as on a real device): stale heap bytes there can be NaN and
+  // make the softmax sum below NaN, so the input gets defined values first.
+  const std::vector<float> x = randVec(32 * 64, 89);
+  ACL_OK(aclrtMemcpy(inDev, x.size() * 4, x.data(), x.size() * 4, ACL_MEMCPY_HOST_TO_DEVICE));
   aclmdlDataset *in = aclmdlCreateDataset(), *out = aclmdlCreateDataset();
   aclDataBuffer *b0 = aclCreateDataBuffer(inDev, aclmdlGetInputSizeByIndex(d, 0));
   aclDataBuffer *b1 = aclCreateDataBuffer(mbDev, 8);
