@@ -141,7 +141,14 @@ export class DeviceWorker {
   }
 
   private healthInputs(): HealthInputs {
-    return { state: this.state, brokerConnected: this.o.transport.connected(), failing: this.runner.deviceFailing, hangLimitMs: this.o.config.worker.hangLimitMs };
+    const brokerConnected = this.o.transport.connected();
+    return {
+      state: this.state,
+      brokerConnected,
+      brokerUnreadyReason: brokerConnected ? undefined : this.o.transport.unreadyReason?.(),
+      failing: this.runner.deviceFailing,
+      hangLimitMs: this.o.config.worker.hangLimitMs,
+    };
   }
 
   get inflightBatches(): number {

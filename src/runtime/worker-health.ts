@@ -6,6 +6,8 @@ export type WorkerState = 'starting' | 'running' | 'draining' | 'stopped' | 'hun
 export interface HealthInputs {
   readonly state: WorkerState;
   readonly brokerConnected: boolean;
+  /** Why the broker counts as not connected, if the transport says (Transport.unreadyReason). */
+  readonly brokerUnreadyReason?: string | undefined;
   /** The run of failed batches the device is in (BatchRunner.deviceFailing), if any. */
   readonly failing: { readonly batches: number; readonly error: FleetError; readonly sinceMs: number } | undefined;
   readonly hangLimitMs: number;
@@ -17,7 +19,7 @@ export interface HealthInputs {
  */
 export function workerReadiness(h: HealthInputs): { ready: true } | { ready: false; reason: string } {
   if (h.state !== 'running') return { ready: false, reason: h.state };
-  if (!h.brokerConnected) return { ready: false, reason: 'broker unreachable' };
+  if (!h.brokerConnected) return { ready: false, reason: h.brokerUnreadyReason ?? 'broker unreachable' };
   const failing = h.failing;
   if (failing !== undefined) {
     return { ready: false, reason: `device failing: the last ${failing.batches} batches failed (${failing.error.code}: ${failing.error.message})` };

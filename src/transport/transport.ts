@@ -138,6 +138,11 @@ export interface Transport {
    * False before start() and after close(). JS thread; never throws.
    */
   connected(): boolean;
+  /**
+   * Why connected() is false, when the transport can say better than "broker unreachable" (Kafka:
+   * its request consumer outside its group, restarting); undefined otherwise. JS thread; never throws.
+   */
+  unreadyReason?(): string | undefined;
   close(): Promise<void>;
   /** Work waiting at the source per model (Kafka consumer lag, BullMQ waiting count). */
   sourceLag(): Promise<Record<string, number>>;

@@ -342,9 +342,27 @@ export class KafkaTransport implements Transport {
     return offsets.length === deliveries.length;
   }
 
-  /** Consumer in contact, and results getting out whenever there are results to send (see ProducerWatch). */
+  /**
+   * Consumer in contact and in its group, and results getting out whenever there are results to
+   * send (see ProducerWatch). A consumer kafkajs left outside its group still has its fetches
+   * answered (in contact) but reads and commits nothing: unready from the suspicion until it has
+   * joined again (LostMemberRestarter.outsideGroup).
+   */
   connected(): boolean {
-    return !this.closed && this.watch?.inContact(this.contactWindowMs) === true && this.sender?.delivering() !== false;
+    return (
+      !this.closed &&
+      this.watch?.inContact(this.contactWindowMs) === true &&
+      this.sender?.delivering() !== false &&
+      this.restarter?.outsideGroup() === undefined
+    );
+  }
+
+  unreadyReason(): string | undefined {
+    if (this.closed) return undefined;
+    const outside = this.restarter?.outsideGroup();
+    if (outside === undefined) return undefined;
+    const what = { suspected: 'restarting it', restarting: 'restarting it', rejoining: 'restarted, rejoining' }[outside.phase];
+    return `kafka request consumer outside its group since ${new Date(outside.lastMemberAt).toISOString()} (fetches answered, no heartbeat), ${what}`;
   }
 
   async stopIntake(): Promise<void> {

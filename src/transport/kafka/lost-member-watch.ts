@@ -9,6 +9,15 @@ const REVIVE_MAX_MS = 10_000;
 /** Fetches answered after a heartbeat fell due, none sent: no slow cycle, the loop skips it. */
 const FETCHES_WITHOUT_HEARTBEAT = 3;
 
+export interface MembershipSuspicion {
+  /** The last heartbeat or join before it: the member was last known in its group then. */
+  readonly lastMemberAt: number;
+  readonly suspectedAt: number;
+}
+
+/** Where a suspected member is on its way back (see LostMemberRestarter.outsideGroup). */
+export type OutsideGroup = MembershipSuspicion & { readonly phase: 'suspected' | 'restarting' | 'rejoining' };
+
 /**
  * Why: kafkajs 2.2.4 can fetch on for good as a consumer its group no longer has. On
  * UNKNOWN_MEMBER_ID (a session that expired while the broker was frozen or restarting) its Runner
@@ -27,6 +36,7 @@ export class MembershipWatch {
   private memberAt = 0;
   private fetchesSinceDue = 0;
   private lastFetchAt = 0;
+  private suspected: MembershipSuspicion | undefined;
 
   /** Fetching without a heartbeat for this long means lost (within the session: the broker dropped it by then anyway). */
   readonly lostAfterMs: number;
@@ -39,6 +49,29 @@ export class MembershipWatch {
   onMember(nowMs = Date.now()): void {
     this.memberAt = nowMs;
     this.fetchesSinceDue = 0;
+  }
+
+  /** A group joined (the assignment came with it): what a suspicion waits for. */
+  onJoin(nowMs = Date.now()): MembershipSuspicion | undefined {
+    const cleared = this.suspected;
+    this.suspected = undefined;
+    this.onMember(nowMs);
+    return cleared;
+  }
+
+  /**
+   * lost(), held from the first time it is seen until the next join: in between the consumer is
+   * out of its group whatever its fetches do (a restart stops them, a failed rejoin may resume
+   * them). True the first time only.
+   */
+  suspect(nowMs = Date.now()): boolean {
+    if (this.suspected !== undefined || !this.lost(nowMs)) return false;
+    this.suspected = { lastMemberAt: this.memberAt, suspectedAt: nowMs };
+    return true;
+  }
+
+  get suspicion(): MembershipSuspicion | undefined {
+    return this.suspected;
   }
 
   onFetch(nowMs = Date.now()): void {
@@ -93,6 +126,8 @@ export class LostMemberRestarter {
   private readonly membership: MembershipWatch;
   private timer: NodeJS.Timeout | undefined;
   private restarting = false;
+  /** The suspicion the last restart was for: still held after it, kafkajs is retrying the join. */
+  private restartedFor: MembershipSuspicion | undefined;
   private reviveTimer: NodeJS.Timeout | undefined;
   private reviveWaitMs = REVIVE_FIRST_MS;
 
@@ -103,9 +138,16 @@ export class LostMemberRestarter {
     this.membership = new MembershipWatch(o.heartbeatIntervalMs, o.sessionTimeoutMs);
     const member = (): void => this.membership.onMember();
     consumer.on(consumer.events.HEARTBEAT, member);
-    consumer.on(consumer.events.GROUP_JOIN, () => {
-      member();
+    consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+      const cleared = this.membership.onJoin();
       this.reviveWaitMs = REVIVE_FIRST_MS;
+      if (cleared !== undefined) {
+        const partitions = Object.values(payload.memberAssignment).reduce((n, parts) => n + parts.length, 0);
+        this.o.logger?.info(
+          { memberId: payload.memberId, partitions, outsideGroupMs: Date.now() - cleared.lastMemberAt },
+          `the kafka consumer of ${this.o.what} joined its group again (${partitions} partitions assigned), ${Date.now() - cleared.suspectedAt} ms after it was found outside it`,
+        );
+      }
     });
     consumer.on(consumer.events.FETCH, () => this.membership.onFetch());
     consumer.on(consumer.events.CRASH, ({ payload }) => {
@@ -119,9 +161,26 @@ export class LostMemberRestarter {
     // Not ended by the consumer's DISCONNECT: kafkajs disconnects on each crash before it restarts.
     this.timer = setInterval(() => {
       if (this.o.isClosed()) this.stop();
-      else if (!this.restarting && this.membership.lost()) void this.restart();
+      else if (!this.restarting && this.membership.lost()) {
+        this.membership.suspect();
+        void this.restart();
+      }
     }, CHECK_EVERY_MS);
     this.timer.unref();
+  }
+
+  /**
+   * Out of its group as far as the watch can tell, from the moment lost() holds (seen here, not
+   * only at the next check) through the restart until the consumer has joined again with its
+   * assignment; undefined otherwise. A rebalance is no suspicion: no fetches while it rejoins.
+   * For readiness: the consumer's fetches are answered all along, so its contact never lapses.
+   */
+  outsideGroup(nowMs = Date.now()): OutsideGroup | undefined {
+    if (this.timer === undefined || this.o.isClosed()) return undefined;
+    this.membership.suspect(nowMs);
+    const s = this.membership.suspicion;
+    if (s === undefined) return undefined;
+    return { ...s, phase: this.restarting ? 'restarting' : this.restartedFor === s ? 'rejoining' : 'suspected' };
   }
 
   /** Ends the checks and a pending revival: the owner closes the consumer (the checks also end by themselves once isClosed()). */
@@ -159,10 +218,12 @@ export class LostMemberRestarter {
 
   private async restart(): Promise<void> {
     this.restarting = true;
+    this.restartedFor = this.membership.suspicion;
+    const since = new Date(this.restartedFor?.lastMemberAt ?? Date.now()).toISOString();
     this.o.logger?.warn(
-      { lostAfterMs: this.membership.lostAfterMs },
-      `the kafka consumer of ${this.o.what} fetches but has sent no heartbeat for ${this.membership.lostAfterMs} ms: kafkajs lost its group ` +
-        'member id on a failed rejoin and would never rejoin (it would read nothing more and commit nothing); restarting it',
+      { lostAfterMs: this.membership.lostAfterMs, outsideGroupSince: since },
+      `the kafka consumer of ${this.o.what} fetches but has sent no heartbeat for ${this.membership.lostAfterMs} ms: outside its group since ${since} ` +
+        '(kafkajs lost its group member id on a failed rejoin and would never rejoin: it would read nothing more and commit nothing); restarting it',
     );
     try {
       await this.consumer.stop();

@@ -65,4 +65,33 @@ describe('MembershipWatch', () => {
     w.onMember(T0 + 26_000);
     expect(w.lost(T0 + 26_000)).toBe(false);
   });
+
+  it('a suspicion holds from lost() until the next join, whatever the fetches and the restart do meanwhile', () => {
+    const w = new MembershipWatch(HEARTBEAT_MS, SESSION_MS);
+    w.onMember(T0);
+    fetchLoop(w, T0 + 100, T0 + 5_000, 100, false);
+    expect(w.suspect(T0 + 5_000)).toBe(false);
+    expect(w.suspicion).toBeUndefined();
+    fetchLoop(w, T0 + 5_100, T0 + 5_100, 100, false);
+    expect(w.suspect(T0 + 5_100)).toBe(true);
+    expect(w.suspect(T0 + 5_200)).toBe(false);
+    expect(w.suspicion).toEqual({ lastMemberAt: T0, suspectedAt: T0 + 5_100 });
+    // The restart stops the fetches and starts the clock again: still outside the group.
+    w.onMember(T0 + 6_000);
+    expect(w.lost(T0 + 20_000)).toBe(false);
+    expect(w.suspicion).toEqual({ lastMemberAt: T0, suspectedAt: T0 + 5_100 });
+    expect(w.onJoin(T0 + 20_000)).toEqual({ lastMemberAt: T0, suspectedAt: T0 + 5_100 });
+    expect(w.suspicion).toBeUndefined();
+    expect(w.onJoin(T0 + 21_000)).toBeUndefined();
+  });
+
+  it('a rebalance (no fetches while it rejoins) is no suspicion, however long', () => {
+    const w = new MembershipWatch(HEARTBEAT_MS, SESSION_MS);
+    w.onMember(T0);
+    fetchLoop(w, T0 + 100, T0 + 1_500, 100, true);
+    for (let t = T0 + 1_600; t <= T0 + 30_000; t += 100) expect(w.suspect(t)).toBe(false);
+    w.onJoin(T0 + 30_000);
+    fetchLoop(w, T0 + 30_100, T0 + 60_000, 100, true);
+    expect(w.suspect(T0 + 60_000)).toBe(false);
+  });
 });
