@@ -13,6 +13,7 @@ interface Mark {
   readonly otherUs: number;
   readonly byName: ReadonlyMap<string, number>;
   readonly redisUs: number | undefined;
+  readonly kafkaUs: number | undefined;
   readonly commands: Map<string, { calls: number; usec: number }> | undefined;
 }
 
@@ -23,6 +24,8 @@ export interface CpuUse {
   /** The other threads by name (V8 GC helpers, libuv pool, native threads). */
   readonly otherByName: ReadonlyMap<string, number>;
   readonly redisUs: number | undefined;
+  /** The bench's local Kafka broker (a JVM on this machine), all its threads; undefined for KAFKA_BROKERS. */
+  readonly kafkaUs: number | undefined;
 }
 
 const TICK_US = 1e6 / 100; // USER_HZ is 100 on Linux.
@@ -57,16 +60,30 @@ async function redisCpuUs(redis: Redis | undefined): Promise<number | undefined>
   return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
 }
 
+function processCpuUs(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) * TICK_US;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Marks the start of a timed window; `since` turns the window into CPU per message. */
 export class CpuMeter {
   private readonly redis: Redis | undefined;
-
-  constructor(redisUrl?: string) {
+  /** @param kafkaPid a broker process on this machine (the bench's local one), whose CPU is counted too. */
+  constructor(
+    redisUrl?: string,
+    private readonly kafkaPid?: number,
+  ) {
     this.redis = redisUrl === undefined ? undefined : new Redis(redisUrl, { lazyConnect: false, maxRetriesPerRequest: 1 });
   }
 
   async mark(): Promise<Mark> {
-    return { ...threadTimesUs(), redisUs: await redisCpuUs(this.redis), commands: await this.commandStats() };
+    return { ...threadTimesUs(), redisUs: await redisCpuUs(this.redis), kafkaUs: processCpuUs(this.kafkaPid), commands: await this.commandStats() };
   }
 
   /** BENCH_REDIS_COMMANDS=1: Redis's own per-command counters (calls, µs), for the per-message split. */
@@ -96,6 +113,7 @@ export class CpuMeter {
       otherByName,
       otherUs: per(start.otherUs, end.otherUs),
       redisUs: start.redisUs === undefined || end.redisUs === undefined ? undefined : per(start.redisUs, end.redisUs),
+      kafkaUs: start.kafkaUs === undefined || end.kafkaUs === undefined ? undefined : per(start.kafkaUs, end.kafkaUs),
     };
   }
 
@@ -108,5 +126,6 @@ export function formatCpu(c: CpuUse | undefined): string {
   if (c === undefined) return '';
   const redis = c.redisUs === undefined ? '' : `, redis ${c.redisUs.toFixed(0)}`;
   const named = [...c.otherByName].filter(([, us]) => us >= 0.5).map(([name, us]) => `${name} ${us.toFixed(0)}`).join(', ');
-  return `cpu µs/msg: main ${c.mainUs.toFixed(0)}, other threads ${c.otherUs.toFixed(0)}${named === '' ? '' : ` (${named})`}${redis}`;
+  const kafka = c.kafkaUs === undefined ? '' : `, kafka broker ${c.kafkaUs.toFixed(0)}`;
+  return `cpu µs/msg: main ${c.mainUs.toFixed(0)}, other threads ${c.otherUs.toFixed(0)}${named === '' ? '' : ` (${named})`}${redis}${kafka}`;
 }

@@ -158,14 +158,14 @@ function median(values: number[]): number {
   return v[Math.floor(v.length / 2)] ?? NaN;
 }
 
-await withBenchServices(async ({ kafkaBrokers, redisUrl }) => {
+await withBenchServices(async ({ kafkaBrokers, redisUrl, kafkaPid }) => {
   // The echo carries the very requests the pipeline serves (one MLP sample, 64 floats), so the
   // ceiling moves the same bytes per message. On BullMQ it also moves the same jobs: the fleet's
   // producer and reply adds carry retention (removeOnComplete/removeOnFail, which production needs
   // so Redis does not keep every job), and trimming costs Redis and the client per job. The bare
   // echo (no retention, Redis keeps everything) is measured too and reported beside it.
   const fleetJobOptions = { removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED };
-  const meter = new CpuMeter(redisUrl);
+  const meter = new CpuMeter(redisUrl, kafkaPid);
   const echo = (kind: 'kafka' | 'bullmq', messages: number, bare = false) =>
     kind === 'kafka'
       ? kafkaRawEcho(kafkaBrokers, { messages, makeRequest: (_model, i) => request(i, 'unused'), cpu: meter })

@@ -301,6 +301,8 @@ export async function memoryTransportEcho(options: EchoOptions = {}): Promise<Ec
 export interface BenchServices {
   readonly kafkaBrokers: string[];
   readonly redisUrl: string;
+  /** The local broker's process, when this bench started one (not with KAFKA_BROKERS). */
+  readonly kafkaPid?: number;
 }
 
 /** KAFKA_BROKERS / REDIS_URL when set, else a throwaway local broker and redis-server. */
@@ -310,11 +312,13 @@ export async function withBenchServices<T>(fn: (services: BenchServices) => Prom
   try {
     let kafkaBrokers = process.env['KAFKA_BROKERS']?.split(',').map((b) => b.trim());
     let redisUrl = process.env['REDIS_URL'];
+    let kafkaPid: number | undefined;
     if (kafkaBrokers === undefined) {
       const { startLocalKafka } = await import('../test/helpers/local-kafka-service.ts');
       const k = await startLocalKafka(dir);
       stops.push(() => k.stop());
       kafkaBrokers = k.brokers;
+      kafkaPid = k.pid;
     }
     if (redisUrl === undefined) {
       const { startLocalRedis } = await import('../test/helpers/local-redis-service.ts');
@@ -322,7 +326,7 @@ export async function withBenchServices<T>(fn: (services: BenchServices) => Prom
       stops.push(() => r.stop());
       redisUrl = r.url;
     }
-    return await fn({ kafkaBrokers, redisUrl });
+    return await fn({ kafkaBrokers, redisUrl, ...(kafkaPid === undefined ? {} : { kafkaPid }) });
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
