@@ -39,9 +39,11 @@ export const COMMAND_USAGE = {
     50-500 ms). One line a second (sent, answered, ok p50/p99, batch fill, outcomes), a summary at
     the end; past --max-outstanding (default 20000) awaiting replies it holds back and says so.
     Once sending stops, replies still out are awaited --drain-ms (default 5000), then left
-    uncounted (the summary says how many). Exit 0: every request sent was answered (any status);
-    exit 4: some got no answer (no reply within --timeout-ms, still out after --drain-ms; stderr
-    says how many); exit 1: none was answered (no worker serving the model?) or the run failed.`,
+    uncounted (the summary says how many). Exit 0: every request sent was answered (any status)
+    and some served ok in time; exit 4: some got no answer (no reply within --timeout-ms, still
+    out after --drain-ms; stderr says how many); exit 1: none was answered (no worker serving the
+    model?), none was served ok in time (all expired, late or errors: stderr says which, e.g. to
+    raise --deadline-ms above the device time) or the run failed.`,
   frames: `npu-fleet frames --model NAME [--streams N] [--fps F] [--seconds S] [--deadline-ms MS] [--priority P]
                   [--timeout-ms MS] [--max-outstanding N] [--drain-ms MS] [--config FILE]
     A video pipeline's traffic: N cameras (default 4) each sending a one-sample frame every 1/F s
@@ -50,7 +52,8 @@ export const COMMAND_USAGE = {
     displaced frames superseded.
     Same progress lines and summary as load, plus "out of order N": ok results for a frame older
     than one of its camera answered ok before (what a consumer would show as a jump back); the
-    same --drain-ms (default 5000) and exit codes (exit 4: some frames got no answer).`,
+    same --drain-ms (default 5000) and exit codes (exit 4: some frames got no answer; exit 1: none
+    answered, or none served ok in time, e.g. all expired with a deadline below the device time).`,
   dlq: `npu-fleet dlq list|replay|purge --model NAME [--reason CODE[,CODE...]] [--since 2h|ISO-TIME-WITH-Z-OR-OFFSET] [--limit N]
                   [--priority P] [--refresh-deadline 30s|5m|2h] [--expired] [--dry-run] [--json] [--config FILE]
     list: the model's dead letters by reason, and the oldest matching ones (default 20).

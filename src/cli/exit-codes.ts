@@ -7,7 +7,10 @@ import { EXIT_DRAIN_TIMEOUT, EXIT_FATAL, EXIT_HANG, EXIT_START_TIMEOUT } from '.
  */
 export const EXIT = {
   ok: 0,
-  /** The command failed, or stopped on an error (the message on stderr); load/frames: no request was answered at all. */
+  /**
+   * The command failed, or stopped on an error (the message on stderr); load/frames: no request
+   * was answered at all, or none was served ok in time (every answer expired, late or an error).
+   */
   failed: 1,
   /** Bad arguments or config: nothing was done. */
   usage: 2,
@@ -26,9 +29,11 @@ export const EXIT = {
 /** The table `npu-fleet --help` prints. */
 export const EXIT_CODES_HELP = `Exit codes (every command):
   ${EXIT.ok}    done: publish, every request published (--await: answered ok); load/frames, every
-       request answered; dlq, every record handled; worker/start, stopped and drained
-  ${EXIT.failed}    failed, or stopped on an error (message on stderr); load/frames: no request answered at all;
-       dlq replay/purge: records skipped for a cause to fix; models validate: a model not servable
+       request answered and some served ok; dlq, every record handled; worker/start, stopped and
+       drained
+  ${EXIT.failed}    failed, or stopped on an error (message on stderr); load/frames: no request answered at all,
+       or none served ok in time (all expired, late or errors; stderr says which); dlq
+       replay/purge: records skipped for a cause to fix; models validate: a model not servable
   ${EXIT.usage}    bad arguments or config; nothing was done
   ${EXIT.onlyExpired}    dlq replay/purge: only records whose deadline had passed were skipped
   ${EXIT.notAllAnswered}    publish, load, frames: ran to the end, but not every request answered (publish: a result

@@ -49,7 +49,7 @@ export async function loadCommand(args: readonly string[]): Promise<number> {
   const models = run.models;
   const rand = prng(Date.now());
   const idPrefix = `load-${process.pid}-${Date.now()}`;
-  return drive(run, rate, `load: ${rate} req/s of ${models.map((m) => m.name).join(', ')}`, (seq) => {
+  return drive(run, rate, `load: ${rate} req/s of ${models.map((m) => m.name).join(', ')}`, 'request', (seq) => {
     const model = models[seq % models.length] as ModelConfig;
     const r = syntheticRequest(model, seq, rand, { idPrefix, deadlineShare, deadlineMs, maxSamples });
     if (run.priority !== undefined) r.priority = run.priority;
@@ -84,7 +84,7 @@ export async function framesCommand(args: readonly string[]): Promise<number> {
   const idPrefix = `frames-${process.pid}-${Date.now()}`;
   // Strictly increasing per camera: the fleet tells newer frames by createdAt.
   const lastCreatedAt = new Float64Array(streams);
-  return drive(run, streams * fps, `frames: ${streams} stream(s) x ${fps} fps of ${model.name}, deadline ${deadlineMs} ms`, (seq) => {
+  return drive(run, streams * fps, `frames: ${streams} stream(s) x ${fps} fps of ${model.name}, deadline ${deadlineMs} ms`, 'frame', (seq) => {
     const stream = seq % streams;
     const frame = Math.floor(seq / streams);
     const createdAt = Math.max(Date.now(), (lastCreatedAt[stream] ?? 0) + 1);
@@ -141,9 +141,18 @@ function commonOptions(values: { config?: string; model?: string; seconds?: stri
 }
 
 /** Runs the open loop with progress lines each second and a summary; Ctrl-C ends it like --seconds. */
-async function drive(run: RunOptions, rate: number, title: string, next: (seq: number) => RequestEnvelope, order?: FrameOrder): Promise<number> {
+async function drive(
+  run: RunOptions,
+  rate: number,
+  title: string,
+  noun: 'request' | 'frame',
+  next: (seq: number) => RequestEnvelope,
+  order?: FrameOrder,
+): Promise<number> {
   const producer = createProducer(run.config.transport, { limits: run.config.limits, log: clientLogger(run.config) });
   const stats = new RunStats();
+  /** The first answer that was an error (not ok, late, expired or superseded), for the exit-1 line. */
+  let firstError: { outcome: string; text: string } | undefined;
   let stopBy: NodeJS.Signals | undefined;
   /** Set while the producer closes: a signal then gives up on the close. */
   let abandonClose: ((signal: NodeJS.Signals) => void) | undefined;
@@ -187,7 +196,8 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
       maxOutstanding: run.maxOutstanding,
       drainMs: run.drainMs,
       onResult: (r, request) => {
-        stats.result(r);
+        const outcome = stats.result(r);
+        if (firstError === undefined && !NOT_ERRORS.has(outcome)) firstError = { outcome, text: `${r.error?.code ?? 'no code'}: ${r.error?.message ?? 'no message'}` };
         order?.result(r, request);
       },
       // CLOSED too: after a second Ctrl-C the summary counts the requests it stopped waiting for.
@@ -212,6 +222,12 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
       );
       return EXIT.failed;
     }
+    // Answered, but nothing served in time (all expired, late, superseded or errors): a drill that
+    // served nothing has failed as surely as one nobody answered.
+    if (outcome.sent > 0 && (stats.total.get('ok') ?? 0) === 0) {
+      printLine(`npu-fleet: ${nothingServedLine(noun, stats.total, firstError)}; exit ${EXIT.failed}`, process.stderr);
+      return EXIT.failed;
+    }
     // Requests still out after --drain-ms are in no count yet (close() fails them after this).
     const unanswered = outcome.sent - answered;
     if (unanswered > 0) {
@@ -234,6 +250,19 @@ async function drive(run: RunOptions, rate: number, title: string, next: (seq: n
       process.off('SIGTERM', onSignal);
     }
   }
+}
+
+/** Outcomes that are no error of the fleet's: what a deadline or a newer frame decided. */
+const NOT_ERRORS = new Set(['ok', 'late', 'expired', 'superseded']);
+
+/** Why a run that got answers served none in time, and what to do about it. */
+function nothingServedLine(noun: 'request' | 'frame', total: ReadonlyMap<string, number>, firstError: { outcome: string; text: string } | undefined): string {
+  const counts = [...total].sort((a, b) => b[1] - a[1]).map(([outcome, n]) => `${n} ${outcome}${outcome === firstError?.outcome ? ` (first: ${firstError.text})` : ''}`);
+  const missedDeadline = (total.get('expired') ?? 0) + (total.get('late') ?? 0) > 0;
+  return (
+    `no ${noun} was served in time: ${counts.join(', ')}` +
+    (missedDeadline ? '; raise --deadline-ms above the device time' : '')
+  );
 }
 
 /** `MS` or `LO-HI` (whole ms: deadlines are whole epoch ms, a fraction would make requests invalid). */
