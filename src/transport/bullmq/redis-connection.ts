@@ -5,7 +5,7 @@ import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 
 /** What a Redis connection of the bullmq transport is made from. */
-export type RedisTarget = Pick<BullmqSettings, 'redisUrl'> & Partial<Pick<BullmqSettings, 'tls' | 'sentinel'>>;
+export type RedisTarget = Pick<BullmqSettings, 'redisUrl'> & Partial<Pick<BullmqSettings, 'tls' | 'sentinel' | 'connectTimeoutMs'>>;
 
 /** One ioredis connection with the options BullMQ requires (retry forever on worker connections). */
 export function redisConnection(targetOrUrl: RedisTarget | string, extra: RedisOptions = {}): Redis {
@@ -17,7 +17,7 @@ export function redisConnection(targetOrUrl: RedisTarget | string, extra: RedisO
       maxRetriesPerRequest: null,
       enableReadyCheck: true,
       ...(tls === undefined ? {} : { tls }),
-      ...sentinelOptions(target.sentinel),
+      ...sentinelOptions(target.sentinel, target.connectTimeoutMs),
       ...extra,
     });
   } catch (err) {
@@ -32,8 +32,34 @@ export function redisConnection(targetOrUrl: RedisTarget | string, extra: RedisO
   }
   // First listener, so every later one (BullMQ's, the loggers') sees the error without the password.
   connection.on('error', hideCredentials);
-  if (target.sentinel !== undefined) followSwitchMaster(connection, target.sentinel);
+  const sentinel = target.sentinel;
+  if (sentinel !== undefined) {
+    connection.on('sentinelError', (err: Error) => askLast(sentinel, err));
+    followSwitchMaster(connection, sentinel);
+  }
   return connection;
+}
+
+/**
+ * The order new connections ask the sentinels in, per transport.bullmq.sentinel. ioredis starts
+ * every connection at the first listed: with that one frozen, each connection of a start (the
+ * shared one, then each model's worker and its blocking duplicate, one after the other) waited
+ * SENTINEL_ANSWER_MS on it (measured: 4.1 s to start one model and answer a first request).
+ */
+const sentinelOrder = new Map<string, readonly string[]>();
+
+function orderKey(sentinel: NonNullable<BullmqSettings['sentinel']>): string {
+  return `${sentinel.name}@${sentinel.sentinels.join(',')}`;
+}
+
+/** A sentinel that failed a connection (no answer, refused, or no such master) is asked last by the connections made after. */
+function askLast(sentinel: NonNullable<BullmqSettings['sentinel']>, err: Error): void {
+  // ioredis names the sentinel only in the message: 'failed to connect to sentinel host:port because ...'
+  // or 'connected to sentinel host:port successfully, but got an invalid reply ...'.
+  const address = /sentinel (\S+) (?:because|successfully)/.exec(err.message)?.[1];
+  const order = sentinelOrder.get(orderKey(sentinel)) ?? sentinel.sentinels;
+  if (address === undefined || !order.includes(address) || order.at(-1) === address) return;
+  sentinelOrder.set(orderKey(sentinel), [...order.filter((a) => a !== address), address]);
 }
 
 /**
@@ -68,14 +94,27 @@ function followSwitchMaster(connection: Redis, sentinel: NonNullable<BullmqSetti
 }
 
 /**
+ * The longest a connection waits for one sentinel's answer before asking the next. ioredis's
+ * default is no limit: a frozen sentinel (SIGSTOP, a hung host or VM) takes the TCP connection and
+ * never answers, so a start that asked it first failed after connectTimeoutMs although two other
+ * sentinels were up, and a connection re-dialling after its master died stayed 'connecting' for good
+ * once it asked that one (measured: 105 of 300 served, nothing more for 60 s after the promotion).
+ * A sentinel answers GET-MASTER-ADDR-BY-NAME from memory, so a second is long; capped at
+ * connectTimeoutMs / sentinels, so with every sentinel but the last frozen a start still fits.
+ */
+const SENTINEL_ANSWER_MS = 1_000;
+
+/**
  * ioredis Sentinel options: with them ioredis asks the sentinels for the master, and again after
  * a failover, and the URL's host:port are not dialled (its login, db and scheme still apply).
  */
-function sentinelOptions(sentinel: BullmqSettings['sentinel']): RedisOptions {
+function sentinelOptions(sentinel: BullmqSettings['sentinel'], connectTimeoutMs?: number): RedisOptions {
   if (sentinel === undefined) return {};
+  const share = connectTimeoutMs === undefined ? SENTINEL_ANSWER_MS : Math.floor(connectTimeoutMs / sentinel.sentinels.length);
   return {
+    sentinelCommandTimeout: Math.max(1, Math.min(SENTINEL_ANSWER_MS, share)),
     name: sentinel.name,
-    sentinels: sentinel.sentinels.map((hostPort) => {
+    sentinels: (sentinelOrder.get(orderKey(sentinel)) ?? sentinel.sentinels).map((hostPort) => {
       const at = hostPort.lastIndexOf(':');
       return { host: hostPort.slice(0, at), port: Number(hostPort.slice(at + 1)) };
     }),

@@ -51,16 +51,27 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
-/** A sentinel on a free port watching `masterPort` as `name` (quorum 1): the smallest Sentinel setup. */
-export async function startSentinel(dir: string, name: string, masterPort: number, extraConf = ''): Promise<RedisProcess> {
+/** A sentinel on a free port watching `masterPort` as `name` (quorum 1 unless given): the smallest Sentinel setup. */
+export async function startSentinel(dir: string, name: string, masterPort: number, extraConf = '', quorum = 1): Promise<RedisProcess> {
   const binary = findRedisServer();
   if (binary === undefined) throw new Error('redis-server is not on PATH: install it (apt-get install redis-server)');
   const port = await freePort();
   // A sentinel rewrites its config file: it must be a file of its own, writable.
   const conf = join(dir, `sentinel-${port}.conf`);
-  writeFileSync(conf, `port ${port}\nbind 127.0.0.1\ndir ${dir}\nsentinel monitor ${name} 127.0.0.1 ${masterPort} 1\n${extraConf}`);
+  writeFileSync(conf, `port ${port}\nbind 127.0.0.1\ndir ${dir}\nsentinel monitor ${name} 127.0.0.1 ${masterPort} ${quorum}\n${extraConf}`);
   const proc = startServiceProcess('redis-sentinel', binary, [conf, '--sentinel'], { cwd: dir, logPath: join(dir, `sentinel-${port}.log`) });
   running.push(proc);
   await waitUntil(`redis sentinel on port ${port}`, proc, () => accepts(port), 15_000);
   return { port, proc };
+}
+
+/** Sends `signal` to a server's process group: SIGKILL (a crashed host), SIGSTOP (frozen: its port accepts, nothing answers), SIGCONT. */
+export function signalServer(server: RedisProcess, signal: 'SIGKILL' | 'SIGSTOP' | 'SIGCONT'): void {
+  const pid = server.proc.child.pid;
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // Already gone.
+  }
 }
