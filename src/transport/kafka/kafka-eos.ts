@@ -37,6 +37,14 @@ export function committedOffsetsVia(admin: Admin): CommittedOffsets {
   };
 }
 
+/** The consumer's hold on its group membership (GroupLease): no transaction commits without it. */
+export interface MembershipLease {
+  /** Whether the group cannot have given this member's partitions away yet. */
+  held(): boolean;
+  /** How long a transaction waits for the lease to come back (the consumer's next heartbeat) before its settles fail, retriable. */
+  readonly renewalWaitMs: number;
+}
+
 /** A partition's settled prefix going out in one transaction. */
 interface PrefixOf {
   readonly tp: TrackedPartition;
@@ -58,9 +66,18 @@ interface PrefixOf {
  * then missed them, and both answer the same requests. So no transaction commits while a
  * rebalance is under way: from the moment the consumer learns of it (REBALANCING, before it
  * rejoins) until its new assignment is known, transactions wait, and one in flight is aborted
- * before its commit and goes again without the revoked partitions. Left open: a commit already
- * sent as the rebalance starts, and a worker evicted from the group without knowing it (a session
- * lost to a stalled process), which learns of it only at its next heartbeat.
+ * before its commit and goes again without the revoked partitions. A worker evicted from the group
+ * without knowing it (its session ran out while its process stalled; it learns of it only at its
+ * next heartbeat) would still commit, and its transactional id is its own, so the new owner's
+ * producer does not fence it: a transaction commits only while the consumer's membership lease
+ * holds (GroupLease: a heartbeat or join sent less than half a session ago was answered), checked
+ * before it starts and again just before its commit, so the group cannot have evicted it by a
+ * session running out until at least half a session after that check. When such a worker rejoins
+ * (under a new member id), it keeps nothing it held, also of partitions assigned to it again: their
+ * requests may have been answered meanwhile (KafkaTransport, onJoin). Left open: a commit whose
+ * EndTxn completes more than that after the check (a stall of the process, or a broker that slow,
+ * right between the two), one already sent as a rebalance starts, and a member removed by an admin's
+ * LeaveGroup in its name (only predecessors' ids are, see removePredecessorMembers).
  *
  * A commit that got no answer (the broker died or timed out after it had the EndTxn request;
  * kafkajs sends EndTxn once) may have been committed: its results and offsets are in. Its settles
@@ -99,6 +116,7 @@ export class TransactionalCommitter {
      * results are written again when their settle is retried (answered twice if it had committed).
      */
     private readonly committedOffsets?: CommittedOffsets,
+    private readonly lease?: MembershipLease,
   ) {}
 
   kick(): void {
@@ -210,6 +228,19 @@ export class TransactionalCommitter {
         // Its committed deliveries are done: the rest of the batch goes as usual.
         continue;
       }
+      if (this.lease !== undefined && !this.lease.held()) {
+        // The group may have evicted this worker and given its partitions to another, which answers
+        // them: nothing is written until a heartbeat says otherwise (or a rejoin revokes them).
+        if (await this.untilLeaseHeld(this.lease)) continue;
+        const error = new FleetError(
+          'TRANSPORT_ERROR',
+          `exactly-once: not published: no heartbeat of this worker's membership of group ${this.groupId} answered within half its session; its partitions may be another worker's now; settle again`,
+          { retriable: true },
+        );
+        for (const p of payloads) p.reject(error);
+        for (const b of batch) for (const p of b.tp.tracker.stuckPayloads()) p.reject(error);
+        throw error;
+      }
       const topics = [...new Set(payloads.flatMap((p) => this.producers.routed(p.messages).map((m) => m.topic)))];
       let committed: boolean;
       const progress = { commitSent: false };
@@ -249,6 +280,14 @@ export class TransactionalCommitter {
       for (const b of batch) b.tp.tracker.advance(b.count);
       for (const p of payloads) p.resolve();
     }
+  }
+
+  /** Whether the lease came back within its renewal wait. */
+  private async untilLeaseHeld(lease: MembershipLease): Promise<boolean> {
+    for (const until = Date.now() + lease.renewalWaitMs; !lease.held(); await new Promise((r) => setTimeout(r, 50))) {
+      if (Date.now() >= until) return false;
+    }
+    return true;
   }
 
   /** Every partition's settled prefix; `solo`: only the first delivery of the first one. */
@@ -329,7 +368,8 @@ export class TransactionalCommitter {
         consumerGroupId: this.groupId,
         topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })),
       });
-      if (this.groupChanges !== seen) {
+      // Last check before the commit: the lease may have run out while the transaction was built.
+      if (this.groupChanges !== seen || this.lease?.held() === false) {
         await txn.abort();
         return false;
       }

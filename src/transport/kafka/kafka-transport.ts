@@ -8,6 +8,7 @@ import type { Delivery, Outcome, SettleOptions, Transport, TransportStartOptions
 import type { ConsumerWatch } from './consumer-watch.ts';
 import { createKafka, ensureTopics, kafkaError, startFailure } from './kafka-client.ts';
 import { committedOffsetsVia, TransactionalCommitter, type EosPayload } from './kafka-eos.ts';
+import { GroupLease } from './group-lease.ts';
 import type { Names } from './kafka-outcomes.ts';
 import { FetchPauses } from './fetch-pauses.ts';
 import { fetchBytesPerPartition, largestMessageBytes, mayRaise } from './fetch-size.ts';
@@ -56,6 +57,8 @@ export class KafkaTransport implements Transport {
   private onRevoked: ((deliveryIds: ReadonlySet<string>) => void) | undefined;
   private readonly pauses: FetchPauses;
   private readonly transactionalId: string;
+  /** The request consumer's member id at its last join. */
+  private memberId: string | undefined;
   private readonly settler: OutcomeSettler;
   private fetchBytes: number | undefined;
   private warnedLargeRequest = false;
@@ -126,8 +129,11 @@ export class KafkaTransport implements Transport {
       await sender.connect(topics);
       // The group's offsets as the broker has them: a commit whose answer was lost is told from one
       // that did not happen, so its results are not written again by the settle retried after it.
-      if (this.settings.exactlyOnce) {
-        this.committer = new TransactionalCommitter(this.settings.groupId, () => this.partitions.values(), sender, committedOffsetsVia(this.admin));
+      // Exactly-once: a worker evicted without knowing it (a stalled process) must not commit (GroupLease).
+      const { heartbeatIntervalMs } = contactWindowFor(this.settings);
+      const lease = this.settings.exactlyOnce ? new GroupLease(this.settings.sessionTimeoutMs, 2 * heartbeatIntervalMs) : undefined;
+      if (lease !== undefined) {
+        this.committer = new TransactionalCommitter(this.settings.groupId, () => this.partitions.values(), sender, committedOffsetsVia(this.admin), lease);
       }
 
       this.fetchBytes = await this.fetchSize();
@@ -144,7 +150,12 @@ export class KafkaTransport implements Transport {
         onFatal: (err) => this.onFatal?.(err),
         onRebalancing: () => this.committer?.rebalanceStarted(),
         onJoin: ({ groupId, memberId, memberAssignment }) => {
-          this.onAssignment(memberAssignment);
+          // Exactly-once, joined under a new member id: the group had forgotten this worker (a session
+          // run out, a consumer kafkajs restarted), and a partition of both assignments may have been
+          // another worker's meanwhile, its requests answered and committed there: nothing is kept.
+          const forgotten = this.settings.exactlyOnce && this.memberId !== undefined && memberId !== this.memberId;
+          this.memberId = memberId;
+          this.onAssignment(memberAssignment, forgotten);
           // On every join: a member that lost its session rejoins under a new id. This one consumer
           // is the transport's only group member.
           options.predecessor?.save(predecessorMembersNote([{ groupId, memberId }]));
@@ -156,6 +167,7 @@ export class KafkaTransport implements Transport {
         },
       });
       this.consumer = requests.consumer;
+      lease?.watch(requests.consumer);
       new StaleMemberRemover(this.kafka, this.options.logger, () => this.closed).watch(requests.consumer);
       this.watch = requests.watch;
       this.restarter = requests.restarter;
@@ -190,14 +202,16 @@ export class KafkaTransport implements Transport {
     return bytes;
   }
 
-  private onAssignment(assignment: Record<string, number[]>): void {
+  /** `keepNone`: every partition held counts as revoked, also those assigned again. */
+  private onAssignment(assignment: Record<string, number[]>, keepNone = false): void {
     const assigned = new Set<string>();
     for (const [topic, parts] of Object.entries(assignment)) for (const p of parts) assigned.add(tpKey(topic, p));
+    const kept = keepNone ? new Set<string>() : assigned;
     // Revoked partitions: the new owner commits them. At-least-once, their deliveries still get
     // results (and may be answered again); exactly-once, only the new owner answers them.
     const revoked: HeldPartition[] = [];
     for (const [key, part] of [...this.partitions]) {
-      if (!assigned.has(key)) {
+      if (!kept.has(key)) {
         this.partitions.delete(key);
         this.offsets.forget(key);
         revoked.push(part);
