@@ -7,6 +7,7 @@ import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import { supersededError } from '../scheduler/validate-request.ts';
 import type { Delivery, Outcome, Transport } from '../transport/transport.ts';
 import { waitedMs, type MemberResult } from './batch-results.ts';
+import { FrameOrderedSettle } from './frame-ordered-settle.ts';
 import { OutcomePublisher } from './outcome-publisher.ts';
 import type { Payload, Rider } from './request-admission.ts';
 import { buildResult, identityOfRequest, type BuildResult, type ResultContext, type ResultIdentity } from './result-builder.ts';
@@ -32,13 +33,17 @@ export interface AnswererOptions {
  */
 export class Answerer {
   private readonly publisher: OutcomePublisher;
+  /** Stream frames' ok results checked against the fleet's newest answered frame (BullMQ). */
+  private readonly frameOrder: FrameOrderedSettle;
   /** Results of messages without a createdAt: no end-to-end latency to observe when settled. */
   private readonly noCreatedAt = new WeakSet<ResultEnvelope>();
   /** Deadlines of results that left the device in time, to tell a miss at publish when settled. */
   private readonly dueAt = new WeakMap<ResultEnvelope, number>();
 
   constructor(private readonly o: AnswererOptions) {
-    this.publisher = new OutcomePublisher(o.transport, o.log, o.publishLingerMs, 500, (outcomes, settledAt) =>
+    this.frameOrder = new FrameOrderedSettle(o.transport);
+    const settles = this.frameOrder.checks ? { settle: this.frameOrder.settle.bind(this.frameOrder) } : o.transport;
+    this.publisher = new OutcomePublisher(settles, o.log, o.publishLingerMs, 500, (outcomes, settledAt) =>
       this.onSettled(outcomes, settledAt),
     );
   }
@@ -79,6 +84,10 @@ export class Answerer {
   answerBatch(cfg: ModelConfig, results: readonly MemberResult[]): void {
     for (const { member, result, late, missedDeadline, wastedDeviceSeconds } of results) {
       const { request, delivery, duplicates } = member.payload;
+      if (this.frameOrder.checks && result.status === 'ok' && cfg.streams.superseded === 'drop' && member.streamKey !== undefined && member.createdAt !== undefined) {
+        const frame = { model: cfg.name, requestId: request.id, streamKey: member.streamKey, frameAt: member.createdAt };
+        for (const d of [delivery, ...duplicates.map((dup) => dup.delivery)]) this.frameOrder.note(d, frame);
+      }
       if (missedDeadline) this.o.metrics.deadlineMiss(cfg.name, 'device');
       if (late) this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', wastedDeviceSeconds);
       const sent = this.answer(delivery, identityOfRequest(request), request.replyTo, result, undefined, duplicates, member.priority);
@@ -117,17 +126,19 @@ export class Answerer {
 
   private onSettled(outcomes: readonly Outcome[], settledAt: number): void {
     for (const o of outcomes) {
-      const status = o.result.status === 'ok' && o.result.late ? 'late' : o.result.status;
+      // A frame the order check refused went out rejected: counted so (settles pass the originals).
+      const result = this.frameOrder.answeredAs(o.result);
+      const status = result.status === 'ok' && result.late ? 'late' : result.status;
       const createdAt = this.noCreatedAt.has(o.result) ? undefined : o.result.completedAt !== undefined ? o.result.completedAt - o.result.timings.totalMs : settledAt;
       // A message can name any model (unknown, or undecodable with a 256-character name): as a
       // label that would be a new series per name. The topic/queue it came from is one we subscribe to.
       const model = this.o.serves(o.result.model) ? o.result.model : o.delivery.model;
       const e2eSeconds = createdAt === undefined ? undefined : Math.max(0, settledAt - createdAt) / 1000;
-      this.o.metrics.observeResult(model, status, e2eSeconds, o.delivery.priority, o.result.error?.code);
+      this.o.metrics.observeResult(model, status, e2eSeconds, o.delivery.priority, result.error?.code);
       const dueAt = this.dueAt.get(o.result);
       if (dueAt !== undefined) {
         this.dueAt.delete(o.result); // once per request, not per duplicate delivery
-        if (settledAt > dueAt) this.o.metrics.deadlineMiss(model, 'publish');
+        if (settledAt > dueAt && result === o.result) this.o.metrics.deadlineMiss(model, 'publish');
       }
       if (o.dlq) this.o.metrics.deadLettered(model, o.dlq.reason);
     }

@@ -47,7 +47,7 @@ export class OutcomePublisher {
   private idleWaiters: Array<() => void> = [];
 
   constructor(
-    private readonly transport: Transport,
+    private readonly transport: Pick<Transport, 'settle'>,
     private readonly log: Logger,
     private readonly lingerMs: number,
     private readonly maxBatch = 500,

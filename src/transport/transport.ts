@@ -107,6 +107,29 @@ export interface SettleOptions {
   readonly onWaitingForCreation?: (waitsForOthers: boolean) => void;
 }
 
+/** A stream frame about to be answered `ok` (model `streams.superseded: drop`): see Transport.claimNewestFrames. */
+export interface AnsweredFrame {
+  readonly model: string;
+  readonly requestId: string;
+  readonly streamKey: string;
+  /** Its createdAt: epoch ms on the producer's clock, strictly increasing per stream. */
+  readonly frameAt: number;
+}
+
+/** The frame of a stream answered `ok` before an older one: the older one is superseded. */
+export interface NewerFrame {
+  readonly requestId: string;
+  readonly frameAt: number;
+}
+
+/** What Transport.claimNewestFrames decided, per frame in order. */
+export interface FrameClaim {
+  /** undefined: claimed, answer it `ok`; else the newer frame of its stream, answered first. */
+  readonly newer: ReadonlyArray<NewerFrame | undefined>;
+  /** The settle that followed ended (published, or failed): its streams are free for the next claim. Call once. */
+  release(): void;
+}
+
 export interface Transport {
   readonly kind: 'kafka' | 'bullmq' | 'memory';
   start(options: TransportStartOptions): Promise<void>;
@@ -126,6 +149,19 @@ export interface Transport {
    * the deliveries: the caller then keeps its own record (the worker's in-flight journal).
    */
   markSuspect(deliveries: readonly Delivery[]): Promise<boolean>;
+  /**
+   * For a transport whose workers share a stream (BullMQ: a camera's frames go to whichever worker
+   * fetches them; Kafka has none, a stream's partition is read by one worker): called with the
+   * stream frames of a settle that are about to be answered `ok`, before that settle. Each frame
+   * not older than the newest of its stream claimed anywhere in the fleet in the last
+   * SERVED_FRAME_MEMORY_MS becomes the newest (undefined in its place); an older one gets that
+   * newer frame, and the caller answers it superseded instead. Frames are taken in order: the
+   * later of two of a stream in one call is compared with the earlier. Until the claim's release
+   * (the caller's settle ended), a claim of a newer frame of its streams waits: published first,
+   * it would overtake. Never rejects: when the broker cannot tell (away, slow), every frame comes
+   * back undefined and is answered `ok`.
+   */
+  claimNewestFrames?(frames: readonly AnsweredFrame[]): Promise<FrameClaim>;
   /** Stop fetching new work; settle still works. */
   stopIntake(): Promise<void>;
   /**

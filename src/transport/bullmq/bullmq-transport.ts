@@ -18,7 +18,8 @@ import { HeldJob } from './held-job.ts';
 import { putBack } from './put-back.ts';
 import { ModelWorker, type FetchTuning } from './model-worker.ts';
 import { DeliveryBatcher } from './delivery-batcher.ts';
-import type { Delivery, Outcome, Transport, TransportStartOptions } from '../transport.ts';
+import { StreamFrameMarks } from './stream-frame-marks.ts';
+import type { AnsweredFrame, Delivery, FrameClaim, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import { bullmqError, ensureRedisAnswers, fromBullmqPriority, KEEP_COMPLETED, redisConnection } from './bullmq-names.ts';
 
 export interface BullmqTransportOptions extends FetchTuning {
@@ -70,6 +71,7 @@ export class BullmqTransport implements Transport {
   );
   private readonly settler: JobSettler;
   private readonly replyQueues: ReplyQueues;
+  private readonly frameMarks: StreamFrameMarks;
 
   constructor(
     private readonly settings: BullmqSettings,
@@ -87,6 +89,7 @@ export class BullmqTransport implements Transport {
       clean: (queue, graceMs, limit, state) => this.cleanJobs(queue, graceMs, limit, state),
       logger: options.logger,
     });
+    this.frameMarks = new StreamFrameMarks({ redis: () => this.shared, key: (model, streamKey, kind) => ownKey(model, `npu-fleet-frame-${kind}:${streamKey}`), logger: options.logger });
     this.deliveries = new DeliveryBatcher((batch) => this.onDeliveries?.(batch), options.logger);
     this.settler = new JobSettler({
       settings,
@@ -265,6 +268,13 @@ export class BullmqTransport implements Transport {
       outcomes.map((o) => o.delivery.deliveryId),
       () => this.settler.settle(outcomes),
     );
+  }
+
+  /** A camera's frames are fetched by every worker of its model: see StreamFrameMarks. */
+  async claimNewestFrames(frames: readonly AnsweredFrame[]): Promise<FrameClaim> {
+    // Closed, the settle that follows fails anyway; a claim would open the connection again.
+    if (this.closed) return { newer: frames.map(() => undefined), release: () => {} };
+    return this.frameMarks.claim(frames);
   }
 
   release(deliveries: readonly Delivery[]): Promise<void> {

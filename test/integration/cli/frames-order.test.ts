@@ -1,7 +1,9 @@
 // `npu-fleet frames` says how many frames a consumer showing results as they arrive would show
 // out of order: ok results for a frame older than one of its camera answered ok before it. On
-// BullMQ with two workers a camera's frames are served by both (no per-stream partitioning), so
-// some come back out of order; on Kafka one worker serves each camera's partition in order. Real
+// BullMQ with two workers a camera's frames are served by both (no per-stream partitioning), and
+// kept in order by the fleet-wide claim of each camera's newest answered frame (an older frame
+// served after a newer one is answered SUPERSEDED instead); on Kafka one worker serves each
+// camera's partition in order. Before the claim, the BullMQ case counted 38 of 581. Real
 // Kafka, real Redis, real simulated devices. Own file: the simulator reads its time model from the
 // environment when it initialises.
 import { appendFileSync, cpSync, readFileSync, writeFileSync } from 'node:fs';
@@ -61,12 +63,11 @@ async function frames(configFile: string): Promise<{ line: string; outOfOrder: n
 }
 
 describe('frames counts results a consumer would show out of order', () => {
-  it('BullMQ, two workers: some of a camera\'s frames are answered after a newer one', { timeout: 120_000 }, async () => {
+  it('BullMQ, two workers: none', { timeout: 120_000 }, async () => {
     const configFile = await fleet({ kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix: uniqueName('framesorder') } }, 2);
     const s = await frames(configFile);
     expect(s.ok, s.line).toBeGreaterThan(100);
-    expect(s.outOfOrder, s.line).toBeGreaterThan(0);
-    expect(s.outOfOrder, s.line).toBeLessThan(s.ok);
+    expect(s.outOfOrder, s.line).toBe(0);
   });
 
   it('Kafka, one worker: none', { timeout: 120_000 }, async () => {

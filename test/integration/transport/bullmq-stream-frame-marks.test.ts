@@ -1,0 +1,128 @@
+// The claim script that keeps a camera's ok results in frame order across BullMQ workers
+// (StreamFrameMarks, stream-frame-marks.ts), on real Redis: which frames it claims and which it
+// refuses, how a claim waits for another settle of its stream to publish, how long marks last, and
+// what a Redis that does not answer leaves (ok, unchecked).
+import type { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SERVED_FRAME_MEMORY_MS } from '../../../src/scheduler/stream-served.ts';
+import { redisConnection } from '../../../src/transport/bullmq/redis-connection.ts';
+import { parseMarks, StreamFrameMarks } from '../../../src/transport/bullmq/stream-frame-marks.ts';
+import type { AnsweredFrame } from '../../../src/transport/transport.ts';
+import { getServices, uniqueName } from '../../helpers/services.ts';
+
+const connections: Redis[] = [];
+afterEach(() => {
+  for (const c of connections.splice(0)) c.disconnect();
+});
+
+function connect(): Redis {
+  const c = redisConnection(getServices().redisUrl);
+  connections.push(c);
+  return c;
+}
+
+/** Marks of one test's own keys; `warns` collects what it logs. */
+function marks(o: { prefix?: string; redis?: Redis; timeoutMs?: number; warns?: string[] } = {}): { m: StreamFrameMarks; prefix: string; redis: Redis } {
+  const prefix = o.prefix ?? uniqueName('marks');
+  const redis = o.redis ?? connect();
+  const warns = o.warns ?? [];
+  const logger = { error: () => {}, info: () => {}, debug: () => {}, warn: (_: object, msg: string) => void warns.push(msg) };
+  const m = new StreamFrameMarks({ redis: () => redis, key: (model, stream, kind) => `${prefix}:${model}:${kind}:${stream}`, logger, ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }) });
+  return { m, prefix, redis };
+}
+
+const frame = (streamKey: string, frameAt: number, requestId = `${streamKey}~${frameAt}`, model = 'm'): AnsweredFrame => ({ model, requestId, streamKey, frameAt });
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe('StreamFrameMarks: a stream\'s newest claimed frame, fleet-wide', () => {
+  it('claims a newer frame or a tie, refuses an older one naming the newer, per stream and per model', async () => {
+    const { m } = marks();
+    const first = await m.claim([frame('cam1', 1_000), frame('cam2', 5_000)]);
+    expect(first.newer).toEqual([undefined, undefined]);
+    first.release();
+    const second = await m.claim([frame('cam1', 999), frame('cam1', 1_000, 'again'), frame('cam2', 5_001), frame('cam1', 999, 'x', 'other-model')]);
+    second.release();
+    expect(second.newer).toEqual([{ requestId: 'cam1~1000', frameAt: 1_000 }, undefined, undefined, undefined]);
+    // The tie was claimed: the mark names it now.
+    const third = await m.claim([frame('cam1', 500)]);
+    third.release();
+    expect(third.newer).toEqual([{ requestId: 'again', frameAt: 1_000 }]);
+  });
+
+  it('takes the frames of one call in order: a later older frame of a stream is refused by an earlier newer one', async () => {
+    const { m } = marks();
+    const c = await m.claim([frame('cam', 20), frame('cam', 10), frame('cam', 30)]);
+    c.release();
+    expect(c.newer).toEqual([undefined, { requestId: 'cam~20', frameAt: 20 }, undefined]);
+  });
+
+  it('a request id with spaces and a fractional frame time come back whole', async () => {
+    const { m } = marks();
+    (await m.claim([frame('cam', 10.5, 'id with spaces')])).release();
+    expect((await m.claim([frame('cam', 10)])).newer).toEqual([{ requestId: 'id with spaces', frameAt: 10.5 }]);
+  });
+
+  it('a newer frame waits until the settle holding its stream releases it; an older one is refused at once', async () => {
+    const { m } = marks();
+    const held = await m.claim([frame('cam', 100)]);
+    expect(held.newer).toEqual([undefined]);
+    const older = await m.claim([frame('cam', 50)]);
+    expect(older.newer).toEqual([{ requestId: 'cam~100', frameAt: 100 }]);
+    older.release();
+    let claimedAt = 0;
+    const newer = m.claim([frame('cam', 200), frame('other-cam', 1)]).then((c) => ((claimedAt = Date.now()), c));
+    await sleep(100);
+    expect(claimedAt, 'claimed while the stream was held').toBe(0);
+    const releasedAt = Date.now();
+    held.release();
+    const c = await newer;
+    expect(c.newer).toEqual([undefined, undefined]);
+    expect(claimedAt).toBeGreaterThanOrEqual(releasedAt);
+    expect(claimedAt - releasedAt).toBeLessThan(200);
+    c.release();
+  });
+
+  it('a stream never released (its worker killed mid-settle) is taken over after the claim timeout', async () => {
+    const { m, prefix, redis } = marks({ timeoutMs: 300 });
+    await m.claim([frame('cam', 100)]); // never released
+    const started = Date.now();
+    const c = await m.claim([frame('cam', 200)]);
+    expect(c.newer).toEqual([undefined]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+    expect(await redis.get(`${prefix}:m:mark:cam`)).toBe('200 cam~200');
+    c.release();
+  });
+
+  it('marks and leases expire: Redis keeps only live streams, and a producer clock set back heals', async () => {
+    const { m, prefix, redis } = marks();
+    const c = await m.claim([frame('cam', 10_000)]);
+    const markTtl = await redis.pttl(`${prefix}:m:mark:cam`);
+    expect(markTtl).toBeGreaterThan(SERVED_FRAME_MEMORY_MS - 500);
+    expect(markTtl).toBeLessThanOrEqual(SERVED_FRAME_MEMORY_MS);
+    expect(await redis.pttl(`${prefix}:m:lease:cam`)).toBeGreaterThan(0);
+    c.release();
+    for (const end = Date.now() + 2_000; (await redis.exists(`${prefix}:m:lease:cam`)) === 1 && Date.now() < end; ) await sleep(5);
+    expect(await redis.exists(`${prefix}:m:lease:cam`)).toBe(0);
+    // Refused frames do not extend the mark: past the memory an older clock's frames are claimed.
+    expect((await m.claim([frame('cam', 1)])).newer).toEqual([{ requestId: 'cam~10000', frameAt: 10_000 }]);
+    await sleep(SERVED_FRAME_MEMORY_MS + 50);
+    expect(await redis.exists(`${prefix}:m:mark:cam`)).toBe(0);
+    expect((await m.claim([frame('cam', 2)])).newer).toEqual([undefined]);
+  });
+
+  it('Redis not answering: every frame claimed (answered ok unchecked), one warning for many', async () => {
+    const closed = connect();
+    closed.disconnect();
+    const warns: string[] = [];
+    const { m } = marks({ redis: closed, warns, timeoutMs: 200 });
+    for (let i = 0; i < 3; i++) expect((await m.claim([frame('cam', i), frame('cam2', i)])).newer).toEqual([undefined, undefined]);
+    expect(warns).toHaveLength(1);
+    expect(warns[0]).toMatch(/answering them ok unchecked/);
+  });
+
+  it('parseMarks reads the script\'s reply and refuses one of another shape', () => {
+    expect(parseMarks(['', '12 a b'], 2)).toEqual([undefined, { frameAt: 12, requestId: 'a b' }]);
+    expect(() => parseMarks(['', ''], 3)).toThrow(/unexpected reply/);
+    expect(() => parseMarks(0, 1)).toThrow(/unexpected reply/);
+  });
+});

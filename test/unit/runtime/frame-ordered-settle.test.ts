@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import { ZERO_TIMINGS, type ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
+import { FrameOrderedSettle } from '../../../src/runtime/frame-ordered-settle.ts';
+import type { AnsweredFrame, Delivery, FrameClaim, NewerFrame, Outcome, Transport } from '../../../src/transport/transport.ts';
+
+const delivery = (id: string): Delivery => ({ deliveryId: id, model: 'm', priority: 0, body: {}, receivedAt: 0, redelivered: false });
+const result = (id: string, status: ResultEnvelope['status'] = 'ok'): ResultEnvelope => ({
+  id,
+  model: 'm',
+  version: '1',
+  status,
+  ...(status === 'ok' ? { outputs: [], late: true } : { error: { code: 'DEADLINE_EXCEEDED', message: 'x' } }),
+  timings: ZERO_TIMINGS,
+  batchSize: 2,
+  gear: 2,
+  device: 0,
+  worker: 'w',
+});
+const frame = (id: string, frameAt: number): AnsweredFrame => ({ model: 'm', requestId: id, streamKey: 'cam', frameAt });
+
+/** A transport whose claims answer `newer` (by request id) and that records what it settles. */
+function transport(newer: Record<string, NewerFrame>, settleFails = false) {
+  const claimed: AnsweredFrame[][] = [];
+  const settled: Outcome[][] = [];
+  const events: string[] = [];
+  const t: Pick<Transport, 'settle' | 'claimNewestFrames'> = {
+    settle: async (outcomes) => {
+      settled.push([...outcomes]);
+      events.push('settle');
+      if (settleFails) throw new Error('broker away');
+    },
+    claimNewestFrames: async (frames): Promise<FrameClaim> => {
+      claimed.push([...frames]);
+      events.push('claim');
+      return { newer: frames.map((f) => newer[f.requestId]), release: () => void events.push('release') };
+    },
+  };
+  return { t, claimed, settled, events };
+}
+
+describe('FrameOrderedSettle: ok results of stream frames claimed before they are published', () => {
+  it('only the refused frame becomes rejected / SUPERSEDED; other results and frames go out as they were', async () => {
+    const { t, claimed, settled, events } = transport({ old: { requestId: 'new', frameAt: 20 } });
+    const s = new FrameOrderedSettle(t);
+    const outcomes: Outcome[] = [
+      { delivery: delivery('d-old'), result: result('old') },
+      { delivery: delivery('d-plain'), result: result('plain') },
+      { delivery: delivery('d-fresh'), result: result('fresh') },
+      { delivery: delivery('d-expired'), result: result('expired', 'expired') },
+    ];
+    s.note(outcomes[0]!.delivery, frame('old', 10));
+    s.note(outcomes[2]!.delivery, frame('fresh', 30));
+    s.note(outcomes[3]!.delivery, frame('expired', 5));
+    await s.settle(outcomes);
+    // One claim for the settle's ok frames, in order; the non-stream and non-ok results are not claimed.
+    expect(claimed).toEqual([[frame('old', 10), frame('fresh', 30)]]);
+    expect(events).toEqual(['claim', 'settle', 'release']);
+    const out = settled[0]!;
+    expect(out.slice(1)).toEqual(outcomes.slice(1));
+    const refused = out[0]!.result;
+    expect(refused.status).toBe('rejected');
+    expect(refused.error?.code).toBe('SUPERSEDED');
+    expect(refused.error?.message).toMatch(/^superseded by request new of stream "cam" \(createdAt 20 > 10\)/);
+    expect(refused).not.toHaveProperty('outputs');
+    expect(refused).not.toHaveProperty('late');
+    expect(refused.device).toBe(0);
+    // The caller's metrics see what went out.
+    expect(s.answeredAs(outcomes[0]!.result)).toBe(refused);
+    expect(s.answeredAs(outcomes[2]!.result)).toBe(outcomes[2]!.result);
+  });
+
+  it('no stream frame in the settle: no claim at all', async () => {
+    const { t, claimed, settled } = transport({});
+    const outcomes: Outcome[] = [{ delivery: delivery('d'), result: result('a') }];
+    await new FrameOrderedSettle(t).settle(outcomes);
+    expect(claimed).toEqual([]);
+    expect(settled).toEqual([outcomes]);
+  });
+
+  it('a settle that fails still releases its streams, and the failure reaches the caller (who retries)', async () => {
+    const { t, events } = transport({}, true);
+    const s = new FrameOrderedSettle(t);
+    const o: Outcome = { delivery: delivery('d'), result: result('a') };
+    s.note(o.delivery, frame('a', 1));
+    await expect(s.settle([o])).rejects.toThrow('broker away');
+    expect(events).toEqual(['claim', 'settle', 'release']);
+  });
+
+  it('a transport without claims (Kafka, memory) is not wrapped', () => {
+    expect(new FrameOrderedSettle({ settle: async () => {} }).checks).toBe(false);
+    expect(new FrameOrderedSettle(transport({}).t).checks).toBe(true);
+  });
+});
