@@ -4,22 +4,18 @@
 // after the newer one, which a consumer showing results as they come would display as a jump back
 // in time. On a real Kafka and a real Redis (BullMQ), with the real simulator. Own file: the
 // simulator reads its time model from the environment when it initialises.
-import { appendFileSync, cpSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { transportFor } from '../../../src/cli/worker-deps.ts';
-import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import type { TransportSettingsSchema } from '../../../src/contracts/fleet-config.ts';
 import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
-import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { createProducer } from '../../../src/producer/index.ts';
-import type { DeviceLike, ExecutableModel } from '../../../src/runtime/load-checked.ts';
 import { runWorker } from '../../../src/runtime/worker-process.ts';
 import { getServices, uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
+import { tagRecordingDevice } from '../../helpers/tag-recording-device.ts';
+import { collectReplies, streamDropConfig } from './stream-drop-fleet.ts';
 
 process.env['NPU_FLEET_DEVICE'] = 'sim';
 process.env['NPU_FLEET_SIM_PROFILE'] = 'base=2ms,perItem=0ms';
@@ -34,31 +30,6 @@ afterEach(async () => {
 });
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** The real simulated device, recording the first feature (the frame's tag) of each row it runs. */
-async function recordingDevice(deviceId: number, executed: Set<number>): Promise<DeviceLike> {
-  const device = await openDevice(deviceId);
-  return {
-    id: device.id,
-    memInfo: () => device.memInfo(),
-    close: () => device.close(),
-    async loadModel(path, opts): Promise<ExecutableModel> {
-      const model = await device.loadModel(path, opts);
-      return {
-        gears: model.gears,
-        inputs: model.inputs,
-        outputs: model.outputs,
-        execute(inputs, gear) {
-          const first = inputs[0] as { data: Uint8Array };
-          const rows = new Float32Array(first.data.buffer, first.data.byteOffset, first.data.byteLength / 4);
-          for (let r = 0; r < gear; r++) if (rows[r * FEATURES] !== 0) executed.add(rows[r * FEATURES] as number);
-          return model.execute(inputs, gear);
-        },
-        unload: () => model.unload(),
-      };
-    },
-  };
-}
 
 /** Frame `frame` of camera 0, made at t0 + frame; its first feature (the tag) is 1 + frame. */
 function frameRequest(frame: number, replyTo: string, t0: number, stream = 'cam0'): RequestEnvelope {
@@ -82,31 +53,14 @@ const setups: Array<{ name: string; transport: () => z.input<typeof TransportSet
 
 describe.each(setups)('streams.superseded: drop against a served frame on $name', (setup) => {
   it('answers a late older frame superseded, without device time, once a newer one was served', async () => {
-    const repo = mkdtempSync(join(tmpdir(), 'npu-fleet-served-'));
-    cleanup.push(() => rmSync(repo, { recursive: true, force: true }));
-    cpSync(`examples/models/${MODEL}`, join(repo, MODEL), { recursive: true });
-    appendFileSync(join(repo, MODEL, 'config.yaml'), 'streams: { superseded: drop }\n');
-    const config = parseFleetConfig({
-      transport: setup.transport(),
-      devices: { count: 1, backend: 'sim' },
-      modelRepository: repo,
-      models: [MODEL],
-      worker: { metricsPort: 0 },
-      log: { level: 'warn' },
-    });
+    const config = streamDropConfig(setup.transport(), 'npu-fleet-served-');
     const executed = new Set<number>();
-    const worker = await runWorker(config, 0, { artifact: 'onnx', openDevice: (id) => recordingDevice(id, executed), createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+    const worker = await runWorker(config, 0, { artifact: 'onnx', openDevice: (id) => tagRecordingDevice(id, FEATURES, (tags) => tags.forEach((t) => executed.add(t))), createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
     cleanup.push(() => worker.stop());
     const producer = createProducer(config.transport, { partitions: 4 });
     cleanup.push(() => producer.close());
     const replyTo = uniqueName('served-replies');
-    const results = new Map<string, ResultEnvelope[]>();
-    const arrival: ResultEnvelope[] = [];
-    const sub = await producer.subscribeReplies(replyTo, (r: ResultEnvelope) => {
-      results.set(r.id, [...(results.get(r.id) ?? []), r]);
-      arrival.push(r);
-    });
-    cleanup.push(() => sub.close());
+    const { results, arrival } = await collectReplies(producer, replyTo, cleanup);
     const answered = async (id: string): Promise<ResultEnvelope | undefined> => {
       for (const end = Date.now() + 30_000; !results.has(id) && Date.now() < end; ) await sleep(20);
       return results.get(id)?.[0];

@@ -4,24 +4,20 @@
 // displaced from the queue is rejected/SUPERSEDED and never reached the device; each camera's last
 // frame is served, and its served frames come back in frame order. Own file: the simulator reads
 // its time model from the environment when it initialises.
-import { appendFileSync, cpSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { transportFor } from '../../../src/cli/worker-deps.ts';
-import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import type { TransportSettingsSchema } from '../../../src/contracts/fleet-config.ts';
 import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
 import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
-import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { createProducer } from '../../../src/producer/index.ts';
-import type { DeviceLike, ExecutableModel } from '../../../src/runtime/load-checked.ts';
 import { runWorker } from '../../../src/runtime/worker-process.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
 import { MemoryTransport } from '../../../src/transport/memory/memory-transport.ts';
 import { getServices, uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
+import { tagRecordingDevice } from '../../helpers/tag-recording-device.ts';
+import { collectReplies, streamDropConfig } from './stream-drop-fleet.ts';
 
 process.env['NPU_FLEET_DEVICE'] = 'sim';
 // Every batch takes 40 ms whatever its size: three frames arrive far faster than that.
@@ -40,33 +36,6 @@ afterEach(async () => {
 
 /** Each frame's first feature is its tag (≥ 1); gear padding rows are zero. */
 const tagOf = (stream: number, frame: number): number => 1 + stream * FRAMES + frame;
-
-/** The real simulated device, recording the tags of the rows of each execution. */
-async function recordingDevice(deviceId: number, executions: number[][]): Promise<DeviceLike> {
-  const device = await openDevice(deviceId);
-  return {
-    id: device.id,
-    memInfo: () => device.memInfo(),
-    close: () => device.close(),
-    async loadModel(path, opts): Promise<ExecutableModel> {
-      const model = await device.loadModel(path, opts);
-      return {
-        gears: model.gears,
-        inputs: model.inputs,
-        outputs: model.outputs,
-        execute(inputs, gear) {
-          const first = inputs[0] as { data: Uint8Array };
-          const rows = new Float32Array(first.data.buffer, first.data.byteOffset, first.data.byteLength / 4);
-          const tags: number[] = [];
-          for (let r = 0; r < gear; r++) if (rows[r * FEATURES] !== 0) tags.push(rows[r * FEATURES] as number);
-          executions.push(tags);
-          return model.execute(inputs, gear);
-        },
-        unload: () => model.unload(),
-      };
-    },
-  };
-}
 
 function frameRequest(stream: number, frame: number, replyTo: string, t0: number): RequestEnvelope {
   const features = new Float32Array(FEATURES).fill(0.5);
@@ -118,19 +87,7 @@ const setups: Setup[] = [
 
 describe.each(setups)('streams.superseded: drop (latest frame wins) on $name', (setup) => {
   it('answers superseded frames at once without device time and serves each camera\'s last frame', async () => {
-    const repo = mkdtempSync(join(tmpdir(), 'npu-fleet-supersede-'));
-    cleanup.push(() => rmSync(repo, { recursive: true, force: true }));
-    cpSync(`examples/models/${MODEL}`, join(repo, MODEL), { recursive: true });
-    appendFileSync(join(repo, MODEL, 'config.yaml'), 'streams: { superseded: drop }\n');
-
-    const config = parseFleetConfig({
-      transport: setup.transport(),
-      devices: { count: 1, backend: 'sim' },
-      modelRepository: repo,
-      models: [MODEL],
-      worker: { metricsPort: 0 },
-      log: { level: 'warn' },
-    });
+    const config = streamDropConfig(setup.transport(), 'npu-fleet-supersede-');
     const broker = config.transport.kind === 'memory' ? new MemoryBroker() : undefined;
     const executions: number[][] = [];
     const worker = await runWorker(
@@ -138,7 +95,7 @@ describe.each(setups)('streams.superseded: drop (latest frame wins) on $name', (
       0,
       {
         artifact: 'onnx',
-        openDevice: (id) => recordingDevice(id, executions),
+        openDevice: (id) => tagRecordingDevice(id, FEATURES, (tags) => executions.push(tags)),
         createTransport: (c) => (broker === undefined ? transportFor(c, log) : new MemoryTransport({ broker })),
       },
       { log, metricsPort: 0 },
@@ -147,13 +104,7 @@ describe.each(setups)('streams.superseded: drop (latest frame wins) on $name', (
     const producer = createProducer(config.transport, { memoryBroker: broker, partitions: 4 });
     cleanup.push(() => producer.close());
     const replyTo = uniqueName('frames');
-    const results = new Map<string, ResultEnvelope[]>();
-    const arrival: ResultEnvelope[] = [];
-    const sub = await producer.subscribeReplies(replyTo, (r: ResultEnvelope) => {
-      results.set(r.id, [...(results.get(r.id) ?? []), r]);
-      arrival.push(r);
-    });
-    cleanup.push(() => sub.close());
+    const { results, arrival } = await collectReplies(producer, replyTo, cleanup);
 
     // One frame of another camera first, answered before the scenario starts: the worker is then
     // really consuming (a Kafka group is joined, the reply path is up). Without it a slow join
