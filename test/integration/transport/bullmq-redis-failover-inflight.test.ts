@@ -7,11 +7,9 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BullmqSettingsSchema } from '../../../src/contracts/fleet-config.ts';
-import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
-import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { uniqueName } from '../../helpers/unique-name.ts';
-import { batchingDevice } from './batching-device.ts';
+import { requestAll, startBatchingWorker } from './batching-worker.ts';
 import { makeRequest } from './conformance-kit.ts';
 import { startRedisWith, startSentinel } from './bullmq-redis-servers.ts';
 
@@ -61,23 +59,10 @@ async function drill(how: 'SIGKILL' | 'SIGSTOP'): Promise<void> {
     prefetch: 16,
   });
   const model = uniqueName('failinfl');
-  const t = new BullmqTransport(s, { stalledIntervalMs: 1_000 });
-  cleanup.push(() => t.close());
-  const device = batchingDevice(t, BATCH, DEVICE_MS);
+  const { device, producer } = await startBatchingWorker(s, { model, batch: BATCH, deviceMs: DEVICE_MS, cleanup });
   const served = device.served;
-  await t.start({
-    subscriptions: [{ model, priorityLevels: 1 }],
-    onDeliveries: device.onDeliveries,
-  });
-  const producer = new BullmqProducer(s, { clientId: uniqueName('failinfl') });
-  cleanup.push(() => producer.close());
 
-  const answers = Array.from({ length: N }, (_, i) =>
-    producer.request(makeRequest(model, `r${i}`, 0), { timeoutMs: 90_000 }).then(
-      (r) => r.status,
-      (e: unknown) => `failed: ${(e as Error).message}`,
-    ),
-  );
+  const answers = requestAll(producer, model, N, 90_000);
   // Every request is on the replica too (replication is asynchronous: one lost in the switch was never the worker's).
   const onReplica = new Redis(replicaPort, '127.0.0.1');
   cleanup.push(() => onReplica.disconnect());
@@ -91,7 +76,7 @@ async function drill(how: 'SIGKILL' | 'SIGSTOP'): Promise<void> {
   const promotedAt = Date.now();
 
   const deadline = Date.now() + 60_000;
-  const outcomes = await Promise.race([Promise.all(answers), new Promise<undefined>((r) => setTimeout(() => r(undefined), deadline - Date.now()))]);
+  const outcomes = await Promise.race([answers, new Promise<undefined>((r) => setTimeout(() => r(undefined), deadline - Date.now()))]);
   const unserved = Array.from({ length: N }, (_, i) => `r${i}`).filter((id) => !served.has(id));
   const duplicates = [...served.values()].reduce((n, c) => n + c - 1, 0);
   const report = `${how}: served ${served.size} of ${N} (${servedAtSwitch} before the switch, ${inFlight} held locally at it), duplicates ${duplicates}, promoted ${promotedAt - switchAt} ms after; ` +

@@ -6,14 +6,12 @@
 // the duplicates are counted and bounded; shorter than the lock, there are none. Own redis-server
 // per case (freezing the shared one would stall every other test file).
 import { afterEach, describe, expect, it } from 'vitest';
-import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
-import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { startKillableRedis } from '../../helpers/killable-redis.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { uniqueName } from '../../helpers/unique-name.ts';
 import { bullmqSettings } from './bullmq-harness.ts';
-import { batchingDevice } from './batching-device.ts';
+import { requestAll, startBatchingWorker } from './batching-worker.ts';
 import { makeRequest } from './conformance-kit.ts';
 
 const cleanup: Array<() => Promise<unknown> | void> = [];
@@ -48,24 +46,10 @@ async function drill(freezeMs: number) {
   const s = bullmqSettings({ redisUrl: redis.url, lockDurationMs: LOCK_MS, prefetch: PREFETCH, connectTimeoutMs: 5_000 });
   const model = uniqueName('frozenwk');
   const fatal: FleetError[] = [];
-  const t = new BullmqTransport(s, { stalledIntervalMs: 1_000 });
-  cleanup.push(() => t.close());
-  const device = batchingDevice(t, BATCH, DEVICE_MS);
+  const { device, producer } = await startBatchingWorker(s, { model, batch: BATCH, deviceMs: DEVICE_MS, cleanup, onFatal: (err) => void fatal.push(err) });
   const served = device.served;
-  await t.start({
-    subscriptions: [{ model, priorityLevels: 1 }],
-    onDeliveries: device.onDeliveries,
-    onFatal: (err) => void fatal.push(err),
-  });
-  const producer = new BullmqProducer(s, { clientId: uniqueName('frozenwk') });
-  cleanup.push(() => producer.close());
   // All sent before the freeze (a publish to a frozen Redis fails by design, 0d8f55c): this drill is the worker's.
-  const answers = Array.from({ length: N }, (_, i) =>
-    producer.request(makeRequest(model, `r${i}`, 0), { timeoutMs: 120_000 }).then(
-      (r) => r.status,
-      (e: unknown) => `failed: ${(e as Error).message}`,
-    ),
-  );
+  const answers = requestAll(producer, model, N, 120_000);
   await until('the worker is part way', () => served.size >= N / 4, 60_000);
   const atFreeze = served.size;
   redis.freeze();
@@ -73,7 +57,7 @@ async function drill(freezeMs: number) {
   redis.thaw();
   const thawedAt = Date.now();
   let timer: NodeJS.Timeout | undefined;
-  const outcomes = await Promise.race([Promise.all(answers), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 90_000)))]);
+  const outcomes = await Promise.race([answers, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 90_000)))]);
   clearTimeout(timer);
   const duplicates = [...served.values()].reduce((n, c) => n + c - 1, 0);
   const report = `freeze ${freezeMs} ms (lock ${LOCK_MS}): ${atFreeze} served at the freeze; ${outcomes === undefined ? 'not all answered within 90 s' : `${outcomes.filter((o) => o === 'ok').length} of ${N} ok`} ` +
