@@ -89,7 +89,12 @@ export class BullmqTransport implements Transport {
       clean: (queue, graceMs, limit, state) => this.cleanJobs(queue, graceMs, limit, state),
       logger: options.logger,
     });
-    this.frameMarks = new StreamFrameMarks({ redis: () => this.shared, key: (model, streamKey, kind) => ownKey(model, `npu-fleet-frame-${kind}:${streamKey}`), logger: options.logger });
+    // Closed, a claim still waiting (or a release) must not open the connection again: it fails, and its frames go out unchecked.
+    this.frameMarks = new StreamFrameMarks({
+      redis: () => (this.closed ? Promise.reject(closedError(this.kind)) : Promise.resolve(this.shared)),
+      key: (model, streamKey, kind) => ownKey(model, `npu-fleet-frame-${kind}:${streamKey}`),
+      logger: options.logger,
+    });
     this.deliveries = new DeliveryBatcher((batch) => this.onDeliveries?.(batch), options.logger);
     this.settler = new JobSettler({
       settings,
@@ -271,9 +276,7 @@ export class BullmqTransport implements Transport {
   }
 
   /** A camera's frames are fetched by every worker of its model: see StreamFrameMarks. */
-  async claimNewestFrames(frames: readonly AnsweredFrame[]): Promise<FrameClaim> {
-    // Closed, the settle that follows fails anyway; a claim would open the connection again.
-    if (this.closed) return { newer: frames.map(() => undefined), release: () => {} };
+  claimNewestFrames(frames: readonly AnsweredFrame[]): Promise<FrameClaim> {
     return this.frameMarks.claim(frames);
   }
 

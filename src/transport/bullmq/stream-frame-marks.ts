@@ -66,7 +66,8 @@ return 0
 `;
 
 export interface StreamFrameMarksOptions {
-  readonly redis: () => Redis;
+  /** The transport's shared connection; rejects once the transport is closed. */
+  readonly redis: () => Promise<Redis>;
   /** The keys of `streamKey` of `model`, `kind` mark or lease (under the transport's prefix and the model's queue). */
   readonly key: (model: string, streamKey: string, kind: 'mark' | 'lease') => string;
   readonly logger?: TransportLogger | undefined;
@@ -104,7 +105,7 @@ export class StreamFrameMarks {
     try {
       for (let attempt = 0; ; attempt++) {
         const takeOver = Date.now() - startedAt >= timeoutMs;
-        const script = this.o.redis().eval(CLAIM_NEWEST_FRAMES, keys.length, ...keys, String(SERVED_FRAME_MEMORY_MS), String(timeoutMs), token, takeOver ? '1' : '0', ...args);
+        const script = (await this.o.redis()).eval(CLAIM_NEWEST_FRAMES, keys.length, ...keys, String(SERVED_FRAME_MEMORY_MS), String(timeoutMs), token, takeOver ? '1' : '0', ...args);
         const reply = await withTimeout(script, timeoutMs, 'claiming stream frames in Redis');
         if (reply !== 0) return { newer: parseMarks(reply, frames.length), release: () => this.release(keys.filter((_, i) => i % 2 === 1), token) };
         await new Promise((r) => setTimeout(r, WAIT_STEPS_MS[Math.min(attempt, WAIT_STEPS_MS.length - 1)]));
@@ -117,9 +118,8 @@ export class StreamFrameMarks {
 
   /** Not awaited by the settle: its results are out; a claim waiting on these leases retries meanwhile. */
   private release(leases: readonly string[], token: string): void {
-    withTimeout(this.o.redis().eval(RELEASE_LEASES, leases.length, ...leases, token), FRAME_CLAIM_TIMEOUT_MS, 'releasing stream leases in Redis').catch((err: unknown) =>
-      this.warn(err, leases.length),
-    );
+    const released = this.o.redis().then((redis) => redis.eval(RELEASE_LEASES, leases.length, ...leases, token));
+    withTimeout(released, FRAME_CLAIM_TIMEOUT_MS, 'releasing stream leases in Redis').catch((err: unknown) => this.warn(err, leases.length));
   }
 
   private warn(err: unknown, frames: number): void {

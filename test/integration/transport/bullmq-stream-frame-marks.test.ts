@@ -5,10 +5,13 @@
 import type { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SERVED_FRAME_MEMORY_MS } from '../../../src/scheduler/stream-served.ts';
+import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { redisConnection } from '../../../src/transport/bullmq/redis-connection.ts';
 import { parseMarks, StreamFrameMarks } from '../../../src/transport/bullmq/stream-frame-marks.ts';
 import type { AnsweredFrame } from '../../../src/transport/transport.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
+import { bullmqSettings } from './bullmq-harness.ts';
+import { Inbox, startWith } from './conformance-kit.ts';
 
 const connections: Redis[] = [];
 afterEach(() => {
@@ -27,7 +30,7 @@ function marks(o: { prefix?: string; redis?: Redis; timeoutMs?: number; warns?: 
   const redis = o.redis ?? connect();
   const warns = o.warns ?? [];
   const logger = { error: () => {}, info: () => {}, debug: () => {}, warn: (_: object, msg: string) => void warns.push(msg) };
-  const m = new StreamFrameMarks({ redis: () => redis, key: (model, stream, kind) => `${prefix}:${model}:${kind}:${stream}`, logger, ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }) });
+  const m = new StreamFrameMarks({ redis: async () => redis, key: (model, stream, kind) => `${prefix}:${model}:${kind}:${stream}`, logger, ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }) });
   return { m, prefix, redis };
 }
 
@@ -118,6 +121,22 @@ describe('StreamFrameMarks: a stream\'s newest claimed frame, fleet-wide', () =>
     for (let i = 0; i < 3; i++) expect((await m.claim([frame('cam', i), frame('cam2', i)])).newer).toEqual([undefined, undefined]);
     expect(warns).toHaveLength(1);
     expect(warns[0]).toMatch(/answering them ok unchecked/);
+  });
+
+  it('through the transport: a claim holds the model\'s stream; closed, a claim is unchecked and opens no connection again', async () => {
+    const settings = bullmqSettings();
+    const t = new BullmqTransport(settings);
+    await startWith(t, 'm', new Inbox());
+    const held = await t.claimNewestFrames([frame('cam', 10)]);
+    expect(held.newer).toEqual([undefined]);
+    const redis = connect();
+    expect(await redis.get(`${settings.prefix}:${settings.queueTemplate.replace('{model}', 'm')}:npu-fleet-frame-mark:cam`)).toBe('10 cam~10');
+    expect((await t.claimNewestFrames([frame('cam', 5)])).newer).toEqual([{ requestId: 'cam~10', frameAt: 10 }]);
+    await t.close();
+    held.release();
+    expect((await t.claimNewestFrames([frame('cam', 1)])).newer).toEqual([undefined]);
+    await sleep(50);
+    expect((t as unknown as { connection: unknown }).connection).toBeUndefined();
   });
 
   it('parseMarks reads the script\'s reply and refuses one of another shape', () => {
