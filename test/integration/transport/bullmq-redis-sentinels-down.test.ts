@@ -186,62 +186,68 @@ describe('bullmq through three sentinels, one of them away', () => {
     expect(unhandled).toEqual([]);
   }, 120_000);
 
-  it('a sentinel frozen while serving, then the master SIGKILLed: the other two promote the replica, the worker and the producer follow, every request answered', async () => {
-    const N = 300;
-    const BATCH = 8;
-    const layout = await threeSentinels();
-    const s = layout.settings('sentinel-failover', { lockDurationMs: 4_000, prefetch: 16 });
-    const model = uniqueName('sentinel-failover');
-    const t = new BullmqTransport(s, { stalledIntervalMs: 1_000 });
-    cleanup.push(() => t.close());
-    const device = batchingDevice(t, BATCH, 200);
-    const served = device.served;
-    await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: device.onDeliveries });
-    const producer = new BullmqProducer(s, { clientId: uniqueName('sentinel-failover') });
-    cleanup.push(() => producer.close());
-
-    const answers = Array.from({ length: N }, (_, i) =>
-      producer.request(makeRequest(model, `r${i}`, 0), { timeoutMs: 90_000 }).then(
-        (r) => r.status,
-        (e: unknown) => `failed: ${(e as Error).message}`,
-      ),
-    );
-    // Every request is on the replica too (replication is asynchronous: one lost in the switch was never the worker's).
-    const onReplica = new Redis(layout.replicaPort, '127.0.0.1');
-    cleanup.push(() => onReplica.disconnect());
-    await until('every request replicated', async () => (await onReplica.exists(...Array.from({ length: N }, (_, i) => `${s.prefix}:${model}.requests:r${i}`))) === N, 30_000);
-    await until('the worker is part way', () => Promise.resolve(served.size >= 3 * BATCH), 30_000);
-
-    // The middle one: ioredis asks the sentinels in turn from the one after the last that answered,
-    // so a connection re-dialling after the master's death asks this one first.
-    signalServer(layout.sentinels[1]!, 'SIGSTOP');
-    const servedAtSwitch = served.size;
-    const heldAtSwitch = device.held();
-    const switchAt = Date.now();
-    signalServer(layout.masterServer, 'SIGKILL');
-    await until('the replica is the master', async () => ((await layout.ask(0).call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', layout.master)) as string[])[1] === String(layout.replicaPort), 60_000);
-    const promotedAt = Date.now();
-
-    const outcomes = await Promise.race([Promise.all(answers), new Promise<undefined>((r) => setTimeout(() => r(undefined), 60_000))]);
-    const duplicates = [...served.values()].reduce((n, c) => n + c - 1, 0);
-    const unserved = Array.from({ length: N }, (_, i) => `r${i}`).filter((id) => !served.has(id));
-    const report =
-      `served ${served.size} of ${N} (${servedAtSwitch} before the switch, ${heldAtSwitch} held locally), duplicates ${duplicates}, promoted ${promotedAt - switchAt} ms after the kill; ` +
-      `answers ${outcomes === undefined ? 'not all within 60 s' : `${outcomes.filter((o) => o === 'ok').length} ok`} ${Date.now() - promotedAt} ms after the promotion; unserved ${unserved.slice(0, 5).join(',')}`;
-    console.log(`[sentinels-down] frozen sentinel + master SIGKILL: ${report}`);
-    if (outcomes === undefined) {
-      const promoted = new Redis(layout.replicaPort, '127.0.0.1');
-      console.log(`[sentinels-down] promoted master's clients:\n${String(await promoted.call('CLIENT', 'LIST'))}`);
-      promoted.disconnect();
-    }
-    expect(outcomes, report).toBeDefined();
-    expect(outcomes?.filter((o) => o !== 'ok'), report).toEqual([]);
-    expect(unserved, report).toEqual([]);
-    // A duplicate is a job whose completion the promoted master never got: at most what was held then, and the batches after.
-    expect(duplicates, report).toBeLessThanOrEqual(2 * (s.prefetch + BATCH));
-
-    const after = await producer.request(makeRequest(model, 'after', 0), { timeoutMs: 30_000 });
-    expect(after.status, report).toBe('ok');
-    expect(unhandled).toEqual([]);
-  }, 180_000);
+  it('a sentinel frozen while serving, then the master SIGKILLed: the other two promote the replica, the worker and the producer follow, every request answered', () =>
+    failoverWithASentinelFrozen('SIGKILL'), 180_000);
+  // The master frozen too: its connections see no close, only the +switch-master of the two live sentinels moves them.
+  it('a sentinel frozen while serving, then the master frozen (SIGSTOP) for good: the other two promote the replica, the worker and the producer follow, every request answered', () =>
+    failoverWithASentinelFrozen('SIGSTOP'), 180_000);
 });
+
+async function failoverWithASentinelFrozen(how: 'SIGKILL' | 'SIGSTOP'): Promise<void> {
+  const N = 300;
+  const BATCH = 8;
+  const layout = await threeSentinels();
+  const s = layout.settings('sentinel-failover', { lockDurationMs: 4_000, prefetch: 16 });
+  const model = uniqueName('sentinel-failover');
+  const t = new BullmqTransport(s, { stalledIntervalMs: 1_000 });
+  cleanup.push(() => t.close());
+  const device = batchingDevice(t, BATCH, 200);
+  const served = device.served;
+  await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: device.onDeliveries });
+  const producer = new BullmqProducer(s, { clientId: uniqueName('sentinel-failover') });
+  cleanup.push(() => producer.close());
+
+  const answers = Array.from({ length: N }, (_, i) =>
+    producer.request(makeRequest(model, `r${i}`, 0), { timeoutMs: 90_000 }).then(
+      (r) => r.status,
+      (e: unknown) => `failed: ${(e as Error).message}`,
+    ),
+  );
+  // Every request is on the replica too (replication is asynchronous: one lost in the switch was never the worker's).
+  const onReplica = new Redis(layout.replicaPort, '127.0.0.1');
+  cleanup.push(() => onReplica.disconnect());
+  await until('every request replicated', async () => (await onReplica.exists(...Array.from({ length: N }, (_, i) => `${s.prefix}:${model}.requests:r${i}`))) === N, 30_000);
+  await until('the worker is part way', () => Promise.resolve(served.size >= 3 * BATCH), 30_000);
+
+  // The middle one: ioredis asks the sentinels in turn from the one after the last that answered,
+  // so a connection re-dialling after the master's death asks this one first.
+  signalServer(layout.sentinels[1]!, 'SIGSTOP');
+  const servedAtSwitch = served.size;
+  const heldAtSwitch = device.held();
+  const switchAt = Date.now();
+  signalServer(layout.masterServer, how);
+  await until('the replica is the master', async () => ((await layout.ask(0).call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', layout.master)) as string[])[1] === String(layout.replicaPort), 60_000);
+  const promotedAt = Date.now();
+
+  const outcomes = await Promise.race([Promise.all(answers), new Promise<undefined>((r) => setTimeout(() => r(undefined), 60_000))]);
+  const duplicates = [...served.values()].reduce((n, c) => n + c - 1, 0);
+  const unserved = Array.from({ length: N }, (_, i) => `r${i}`).filter((id) => !served.has(id));
+  const report =
+    `served ${served.size} of ${N} (${servedAtSwitch} before the switch, ${heldAtSwitch} held locally), duplicates ${duplicates}, promoted ${promotedAt - switchAt} ms after the ${how}; ` +
+    `answers ${outcomes === undefined ? 'not all within 60 s' : `${outcomes.filter((o) => o === 'ok').length} ok`} ${Date.now() - promotedAt} ms after the promotion; unserved ${unserved.slice(0, 5).join(',')}`;
+  console.log(`[sentinels-down] frozen sentinel + master ${how}: ${report}`);
+  if (outcomes === undefined) {
+    const promoted = new Redis(layout.replicaPort, '127.0.0.1');
+    console.log(`[sentinels-down] promoted master's clients:\n${String(await promoted.call('CLIENT', 'LIST'))}`);
+    promoted.disconnect();
+  }
+  expect(outcomes, report).toBeDefined();
+  expect(outcomes?.filter((o) => o !== 'ok'), report).toEqual([]);
+  expect(unserved, report).toEqual([]);
+  // A duplicate is a job whose completion the promoted master never got: at most what was held then, and the batches after.
+  expect(duplicates, report).toBeLessThanOrEqual(2 * (s.prefetch + BATCH));
+
+  const after = await producer.request(makeRequest(model, 'after', 0), { timeoutMs: 30_000 });
+  expect(after.status, report).toBe('ok');
+  expect(unhandled).toEqual([]);
+}
