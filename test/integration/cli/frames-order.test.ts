@@ -8,7 +8,7 @@
 // environment when it initialises.
 import { appendFileSync, cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import type { z } from 'zod';
 import { main } from '../../../src/cli/main.ts';
@@ -18,6 +18,7 @@ import type { TransportSettingsSchema } from '../../../src/contracts/fleet-confi
 import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { runWorker } from '../../../src/runtime/worker-process.ts';
+import { captureCliOutput } from '../../helpers/capture-cli-output.ts';
 import { getServices, uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -26,17 +27,7 @@ process.env['NPU_FLEET_DEVICE'] = 'sim';
 process.env['NPU_FLEET_SIM_PROFILE'] = 'base=40ms,perItem=0ms';
 const log = createLogger({ level: 'warn' });
 
-let stdout: string[] = [];
-const cleanup: Array<() => Promise<unknown> | void> = [];
-beforeEach(() => {
-  stdout = [];
-  vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => (stdout.push(String(chunk)), true));
-  vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
-});
-afterEach(async () => {
-  vi.restoreAllMocks();
-  for (const c of cleanup.splice(0).reverse()) await c();
-});
+const { stdout, cleanup } = captureCliOutput();
 
 /** `workers` workers serving frames-model (latest frame wins); returns the config file. */
 async function fleet(transport: z.input<typeof TransportSettingsSchema>, workers: number): Promise<string> {

@@ -5,7 +5,7 @@
 // reads its time model from the environment when it initialises.
 import { appendFileSync, cpSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { z } from 'zod';
 import { main } from '../../../src/cli/main.ts';
@@ -15,6 +15,7 @@ import type { TransportSettingsSchema } from '../../../src/contracts/fleet-confi
 import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { runWorker } from '../../../src/runtime/worker-process.ts';
+import { captureCliOutput } from '../../helpers/capture-cli-output.ts';
 import { getServices, uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -23,17 +24,7 @@ process.env['NPU_FLEET_DEVICE'] = 'sim';
 process.env['NPU_FLEET_SIM_PROFILE'] = 'base=10ms,perItem=0ms';
 const log = createLogger({ level: 'warn' });
 
-let stdout: string[] = [];
-const cleanup: Array<() => Promise<unknown> | void> = [];
-beforeEach(() => {
-  stdout = [];
-  vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => (stdout.push(String(chunk)), true));
-  vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
-});
-afterEach(async () => {
-  vi.restoreAllMocks();
-  for (const c of cleanup.splice(0).reverse()) await c();
-});
+const { stdout, stderr, cleanup } = captureCliOutput();
 
 const setups: Array<{ name: string; transport: () => z.input<typeof TransportSettingsSchema> }> = [
   { name: 'Kafka', transport: () => uniqueKafkaTransport('loadcmd') },
@@ -97,8 +88,6 @@ describe.each(setups)('load generators on $name', (setup) => {
 
 describe('load with no worker serving the model', () => {
   it('exits 1 and says so when no request was answered', { timeout: 60_000 }, async () => {
-    let stderr = '';
-    vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => ((stderr += String(chunk)), true));
     const dir = tempDir('npu-fleet-loadcmd-none-');
     const configFile = join(dir, 'fleet.yaml');
     const transport = { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix: uniqueName('loadnone') } };
@@ -108,6 +97,6 @@ describe('load with no worker serving the model', () => {
     expect(s.sent, s.line).toBe(20);
     expect(s.counts.get('no reply'), s.line).toBe(20);
     expect(code).toBe(1);
-    expect(stderr).toMatch(/no request was answered: is a worker serving mlp-classifier on this bullmq transport/);
+    expect(stderr.join('')).toMatch(/no request was answered: is a worker serving mlp-classifier on this bullmq transport/);
   });
 });
