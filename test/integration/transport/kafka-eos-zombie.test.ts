@@ -6,8 +6,14 @@
 // and its transactional id is its own, so the new owner's producer does not fence it). Before
 // GroupLease: all 12 answered twice, in each of 3 runs. Once it rejoins, a partition assigned
 // to it again must not keep what it held: with the lease alone, settled again after its rejoin, 4
-// of the 12 were answered twice (the requests of the partition that came back to it).
-import { describe, expect, it } from 'vitest';
+// of the 12 were answered twice (the requests of the partition that came back to it). Two ways to
+// make the zombie: its group requests swallowed on the wire (GroupFreezer, in this process), and a
+// worker process of its own stopped (SIGSTOP) and continued, which settles at once when it finds it
+// was stalled (before GroupLease: 12 of 12 answered twice).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
 import { decodeResult } from '../../../src/codec/index.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
@@ -18,6 +24,35 @@ import { GroupFreezer, untilEmpty } from './group-freezer.ts';
 import { adminKafka, kafkaSettings, readTopic } from './kafka-harness.ts';
 
 const track = closeAfterEach();
+const here = dirname(fileURLToPath(import.meta.url));
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) c.kill('SIGKILL');
+});
+
+/** fixtures/eos-zombie-worker.ts in a process of its own, its stdout lines collected. */
+function zombieProcess(settings: object, model: string, partitions: number): { child: ChildProcess; lines: string[]; until: (pattern: RegExp, timeoutMs: number) => Promise<string> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures/eos-zombie-worker.ts'), JSON.stringify(settings), model, String(partitions)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.push(child);
+  const lines: string[] = [];
+  let buf = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    buf += chunk.toString('utf8');
+    const parts = buf.split('\n');
+    buf = parts.pop() ?? '';
+    lines.push(...parts);
+  });
+  const until = async (pattern: RegExp, timeoutMs: number): Promise<string> => {
+    for (const deadline = Date.now() + timeoutMs; ; await sleep(50)) {
+      const line = lines.find((l) => pattern.test(l));
+      if (line !== undefined) return line;
+      if (Date.now() > deadline) throw new Error(`the zombie process printed no ${pattern} within ${timeoutMs} ms: ${lines.join(' | ')}`);
+    }
+  };
+  return { child, lines, until };
+}
 
 /** Committed results per request id on `topic` (read_committed), read until `quietMs` pass without one. */
 async function repliesPerId(topic: string, atLeast: number): Promise<Map<string, number>> {
@@ -87,5 +122,34 @@ describe('kafka transport, exactly-once, a zombie worker', () => {
     const after = await repliesPerId(`${model}.replies`, ids.length);
     console.log(`[eos zombie] after the thaw: settled in ${attempts} attempt(s); requests with more than one committed result: ${[...after].filter(([, n]) => n > 1).length}`);
     expect([...after].filter(([, n]) => n > 1)).toEqual([]);
+  }, 180_000);
+
+  it('a worker process stopped (SIGSTOP) past its session while it held unwritten results does not answer them once continued (SIGCONT)', async () => {
+    const settings = kafkaSettings({ exactlyOnce: true, sessionTimeoutMs: 6_000 });
+    const model = uniqueName('eoszombiestop').replace(/-/g, '');
+    const ids = Array.from({ length: 12 }, (_, i) => `s${i}`);
+    const producer = track(new KafkaProducer(settings, { partitions: 2 }));
+    await producer.publish(ids.map((id) => makeRequest(model, id, 0)));
+
+    const zombie = zombieProcess(settings, model, 2);
+    await zombie.until(new RegExp(`^held ${ids.length}$`), 60_000);
+    zombie.child.kill('SIGSTOP');
+    const stoppedAt = Date.now();
+    await untilEmpty(adminKafka(), settings.groupId, settings.sessionTimeoutMs + 15_000);
+    const evictedMs = Date.now() - stoppedAt;
+
+    const heir = track(new KafkaTransport(settings, { partitions: 2, instanceId: 'heir' }));
+    const inboxH = new Inbox();
+    await startWith(heir, model, inboxH);
+    await heir.settle((await inboxH.waitFor(ids.length, 30_000)).map(outcomeFor));
+
+    // Continued: it settles what it held at once, before its consumer's next heartbeat is answered.
+    zombie.child.kill('SIGCONT');
+    await zombie.until(/^settle \d+ resolved$/, 90_000);
+    const counts = await repliesPerId(`${model}.replies`, ids.length);
+    const twice = [...counts].filter(([, n]) => n > 1).length;
+    console.log(`[eos zombie, SIGSTOP] evicted ${evictedMs} ms after the stop; zombie: ${zombie.lines.filter((l) => !l.startsWith('held')).join(' | ')}; requests with more than one committed result: ${twice} of ${ids.length}`);
+    expect([...counts.keys()].sort()).toEqual([...ids].sort());
+    expect(twice).toBe(0);
   }, 180_000);
 });
