@@ -138,9 +138,14 @@ export function chunkByBytes<T extends { message: Message }>(messages: readonly 
   return chunks;
 }
 
+// Module level, not a closure in sizeOf: the tsx loader keeps function names (esbuild keepNames), so a
+// closure made per call costs an Object.defineProperty each time, ~1 µs per result in the CPU profile.
+function byteLen(v: unknown): number {
+  return v === null || v === undefined ? 0 : typeof v === 'string' ? Buffer.byteLength(v) : (v as Buffer).length;
+}
+
 function sizeOf(message: Message): number {
-  const len = (v: unknown): number => (v === null || v === undefined ? 0 : typeof v === 'string' ? Buffer.byteLength(v) : (v as Buffer).length);
   let headers = 0;
-  for (const [k, v] of Object.entries(message.headers ?? {})) headers += k.length + len(v) + 8;
-  return len(message.value) + len(message.key) + headers + 32;
+  if (message.headers !== undefined) for (const k in message.headers) headers += k.length + byteLen(message.headers[k]) + 8;
+  return byteLen(message.value) + byteLen(message.key) + headers + 32;
 }
