@@ -11,7 +11,7 @@ import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { uniqueName } from '../../helpers/unique-name.ts';
-import { batchingDevice } from './batching-device.ts';
+import { requestAll, startBatchingWorker } from './batching-worker.ts';
 import { makeRequest, outcomeFor } from './conformance-kit.ts';
 import { signalServer, startRedisWith, startSentinel, type RedisProcess } from './bullmq-redis-servers.ts';
 
@@ -199,20 +199,10 @@ async function failoverWithASentinelFrozen(how: 'SIGKILL' | 'SIGSTOP'): Promise<
   const layout = await threeSentinels();
   const s = layout.settings('sentinel-failover', { lockDurationMs: 4_000, prefetch: 16 });
   const model = uniqueName('sentinel-failover');
-  const t = new BullmqTransport(s, { stalledIntervalMs: 1_000 });
-  cleanup.push(() => t.close());
-  const device = batchingDevice(t, BATCH, 200);
+  const { device, producer } = await startBatchingWorker(s, { model, batch: BATCH, deviceMs: 200, cleanup });
   const served = device.served;
-  await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: device.onDeliveries });
-  const producer = new BullmqProducer(s, { clientId: uniqueName('sentinel-failover') });
-  cleanup.push(() => producer.close());
 
-  const answers = Array.from({ length: N }, (_, i) =>
-    producer.request(makeRequest(model, `r${i}`, 0), { timeoutMs: 90_000 }).then(
-      (r) => r.status,
-      (e: unknown) => `failed: ${(e as Error).message}`,
-    ),
-  );
+  const answers = requestAll(producer, model, N, 90_000);
   // Every request is on the replica too (replication is asynchronous: one lost in the switch was never the worker's).
   const onReplica = new Redis(layout.replicaPort, '127.0.0.1');
   cleanup.push(() => onReplica.disconnect());
@@ -229,7 +219,7 @@ async function failoverWithASentinelFrozen(how: 'SIGKILL' | 'SIGSTOP'): Promise<
   await until('the replica is the master', async () => ((await layout.ask(0).call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', layout.master)) as string[])[1] === String(layout.replicaPort), 60_000);
   const promotedAt = Date.now();
 
-  const outcomes = await Promise.race([Promise.all(answers), new Promise<undefined>((r) => setTimeout(() => r(undefined), 60_000))]);
+  const outcomes = await Promise.race([answers, new Promise<undefined>((r) => setTimeout(() => r(undefined), 60_000))]);
   const duplicates = [...served.values()].reduce((n, c) => n + c - 1, 0);
   const unserved = Array.from({ length: N }, (_, i) => `r${i}`).filter((id) => !served.has(id));
   const report =
