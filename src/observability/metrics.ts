@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { MAX_PRIORITY_LEVELS } from '../contracts/request-envelope.ts';
+import { deferredCounter, type DeferredCount } from './deferred-count.ts';
 import { ListedGauge } from './listed-gauge.ts';
 import { LocalHistogram } from './local-histogram.ts';
 import {
@@ -101,8 +102,9 @@ type Hook = () => void | Promise<void>;
 
 export class FleetMetrics {
   readonly registry: Registry;
-  private readonly requests: Counter<'model' | 'status'>;
-  private readonly unserved: Counter<'model' | 'status' | 'code'>;
+  /** npu_fleet_requests_total and npu_fleet_unserved_total: counted per request, see DeferredCount. */
+  private readonly requests: (labels: { model: string; status: string }) => DeferredCount<'model' | 'status'>;
+  private readonly unserved: (labels: { model: string; status: string; code: string }) => DeferredCount<'model' | 'status' | 'code'>;
   private readonly endToEnd: LocalHistogram<'model' | 'priority'>;
   private readonly queueWait: LocalHistogram<'model' | 'priority'>;
   /**
@@ -159,8 +161,10 @@ export class FleetMetrics {
     const histogram = <L extends string>(d: MetricDefinition & { labels: readonly L[] }, buckets: readonly number[]) =>
       new Histogram<L>({ name: d.name, help: d.help, labelNames: d.labels, buckets: [...buckets], registers });
 
-    this.requests = counter(m.requests);
-    this.unserved = counter(m.unserved);
+    const deferred = <L extends string>(d: MetricDefinition & { labels: readonly L[] }) =>
+      deferredCounter<L>((collect) => new Counter<L>({ name: d.name, help: d.help, labelNames: d.labels, registers, collect })).series;
+    this.requests = deferred(m.requests);
+    this.unserved = deferred(m.unserved);
     // Observed once or twice per request: the cheap local kind (see LocalHistogram).
     const perRequest = <L extends string>(d: MetricDefinition & { labels: readonly L[] }) =>
       new LocalHistogram<L>(d.name, d.help, d.labels, latency, this.registry);
@@ -203,10 +207,10 @@ export class FleetMetrics {
    * call as npu_fleet_requests_total, so the two never disagree.
    */
   observeResult(model: string, status: RequestStatus, e2eSeconds?: number, priority?: number, errorCode?: string): void {
-    this.child(`r\u0000${model}\u0000${status}`, () => this.requests.labels({ model, status })).inc();
+    this.child(`r\u0000${model}\u0000${status}`, () => this.requests({ model, status })).inc();
     if (isUnserved(status)) {
       const code = unservedCodeLabel(errorCode);
-      this.child(`u\u0000${model}\u0000${status}\u0000${code}`, () => this.unserved.labels({ model, status, code })).inc();
+      this.child(`u\u0000${model}\u0000${status}\u0000${code}`, () => this.unserved({ model, status, code })).inc();
     }
     if (e2eSeconds !== undefined && Number.isFinite(e2eSeconds)) {
       const p = priorityLabel(priority);
