@@ -16,3 +16,15 @@ export function alive(pid: number): boolean {
     return false;
   }
 }
+
+/**
+ * Polls the async `probe` every `pollMs` until it resolves true; a probe that throws (a server
+ * down or frozen mid-drill) counts as not yet. Throws naming `what` after `timeoutMs`.
+ */
+export async function untilProbe(what: string, probe: () => Promise<boolean>, timeoutMs: number, pollMs = 100): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe().catch(() => false))) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}

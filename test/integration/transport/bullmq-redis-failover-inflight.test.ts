@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { BullmqSettingsSchema } from '../../../src/contracts/fleet-config.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { uniqueName } from '../../helpers/unique-name.ts';
+import { untilProbe } from '../../helpers/until.ts';
 import { requestAll, startBatchingWorker } from './batching-worker.ts';
 import { makeRequest } from './conformance-kit.ts';
 import { startRedisWith, startSentinel } from './bullmq-redis-servers.ts';
@@ -18,13 +19,6 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await Promise.resolve(c()).catch(() => undefined);
 });
 
-async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const N = 400;
 const DEVICE_MS = 200;
@@ -48,7 +42,7 @@ async function drill(how: 'SIGKILL' | 'SIGSTOP'): Promise<void> {
   });
   const sentinel = new Redis(sentinelPort, '127.0.0.1');
   cleanup.push(() => sentinel.disconnect());
-  await until('sentinel sees the replica', async () => ((await sentinel.call('SENTINEL', 'REPLICAS', master)) as unknown[]).length > 0, 30_000);
+  await untilProbe('sentinel sees the replica', async () => ((await sentinel.call('SENTINEL', 'REPLICAS', master)) as unknown[]).length > 0, 30_000);
 
   const s = BullmqSettingsSchema.parse({
     redisUrl: 'redis://sentinel',
@@ -66,13 +60,13 @@ async function drill(how: 'SIGKILL' | 'SIGSTOP'): Promise<void> {
   // Every request is on the replica too (replication is asynchronous: one lost in the switch was never the worker's).
   const onReplica = new Redis(replicaPort, '127.0.0.1');
   cleanup.push(() => onReplica.disconnect());
-  await until('every request replicated', async () => (await onReplica.exists(...Array.from({ length: N }, (_, i) => `${s.prefix}:${model}.requests:r${i}`))) === N, 30_000);
-  await until('the worker is part way', () => Promise.resolve([...served.values()].length >= 3 * BATCH), 30_000);
+  await untilProbe('every request replicated', async () => (await onReplica.exists(...Array.from({ length: N }, (_, i) => `${s.prefix}:${model}.requests:r${i}`))) === N, 30_000);
+  await untilProbe('the worker is part way', () => Promise.resolve([...served.values()].length >= 3 * BATCH), 30_000);
   const servedAtSwitch = served.size;
   const inFlight = device.held();
   const switchAt = Date.now();
   process.kill(masterPid, how);
-  await until('the replica is the master', async () => ((await sentinel.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', master)) as string[])[1] === String(replicaPort), 60_000);
+  await untilProbe('the replica is the master', async () => ((await sentinel.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', master)) as string[])[1] === String(replicaPort), 60_000);
   const promotedAt = Date.now();
 
   const deadline = Date.now() + 60_000;

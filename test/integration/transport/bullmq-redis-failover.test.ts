@@ -7,6 +7,7 @@ import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { uniqueName } from '../../helpers/unique-name.ts';
+import { untilProbe } from '../../helpers/until.ts';
 import { makeRequest, outcomeFor } from './conformance-kit.ts';
 import { startRedisWith, startSentinel } from './bullmq-redis-servers.ts';
 
@@ -15,13 +16,6 @@ afterEach(async () => {
   await Promise.allSettled(open.splice(0).map((c) => c.close()));
 });
 
-async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 describe('bullmq through a Sentinel failover', () => {
   it('a worker and a producer follow the master to the promoted replica and keep serving', async () => {
@@ -33,7 +27,7 @@ describe('bullmq through a Sentinel failover', () => {
     const sentinel = new Redis(sentinelPort, '127.0.0.1');
     try {
       // The sentinel learns of the replica from the master's INFO.
-      await until('sentinel sees the replica', async () => ((await sentinel.call('SENTINEL', 'REPLICAS', master)) as unknown[]).length > 0, 30_000);
+      await untilProbe('sentinel sees the replica', async () => ((await sentinel.call('SENTINEL', 'REPLICAS', master)) as unknown[]).length > 0, 30_000);
 
       const s = BullmqSettingsSchema.parse({ redisUrl: 'redis://sentinel', sentinel: { name: master, sentinels: [`127.0.0.1:${sentinelPort}`] }, prefix: uniqueName('failover'), connectTimeoutMs: 5_000 });
       const model = uniqueName('failover');
@@ -45,12 +39,12 @@ describe('bullmq through a Sentinel failover', () => {
       expect((await producer.request(makeRequest(model, 'before', 0), { timeoutMs: 30_000 })).status).toBe('ok');
 
       await sentinel.call('SENTINEL', 'FAILOVER', master);
-      await until('the replica is the master', async () => ((await sentinel.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', master)) as string[])[1] === String(replicaPort), 30_000);
+      await untilProbe('the replica is the master', async () => ((await sentinel.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', master)) as string[])[1] === String(replicaPort), 30_000);
 
       // And the old master has been turned into its replica: from here a write there is refused.
       const old = new Redis(masterPort, '127.0.0.1');
       try {
-        await until('the old master is a replica', async () => ((await old.call('ROLE')) as string[])[0] === 'slave', 30_000);
+        await untilProbe('the old master is a replica', async () => ((await old.call('ROLE')) as string[])[0] === 'slave', 30_000);
       } finally {
         old.disconnect();
       }

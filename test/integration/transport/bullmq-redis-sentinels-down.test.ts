@@ -11,6 +11,7 @@ import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { uniqueName } from '../../helpers/unique-name.ts';
+import { untilProbe } from '../../helpers/until.ts';
 import { requestAll, startBatchingWorker } from './batching-worker.ts';
 import { makeRequest, outcomeFor } from './conformance-kit.ts';
 import { signalServer, startRedisWith, startSentinel, type RedisProcess } from './bullmq-redis-servers.ts';
@@ -26,13 +27,6 @@ const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
 beforeAll(() => void process.on('unhandledRejection', onUnhandled));
 afterAll(() => void process.off('unhandledRejection', onUnhandled));
 
-async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const CONNECT_TIMEOUT_MS = 5_000;
 const START_BOUND_MS = 2_500;
@@ -75,7 +69,7 @@ async function threeSentinels(): Promise<Layout> {
     for (const c of clients.values()) c.disconnect();
   });
   for (let i = 0; i < 3; i++) {
-    await until(
+    await untilProbe(
       `sentinel ${i} sees the replica and the other two`,
       async () =>
         ((await ask(i).call('SENTINEL', 'REPLICAS', master)) as unknown[]).length === 1 &&
@@ -160,9 +154,9 @@ describe('bullmq through three sentinels, one of them away', () => {
 
     await producer.close();
     await t.close();
-    await until('no subscriber left on the live sentinels', async () => (await subscribersOn(layout, 1)) + (await subscribersOn(layout, 2)) === 0, 5_000);
+    await untilProbe('no subscriber left on the live sentinels', async () => (await subscribersOn(layout, 1)) + (await subscribersOn(layout, 2)) === 0, 5_000);
     // The subscriber to the dead sentinel was between reconnect attempts: its timer must be gone too.
-    await until('the handles back to where they were', () => Promise.resolve(process.getActiveResourcesInfo().length <= baseline), 5_000);
+    await untilProbe('the handles back to where they were', () => Promise.resolve(process.getActiveResourcesInfo().length <= baseline), 5_000);
     expect(unhandled).toEqual([]);
   }, 120_000);
 
@@ -180,9 +174,9 @@ describe('bullmq through three sentinels, one of them away', () => {
 
     await producer.close();
     await t.close();
-    await until('no subscriber left on the live sentinels', async () => (await subscribersOn(layout, 1)) + (await subscribersOn(layout, 2)) === 0, 5_000);
+    await untilProbe('no subscriber left on the live sentinels', async () => (await subscribersOn(layout, 1)) + (await subscribersOn(layout, 2)) === 0, 5_000);
     // The subscribers to the frozen sentinel never got an answer: their sockets must be closed all the same.
-    await until('the handles back to where they were', () => Promise.resolve(process.getActiveResourcesInfo().length <= baseline), 5_000);
+    await untilProbe('the handles back to where they were', () => Promise.resolve(process.getActiveResourcesInfo().length <= baseline), 5_000);
     expect(unhandled).toEqual([]);
   }, 120_000);
 
@@ -206,8 +200,8 @@ async function failoverWithASentinelFrozen(how: 'SIGKILL' | 'SIGSTOP'): Promise<
   // Every request is on the replica too (replication is asynchronous: one lost in the switch was never the worker's).
   const onReplica = new Redis(layout.replicaPort, '127.0.0.1');
   cleanup.push(() => onReplica.disconnect());
-  await until('every request replicated', async () => (await onReplica.exists(...Array.from({ length: N }, (_, i) => `${s.prefix}:${model}.requests:r${i}`))) === N, 30_000);
-  await until('the worker is part way', () => Promise.resolve(served.size >= 3 * BATCH), 30_000);
+  await untilProbe('every request replicated', async () => (await onReplica.exists(...Array.from({ length: N }, (_, i) => `${s.prefix}:${model}.requests:r${i}`))) === N, 30_000);
+  await untilProbe('the worker is part way', () => Promise.resolve(served.size >= 3 * BATCH), 30_000);
 
   // The middle one: ioredis asks the sentinels in turn from the one after the last that answered,
   // so a connection re-dialling after the master's death asks this one first.
@@ -216,7 +210,7 @@ async function failoverWithASentinelFrozen(how: 'SIGKILL' | 'SIGSTOP'): Promise<
   const heldAtSwitch = device.held();
   const switchAt = Date.now();
   signalServer(layout.masterServer, how);
-  await until('the replica is the master', async () => ((await layout.ask(0).call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', layout.master)) as string[])[1] === String(layout.replicaPort), 60_000);
+  await untilProbe('the replica is the master', async () => ((await layout.ask(0).call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', layout.master)) as string[])[1] === String(layout.replicaPort), 60_000);
   const promotedAt = Date.now();
 
   const outcomes = await Promise.race([answers, new Promise<undefined>((r) => setTimeout(() => r(undefined), 60_000))]);
