@@ -9,7 +9,8 @@
  * Run: npx tsx bench/pipeline-transport-bench.ts [--messages N] [--rounds R] [--devices D] [--processes]
  *      (BENCH_ONLY=kafka|bullmq runs one transport; BENCH_PRIORITY sets the request priority;
  *      BENCH_PROFILE=cpu|heap|live writes a profile of each timed window, see window-profile.ts;
- *      BENCH_PREFETCH sets transport.bullmq.prefetch; BENCH_REDIS_COMMANDS=1 prints Redis commands per message)
+ *      BENCH_PREFETCH sets transport.bullmq.prefetch; BENCH_KAFKA='{...}' adds transport.kafka settings;
+ *      BENCH_REDIS_COMMANDS=1 prints Redis commands per message)
  */
 import { runWithWorkerFlags } from './worker-flags.ts';
 runWithWorkerFlags();
@@ -44,6 +45,12 @@ const roundsIndex = process.argv.indexOf('--rounds');
 const ROUNDS = roundsIndex > 0 ? Number(process.argv[roundsIndex + 1]) : 5;
 const MODEL = 'mlp-classifier';
 const log = createLogger({ level: 'warn' });
+
+/** BENCH_KAFKA='{"maxBytesPerPartition":131072}': transport.kafka settings for the pipeline's workers (tuning experiments). */
+function kafkaTuning(): Record<string, unknown> {
+  const raw = process.env['BENCH_KAFKA'];
+  return raw === undefined ? {} : (JSON.parse(raw) as Record<string, unknown>);
+}
 
 /** A near-zero-cost request: one sample of the MLP (64 floats). */
 function request(i: number, replyTo: string): RequestEnvelope {
@@ -183,7 +190,7 @@ await withBenchServices(async ({ kafkaBrokers, redisUrl, kafkaPid }) => {
     const settingsFor = (tag: string): TransportSettings =>
       kind === 'kafka'
         ? parseFleetConfig({
-            transport: { kind: 'kafka', kafka: { brokers: kafkaBrokers, groupId: `bench-${tag}`, topicTemplate: `bench-${tag}.{model}.requests.p{priority}`, repliesTemplate: `bench-${tag}.{model}.replies`, dlqTemplate: `bench-${tag}.{model}.dlq` } },
+            transport: { kind: 'kafka', kafka: { brokers: kafkaBrokers, groupId: `bench-${tag}`, topicTemplate: `bench-${tag}.{model}.requests.p{priority}`, repliesTemplate: `bench-${tag}.{model}.replies`, dlqTemplate: `bench-${tag}.{model}.dlq`, ...kafkaTuning() } },
           }).transport
         : parseFleetConfig({ transport: { kind: 'bullmq', bullmq: { redisUrl, prefix: `bench-${tag}`, ...(process.env['BENCH_PREFETCH'] ? { prefetch: Number(process.env['BENCH_PREFETCH']) } : {}) } } }).transport;
     // Uncounted warm-ups of both sides: the first run of either in a process runs on cold code
