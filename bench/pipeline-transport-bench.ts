@@ -198,7 +198,7 @@ await withBenchServices(async ({ kafkaBrokers, redisUrl, kafkaPid }) => {
     // echo), while a worker in production has served for hours. Before the pipeline had its own,
     // its round 1 ran on code only its in-round 2,000-request warm-up had exercised.
     await echo(kind, 2_000);
-    await pipeline(settingsFor(`warm-${randomUUID().slice(0, 8)}`), kind === 'kafka' ? 10_000 : 3_000, meter);
+    await pipeline(settingsFor(`warm-${randomUUID().slice(0, 8)}`), messages, meter);
     for (let round = 0; round < ROUNDS; round++) {
       const settings = settingsFor(randomUUID().slice(0, 8));
       // The run right after a pipeline starts on a busier machine (its teardown, GC of its heap):
