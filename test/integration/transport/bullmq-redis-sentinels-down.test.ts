@@ -143,39 +143,26 @@ async function startServing(layout: Layout, prefix: string): Promise<{ t: Bullmq
 }
 
 describe('bullmq through three sentinels, one of them away', () => {
-  it('the first-listed sentinel SIGKILLed before start: the worker and the producer start and serve; nothing piles up while it stays dead, nor after close', async () => {
+  // Frozen bound: one wait on the frozen sentinel (1 s, SENTINEL_ANSWER_MS in redis-connection.ts)
+  // for the first connection; the later ones (the model's worker, its blocking duplicate, the
+  // producer's) ask it last. Without a limit the start failed after connectTimeoutMs; with one wait
+  // per connection it took 4.1 s. The subscriber to a dead sentinel is between reconnect attempts and
+  // those to a frozen one never got an answer: either way their timers and sockets must be gone after close.
+  it.each([
+    { signal: 'SIGKILL' as const, state: 'dead', awayMs: 8_000, boundMs: CONNECT_TIMEOUT_MS },
+    { signal: 'SIGSTOP' as const, state: 'frozen', awayMs: 6_000, boundMs: START_BOUND_MS },
+  ])('the first-listed sentinel $state at start ($signal): the worker and the producer start and answer within $boundMs ms through the other two; nothing piles up while it stays away, nor after close', async ({ signal, state, awayMs, boundMs }) => {
     const layout = await threeSentinels();
-    signalServer(layout.sentinels[0]!, 'SIGKILL');
+    signalServer(layout.sentinels[0]!, signal);
     const baseline = process.getActiveResourcesInfo().length;
-    const { t, producer, model, startMs } = await startServing(layout, 'sentinel-dead');
-    const figures = await steadyWhileAway(layout, [1, 2], producer, model, 8_000);
-    console.log(`[sentinels-down] dead first sentinel: start + first answer ${startMs} ms; ${figures}`);
-    expect(startMs).toBeLessThan(CONNECT_TIMEOUT_MS);
+    const { t, producer, model, startMs } = await startServing(layout, `sentinel-${state}`);
+    const figures = await steadyWhileAway(layout, [1, 2], producer, model, awayMs);
+    console.log(`[sentinels-down] ${state} first sentinel: start + first answer ${startMs} ms; ${figures}`);
+    expect(startMs).toBeLessThan(boundMs);
 
     await producer.close();
     await t.close();
     await untilProbe('no subscriber left on the live sentinels', async () => (await subscribersOn(layout, 1)) + (await subscribersOn(layout, 2)) === 0, 5_000);
-    // The subscriber to the dead sentinel was between reconnect attempts: its timer must be gone too.
-    await untilProbe('the handles back to where they were', () => Promise.resolve(process.getActiveResourcesInfo().length <= baseline), 5_000);
-    expect(unhandled).toEqual([]);
-  }, 120_000);
-
-  // Bound: one wait on the frozen sentinel (1 s, SENTINEL_ANSWER_MS in redis-connection.ts) for the
-  // first connection; the later ones (the model's worker, its blocking duplicate, the producer's)
-  // ask it last. Without a limit the start failed after connectTimeoutMs; with one wait per connection it took 4.1 s.
-  it(`the first-listed sentinel frozen (SIGSTOP) at start: start and a first answer within ${START_BOUND_MS} ms, through the other two`, async () => {
-    const layout = await threeSentinels();
-    signalServer(layout.sentinels[0]!, 'SIGSTOP');
-    const baseline = process.getActiveResourcesInfo().length;
-    const { t, producer, model, startMs } = await startServing(layout, 'sentinel-frozen');
-    const figures = await steadyWhileAway(layout, [1, 2], producer, model, 6_000);
-    console.log(`[sentinels-down] frozen first sentinel: start + first answer ${startMs} ms; ${figures}`);
-    expect(startMs).toBeLessThan(START_BOUND_MS);
-
-    await producer.close();
-    await t.close();
-    await untilProbe('no subscriber left on the live sentinels', async () => (await subscribersOn(layout, 1)) + (await subscribersOn(layout, 2)) === 0, 5_000);
-    // The subscribers to the frozen sentinel never got an answer: their sockets must be closed all the same.
     await untilProbe('the handles back to where they were', () => Promise.resolve(process.getActiveResourcesInfo().length <= baseline), 5_000);
     expect(unhandled).toEqual([]);
   }, 120_000);
