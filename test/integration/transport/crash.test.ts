@@ -1,6 +1,5 @@
 // SIGKILL a worker process mid-work (no leave-group, no lock release, nothing graceful): another
 // worker gets exactly the requests the dead one had not settled.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -9,41 +8,17 @@ import { createProducer } from '../../../src/producer/index.ts';
 import { createTransport } from '../../../src/transport/index.ts';
 import type { Transport } from '../../../src/transport/transport.ts';
 import { uniqueName } from '../../helpers/services.ts';
+import { fixtureProcesses } from '../../helpers/spawn-fixture.ts';
 import { bullmqSettings } from './bullmq-harness.ts';
 import { idOf, Inbox, makeRequest, outcomeFor } from './conformance-kit.ts';
 import { kafkaSettings } from './kafka-harness.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const children: ChildProcess[] = [];
+const spawnFixture = fixtureProcesses();
 const transports: Transport[] = [];
 afterEach(async () => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
   await Promise.allSettled(transports.splice(0).map((t) => t.close()));
 });
-
-function runWorker(settings: TransportSettings, model: string, settleCount: number): { child: ChildProcess; lines: string[] } {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures/crash-worker.ts'), JSON.stringify(settings), model, String(settleCount)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  const lines: string[] = [];
-  let buf = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    buf += chunk.toString('utf8');
-    const parts = buf.split('\n');
-    buf = parts.pop() ?? '';
-    lines.push(...parts);
-  });
-  return { child, lines };
-}
-
-async function waitForLines(lines: string[], count: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (lines.filter((l) => l.startsWith('settled ') || l.startsWith('held ')).length < count) {
-    if (Date.now() > deadline) throw new Error(`worker process reported ${lines.length} lines: ${lines.join(' | ')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const cases: Array<{ name: string; settings: () => TransportSettings; redeliveryMs: number; flag: boolean }> = [
   { name: 'kafka', settings: () => ({ kind: 'kafka', kafka: kafkaSettings({ sessionTimeoutMs: 6_000 }) }), redeliveryMs: 45_000, flag: true },
@@ -59,13 +34,13 @@ describe.each(cases)('SIGKILL of a $name worker', ({ settings: makeSettings, red
     await producer.publish(requests);
     await producer.close();
 
-    const { child, lines } = runWorker(settings, model, 4);
-    await waitForLines(lines, 10, 60_000);
+    const { child, lines, exited, untilCount } = spawnFixture(join(here, 'fixtures/crash-worker.ts'), [JSON.stringify(settings), model, '4']);
+    await untilCount(/^(settled|held) /, 10, 60_000);
     const settledIds = lines.filter((l) => l.startsWith('settled ')).map((l) => l.slice(8));
     const heldIds = lines.filter((l) => l.startsWith('held ')).map((l) => l.slice(5));
     expect(settledIds).toHaveLength(4);
     child.kill('SIGKILL');
-    await new Promise((r) => child.once('exit', r));
+    await exited;
 
     const b = createTransport(settings, { kafka: { partitions: 1 }, bullmq: { stalledIntervalMs: 500 } });
     transports.push(b);

@@ -10,48 +10,26 @@
 // make the zombie: its group requests swallowed on the wire (GroupFreezer, in this process), and a
 // worker process of its own stopped (SIGSTOP) and continued, which settles at once when it finds it
 // was stalled (before GroupLease: 12 of 12 answered twice).
-import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { decodeResult } from '../../../src/codec/index.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
 import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts';
 import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { uniqueName } from '../../helpers/services.ts';
+import { fixtureProcesses, type FixtureProcess } from '../../helpers/spawn-fixture.ts';
 import { Inbox, makeRequest, outcomeFor, sleep, startWith } from './conformance-kit.ts';
 import { GroupFreezer, untilEmpty } from './group-freezer.ts';
 import { adminKafka, kafkaSettings, readTopic } from './kafka-harness.ts';
 
 const track = closeAfterEach();
+const spawnFixture = fixtureProcesses();
 const here = dirname(fileURLToPath(import.meta.url));
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
-});
 
 /** fixtures/eos-zombie-worker.ts in a process of its own, its stdout lines collected. */
-function zombieProcess(settings: object, model: string, partitions: number): { child: ChildProcess; lines: string[]; until: (pattern: RegExp, timeoutMs: number) => Promise<string> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures/eos-zombie-worker.ts'), JSON.stringify(settings), model, String(partitions)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  const lines: string[] = [];
-  let buf = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    buf += chunk.toString('utf8');
-    const parts = buf.split('\n');
-    buf = parts.pop() ?? '';
-    lines.push(...parts);
-  });
-  const until = async (pattern: RegExp, timeoutMs: number): Promise<string> => {
-    for (const deadline = Date.now() + timeoutMs; ; await sleep(50)) {
-      const line = lines.find((l) => pattern.test(l));
-      if (line !== undefined) return line;
-      if (Date.now() > deadline) throw new Error(`the zombie process printed no ${pattern} within ${timeoutMs} ms: ${lines.join(' | ')}`);
-    }
-  };
-  return { child, lines, until };
+function zombieProcess(settings: object, model: string, partitions: number): FixtureProcess {
+  return spawnFixture(join(here, 'fixtures/eos-zombie-worker.ts'), [JSON.stringify(settings), model, String(partitions)]);
 }
 
 /** Committed results per request id on `topic` (read_committed), read until `quietMs` pass without one. */

@@ -1,11 +1,10 @@
 // SIGKILL a Kafka worker process (no LeaveGroup: its member stays in the group until its session
 // times out) and start the next worker of its device: with the note the dead one left, the next
 // removes the dead member at once and gets its partitions within seconds, not sessionTimeoutMs.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { KafkaSettings } from '../../../src/contracts/fleet-config.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { KafkaProducer } from '../../../src/producer/kafka-producer.ts';
@@ -14,16 +13,14 @@ import { KafkaTransport } from '../../../src/transport/kafka/kafka-transport.ts'
 import { predecessorMembers, removePredecessorMembers } from '../../../src/transport/kafka/predecessor-members.ts';
 import { closeAfterEach } from '../../helpers/close-after-each.ts';
 import { uniqueName } from '../../helpers/services.ts';
+import { fixtureProcesses } from '../../helpers/spawn-fixture.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { idOf, Inbox, makeRequest, outcomeFor } from './conformance-kit.ts';
 import { adminKafka, kafkaSettings } from './kafka-harness.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const track = closeAfterEach();
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) c.kill('SIGKILL');
-});
+const spawnFixture = fixtureProcesses();
 
 const SESSION_TIMEOUT_MS = 30_000;
 /** Well under the session timeout: a takeover this fast did not wait for the dead member's session. */
@@ -46,24 +43,11 @@ async function deadWorker(): Promise<Dead> {
   const producer = track(new KafkaProducer(settings, { partitions: 2 }));
   await producer.publish(Array.from({ length: REQUESTS }, (_, i) => makeRequest(model, `h${i}`, 0, { streamKey: `s${i}` })));
   const notePath = join(tempDir('npu-fleet-kafka-note-'), 'npu-fleet-x-device-0.owner.json');
-  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures/kafka-predecessor-worker.ts'), JSON.stringify(settings), model, notePath], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  const held: string[] = [];
-  let buf = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    buf += chunk.toString('utf8');
-    const lines = buf.split('\n');
-    buf = lines.pop() ?? '';
-    for (const l of lines) if (l.startsWith('held ')) held.push(l.slice(5));
-  });
-  for (const deadline = Date.now() + 60_000; held.length < REQUESTS; ) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`the worker process held ${held.length} of ${REQUESTS} requests`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill('SIGKILL');
-  await new Promise((r) => child.once('exit', r));
+  const worker = spawnFixture(join(here, 'fixtures/kafka-predecessor-worker.ts'), [JSON.stringify(settings), model, notePath]);
+  await worker.untilCount(/^held /, REQUESTS, 60_000);
+  worker.child.kill('SIGKILL');
+  await worker.exited;
+  const held = worker.lines.filter((l) => l.startsWith('held ')).map((l) => l.slice(5));
   return { settings, model, notePath, held, killedAt: Date.now() };
 }
 
