@@ -1,14 +1,17 @@
 // Redis Sentinel laid out as in production, three sentinels (quorum 2) over a master and a replica,
-// with one of the sentinels themselves killed (SIGKILL) or frozen (SIGSTOP: its port still accepts,
-// nothing answers, as on a hung host or paused VM). The worker and the producer must start and
-// serve against the others, follow a failover the other two carry out, and their +switch-master
-// subscribers to the sentinel that is away must not pile up connections, timers or errors.
+// with one of the sentinels themselves killed (SIGKILL: connections refused at once), frozen
+// (SIGSTOP: its port still accepts, nothing answers, as on a hung host or paused VM) or silent
+// (frozen with its accept queue full: a dial gets no SYN-ACK and no RST, as a host whose packets are
+// dropped; connect() itself hangs). The worker and the producer must start and serve against the
+// others, follow a failover the other two carry out, and their +switch-master subscribers to the
+// sentinel that is away must not pile up connections, timers or errors.
 // Real redis-server and redis-sentinel processes, started here.
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BullmqSettingsSchema, type BullmqSettings } from '../../../src/contracts/fleet-config.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
+import { dialWithin, fillAcceptQueue, pendingDials } from '../../helpers/fill-accept-queue.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { uniqueName } from '../../helpers/unique-name.ts';
 import { untilProbe } from '../../helpers/until.ts';
@@ -94,6 +97,22 @@ async function threeSentinels(): Promise<Layout> {
   };
 }
 
+type Away = 'dead' | 'frozen' | 'silent';
+
+/**
+ * Sends sentinel i away. Silent: frozen, then its accept queue filled, so a new dial hangs (shown
+ * here: no connect and no error within 2 s); the connections made before it went silent stay open
+ * and unanswered, as they would to a host that drops packets until TCP gives them up.
+ */
+async function sendAway(layout: Layout, i: number, how: Away): Promise<void> {
+  const sentinel = layout.sentinels[i]!;
+  signalServer(sentinel, how === 'dead' ? 'SIGKILL' : 'SIGSTOP');
+  if (how !== 'silent') return;
+  const queue = await fillAcceptQueue(sentinel.port);
+  cleanup.push(() => queue.release());
+  expect(await dialWithin(sentinel.port, 2_000), `sentinel ${i} after ${queue.connections} connections filled its accept queue`).toBe('no answer');
+}
+
 /** The fleet's +switch-master subscribers connected to sentinel i now. */
 async function subscribersOn(layout: Layout, i: number): Promise<number> {
   const list = String(await layout.ask(i).call('CLIENT', 'LIST'));
@@ -101,17 +120,21 @@ async function subscribersOn(layout: Layout, i: number): Promise<number> {
 }
 
 /**
- * Samples the process's active handles and the subscribers on the live sentinels for `forMs` while
- * a sentinel stays away, serving a request midway: neither may grow (a reconnect loop that leaked
- * a socket or a timer per attempt would).
+ * Samples the process's active handles, the subscribers on the live sentinels and the dials
+ * waiting on the one away (a silent one: TCP SYN_SENT) for `forMs` while sentinel `away` stays
+ * away, serving a request midway: none may grow (a reconnect loop that leaked a socket or a timer
+ * per attempt would).
  */
-async function steadyWhileAway(layout: Layout, live: number[], producer: BullmqProducer, model: string, forMs: number): Promise<string> {
+async function steadyWhileAway(layout: Layout, away: number, producer: BullmqProducer, model: string, forMs: number): Promise<string> {
+  const live = [0, 1, 2].filter((i) => i !== away);
   const handles: number[] = [];
+  const dials: number[] = [];
   const subscribers: number[][] = [];
   const started = Date.now();
   let served = false;
   while (Date.now() - started < forMs) {
     handles.push(process.getActiveResourcesInfo().length);
+    dials.push(pendingDials(layout.sentinels[away]!.port));
     subscribers.push(await Promise.all(live.map((i) => subscribersOn(layout, i))));
     if (!served && Date.now() - started > forMs / 2) {
       expect((await producer.request(makeRequest(model, 'midway', 0), { timeoutMs: 10_000 })).status).toBe('ok');
@@ -119,17 +142,25 @@ async function steadyWhileAway(layout: Layout, live: number[], producer: BullmqP
     }
     await new Promise((r) => setTimeout(r, 500));
   }
-  const figures = `handles ${handles.join(',')}; subscribers on the live sentinels ${subscribers.map((s) => s.join('+')).join(',')}`;
+  const figures =
+    `handles ${handles.join(',')}; dials waiting on the one away ${dials.join(',')}; ` +
+    `subscribers on the live sentinels ${subscribers.map((s) => s.join('+')).join(',')}`;
   // A few sockets and timers come and go (BullMQ's blocking fetches, the reconnect attempt of the moment).
-  const firstThird = handles.slice(0, Math.ceil(handles.length / 3));
-  const lastThird = handles.slice(-Math.ceil(handles.length / 3));
-  expect(Math.min(...lastThird), figures).toBeLessThanOrEqual(Math.max(...firstThird) + 3);
+  const firstThird = <T>(xs: T[]): T[] => xs.slice(0, Math.ceil(xs.length / 3));
+  const lastThird = <T>(xs: T[]): T[] => xs.slice(-Math.ceil(xs.length / 3));
+  expect(Math.min(...lastThird(handles)), figures).toBeLessThanOrEqual(Math.max(...firstThird(handles)) + 3);
+  expect(Math.max(...lastThird(dials)), figures).toBeLessThanOrEqual(Math.max(...firstThird(dials)));
   expect(new Set(subscribers.map((s) => s.join('+'))).size, figures).toBe(1);
   expect(subscribers[0]!.every((n) => n > 0), figures).toBe(true);
   return figures;
 }
 
-async function startServing(layout: Layout, prefix: string): Promise<{ t: BullmqTransport; producer: BullmqProducer; model: string; startMs: number }> {
+/**
+ * Starts the worker and sends the producer's first request at the same time, so that each of them
+ * dials the sentinels afresh (a sentinel asked last is remembered per process): the worker's start
+ * and the first answer, each from the same instant.
+ */
+async function startServing(layout: Layout, prefix: string): Promise<{ t: BullmqTransport; producer: BullmqProducer; model: string; workerStartMs: number; firstAnswerMs: number }> {
   const s = layout.settings(prefix);
   const model = uniqueName(prefix);
   const t = new BullmqTransport(s, { stalledIntervalMs: 500 });
@@ -137,44 +168,61 @@ async function startServing(layout: Layout, prefix: string): Promise<{ t: Bullmq
   const producer = new BullmqProducer(s, { clientId: uniqueName(prefix) });
   cleanup.push(() => producer.close());
   const startedAt = Date.now();
-  await t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) });
-  expect((await producer.request(makeRequest(model, 'first', 0), { timeoutMs: 30_000 })).status).toBe('ok');
-  return { t, producer, model, startMs: Date.now() - startedAt };
+  const [workerStartMs, firstAnswerMs] = await Promise.all([
+    t.start({ subscriptions: [{ model, priorityLevels: 1 }], onDeliveries: (ds) => void t.settle(ds.map(outcomeFor)) }).then(() => Date.now() - startedAt),
+    producer.request(makeRequest(model, 'first', 0), { timeoutMs: 30_000 }).then((r) => (expect(r.status).toBe('ok'), Date.now() - startedAt)),
+  ]);
+  return { t, producer, model, workerStartMs, firstAnswerMs };
 }
 
 describe('bullmq through three sentinels, one of them away', () => {
   // Frozen bound: one wait on the frozen sentinel (1 s, SENTINEL_ANSWER_MS in redis-connection.ts)
-  // for the first connection; the later ones (the model's worker, its blocking duplicate, the
-  // producer's) ask it last. Without a limit the start failed after connectTimeoutMs; with one wait
-  // per connection it took 4.1 s. The subscriber to a dead sentinel is between reconnect attempts and
+  // for the first connections (the worker's shared one and the producer's, dialled together); the
+  // later ones (the model's worker, its blocking duplicate, the reply workers') ask it last. Without a
+  // limit the start failed after connectTimeoutMs; with one wait per connection it took 4.1 s. The subscriber to a dead sentinel is between reconnect attempts and
   // those to a frozen one never got an answer: either way their timers and sockets must be gone after close.
+  // Silent: the dial to it hangs where the frozen one's completes, and the wait is the same one
+  // sentinel answer (ioredis starts that limit when the question is queued, connected or not). Its
+  // +switch-master subscribers' dials give up after ioredis's connectTimeout (10 s) and start
+  // again: 14 s away takes in one such round.
   it.each([
-    { signal: 'SIGKILL' as const, state: 'dead', awayMs: 8_000, boundMs: CONNECT_TIMEOUT_MS },
-    { signal: 'SIGSTOP' as const, state: 'frozen', awayMs: 6_000, boundMs: START_BOUND_MS },
-  ])('the first-listed sentinel $state at start ($signal): the worker and the producer start and answer within $boundMs ms through the other two; nothing piles up while it stays away, nor after close', async ({ signal, state, awayMs, boundMs }) => {
+    { state: 'dead' as const, awayMs: 8_000, boundMs: CONNECT_TIMEOUT_MS },
+    { state: 'frozen' as const, awayMs: 6_000, boundMs: START_BOUND_MS },
+    { state: 'silent' as const, awayMs: 14_000, boundMs: START_BOUND_MS },
+  ])('the first-listed sentinel $state at start: the worker and the producer start and answer within $boundMs ms through the other two; nothing piles up while it stays away, nor after close', async ({ state, awayMs, boundMs }) => {
     const layout = await threeSentinels();
-    signalServer(layout.sentinels[0]!, signal);
+    await sendAway(layout, 0, state);
     const baseline = process.getActiveResourcesInfo().length;
-    const { t, producer, model, startMs } = await startServing(layout, `sentinel-${state}`);
-    const figures = await steadyWhileAway(layout, [1, 2], producer, model, awayMs);
-    console.log(`[sentinels-down] ${state} first sentinel: start + first answer ${startMs} ms; ${figures}`);
-    expect(startMs).toBeLessThan(boundMs);
-
+    const { t, producer, model, workerStartMs, firstAnswerMs } = await startServing(layout, `sentinel-${state}`);
+    const figures = await steadyWhileAway(layout, 0, producer, model, awayMs);
+    const closingAt = Date.now();
     await producer.close();
     await t.close();
+    const closeMs = Date.now() - closingAt;
+    console.log(`[sentinels-down] ${state} first sentinel: worker started in ${workerStartMs} ms, first answer in ${firstAnswerMs} ms, closed in ${closeMs} ms; ${figures}`);
+    expect(workerStartMs).toBeLessThan(boundMs);
+    expect(firstAnswerMs).toBeLessThan(boundMs);
+    // Each close is bounded by connectTimeoutMs; a subscriber mid-dial must not hold either up.
+    expect(closeMs).toBeLessThan(CONNECT_TIMEOUT_MS);
     await untilProbe('no subscriber left on the live sentinels', async () => (await subscribersOn(layout, 1)) + (await subscribersOn(layout, 2)) === 0, 5_000);
+    await untilProbe('no dial left waiting on the one away', () => Promise.resolve(pendingDials(layout.sentinels[0]!.port) === 0), 5_000);
     await untilProbe('the handles back to where they were', () => Promise.resolve(process.getActiveResourcesInfo().length <= baseline), 5_000);
     expect(unhandled).toEqual([]);
   }, 120_000);
 
-  it('a sentinel frozen while serving, then the master SIGKILLed: the other two promote the replica, the worker and the producer follow, every request answered', () =>
-    failoverWithASentinelFrozen('SIGKILL'), 180_000);
-  // The master frozen too: its connections see no close, only the +switch-master of the two live sentinels moves them.
-  it('a sentinel frozen while serving, then the master frozen (SIGSTOP) for good: the other two promote the replica, the worker and the producer follow, every request answered', () =>
-    failoverWithASentinelFrozen('SIGSTOP'), 180_000);
+  // The master SIGKILLed: its connections close and re-dial through the sentinels, the one away
+  // asked first. The master frozen (SIGSTOP) for good: its connections see no close, only the
+  // +switch-master of the two live sentinels moves them.
+  it.each([
+    { sentinel: 'frozen' as const, how: 'SIGKILL' as const },
+    { sentinel: 'frozen' as const, how: 'SIGSTOP' as const },
+    { sentinel: 'silent' as const, how: 'SIGKILL' as const },
+    { sentinel: 'silent' as const, how: 'SIGSTOP' as const },
+  ])('a sentinel $sentinel while serving, then the master $how: the other two promote the replica, the worker and the producer follow, every request answered', ({ sentinel, how }) =>
+    failoverWithASentinelAway(sentinel, how), 180_000);
 });
 
-async function failoverWithASentinelFrozen(how: 'SIGKILL' | 'SIGSTOP'): Promise<void> {
+async function failoverWithASentinelAway(sentinel: Exclude<Away, 'dead'>, how: 'SIGKILL' | 'SIGSTOP'): Promise<void> {
   const N = 300;
   const BATCH = 8;
   const layout = await threeSentinels();
@@ -192,7 +240,7 @@ async function failoverWithASentinelFrozen(how: 'SIGKILL' | 'SIGSTOP'): Promise<
 
   // The middle one: ioredis asks the sentinels in turn from the one after the last that answered,
   // so a connection re-dialling after the master's death asks this one first.
-  signalServer(layout.sentinels[1]!, 'SIGSTOP');
+  await sendAway(layout, 1, sentinel);
   const servedAtSwitch = served.size;
   const heldAtSwitch = device.held();
   const switchAt = Date.now();
@@ -206,7 +254,7 @@ async function failoverWithASentinelFrozen(how: 'SIGKILL' | 'SIGSTOP'): Promise<
   const report =
     `served ${served.size} of ${N} (${servedAtSwitch} before the switch, ${heldAtSwitch} held locally), duplicates ${duplicates}, promoted ${promotedAt - switchAt} ms after the ${how}; ` +
     `answers ${outcomes === undefined ? 'not all within 60 s' : `${outcomes.filter((o) => o === 'ok').length} ok`} ${Date.now() - promotedAt} ms after the promotion; unserved ${unserved.slice(0, 5).join(',')}`;
-  console.log(`[sentinels-down] frozen sentinel + master ${how}: ${report}`);
+  console.log(`[sentinels-down] ${sentinel} sentinel + master ${how}: ${report}`);
   if (outcomes === undefined) {
     const promoted = new Redis(layout.replicaPort, '127.0.0.1');
     console.log(`[sentinels-down] promoted master's clients:\n${String(await promoted.call('CLIENT', 'LIST'))}`);
