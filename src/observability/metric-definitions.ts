@@ -25,7 +25,7 @@ export function unservedCodeLabel(code: string | undefined): UnservedCode {
  * batch ran (late, or dropped as expired); publish: passed while its result was being published.
  */
 export type DeadlineStage = 'admission' | 'queue' | 'device' | 'publish';
-export type WasteReason = 'late' | 'expired';
+export type WasteReason = 'late' | 'expired' | 'superseded';
 export type SourceTransport = 'kafka' | 'bullmq' | 'memory';
 /**
  * How a batch the device was given ended: ok (its results were split per request), or failed (the
@@ -201,7 +201,7 @@ export const FLEET_METRICS = {
   wastedDeviceSeconds: {
     name: 'npu_fleet_wasted_device_seconds_total',
     kind: 'counter',
-    help: 'Device execute seconds (as npu_fleet_device_execute_seconds: without the host/device copies) spent on work whose result was late or dropped as expired; a late request counts its items / gear share of its batch',
+    help: 'Device execute seconds (as npu_fleet_device_execute_seconds: without the host/device copies) spent on work whose result was late (reason late), dropped as expired (expired), or withheld because a newer frame of its stream was answered first on another worker (superseded); a request counts its items / gear share of its batch',
     labels: ['model', 'reason'],
   },
   workerRestarts: {

@@ -39,6 +39,8 @@ export class Answerer {
   private readonly noCreatedAt = new WeakSet<ResultEnvelope>();
   /** Deadlines of results that left the device in time, to tell a miss at publish when settled. */
   private readonly dueAt = new WeakMap<ResultEnvelope, number>();
+  /** Device seconds of checked frames' ok results: wasted if the check refuses them when settled. */
+  private readonly frameDeviceSeconds = new WeakMap<ResultEnvelope, number>();
 
   constructor(private readonly o: AnswererOptions) {
     this.frameOrder = new FrameOrderedSettle(o.transport);
@@ -82,15 +84,18 @@ export class Answerer {
 
   /** A batch's results, member by member (BatchRunner's `results`). */
   answerBatch(cfg: ModelConfig, results: readonly MemberResult[]): void {
-    for (const { member, result, late, missedDeadline, wastedDeviceSeconds } of results) {
+    for (const { member, result, late, missedDeadline, deviceSeconds } of results) {
       const { request, delivery, duplicates } = member.payload;
-      if (this.frameOrder.checks && result.status === 'ok' && cfg.streams.superseded === 'drop' && member.streamKey !== undefined && member.createdAt !== undefined) {
-        const frame = { model: cfg.name, requestId: request.id, streamKey: member.streamKey, frameAt: member.createdAt };
+      const checked = this.frameOrder.checks && result.status === 'ok' && cfg.streams.superseded === 'drop' && member.streamKey !== undefined && member.createdAt !== undefined;
+      if (checked) {
+        const frame = { model: cfg.name, requestId: request.id, streamKey: member.streamKey as string, frameAt: member.createdAt as number };
         for (const d of [delivery, ...duplicates.map((dup) => dup.delivery)]) this.frameOrder.note(d, frame);
       }
       if (missedDeadline) this.o.metrics.deadlineMiss(cfg.name, 'device');
-      if (late) this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', wastedDeviceSeconds);
+      if (late) this.o.metrics.addWastedDeviceSeconds(cfg.name, cfg.lateResults === 'drop' ? 'expired' : 'late', deviceSeconds);
       const sent = this.answer(delivery, identityOfRequest(request), request.replyTo, result, undefined, duplicates, member.priority);
+      // A late one is counted as such already; its answer withheld as well is not wasted twice.
+      if (checked && !late) this.frameDeviceSeconds.set(sent, deviceSeconds);
       // In time off the device: whether it also reaches the broker in time is known when settled.
       if (request.deadlineAt !== undefined && !missedDeadline && result.status === 'ok') this.dueAt.set(sent, request.deadlineAt);
     }
@@ -139,6 +144,11 @@ export class Answerer {
       if (dueAt !== undefined) {
         this.dueAt.delete(o.result); // once per request, not per duplicate delivery
         if (settledAt > dueAt && result === o.result) this.o.metrics.deadlineMiss(model, 'publish');
+      }
+      const deviceSeconds = this.frameDeviceSeconds.get(o.result);
+      if (deviceSeconds !== undefined) {
+        this.frameDeviceSeconds.delete(o.result); // once per request, like dueAt
+        if (result !== o.result) this.o.metrics.addWastedDeviceSeconds(model, 'superseded', deviceSeconds);
       }
       if (o.dlq) this.o.metrics.deadLettered(model, o.dlq.reason);
     }

@@ -5,7 +5,7 @@ import type { Batch, SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import type { Payload } from './request-admission.ts';
 import type { BuildResult } from './result-builder.ts';
 
-/** One member's result of a batch that left the device, and what it cost if it came too late. */
+/** One member's result of a batch that left the device, and its share of the device time. */
 export interface MemberResult {
   readonly member: SchedulerRequest<Payload>;
   readonly result: BuildResult;
@@ -14,10 +14,11 @@ export interface MemberResult {
   /** Finished past its own deadline (a member without one is late only by the batch's overrun). */
   readonly missedDeadline: boolean;
   /**
-   * Its share (items / gear) of a late batch's execute time, 0 when in time: the execute alone, as
-   * npu_fleet_device_execute_seconds counts it, so the wasted share of device time is one over the other.
+   * Its share (items / gear) of the batch's execute time (0 for a failed batch): the execute alone,
+   * as npu_fleet_device_execute_seconds counts it, so the wasted share of device time is one over
+   * the other. Wasted when the member is late, or when its answer is withheld as superseded.
    */
-  readonly wastedDeviceSeconds: number;
+  readonly deviceSeconds: number;
 }
 
 export interface FinishedBatch {
@@ -55,12 +56,12 @@ export function finishedBatchResults(batch: Batch<Payload>, cfg: ModelConfig, do
     const missedDeadline = request.deadlineAt !== undefined && done.doneAt > request.deadlineAt;
     const late = done.overran || missedDeadline;
     const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: waitedMs(member, done.dispatchedMonoMs), deviceMs: done.deviceMs };
-    const wastedDeviceSeconds = late ? (done.executeMs / 1000) * (member.items / batch.gear) : 0;
+    const deviceSeconds = (done.executeMs / 1000) * (member.items / batch.gear);
     const dropped = late && cfg.lateResults === 'drop';
     const result: BuildResult = dropped
       ? { status: 'expired', error: new FleetError('DEADLINE_EXCEEDED', droppedMessage(cfg, missedDeadline ? done.doneAt - (request.deadlineAt as number) : undefined)), version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear }
       : { status: 'ok', outputs: done.perRequest[i] ?? [], late, version: done.version, nowMs: done.doneAt, timings, batchSize: batch.items, gear: batch.gear };
-    return { member, late, missedDeadline, wastedDeviceSeconds, result };
+    return { member, late, missedDeadline, deviceSeconds, result };
   });
 }
 
@@ -76,6 +77,6 @@ export function failedBatchResults(batch: Batch<Payload>, version: string, error
   return batch.members.map((member) => {
     const { request } = member.payload;
     const timings = { queuedMs: member.arrivedAt - request.createdAt, batchWaitMs: waitedMs(member, dispatchedMonoMs) };
-    return { member, late: false, missedDeadline: false, wastedDeviceSeconds: 0, result: { status: 'failed', version, error, nowMs, timings, batchSize: batch.items, gear: batch.gear } };
+    return { member, late: false, missedDeadline: false, deviceSeconds: 0, result: { status: 'failed', version, error, nowMs, timings, batchSize: batch.items, gear: batch.gear } };
   });
 }

@@ -43,19 +43,20 @@ const out = (v: number): Tensor[] => [{ name: 'y', dtype: 'float32', shape: [1, 
 describe('finishedBatchResults', () => {
   // done at 1030 after 8 ms on the device, 2 of them the execute (6 the host/device copies); gear 8
   const cases = [
-    { name: 'in time: ok with its outputs', deadlines: [2000], overran: false, policy: 'deliver' as const, status: 'ok', late: false, wasted: 0 },
-    { name: 'no deadline: ok', deadlines: [undefined], overran: false, policy: 'deliver' as const, status: 'ok', late: false, wasted: 0 },
-    { name: 'past its deadline: ok, flagged late, its share of the execute time (not the copies) wasted', deadlines: [1025], overran: false, policy: 'deliver' as const, status: 'ok', late: true, wasted: 0.00025 },
-    { name: 'batch overran execTimeoutMs: late even without a deadline', deadlines: [undefined], overran: true, policy: 'deliver' as const, status: 'ok', late: true, wasted: 0.00025 },
-    { name: 'late under lateResults=drop: expired, no outputs', deadlines: [1025], overran: false, policy: 'drop' as const, status: 'expired', late: false, wasted: 0.00025 },
+    { name: 'in time: ok with its outputs', deadlines: [2000], overran: false, policy: 'deliver' as const, status: 'ok', late: false, wasted: false },
+    { name: 'no deadline: ok', deadlines: [undefined], overran: false, policy: 'deliver' as const, status: 'ok', late: false, wasted: false },
+    { name: 'past its deadline: ok, flagged late, its share of the execute time (not the copies) wasted', deadlines: [1025], overran: false, policy: 'deliver' as const, status: 'ok', late: true, wasted: true },
+    { name: 'batch overran execTimeoutMs: late even without a deadline', deadlines: [undefined], overran: true, policy: 'deliver' as const, status: 'ok', late: true, wasted: true },
+    { name: 'late under lateResults=drop: expired, no outputs', deadlines: [1025], overran: false, policy: 'drop' as const, status: 'expired', late: false, wasted: true },
   ];
   for (const c of cases) {
     it(c.name, () => {
       const [r] = finishedBatchResults(batchOf(c.deadlines), cfg(c.policy), { perRequest: [out(7)], version: '3', dispatchedMonoMs: 520, doneAt: 1030, deviceMs: 8, executeMs: 2, overran: c.overran });
       expect(r?.result.status).toBe(c.status);
       expect(r?.result.late === true).toBe(c.late);
-      expect(r?.wastedDeviceSeconds).toBeCloseTo(c.wasted, 9);
-      expect(r?.late).toBe(c.wasted > 0); // counted as a device-stage deadline miss
+      // Its share of the execute time (not the copies), whether or not that was wasted.
+      expect(r?.deviceSeconds).toBeCloseTo(0.00025, 9);
+      expect(r?.late).toBe(c.wasted); // counted as a device-stage deadline miss, its share as wasted
       expect(r?.result).toMatchObject({ version: '3', nowMs: 1030, batchSize: 1, gear: 8, timings: { queuedMs: 10, batchWaitMs: 10, deviceMs: 8 } });
       if (c.status === 'ok') expect(r?.result.outputs).toEqual(out(7));
       else expect(r?.result.error?.code).toBe('DEADLINE_EXCEEDED');
@@ -74,10 +75,11 @@ describe('finishedBatchResults', () => {
     expect(overran?.result.error?.message).toMatch(/lateResults/);
   });
 
-  it('gives each member its own outputs, in member order, and only late ones waste', () => {
+  it('gives each member its own outputs, in member order, and its items / gear share of the execute time', () => {
     const rs = finishedBatchResults(batchOf([2000, 1025, undefined], 2), cfg('deliver'), { perRequest: [out(1), out(2), out(3)], version: '1', dispatchedMonoMs: 520, doneAt: 1030, deviceMs: 8, executeMs: 2, overran: false });
     expect(rs.map((r) => r.result.outputs?.[0]?.data[3])).toEqual([out(1)[0]?.data[3], out(2)[0]?.data[3], out(3)[0]?.data[3]]);
-    expect(rs.map((r) => r.wastedDeviceSeconds)).toEqual([0, (2 / 1000) * (2 / 8), 0]);
+    expect(rs.map((r) => r.deviceSeconds)).toEqual([0.0005, 0.0005, 0.0005]);
+    expect(rs.map((r) => r.late)).toEqual([false, true, false]);
   });
 });
 
@@ -89,7 +91,7 @@ describe('failedBatchResults', () => {
     for (const r of rs) {
       expect(r.result).toMatchObject({ status: 'failed', version: '2', nowMs: 1040, gear: 8, batchSize: 2, timings: { queuedMs: 10, batchWaitMs: 10 } });
       expect(r.result.error).toBe(err);
-      expect(r.wastedDeviceSeconds).toBe(0);
+      expect(r.deviceSeconds).toBe(0);
     }
   });
 });
