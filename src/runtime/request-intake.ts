@@ -155,7 +155,9 @@ export class RequestIntake {
           return;
         }
       }
-      this.o.answer(delivery, identityOfRequest(request), request.replyTo, { status: 'rejected', error: verdict.error, nowMs, device: -1 });
+      // Refused on arrival (an older frame than one queued or served, a full queue): its time to
+      // get here is still worth reporting, as an expired answer on arrival reports it.
+      this.o.answer(delivery, identityOfRequest(request), request.replyTo, { status: 'rejected', error: verdict.error, nowMs, timings: { queuedMs: entry.arrivedAt - request.createdAt }, device: -1 });
       return;
     }
     this.queued.set(request.id, entry.payload);

@@ -36,9 +36,11 @@ describe('a worker whose model drops superseded frames', () => {
       expect(r.error?.message).toContain('request f2 of stream "cam1"');
       expect(r.device).toBe(-1);
     }
-    await producer.publish(frame('f0', t0)); // older than the queued f2
+    await producer.publish(frame('f0', t0 - 50)); // older than the queued f2, created 50 ms before
     await until(() => results.has('f0'), 2000, 'the late older frame answered');
     expect(results.get('f0')?.map((r) => [r.status, r.error?.code])).toEqual([['rejected', 'SUPERSEDED']]);
+    // Its timings say how long it took to arrive, as any answer given on arrival does.
+    expect(results.get('f0')?.[0]?.timings.queuedMs).toBeGreaterThanOrEqual(50);
     expect(results.has('f2')).toBe(false);
     for (const e of executions) e.release();
     await until(() => executions.length === 3, 2000, "f2's batch on the device");
