@@ -86,6 +86,38 @@ describe('FrameOrderedSettle: ok results of stream frames claimed before they ar
     expect(events).toEqual(['claim', 'settle', 'release']);
   });
 
+  it('a claim sharing a stream with an earlier settle\'s claim still out is made once that one returned; others at once', async () => {
+    const issued: string[] = [];
+    const answers = new Map<string, () => void>();
+    const t: Pick<Transport, 'settle' | 'claimNewestFrames'> = {
+      settle: async () => {},
+      claimNewestFrames: (frames) => {
+        const ids = frames.map((f) => f.requestId).join('+');
+        issued.push(ids);
+        return new Promise<FrameClaim>((r) => answers.set(ids, () => r({ newer: frames.map(() => undefined), release: () => {} })));
+      },
+    };
+    const s = new FrameOrderedSettle(t);
+    const settle = (...frames: AnsweredFrame[]): Promise<void> => {
+      const outcomes = frames.map((f) => ({ delivery: delivery(`d-${f.requestId}`), result: result(f.requestId) }));
+      outcomes.forEach((o, i) => s.note(o.delivery, frames[i]!));
+      return s.settle(outcomes);
+    };
+    const other = (id: string, frameAt: number): AnsweredFrame => ({ ...frame(id, frameAt), streamKey: 'other' });
+    const first = settle(other('x1', 1), frame('c1', 1));
+    const second = settle(frame('c2', 2));
+    const third = settle({ ...frame('y1', 1), streamKey: 'y' });
+    const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+    await tick();
+    expect(issued).toEqual(['x1+c1', 'y1']);
+    answers.get('x1+c1')!();
+    await tick();
+    expect(issued).toEqual(['x1+c1', 'y1', 'c2']);
+    answers.get('c2')!();
+    answers.get('y1')!();
+    await Promise.all([first, second, third]);
+  });
+
   it('a transport without claims (Kafka, memory) is not wrapped', () => {
     expect(new FrameOrderedSettle({ settle: async () => {} }).checks).toBe(false);
     expect(new FrameOrderedSettle(transport({}).t).checks).toBe(true);
