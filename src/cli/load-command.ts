@@ -3,7 +3,7 @@ import type { FleetConfig } from '../contracts/fleet-config.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { createProducer } from '../producer/index.ts';
+import { createProducer, type Producer } from '../producer/index.ts';
 import { runOpenLoop } from '../producer/open-loop.ts';
 import { RunStats } from '../producer/run-stats.ts';
 import { prng, syntheticInputs, syntheticRequest } from '../runtime/demo-load.ts';
@@ -154,6 +154,9 @@ async function drive(
   /** The first answer that was an error (not ok, late, expired or superseded), for the exit-1 line. */
   let firstError: { outcome: string; text: string } | undefined;
   let stopBy: NodeJS.Signals | undefined;
+  let onStop: () => void = () => undefined;
+  /** Resolves at the first stop (a signal, stdout closed): ends the wait for the producer to be ready. */
+  const stopped = new Promise<void>((resolve) => (onStop = resolve));
   /** Set while the producer closes: a signal then gives up on the close. */
   let abandonClose: ((signal: NodeJS.Signals) => void) | undefined;
   const onSignal = (signal: NodeJS.Signals): void => {
@@ -161,6 +164,7 @@ async function drive(
     // A second one: stop waiting for the replies still out.
     if (stopBy !== undefined) void producer.close();
     stopBy = signal;
+    onStop();
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -170,18 +174,22 @@ async function drive(
     if (stopBy !== undefined) return;
     printLine(`npu-fleet: stdout closed (${code}): stopping the load as on Ctrl-C; the replies still out are waited for up to --drain-ms`, process.stderr);
     stopBy = 'SIGPIPE';
+    onStop();
   });
   printLine(`${title}${run.durationMs === undefined ? ', until Ctrl-C' : ` for ${run.durationMs / 1000} s`} (${run.config.transport.kind})`);
   let sentBefore = 0;
   let sentNow = 0;
   let last = Date.now();
-  const progress = setInterval(() => {
-    const now = Date.now();
-    printLine(stats.line(now - last, sentNow - sentBefore) + (order?.line() ?? ''));
-    sentBefore = sentNow;
-    last = now;
-  }, 1_000);
+  let progress: NodeJS.Timeout | undefined;
   try {
+    await readyForReplies(producer, noun === 'request' ? 'load' : 'frames', run, stopped);
+    last = Date.now();
+    progress = setInterval(() => {
+      const now = Date.now();
+      printLine(stats.line(now - last, sentNow - sentBefore) + (order?.line() ?? ''));
+      sentBefore = sentNow;
+      last = now;
+    }, 1_000);
     const outcome = await runOpenLoop({
       producer: {
         requestMany: (requests, options) => {
@@ -251,6 +259,70 @@ async function drive(
     }
   }
 }
+
+/** How long the producer may take to get ready before stderr says what the run is waiting for. */
+const READY_NOTICE_MS = 500;
+
+/**
+ * Opens the producer's reply inbox before the run clock starts: on Kafka that takes 0.5-4.6 s
+ * (creating the inbox topic, joining its consumer group), and the requests of the first seconds
+ * used to wait on it with their deadlines running, counted late or expired. Bounded by
+ * --timeout-ms, the longest a request would have waited for the inbox; resolves at once on a stop
+ * (the loop then sends nothing). A failure names the transport: no request was sent.
+ */
+async function readyForReplies(producer: Producer, command: string, run: RunOptions, stopped: Promise<void>): Promise<void> {
+  const kind = producer.kind;
+  const startedAt = Date.now();
+  let noticed = false;
+  const notice = setTimeout(() => {
+    noticed = true;
+    printLine(`${command}: opening the reply inbox on ${kind} (${INBOX_STEPS[kind]}) before the run starts...`, process.stderr);
+  }, READY_NOTICE_MS);
+  let bound: NodeJS.Timeout | undefined;
+  const preparing = producer.prepare();
+  // The bound or a stop may settle the race first; close() then ends the opening.
+  preparing.catch(() => undefined);
+  try {
+    const how = await Promise.race([
+      preparing.then(() => 'ready' as const),
+      stopped.then(() => 'stopped' as const),
+      new Promise<never>((_, reject) => {
+        bound = setTimeout(
+          () =>
+            reject(
+              new FleetError('TIMEOUT', `it did not finish within ${run.timeoutMs} ms (--timeout-ms); ${WHERE[kind]}`, {
+                details: { transport: kind, timeoutMs: run.timeoutMs },
+              }),
+            ),
+          run.timeoutMs,
+        );
+      }),
+    ]);
+    if (noticed && how === 'ready') printLine(`${command}: the reply inbox is open after ${((Date.now() - startedAt) / 1000).toFixed(1)} s; the run starts now`, process.stderr);
+  } catch (err) {
+    const e = FleetError.from(err, 'TRANSPORT_ERROR');
+    throw new FleetError(e.code, `${command}: the ${kind} producer could not open its reply inbox, so no request was sent: ${e.message}`, {
+      cause: err,
+      retriable: e.retriable,
+      details: { ...e.details, transport: kind },
+    });
+  } finally {
+    clearTimeout(notice);
+    clearTimeout(bound);
+  }
+}
+
+const INBOX_STEPS: Record<Producer['kind'], string> = {
+  kafka: 'connecting, creating its topic, joining its consumer group',
+  bullmq: 'connecting to Redis, starting its reply worker',
+  memory: 'its consumer',
+};
+
+const WHERE: Record<Producer['kind'], string> = {
+  kafka: 'are the brokers of transport.kafka.brokers up and answering?',
+  bullmq: 'is the Redis of transport.bullmq.redisUrl up and answering?',
+  memory: 'the memory broker did not answer',
+};
 
 /** Outcomes that are no error of the fleet's: what a deadline or a newer frame decided. */
 const NOT_ERRORS = new Set(['ok', 'late', 'expired', 'superseded']);

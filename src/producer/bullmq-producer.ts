@@ -288,6 +288,11 @@ export class BullmqProducer implements Producer {
     );
   }
 
+  async prepare(): Promise<void> {
+    if (this.inboxRefusal !== undefined) throw this.inboxRefusal;
+    await this.openInbox();
+  }
+
   /** The inbox's reply worker, started once. A failed start is not kept: once Redis answers again the next call opens it. */
   private openInbox(): Promise<void> {
     this.inboxReady ??= this.listen(this.inbox, (r) => this.router.deliver(r), undefined).then(

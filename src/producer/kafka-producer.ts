@@ -273,6 +273,12 @@ export class KafkaProducer implements Producer {
       .map((reply) => inbox.afterTimeoutCheck(reply));
   }
 
+  async prepare(): Promise<void> {
+    const inbox = this.inboxState;
+    if (inbox.refusal !== undefined) throw inbox.refusal;
+    await inbox.opened();
+  }
+
   /** Each step of an opening (an inbox, a consumer) ends it once closed: close() waits for those. */
   private refuseIfClosed(): void {
     if (this.closed) throw new FleetError('CLOSED', 'kafka producer is closed');

@@ -80,8 +80,7 @@ export class MemoryProducer implements Producer {
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
     if (this.inboxRefusal !== undefined) throw this.inboxRefusal;
-    this.checkOpen();
-    this.inboxConsumer ??= this.broker.consume(this.inbox, (msgs) => this.route(msgs, (r) => this.router.deliver(r)), { autoAck: true });
+    this.openInbox();
     return this.router.roundTrip(request.id, options.timeoutMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
   }
 
@@ -92,11 +91,20 @@ export class MemoryProducer implements Producer {
       requests.map((r) => r.id),
       options.timeoutMs,
       async (waiting) => {
-        this.checkOpen();
-        this.inboxConsumer ??= this.broker.consume(this.inbox, (msgs) => this.route(msgs, (r) => this.router.deliver(r)), { autoAck: true });
+        this.openInbox();
         await this.publish(requests.filter((_, i) => waiting(i)).map((r) => ({ ...r, replyTo: this.inbox })), options);
       },
     );
+  }
+
+  async prepare(): Promise<void> {
+    if (this.inboxRefusal !== undefined) throw this.inboxRefusal;
+    this.openInbox();
+  }
+
+  private openInbox(): void {
+    this.checkOpen();
+    this.inboxConsumer ??= this.broker.consume(this.inbox, (msgs) => this.route(msgs, (r) => this.router.deliver(r)), { autoAck: true });
   }
 
   async subscribeReplies(

@@ -28,6 +28,15 @@ export interface Producer {
    * each, in order; each rejects on its own (TIMEOUT, CLOSED, a repeated id, a failed publish).
    */
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>>;
+  /**
+   * Connects and opens the private inbox of request()/requestMany() now (Kafka: its topic created,
+   * its consumer group joined and the inbox partition assigned; BullMQ: its reply worker started),
+   * so a request sent next waits on none of it. Optional: request() opens the inbox itself. A load
+   * generator calls it before it starts its clock: on Kafka the opening takes 0.5-4.6 s, which the
+   * first requests spent waiting with their deadlines running. Rejects as request() would (the
+   * broker not answering, a clientId that cannot name the inbox, CLOSED); a later call tries again.
+   */
+  prepare(): Promise<void>;
   /** Bulk use: every result arriving on `replyTo` (a topic / queue name) goes to `onResult`. */
   subscribeReplies(replyTo: string, onResult: (result: ResultEnvelope) => void, options?: SubscribeOptions): Promise<ReplySubscription>;
   /** Rejects pending requests with CLOSED, closes subscriptions and connections. */
