@@ -8,7 +8,6 @@ import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { LostMemberRestarter } from '../transport/kafka/lost-member-watch.ts';
 import { createKafka, ensureTopics, isUnknownTopic, kafkaError, startFailure, type TransportLogger } from '../transport/kafka/kafka-client.ts';
-import { chunkByBytes, groupByTopic } from '../transport/kafka/kafka-outcomes.ts';
 import { RotatingProducer } from '../transport/kafka/rotating-producer.ts';
 import { StaleMemberRemover } from '../transport/kafka/stale-member-remover.ts';
 import { CONTENT_TYPES, HEADERS, renderName, replyTopicPattern, type ReplyTopicPattern } from '../transport/names.ts';
@@ -101,6 +100,11 @@ export class KafkaProducer implements Producer {
   private readonly router = new ReplyRouter();
   private readonly consumers = new Set<ConsumerHandle>();
   private readonly knownTopics = new Set<string>();
+  /**
+   * The topic check of the send before this one: each send checks (and creates) its topics after
+   * the one before it did and only then goes out, so sends leave in the order they were made.
+   */
+  private topicsChecked: Promise<void> = Promise.resolve();
   private readonly clientId: string;
   private readonly defaultPriority: number;
   private readonly encoding: WireEncoding;
@@ -115,8 +119,13 @@ export class KafkaProducer implements Producer {
    */
   private readonly producer: RotatingProducer;
   private readonly idempotent: boolean;
-  /** Idempotent: its sends, one at a time (see SerialSends); a producer that failed one is replaced. */
-  private readonly serial: SerialSends | undefined;
+  /**
+   * Its sends, one at a time (see SerialSends); a producer that failed one is replaced. Not
+   * idempotent too: kafkajs's concurrent sendBatch calls can reach a partition out of order (40
+   * frames of a camera published in turn: 38 written after 39), and the fleet orders a stream's
+   * frames by their partition's order.
+   */
+  private readonly serial: SerialSends;
   private closed = false;
   private closing: Promise<void> | undefined;
 
@@ -159,7 +168,7 @@ export class KafkaProducer implements Producer {
     });
     // Its sequence numbers were rolled back, perhaps over a batch the broker took: a later send on
     // it would fail or be dropped as that batch's duplicate (see RotatingProducer.renew).
-    this.serial = this.idempotent ? new SerialSends(() => this.producer.renew()) : undefined;
+    this.serial = new SerialSends(() => this.producer.renew());
   }
 
   /** `<clientId>.inbox.<uuid>`: the replyTo of this producer's request()s now. */
@@ -192,17 +201,15 @@ export class KafkaProducer implements Producer {
     const topics = [...new Set(messages.map((m) => m.topic))];
     try {
       await this.producer.use(topics, async (producer) => {
-        const missing = new Map<string, Outgoing>();
-        for (const m of messages) if (!this.knownTopics.has(m.topic) && !missing.has(m.topic)) missing.set(m.topic, m);
-        if (missing.size > 0) {
+        await this.inTurn(async () => {
+          const missing = new Map<string, Outgoing>();
+          for (const m of messages) if (!this.knownTopics.has(m.topic) && !missing.has(m.topic)) missing.set(m.topic, m);
+          if (missing.size === 0) return;
           await refuseUnreadPriorities(admin, this.settings.topicTemplate, [...missing.values()]);
           await ensureTopics(admin, [...missing.keys()], this.options.partitions ?? 8);
           for (const t of missing.keys()) this.knownTopics.add(t);
-        }
-        if (this.serial !== undefined) return this.serial.send(producer, messages);
-        for (const chunk of chunkByBytes(messages)) {
-          await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
-        }
+        });
+        return this.serial.send(producer, messages);
       });
     } catch (err) {
       // Nothing of it went out; the next use gets the fresh producer.
@@ -212,6 +219,20 @@ export class KafkaProducer implements Producer {
       if (isUnknownTopic(err) && !retried) return this.send(messages, true, replaced);
       throw kafkaError(err, 'publishing requests failed');
     }
+  }
+
+  /**
+   * `check`, once the checks of the sends made before have ended. A camera's frames share a
+   * partition and the fleet tells newer frames by their order there: when each send waited on its
+   * own topic check, the first sends of a new topic (creating it) went out after later ones that
+   * found it made (40 frames published in turn: the first written last, or 0-14 behind 15-29).
+   * The caller's continuation runs before the next check starts (it awaited first), so it hands its
+   * messages to kafkajs in turn.
+   */
+  private inTurn(check: () => Promise<void>): Promise<void> {
+    const mine = this.topicsChecked.then(check);
+    this.topicsChecked = mine.catch(() => undefined);
+    return mine;
   }
 
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
