@@ -1,5 +1,6 @@
 import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
+import { SERVED_STREAMS_MAX } from '../scheduler/stream-served.ts';
 import type { AnsweredFrame, Delivery, FrameClaim, NewerFrame, Outcome, SettleOptions, Transport } from '../transport/transport.ts';
 
 /**
@@ -20,6 +21,12 @@ export class FrameOrderedSettle {
   private readonly refused = new WeakMap<ResultEnvelope, ResultEnvelope>();
   /** By stream (model, key): the latest claim of this worker that has it and has not returned yet. */
   private readonly claiming = new Map<string, Promise<void>>();
+  /**
+   * By stream: the newest frame this worker's claims took (the stream's mark, unless another
+   * worker's claim moved it on), so a refusal can say where the newer frame was answered. At most
+   * STREAMS_REMEMBERED, the least recently claimed forgotten first.
+   */
+  private readonly claimedHere = new Map<string, string>();
 
   constructor(private readonly transport: Pick<Transport, 'settle' | 'claimNewestFrames'>) {}
 
@@ -58,11 +65,17 @@ export class FrameOrderedSettle {
     at.forEach((i, j) => {
       const o = outcomes[i] as Outcome;
       const by = newer[j];
+      const frame = frames[j] as AnsweredFrame;
+      const stream = streamOf(frame);
       if (by === undefined) {
         this.refused.delete(o.result);
+        this.claimedHere.delete(stream);
+        this.claimedHere.set(stream, frame.requestId);
+        if (this.claimedHere.size > STREAMS_REMEMBERED) this.claimedHere.delete(this.claimedHere.keys().next().value as string);
         return;
       }
-      const result = supersededResult(o.result, frames[j] as AnsweredFrame, by);
+      // Ours: a settle of this worker whose publish failed and was retried after a later one.
+      const result = supersededResult(o.result, frame, by, this.claimedHere.get(stream) === by.requestId ? 'this' : 'another');
       this.refused.set(o.result, result);
       if (out === outcomes) out = [...outcomes];
       (out as Outcome[])[i] = { ...o, result };
@@ -85,7 +98,7 @@ export class FrameOrderedSettle {
    * its publish, a few ms. Claims of other streams do not wait.
    */
   private inTurn(frames: readonly AnsweredFrame[], claim: () => Promise<FrameClaim>): Promise<FrameClaim> {
-    const streams = [...new Set(frames.map((f) => `${f.model}\u0000${f.streamKey}`))];
+    const streams = [...new Set(frames.map(streamOf))];
     const before = streams.map((s) => this.claiming.get(s)).filter((p) => p !== undefined);
     const mine = before.length === 0 ? claim() : Promise.all(before).then(claim);
     const returned = mine.then(
@@ -100,15 +113,22 @@ export class FrameOrderedSettle {
   }
 }
 
+/** As many streams as a worker's served-frame memory keeps. */
+const STREAMS_REMEMBERED = SERVED_STREAMS_MAX;
+
+function streamOf(frame: AnsweredFrame): string {
+  return `${frame.model}\u0000${frame.streamKey}`;
+}
+
 /**
  * `ok` replaced by rejected / SUPERSEDED, in the scheduler's wording (ServedFrames.refusal). The
  * device time and batch stay: it was served, only its answer is withheld.
  */
-export function supersededResult(result: ResultEnvelope, frame: AnsweredFrame, newer: NewerFrame): ResultEnvelope {
+export function supersededResult(result: ResultEnvelope, frame: AnsweredFrame, newer: NewerFrame, where: 'this' | 'another' = 'another'): ResultEnvelope {
   const { outputs: _outputs, late: _late, ...rest } = result;
   const error = new FleetError(
     'SUPERSEDED',
-    `superseded by request ${newer.requestId} of stream "${frame.streamKey}" (createdAt ${newer.frameAt} > ${frame.frameAt}), which was answered first (on another worker): ` +
+    `superseded by request ${newer.requestId} of stream "${frame.streamKey}" (createdAt ${newer.frameAt} > ${frame.frameAt}), which was answered first (on ${where} worker): ` +
       'a frame older than one its stream has had answered is not answered ok (model streams.superseded: drop)',
   );
   return { ...rest, status: 'rejected', error: error.toResultError() };

@@ -86,6 +86,46 @@ describe('FrameOrderedSettle: ok results of stream frames claimed before they ar
     expect(events).toEqual(['claim', 'settle', 'release']);
   });
 
+  it('says which worker answered the newer frame: this one when its own later settle went first (a publish retried), else another', async () => {
+    // Claims against one mark per stream, as the Redis script keeps them.
+    const marks = new Map<string, NewerFrame>();
+    const claim = (frames: readonly AnsweredFrame[]): NewerFrame[] =>
+      frames.map((f) => {
+        const mark = marks.get(f.streamKey);
+        if (mark !== undefined && mark.frameAt > f.frameAt) return mark;
+        marks.set(f.streamKey, { requestId: f.requestId, frameAt: f.frameAt });
+        return undefined as unknown as NewerFrame;
+      });
+    let failNext = true;
+    const settled: Outcome[] = [];
+    const t: Pick<Transport, 'settle' | 'claimNewestFrames'> = {
+      settle: async (outcomes) => {
+        if (failNext) {
+          failNext = false;
+          throw new Error('redis away');
+        }
+        settled.push(...outcomes);
+      },
+      claimNewestFrames: async (frames): Promise<FrameClaim> => ({ newer: claim(frames), release: () => {} }),
+    };
+    const s = new FrameOrderedSettle(t);
+    const older: Outcome = { delivery: delivery('d1'), result: result('f1') };
+    const newer: Outcome = { delivery: delivery('d2'), result: result('f2') };
+    s.note(older.delivery, frame('f1', 10));
+    s.note(newer.delivery, frame('f2', 20));
+    await expect(s.settle([older])).rejects.toThrow('redis away');
+    await s.settle([newer]);
+    await s.settle([older]); // the retry, after this worker's newer frame went out
+    expect(settled.map((o) => o.result.status)).toEqual(['ok', 'rejected']);
+    expect(settled[1]?.result.error?.message).toMatch(/^superseded by request f2 of stream "cam" \(createdAt 20 > 10\), which was answered first \(on this worker\)/);
+    // Another worker's claim moves the mark on: a frame of this worker older than it is refused for it.
+    marks.set('cam', { requestId: 'elsewhere', frameAt: 40 });
+    const third: Outcome = { delivery: delivery('d3'), result: result('f3') };
+    s.note(third.delivery, frame('f3', 30));
+    await s.settle([third]);
+    expect(settled[2]?.result.error?.message).toMatch(/by request elsewhere .*answered first \(on another worker\)/);
+  });
+
   it('a claim sharing a stream with an earlier settle\'s claim still out is made once that one returned; others at once', async () => {
     const issued: string[] = [];
     const answers = new Map<string, () => void>();
