@@ -201,7 +201,7 @@ export const FLEET_METRICS = {
   wastedDeviceSeconds: {
     name: 'npu_fleet_wasted_device_seconds_total',
     kind: 'counter',
-    help: 'Device execute seconds (as npu_fleet_device_execute_seconds: without the host/device copies) spent on work whose result was late (reason late), dropped as expired (expired), or withheld because a newer frame of its stream was answered first on another worker (superseded); a request counts its items / gear share of its batch',
+    help: 'Device execute seconds (as npu_fleet_device_execute_seconds: without the host/device copies) spent on work whose result was late (reason late), dropped as expired (expired), or served and then withheld because a newer frame of its stream was answered first (superseded; BullMQ); a request counts its items / gear share of its batch',
     labels: ['model', 'reason'],
   },
   workerRestarts: {

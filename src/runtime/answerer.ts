@@ -145,7 +145,8 @@ export class Answerer {
         this.dueAt.delete(o.result); // once per request, not per duplicate delivery
         if (settledAt > dueAt && result === o.result) this.o.metrics.deadlineMiss(model, 'publish');
       }
-      const deviceSeconds = this.frameDeviceSeconds.get(o.result);
+      // Only a transport that checks frame order refuses after the device (BullMQ): no lookup else.
+      const deviceSeconds = this.frameOrder.checks ? this.frameDeviceSeconds.get(o.result) : undefined;
       if (deviceSeconds !== undefined) {
         this.frameDeviceSeconds.delete(o.result); // once per request, like dueAt
         if (result !== o.result) this.o.metrics.addWastedDeviceSeconds(model, 'superseded', deviceSeconds);

@@ -24,7 +24,7 @@ export class FrameOrderedSettle {
   /**
    * By stream: the newest frame this worker's claims took (the stream's mark, unless another
    * worker's claim moved it on), so a refusal can say where the newer frame was answered. At most
-   * STREAMS_REMEMBERED, the least recently claimed forgotten first.
+   * as many streams as the served-frame memory keeps, the least recently claimed forgotten first.
    */
   private readonly claimedHere = new Map<string, string>();
 
@@ -71,7 +71,7 @@ export class FrameOrderedSettle {
         this.refused.delete(o.result);
         this.claimedHere.delete(stream);
         this.claimedHere.set(stream, frame.requestId);
-        if (this.claimedHere.size > STREAMS_REMEMBERED) this.claimedHere.delete(this.claimedHere.keys().next().value as string);
+        if (this.claimedHere.size > SERVED_STREAMS_MAX) this.claimedHere.delete(this.claimedHere.keys().next().value as string);
         return;
       }
       // Ours: a settle of this worker whose publish failed and was retried after a later one.
@@ -112,9 +112,6 @@ export class FrameOrderedSettle {
     return mine;
   }
 }
-
-/** As many streams as a worker's served-frame memory keeps. */
-const STREAMS_REMEMBERED = SERVED_STREAMS_MAX;
 
 function streamOf(frame: AnsweredFrame): string {
   return `${frame.model}\u0000${frame.streamKey}`;
