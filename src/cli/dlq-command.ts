@@ -1,6 +1,6 @@
 import { loadFleetConfig } from '../contracts/config-loader.ts';
 import { MAX_PRIORITY_LEVELS, MODEL_NAME_PATTERN } from '../contracts/request-envelope.ts';
-import { FleetError } from '../errors/fleet-error.ts';
+import { ERROR_CODES, FleetError } from '../errors/fleet-error.ts';
 import { withoutJsonQuote } from '../errors/json-syntax.ts';
 import { createLogger } from '../observability/logger.ts';
 import { openDeadLetters, type DeadLetter, type DeadLetterQuery, type DeadLetters } from '../transport/index.ts';
@@ -88,6 +88,14 @@ export function parseReasons(value: string): string[] {
   const bad = reasons.find((r) => !REASON.test(r));
   if (reasons.length === 0 || bad !== undefined) {
     throw new FleetError('INVALID_ARGUMENT', `--reason takes reason codes like DEVICE_HANG,UNKNOWN_MODEL (upper case, comma-separated), got "${value}"`, {
+      details: { field: 'reason' },
+    });
+  }
+  // Every dead letter's reason is a FleetError code: a misspelt one would match nothing, and a
+  // scheduled replay would exit 0 with the records it was meant for still in the DLQ.
+  const unknown = reasons.find((r) => !Object.hasOwn(ERROR_CODES, r));
+  if (unknown !== undefined) {
+    throw new FleetError('INVALID_ARGUMENT', `--reason ${unknown} is not a reason code; the codes are ${Object.keys(ERROR_CODES).join(', ')} (npu-fleet dlq list shows those of a model)`, {
       details: { field: 'reason' },
     });
   }

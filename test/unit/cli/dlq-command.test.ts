@@ -60,6 +60,19 @@ describe('npu-fleet dlq arguments', () => {
     for (const bad of ['device_hang', ',', 'DEVICE-HANG']) expect(() => parseReasons(bad)).toThrow(/--reason takes reason codes/);
   });
 
+  // A misspelt code matched nothing, and `dlq replay --reason DEVICE_HNAG` exited 0 ("re-sent 0 of
+  // 0"), which a scheduled replay reads as success while the hung requests stay in the DLQ.
+  it('--reason refuses a code no dead letter can have, naming it and the codes there are', () => {
+    expect(() => parseReasons('DEVICE_HANG,DEVICE_HNAG')).toThrow(/^--reason DEVICE_HNAG is not a reason code; the codes are .*\bDEVICE_HANG\b/);
+    try {
+      parseReasons('DEVICE_HNAG');
+    } catch (err) {
+      expect(err).toBeInstanceOf(FleetError);
+      expect((err as FleetError).code).toBe('INVALID_ARGUMENT');
+      expect((err as FleetError).details).toMatchObject({ field: 'reason' });
+    }
+  });
+
   it('--refresh-deadline takes a duration ahead (no ISO time, nothing <= 0)', () => {
     expect(parseRefreshDeadline('30s')).toBe(30_000);
     expect(parseRefreshDeadline('5m')).toBe(300_000);
