@@ -46,8 +46,12 @@ export function validateModelsCommand(
     problems.push({ path: snapshot.dir, message: `no model directory in it (a repository holds <dir>/<model>/config.yaml and <dir>/<model>/<version>/model.${artifact})` });
   }
   for (const m of snapshot.models.values()) {
-    out(`ok   ${m.name}: versions [${m.versions.map((v) => v.version).join(', ')}], serving [${m.served.map((v) => v.version).join(', ')}], ` +
-      `gears ${JSON.stringify(m.config.batchGears ?? 'auto')}, ${m.config.priorityLevels} priority levels`);
+    // A model read with problems (a version without its model file, no servable version) is not ok.
+    const modelDir = join(snapshot.dir, m.name);
+    const own = problems.filter((p) => p.path === modelDir || p.path.startsWith(`${modelDir}/`)).length;
+    const summary = `${m.name}: versions [${m.versions.map((v) => v.version).join(', ')}], serving [${m.served.map((v) => v.version).join(', ')}], ` +
+      `gears ${JSON.stringify(m.config.batchGears ?? 'auto')}, ${m.config.priorityLevels} priority levels`;
+    out(own === 0 ? `ok   ${summary}` : `bad  ${summary}: ${own} problem(s) below`);
   }
   for (const p of problems) out(`FAIL ${p.path}: ${p.message}`);
   out(`${snapshot.models.size} model(s), ${problems.length} problem(s) in ${snapshot.dir} (artifact: model.${artifact})`);

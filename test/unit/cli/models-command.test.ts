@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactFromEnv, loadCheckModelsCommand, validateModelsCommand } from '../../../src/cli/models-command.ts';
@@ -21,6 +21,20 @@ describe('npu-fleet models validate', () => {
     const lines: string[] = [];
     expect(validateModelsCommand(dir, (l) => lines.push(l))).toBe(1);
     expect(lines.join('\n')).toMatch(/FAIL .*config.yaml: invalid model config .*inputs\[0\]\.dtype/);
+  });
+
+  // A model whose only version lost its model file was listed "ok   small-cnn: versions [], serving
+  // []" above its own FAIL lines.
+  it('does not list a model with a problem as ok', () => {
+    const dir = tempDir('npu-fleet-validate-');
+    cpSync('examples/models/mlp-classifier', join(dir, 'mlp-classifier'), { recursive: true });
+    cpSync('examples/models/small-cnn', join(dir, 'small-cnn'), { recursive: true });
+    rmSync(join(dir, 'small-cnn', '1', 'model.onnx'));
+    const lines: string[] = [];
+    expect(validateModelsCommand(dir, (l) => lines.push(l), 'onnx')).toBe(1);
+    expect(lines.filter((l) => l.startsWith('ok '))).toEqual([expect.stringMatching(/^ok {3}mlp-classifier: /)]);
+    expect(lines).toContainEqual(expect.stringMatching(/^FAIL .*small-cnn: no servable version/));
+    expect(lines).toContainEqual(expect.stringMatching(/^bad {2}small-cnn: versions \[\], serving \[\], .*: 2 problem\(s\) below$/));
   });
 
   it('--load loads every served version on the simulator and checks its tensors against config.yaml', async () => {
