@@ -21,6 +21,7 @@ import type {
   SubscribeOptions,
 } from './producer.ts';
 import { KafkaInbox } from './kafka-inbox.ts';
+import { KafkaMessageSizes } from './kafka-message-sizes.ts';
 import { refuseAll, ReplyRouter, timerMs } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
 import { ProducerReplaced, SerialSends } from './serial-sends.ts';
@@ -32,6 +33,8 @@ interface Outgoing {
   readonly model: string;
   readonly priority: number;
   readonly message: Message;
+  /** The request's id (publish; a raw message has none), named when its size is refused. */
+  readonly id?: string;
 }
 
 interface ConsumerHandle {
@@ -100,6 +103,7 @@ export class KafkaProducer implements Producer {
   private readonly router = new ReplyRouter();
   private readonly consumers = new Set<ConsumerHandle>();
   private readonly knownTopics = new Set<string>();
+  private readonly sizes = new KafkaMessageSizes();
   /**
    * The topic check of the send before this one: each send checks (and creates) its topics after
    * the one before it did and only then goes out, so sends leave in the order they were made.
@@ -204,10 +208,12 @@ export class KafkaProducer implements Producer {
         await this.inTurn(async () => {
           const missing = new Map<string, Outgoing>();
           for (const m of messages) if (!this.knownTopics.has(m.topic) && !missing.has(m.topic)) missing.set(m.topic, m);
-          if (missing.size === 0) return;
-          await refuseUnreadPriorities(admin, this.settings.topicTemplate, [...missing.values()]);
-          await ensureTopics(admin, [...missing.keys()], this.options.partitions ?? 8);
-          for (const t of missing.keys()) this.knownTopics.add(t);
+          if (missing.size > 0) {
+            await refuseUnreadPriorities(admin, this.settings.topicTemplate, [...missing.values()]);
+            await ensureTopics(admin, [...missing.keys()], this.options.partitions ?? 8);
+            for (const t of missing.keys()) this.knownTopics.add(t);
+          }
+          await this.sizes.check(admin, messages);
         });
         return this.serial.send(producer, messages);
       });
@@ -245,6 +251,7 @@ export class KafkaProducer implements Producer {
         topic: this.topicFor(r.model, r.priority),
         model: r.model,
         priority: r.priority ?? this.defaultPriority,
+        id: r.id,
         message: {
           key: r.streamKey ?? r.id,
           value: encodeRequest(r, encoding),
