@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadFleetConfig } from '../contracts/config-loader.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
@@ -76,6 +76,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
   if (values.resume && values.out === undefined) {
     throw new FleetError('INVALID_ARGUMENT', '--resume continues an --out FILE: name it', { details: { field: 'resume' } });
   }
+  if (values.file !== undefined) checkReadable(values.file);
   const count = values.count === undefined ? 1 : intOption('count', values.count, 1, 1_000_000);
   const priority = values.priority === undefined ? undefined : intOption('priority', values.priority, 0);
   const deadlineMs = values['deadline-ms'] === undefined ? undefined : wholeMsOption('deadline-ms', values['deadline-ms']);
@@ -276,6 +277,24 @@ async function* syntheticEntries(model: ModelConfig, count: number, override: (r
 
 async function* entriesOf(requests: readonly RequestEnvelope[]): AsyncGenerator<FileEntry> {
   for (let i = 0; i < requests.length; i++) yield { line: i + 1, request: requests[i] as RequestEnvelope };
+}
+
+/**
+ * --file is a file this process can open. A data set's first reader (the line count) failed
+ * with node's bare "Error: ENOENT: ..." and exit 1, not naming the flag.
+ */
+function checkReadable(path: string): void {
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      if (fstatSync(fd).isDirectory()) throw Object.assign(new Error('a directory'), { code: 'EISDIR' });
+    } finally {
+      closeSync(fd);
+    }
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new FleetError('INVALID_ARGUMENT', `--file ${path} cannot be read (${why})`, { cause: err, details: { field: 'file' } });
+  }
 }
 
 /** Bytes of a file, or undefined when it cannot be read (its reader words that error). */

@@ -50,6 +50,9 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
   it('--file: unreadable, not JSON, invalid request, priority past the levels, or mixed with --model', async () => {
     const cases: Array<[string[], RegExp]> = [
       [['--file', join(dir, 'missing.json')], /--file .*missing\.json cannot be read \(ENOENT\)/],
+      // A data set (.jsonl) that is not there failed "npu-fleet: Error: ENOENT: no such file or directory, open ..." with exit 1.
+      [['--file', join(dir, 'missing.jsonl'), '--await', '--out', join(dir, 'missing-results.jsonl')], /^npu-fleet: --file .*missing\.jsonl cannot be read \(ENOENT\)\n$/],
+      [['--file', dir], /^npu-fleet: --file .* cannot be read \(EISDIR\)\n$/],
       [['--file', requestFile('bad.json', '{oops')], /--file .*bad\.json is not JSON: .*; it holds one request as JSON/],
       [['--file', requestFile('short.json', { ...goodRequest, inputs: [{ ...goodRequest.inputs[0], data: 'AAAA' }] })], /--file .*short\.json: inputs\[0\]\.data holds 3 bytes but float32 \[1,64\] needs 256/],
       [['--file', requestFile('prio.json', { ...goodRequest, priority: 7 })], /priority must be from 0 to 2: model mlp-classifier has 3 priority levels, got 7/],
