@@ -9,7 +9,7 @@ import { workerNodeFlags } from '../runtime/worker-node-flags.ts';
 import { takeEarlySignal } from './early-signals.ts';
 import { printLine, onStdoutClosed } from './stdout-lines.ts';
 import { offStopSignals, onStopSignals } from './stop-signals.ts';
-import { checkDeviceCount, workerDeps } from './worker-deps.ts';
+import { checkDeviceCount, checkModelRepository, workerDeps } from './worker-deps.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/npu-fleet.js', import.meta.url));
 
@@ -69,6 +69,7 @@ export async function startCommand(config: FleetConfig, configFile: string | und
   // Workers in this process bind their own component: they get the root logger, not this one
   // (a child of a child repeats the key: {"component":"supervisor","component":"worker"}).
   checkDeviceCount(config);
+  await checkModelRepository(config);
   const root = createLogger({ level: config.log.level });
   const log = childLogger(root, { component: 'supervisor' });
   const stoppedEarly = stop.received();

@@ -1,3 +1,5 @@
+import { stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { FRAME_PREFIX_BYTES } from '../codec/frame.ts';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
@@ -46,6 +48,32 @@ export function checkDeviceCount(config: FleetConfig): void {
       (kind === 'sim' ? ', or set NPU_FLEET_SIM_DEVICES to simulate more' : ''),
     { details: { field: 'devices.count', count: config.devices.count, deviceCount, libraryPath } },
   );
+}
+
+/** How long `start` waits for the model repository's stat: past it the workers' own bounded start-up reports it. */
+const REPOSITORY_CHECK_MS = 5_000;
+
+/**
+ * `npu-fleet start`: the model repository is a directory. Each worker exits 2 at start on one that
+ * is not, and the supervisor restarted them for good while the fleet looked up; this refuses the
+ * fleet before any worker starts, as the embedded fleet does. A stat that does not answer (a hung
+ * mount) is left to the workers, whose start-up worker.startTimeoutMs bounds.
+ */
+export async function checkModelRepository(config: FleetConfig, boundMs = REPOSITORY_CHECK_MS): Promise<void> {
+  const dir = resolve(config.modelRepository);
+  let timer: NodeJS.Timeout | undefined;
+  const why = await Promise.race([
+    stat(dir).then(
+      (s) => (s.isDirectory() ? undefined : ' (not a directory)'),
+      (err: NodeJS.ErrnoException) => ` (${err.code ?? err.message})`,
+    ),
+    new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), boundMs))),
+  ]);
+  clearTimeout(timer);
+  if (why === undefined) return;
+  throw new FleetError('INVALID_CONFIG', `model repository ${dir} is not a directory${why === ' (not a directory)' ? '' : why}; set modelRepository in the fleet config`, {
+    details: { field: 'modelRepository', dir },
+  });
 }
 
 /** The configured transport with its tuning knobs applied (also used by benches). */

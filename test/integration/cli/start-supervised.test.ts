@@ -90,6 +90,23 @@ describe('npu-fleet start (one worker process per device)', () => {
     }
   }, 60_000);
 
+  it('a modelRepository that is not a directory is refused at start (exit 2, naming the setting) instead of restarting workers that each exit 2 on it for good', async () => {
+    const missing = join(tempDir('npu-fleet-no-repo-'), 'no-such-models');
+    const fleet = spawnFleet(1, {}, { modelRepository: missing });
+    try {
+      const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
+      expect(result, fleet.output()).toEqual({ code: 2, signal: null });
+      expect(fleet.output()).toContain(`model repository ${missing} is not a directory (ENOENT); set modelRepository`);
+      expect(fleet.lines('worker started'), 'no worker is started for a fleet that cannot run').toHaveLength(0);
+    } finally {
+      try {
+        process.kill(-(fleet.child.pid as number), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }, 60_000);
+
   it('a worker whose start-up hangs (model load blocked) exits 72 past worker.startTimeoutMs and is restarted with backoff, the reason named', async () => {
     const { repo, release } = hungModelRepo();
     // Bound and backoffs short (the hung load exceeds any bound): exits 72 at 1 s, restarts after 100 then 200 ms.

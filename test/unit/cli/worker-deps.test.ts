@@ -1,10 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { largestRequestBytes, workerDeps } from '../../../src/cli/worker-deps.ts';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { checkModelRepository, largestRequestBytes, workerDeps } from '../../../src/cli/worker-deps.ts';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { DEFAULT_LIMITS } from '../../../src/contracts/limits.ts';
 import { ModelConfigSchema } from '../../../src/contracts/model-config.ts';
 import { backendInfo } from '../../../src/device/index.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
 
 describe('workerDeps', () => {
   it('refuses devices.backend ascend without CANN as a config error naming the field and the fix', () => {
@@ -19,6 +22,20 @@ describe('workerDeps', () => {
     // A config error: the CLI prints its message (exit 2), not a stack trace (exit 1).
     expect(FleetError.is(err, 'INVALID_CONFIG')).toBe(true);
     expect((err as Error).message).toMatch(/devices\.backend is "ascend".*install CANN or set NPU_FLEET_ACL_LIB/);
+  });
+});
+
+describe('checkModelRepository', () => {
+  it('passes a directory; refuses a missing path or a file as a config error naming modelRepository', async () => {
+    const dir = tempDir('npu-fleet-repo-check-');
+    await expect(checkModelRepository(parseFleetConfig({ modelRepository: dir }))).resolves.toBeUndefined();
+    const file = join(dir, 'models.tar');
+    writeFileSync(file, '');
+    for (const [path, why] of [[join(dir, 'absent'), ' (ENOENT)'], [file, '']] as const) {
+      const err: unknown = await checkModelRepository(parseFleetConfig({ modelRepository: path })).catch((e: unknown) => e);
+      expect(FleetError.is(err, 'INVALID_CONFIG'), String(err)).toBe(true);
+      expect((err as Error).message).toBe(`model repository ${path} is not a directory${why}; set modelRepository in the fleet config`);
+    }
   });
 });
 
