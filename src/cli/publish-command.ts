@@ -31,15 +31,34 @@ import { onStdoutClosed, printLine } from './stdout-lines.ts';
  */
 export async function publishCommand(args: readonly string[]): Promise<number> {
   let lock: OutLock | undefined;
+  // Until the run's own handlers take over: the phases before the first publish (reading --out to
+  // resume, counting the lines, the ids' first pass) take minutes for tens of millions of lines,
+  // and a stop signal then killed the process by default (SIGTERM: exit 143, nothing said,
+  // RESULTS.lock left behind). Nothing has been sent yet, so there is nothing to close.
+  const beforeRun = (signal: NodeJS.Signals): void => {
+    lock?.release();
+    process.stderr.write(`npu-fleet: interrupted by ${signal} before publishing started: nothing was sent\n`);
+    process.exit(EXIT.interrupted);
+  };
+  const running = (): void => {
+    process.off('SIGINT', beforeRun);
+    process.off('SIGTERM', beforeRun);
+  };
+  process.once('SIGINT', beforeRun);
+  process.once('SIGTERM', beforeRun);
   try {
-    return await runPublish(args, (out) => (lock = OutLock.take(out)));
+    return await runPublish(args, (out) => (lock = OutLock.take(out)), running);
   } finally {
+    running();
     lock?.release();
   }
 }
 
-/** The command; `lockOut` keeps a second run off --out until this one has ended, however it ends. */
-async function runPublish(args: readonly string[], lockOut: (out: string) => void): Promise<number> {
+/**
+ * The command; `lockOut` keeps a second run off --out until this one has ended, however it ends;
+ * `running` is called once nothing is left to do before the producer is made.
+ */
+async function runPublish(args: readonly string[], lockOut: (out: string) => void, running: () => void): Promise<number> {
   const parsed = parseCommandArgs('publish', args, {
     config: { type: 'string' },
     model: { type: 'string' },
@@ -174,6 +193,8 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     settlePriorities(requests, config.modelRepository, levels);
   }
   const out = values.out === undefined ? undefined : await ResultFile.open(values.out, values.resume, resumed);
+  // From here on something may be sent: the run's own handlers (below, before anything awaits) say how far it got.
+  running();
   const producer = createProducer(config.transport, { limits: config.limits, log: clientLogger(config) });
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => (closing ??= producer.close());

@@ -1,5 +1,5 @@
 import { spawnCli } from '../../helpers/spawn-cli.ts';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
@@ -34,5 +34,29 @@ describe('npu-fleet publish --await, interrupted', () => {
     } finally {
       redis.disconnect();
     }
+  });
+
+  // Between taking RESULTS.lock and the run's own signal handlers come the phases before the first
+  // publish (reading RESULTS to resume, counting the lines, the ids' first pass: minutes for tens
+  // of millions of lines). A SIGTERM there killed the process by default: exit 143, nothing said,
+  // and RESULTS.lock left behind.
+  it('a SIGTERM while the data set is still being read exits 130, says nothing was sent, and leaves no RESULTS.lock', async () => {
+    const dir = tempDir('npu-fleet-publish-int-');
+    const configFile = join(dir, 'fleet.yaml');
+    // Nothing connects before the first publish: an address nobody listens on shows that.
+    writeFileSync(configFile, stringify({ transport: { kind: 'kafka', kafka: { brokers: ['127.0.0.1:1'] } }, models: ['mlp-classifier'] }));
+    const data = join(dir, 'data.jsonl');
+    writeFileSync(data, '{"id":"x"}\n'.repeat(3_000_000));
+    const results = join(dir, 'results.jsonl');
+    const { child, exited, output } = spawnCli(['publish', '--config', configFile, '--file', data, '--await', '--out', results]);
+    const deadline = Date.now() + 30_000;
+    while (!existsSync(`${results}.lock`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    expect(existsSync(`${results}.lock`), output()).toBe(true);
+    child.kill('SIGTERM');
+    const end = await Promise.race([exited, new Promise<'no exit'>((r) => setTimeout(() => r('no exit'), 20_000))]);
+    if (end === 'no exit') child.kill('SIGKILL');
+    expect(end, output()).toEqual({ code: 130, signal: null });
+    expect(output()).toMatch(/npu-fleet: interrupted by SIGTERM before publishing started: nothing was sent/);
+    expect(existsSync(`${results}.lock`)).toBe(false);
   });
 });
