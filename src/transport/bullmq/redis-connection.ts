@@ -254,7 +254,10 @@ export async function ensureRedisAnswers(
         : 'check transport.bullmq.sentinel (the master name and the sentinels) and that the sentinels and the master are up and reachable from here';
     // The wait was connectTimeoutMs: a Redis slow for a while (a long fork, a loaded host) needs it raised, not a new URL.
     const orWait = unanswered ? ', or raise transport.bullmq.connectTimeoutMs for a Redis that is slow for a while' : '';
-    throw new FleetError('TRANSPORT_ERROR', `${what}: ${happened} (${(err as Error).message}); ${check}${orWait}`, { cause: err, retriable: true });
+    // A PING given up by commandTimeout says only "Command timed out": the connection's own last
+    // error (ECONNREFUSED, ENOTFOUND) is what tells a wrong port or host from a slow Redis.
+    const why = unanswered && lastError !== undefined ? lastError.message : (err as Error).message;
+    throw new FleetError('TRANSPORT_ERROR', `${what}: ${happened} (${why}); ${check}${orWait}`, { cause: err, retriable: true });
   } finally {
     clearTimeout(timer);
     connection.off('error', onError);

@@ -106,6 +106,13 @@ describe('bullmq producer prepare()', () => {
     expect((err as FleetError).message).toMatch(/^bullmq producer: Redis at 127\.0\.0\.1:1 did not answer within 1000 ms .*check transport\.bullmq\.redisUrl/);
     expect(Date.now() - startedAt).toBeLessThan(6_000);
   });
+
+  it('against a port nothing listens on: the error gives the connection error (ECONNREFUSED), not only "Command timed out"', async () => {
+    const producer = new BullmqProducer(bullmqSettings({ redisUrl: 'redis://127.0.0.1:1', connectTimeoutMs: 1_000 }));
+    open.push(producer);
+    const err = await failure(producer.prepare());
+    expect((err as FleetError).message).toMatch(/^bullmq producer: Redis at 127\.0\.0\.1:1 did not answer within 1000 ms \(connect ECONNREFUSED 127\.0\.0\.1:1\); /);
+  });
 });
 
 describe('memory producer prepare()', () => {
