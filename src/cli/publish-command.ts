@@ -173,6 +173,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     if (!values.model) throw new FleetError('INVALID_ARGUMENT', '--model NAME is required (or --file REQUESTS)');
     const model = findModel(config.modelRepository, values.model);
     if (!model) throw new FleetError('UNKNOWN_MODEL', `model ${values.model} is not in ${config.modelRepository}`);
+    checkServed(model.name);
     levels.set(model.name, model);
     if (priority !== undefined) settlePriorities([{ model: model.name, priority }], config.modelRepository, levels);
     // Made as they are sent, a chunk at a time: --count 1000000 built up front held every tensor

@@ -65,6 +65,17 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     }
   });
 
+  // A --file line for a model outside the config's `models` is recorded invalid; --model of one was
+  // published and, with no worker reading it, waited out --timeout-ms.
+  it('--model not among the config\'s models is refused before connecting, as a --file line of it is', async () => {
+    const restricted = join(dir, 'fleet-models.yaml');
+    writeFileSync(restricted, 'transport:\n  kind: bullmq\n  bullmq: { redisUrl: "redis://127.0.0.1:1", connectTimeoutMs: 300 }\nmodels: [mlp-classifier]\n');
+    expect(await main(['publish', '--config', restricted, '--model', 'text-classifier', '--await'])).toBe(1);
+    expect(stderr.join('')).toBe(
+      'npu-fleet: model: "text-classifier" is not served by this fleet (not in its config\'s models; served: mlp-classifier): no worker would read it, and it would wait out --timeout-ms; fix the model\'s name\n',
+    );
+  });
+
   it('--out naming the --file itself is refused: results appended to the file being read were read back as bad lines, without end', async () => {
     const data = requestFile('same.jsonl', `${JSON.stringify(goodRequest)}\n`);
     for (const out of [data, join(dir, '.', 'same.jsonl')]) {
