@@ -5,7 +5,7 @@ import { decodeRequest, encodeRequest, isFrame } from '../../codec/index.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { checkQuery, expiredWhy, inWindow, ListingBuilder, matchesReason, refreshedWhy, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type PurgeOptions, type PurgeReport, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, renderName } from '../names.ts';
-import { createKafka, kafkaError, type TransportLogger } from './kafka-client.ts';
+import { createKafka, kafkaError, startFailure, type TransportLogger } from './kafka-client.ts';
 import { chunkByBytes, type OutgoingMessage } from './kafka-outcomes.ts';
 import { readRanges, topicRanges } from './read-ranges.ts';
 import { markerTopicOf, originalKey, ReplayLedger, type Original } from './replay-ledger.ts';
@@ -273,7 +273,7 @@ export class KafkaDeadLetters implements DeadLetters {
     run: (producer: ReplayProducer | undefined, markers: ScanMarkers) => Promise<void>,
   ): Promise<void> {
     const dlqTopic = renderName(this.settings.dlqTemplate, options.model);
-    const producer = options.dryRun === true ? undefined : new ReplayProducer(this.replayKafka, dlqTopic);
+    const producer = options.dryRun === true ? undefined : new ReplayProducer(this.replayKafka, dlqTopic, this.settings);
     const warn = options.onWarning ?? ((message: string) => this.logger?.warn({ dlqTopic }, message));
     try {
       await producer?.open();
@@ -297,7 +297,7 @@ export class KafkaDeadLetters implements DeadLetters {
   private async requestTopics(model: string): Promise<Map<string, number>> {
     const admin = this.kafka.admin();
     await admin.connect().catch((err: unknown) => {
-      throw kafkaError(err, 'listing topics failed: no broker answered; check transport.kafka.brokers');
+      throw kafkaError(err, startFailure('listing topics failed', err, this.settings));
     });
     try {
       const names = (await admin.listTopics()).filter((t) => sourcePriority(this.settings.topicTemplate, model, t) !== null);
@@ -334,7 +334,8 @@ export class KafkaDeadLetters implements DeadLetters {
     const topic = renderName(this.settings.dlqTemplate, query.model);
     const admin = this.kafka.admin();
     await admin.connect().catch((err: unknown) => {
-      throw kafkaError(err, `reading the DLQ topic ${topic} failed: no broker answered; check transport.kafka.brokers`);
+      // What failed (a SASL login, TLS, no broker at all), not always the broker list.
+      throw kafkaError(err, startFailure(`reading the DLQ topic ${topic} failed`, err, this.settings));
     });
     const groupId = `npu-fleet-dlq-${randomUUID()}`;
     try {

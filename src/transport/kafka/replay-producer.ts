@@ -1,6 +1,7 @@
 import type { Kafka, Producer } from 'kafkajs';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { kafkaError } from './kafka-client.ts';
+import type { KafkaSettings } from '../../contracts/fleet-config.ts';
+import { kafkaError, startFailure } from './kafka-client.ts';
 import { groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 
 /** Replays' transactional ids start so: the principal needs WRITE and DESCRIBE on TransactionalId resources with this prefix. */
@@ -56,7 +57,12 @@ export class ReplayProducer {
   readonly transactionalId: string;
   private readonly producer: Producer;
 
-  constructor(kafka: Kafka, dlqTopic: string) {
+  /** `settings`: what a failed connect names (the broker list, the SASL login, TLS). */
+  constructor(
+    kafka: Kafka,
+    dlqTopic: string,
+    private readonly settings: Pick<KafkaSettings, 'brokers' | 'ssl' | 'sasl'>,
+  ) {
     this.transactionalId = replayTransactionalId(dlqTopic);
     // One transaction at a time with at most one request in flight: what kafkajs transactions need.
     this.producer = kafka.producer({ allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1, transactionalId: this.transactionalId });
@@ -65,7 +71,7 @@ export class ReplayProducer {
   /** Connects and fences every earlier replay of this DLQ topic. */
   async open(): Promise<void> {
     await this.producer.connect().catch((err: unknown) => {
-      throw kafkaError(err, 'connecting the replay producer failed; check transport.kafka.brokers');
+      throw kafkaError(err, startFailure('connecting the replay producer failed', err, this.settings));
     });
     try {
       // The first transaction initialises the transactional id (InitProducerId: the fencing); an

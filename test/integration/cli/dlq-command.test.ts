@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import type { Transport } from '../../../src/transport/transport.ts';
-import { uniqueName } from '../../helpers/services.ts';
+import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { bullmqSettings } from '../transport/bullmq-harness.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, startWith } from '../transport/conformance-kit.ts';
@@ -34,7 +34,25 @@ describe('npu-fleet dlq output', () => {
     const r = cli(['dlq', 'list', '--config', configFile, '--model', 'm', '--json']);
     expect(r.code).not.toBe(0);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/check transport\.kafka\.brokers/);
+    expect(r.stderr).toMatch(/no broker of transport\.kafka\.brokers \(127\.0\.0\.1:1\) answered; check the list/);
+  });
+
+  // Every failure to connect read "no broker answered; check transport.kafka.brokers", a refused
+  // SASL login too, sending the operator to a broker list that was right.
+  it('a refused SASL login names transport.kafka.sasl, not the broker list; an unreachable broker names the list', () => {
+    const dir = tempDir('npu-fleet-dlq-cli-');
+    const { brokers, username } = getServices().kafkaSasl;
+    const saslConfig = join(dir, 'sasl.yaml');
+    writeFileSync(saslConfig, stringify({ transport: { kind: 'kafka', kafka: { brokers, sasl: { mechanism: 'plain', username, password: 'not-the-password' } } } }));
+    const refused = cli(['dlq', 'list', '--config', saslConfig, '--model', 'm']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/npu-fleet: reading the DLQ topic m\.dlq failed: the brokers refused the SASL login of transport\.kafka\.sasl \(mechanism plain, username fleet\)/);
+    expect(refused.stderr).not.toContain('not-the-password');
+    const goneConfig = join(dir, 'gone.yaml');
+    writeFileSync(goneConfig, stringify({ transport: { kind: 'kafka', kafka: { brokers: ['127.0.0.1:1'] } } }));
+    const gone = cli(['dlq', 'replay', '--config', goneConfig, '--model', 'm']);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toMatch(/no broker of transport\.kafka\.brokers \(127\.0\.0\.1:1\) answered; check the list/);
   });
 });
 
