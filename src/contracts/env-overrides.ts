@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { FleetError } from '../errors/fleet-error.ts';
 
 export const ENV_PREFIX = 'NPU_FLEET__';
 
@@ -118,6 +119,29 @@ function envValue(raw: string, kinds: ReadonlySet<Kind>): unknown {
 }
 
 /**
+ * A list field's value written as an array that is not JSON (`['a','b']`, YAML's `[a, b]`, a
+ * missing bracket) was split on commas into items with brackets and quotes in them: a model name
+ * `'a'` that no repository holds, found only once a worker started. Such a value is refused,
+ * naming the variable (not its value, as every env error). A bracketed IPv6 host (`[::1]:9092`)
+ * is a comma-list item and passes.
+ */
+function refuseBrokenArray(name: string, path: readonly string[], raw: string, kinds: ReadonlySet<Kind>): void {
+  const text = raw.trim();
+  if (![...kinds].some((k) => typeof k === 'object')) return;
+  if (!text.startsWith('[') || !(text.endsWith(']') || /^\[\s*["']/.test(text))) return;
+  try {
+    JSON.parse(text);
+    return;
+  } catch {
+    throw new FleetError(
+      'INVALID_CONFIG',
+      `${name} (${path.join('.')}) starts with [ but is not a JSON array: write a comma list (a,b) or a JSON array with double quotes (["a","b"])`,
+      { details: { field: path.join('.'), env: [name] } },
+    );
+  }
+}
+
+/**
  * Applies `NPU_FLEET__SECTION__KEY=value` overrides, e.g. `NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS=5000`
  * or `NPU_FLEET__TRANSPORT__KAFKA__BROKERS=host1:9092,host2:9092`, each value read as the type
  * `schema` gives its field (see envValue).
@@ -131,7 +155,10 @@ export function applyEnvOverrides(base: Record<string, unknown>, env: NodeJS.Pro
       if (typeof next !== 'object' || next === null || Array.isArray(next)) node[seg] = {};
       node = node[seg] as Record<string, unknown>;
     }
-    node[path[path.length - 1] as string] = envValue(env[name] ?? '', kindsAt(schema, path));
+    const raw = env[name] ?? '';
+    const kinds = kindsAt(schema, path);
+    refuseBrokenArray(name, path, raw, kinds);
+    node[path[path.length - 1] as string] = envValue(raw, kinds);
   }
   return out;
 }

@@ -157,6 +157,25 @@ describe('fleet config loader', () => {
     );
   });
 
+  it('refuses a list variable written as a JSON array that does not parse, naming it, instead of splitting it on commas', () => {
+    const message = (env: Record<string, string>): string => {
+      try {
+        return JSON.stringify(loadFleetConfig({ env }).models);
+      } catch (e) {
+        return `${(e as FleetError).code}: ${(e as Error).message}`;
+      }
+    };
+    // Split on commas these became the model names ["'mlp'", "'resnet']"] and ['["mlp"'].
+    for (const value of ["['mlp','resnet']", '["mlp"', '["mlp", resnet]']) {
+      expect(message({ NPU_FLEET__MODELS: value }), value).toMatch(
+        /^INVALID_CONFIG: NPU_FLEET__MODELS \(models\) starts with \[ but is not a JSON array: write a comma list \(a,b\) or a JSON array with double quotes \(\["a","b"\]\)$/,
+      );
+    }
+    // A bracketed IPv6 broker is a comma-list item, not JSON.
+    const brokers = loadFleetConfig({ env: { NPU_FLEET__TRANSPORT__KIND: 'kafka', NPU_FLEET__TRANSPORT__KAFKA__BROKERS: '[::1]:9092,[fe80::1]:9093' } });
+    expect(brokers.transport.kind === 'kafka' && brokers.transport.kafka.brokers).toEqual(['[::1]:9092', '[fe80::1]:9093']);
+  });
+
   it('names the variable to set when a camelCase key was written without its underscores', () => {
     const message = (env: Record<string, string>): string => {
       try {
