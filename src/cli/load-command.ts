@@ -153,6 +153,9 @@ async function drive(
   const stats = new RunStats();
   /** The first answer that was an error (not ok, late, expired or superseded), for the exit-1 line. */
   let firstError: { outcome: string; text: string } | undefined;
+  /** Requests that failed without a reply (a publish refused, Redis or Kafka not answering), and the first such error: the counts give only its code. */
+  let failedSends = 0;
+  let firstFailedSend: FleetError | undefined;
   let stopBy: NodeJS.Signals | undefined;
   let onStop: () => void = () => undefined;
   /** Resolves at the first stop (a signal, stdout closed): ends the wait for the producer to be ready. */
@@ -209,7 +212,11 @@ async function drive(
         order?.result(r, request);
       },
       // CLOSED too: after a second Ctrl-C the summary counts the requests it stopped waiting for.
-      onError: (e) => void stats.noReply(e),
+      onError: (e) => {
+        if (stats.noReply(e) === 'no reply') return;
+        failedSends++;
+        firstFailedSend ??= e;
+      },
       onHeldBack: (n) => stats.heldBack(n),
       stopped: () => stopBy !== undefined,
     });
@@ -221,6 +228,9 @@ async function drive(
         `${outcome.heldBack > 0 ? `, held back ${outcome.heldBack} (over --max-outstanding: the fleet did not keep up)` : ''}` +
         `${outcome.outstanding > 0 ? `, ${outcome.outstanding} without a reply after --drain-ms` : ''} | ${stats.summary()}${order?.summary() ?? ''}`,
     );
+    if (firstFailedSend !== undefined) {
+      printLine(`npu-fleet: ${failedSends} request(s) failed without a reply; the first: ${firstFailedSend.code}: ${firstFailedSend.message}`, process.stderr);
+    }
     // A drill or a CI job reading the exit code must not pass on a fleet that answered nothing.
     const answered = stats.replies();
     if (outcome.sent > 0 && answered === 0) {

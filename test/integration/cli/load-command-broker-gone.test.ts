@@ -25,14 +25,14 @@ const EXIT_WITHIN_MS = DRAIN_MS + 10_000;
  * A load on BullMQ with transport.bullmq.connectTimeoutMs left at its default (15 s): a few requests
  * out, then its redis-server SIGKILLed. Returns the running child.
  */
-async function loadWithRedisKilled(how: 'kill' | 'freeze' = 'kill'): Promise<ReturnType<typeof spawnCli>> {
+async function loadWithRedisKilled(how: 'kill' | 'freeze' = 'kill', bullmq: Record<string, unknown> = {}): Promise<ReturnType<typeof spawnCli>> {
   const dir = tempDir('npu-fleet-loadgone-');
   const redis = await startKillableRedis(dir);
   cleanup.push(() => redis.stop());
   const configFile = join(dir, 'fleet.yaml');
   writeFileSync(
     configFile,
-    stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: redis.url, prefix: uniqueName('loadgone') } }, modelRepository: 'examples/models', log: { level: 'warn' } }),
+    stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: redis.url, prefix: uniqueName('loadgone'), ...bullmq } }, modelRepository: 'examples/models', log: { level: 'warn' } }),
   );
   const run = spawnCli(['load', '--config', configFile, '--model', 'mlp-classifier', '--rate', '20', '--drain-ms', String(DRAIN_MS), '--deadline-ms', '5000'], { NPU_FLEET_DEVICE: 'sim' });
   cleanup.push(() => void run.child.kill('SIGKILL'));
@@ -61,6 +61,17 @@ describe('npu-fleet load with its Redis killed', () => {
     expect(out).toMatch(/no request was answered/);
     // The producer's close is bounded by itself (a connection that is not up is not waited for): the CLI's 5 s bound is not reached.
     expect(out).not.toMatch(/closing the bullmq producer did not finish/);
+  });
+
+  it('says why sends failed: the first error of a request that failed without a reply is on stderr, not only its code in the summary', { timeout: 90_000 }, async () => {
+    // connectTimeoutMs 1000: each publish into the dead connection fails after 1 s, TRANSPORT_ERROR.
+    const run = await loadWithRedisKilled('kill', { connectTimeoutMs: 1_000 });
+    await until(() => /error TRANSPORT_ERROR/.test(run.output()), 20_000, 'a send error counted');
+    run.child.kill('SIGTERM');
+    const { result } = await exitWithin(run, EXIT_WITHIN_MS);
+    const out = run.output();
+    expect(result, out.slice(-3000)).toEqual({ code: 1, signal: null });
+    expect(out).toMatch(/npu-fleet: \d+ request\(s\) failed without a reply; the first: TRANSPORT_ERROR: .*did not answer within 1000 ms/);
   });
 
   it('a second SIGTERM while the producer closes ends it at once', { timeout: 90_000 }, async () => {
