@@ -7,6 +7,16 @@
  *   the learnt estimate for that gear, or the current gear's scaled up proportionally, fits the
  *   target (grows back slowly, no ping-pong).
  * The window restarts after every change so that samples from the old size do not vote again.
+ *
+ * A step down is taken only while it pays: a gear half the size must bring a batch's device time to
+ * at most 1/√2 of the larger one's (in general est(small) / est(large) ≤ √(small / large)), i.e. cut
+ * latency at least as much as it cuts the items served per device-ms. Why: on a device whose time
+ * is mostly a fixed cost per batch (100 ms + 1 ms an item, target 50 ms) the limit went
+ * 32 → 16 → … → 1, each step buying ~10 % of latency for half the throughput, and a backlog full
+ * batches would drain was served at a twentieth of the rate, nearly all of it expired. Judged by
+ * the gears' own measured device times; a gear not run yet is assumed to pay (the derived
+ * estimates lean on a prior), and once run, a step that did not pay is undone and not retried
+ * while the measurements say so.
  */
 export interface AdaptiveLimitOptions {
   targetLatencyMs: number | null;
@@ -42,8 +52,12 @@ export class AdaptiveLimit {
     return { limit: this.current, lastP90Ms: this.lastP90Ms, changes: this.changes };
   }
 
-  /** Feeds one completed batch; `estimateMs(gear)` is the learnt device time, used to vet growth. */
-  record(deviceMs: number, nowMs: number, estimateMs: (gear: number) => number): void {
+  /**
+   * Feeds one completed batch; `estimateMs(gear)` is the learnt device time, used to vet growth;
+   * `measuredMs(gear)` the gear's own measured device time (undefined: not run yet), used to vet
+   * shrinking.
+   */
+  record(deviceMs: number, nowMs: number, estimateMs: (gear: number) => number, measuredMs: (gear: number) => number | undefined = () => undefined): void {
     const target = this.options.targetLatencyMs;
     if (target === null) return;
     if (this.lastChangeAt === -Infinity) this.lastChangeAt = nowMs;
@@ -54,11 +68,18 @@ export class AdaptiveLimit {
     this.window.length = 0;
     const h = this.options.hysteresis;
     if (p90 > target * (1 + h)) {
+      const above = this.gears[this.index + 1];
+      if (above !== undefined && pays(above, this.current, measuredMs) === false) {
+        this.change(this.index + 1, nowMs);
+        return;
+      }
       const wanted = this.current * Math.sqrt(target / p90);
       let next = this.index;
       while (next > 0 && (this.gears[next] as number) > wanted) next--;
       if (next === this.index && next > 0) next--;
-      this.change(next, nowMs);
+      let to = this.index;
+      while (to > next && pays(this.gears[to] as number, this.gears[to - 1] as number, measuredMs) !== false) to--;
+      this.change(to, nowMs);
     } else if (p90 < target * (1 - h) && this.index < this.gears.length - 1 && nowMs - this.lastChangeAt >= this.options.growIntervalMs) {
       // The next gear does not run while the limit is below it, so its own estimate may date from
       // the slow spell that shrank the limit and would veto growth for good. Device time is affine
@@ -94,6 +115,17 @@ export class AdaptiveLimit {
     this.lastChangeAt = nowMs;
     this.changes++;
   }
+}
+
+/**
+ * Whether going from gear `large` to gear `small` cuts device time at least as much as throughput
+ * (see the class comment); undefined when either has not been measured.
+ */
+function pays(large: number, small: number, measuredMs: (gear: number) => number | undefined): boolean | undefined {
+  const largeMs = measuredMs(large);
+  const smallMs = measuredMs(small);
+  if (largeMs === undefined || smallMs === undefined || !(largeMs > 0)) return undefined;
+  return smallMs / largeMs <= Math.sqrt(small / large);
 }
 
 /** Nearest-rank quantile; sorts a copy (the window is small). */

@@ -255,7 +255,12 @@ export class BatchScheduler<P = unknown> {
     const sinceMs = nowMs - this.steppedMs;
     this.estimator.record(gear, deviceMs, sinceMs, this.options.estimateTrustMs);
     this.gears.refresh();
-    this.adaptive.record(deviceMs, sinceMs, (g) => this.estimator.estimateMs(g));
+    this.adaptive.record(
+      deviceMs,
+      sinceMs,
+      (g) => this.estimator.estimateMs(g),
+      (g) => (this.estimator.lastSampleAt(g) === undefined ? undefined : this.estimator.estimateMs(g)),
+    );
   }
 
   /** A new model version took over: estimates stay as guesses, stale (restarted by the next sample, probed). */
