@@ -185,12 +185,45 @@ export const RedisSentinelSchema = z
       'scheme of the master (its host:port are not dialled), e.g. redis://user:password@master/0',
   );
 
+/**
+ * The scheme of a Redis URL, as it may go into a message: letters, digits and +.- only (RFC 3986), so
+ * it carries no part of a login; undefined when the text has none.
+ */
+function urlScheme(url: string): string | undefined {
+  return /^([a-z][a-z0-9+.-]{0,19}):\/\//i.exec(url)?.[1];
+}
+
+/**
+ * ioredis takes any other text as a host or a Unix socket path: http://127.0.0.1:6391 became the
+ * socket //127.0.0.1:6391 (connect ENOENT) while the error said 'Redis at 127.0.0.1:6391 did not
+ * answer', and under `start` each worker exited 1 and was restarted for good. The message names
+ * the scheme only: the URL may carry the password.
+ */
+const redisUrl = z.string().superRefine((url, ctx) => {
+  const scheme = urlScheme(url)?.toLowerCase();
+  if (scheme === 'redis' || scheme === 'rediss') return;
+  const got = url === '' ? 'an empty value' : scheme === undefined ? 'no scheme' : `scheme ${scheme}:`;
+  ctx.addIssue({
+    code: 'custom',
+    message: `must be a redis:// or rediss:// URL (got ${got}); write it as redis://[user:password@]host:port[/db]`,
+    params: { saysFix: true },
+  });
+});
+
 export const BullmqSettingsSchema = z
   .strictObject({
-    redisUrl: z.string().min(1).describe('redis://[user:password@]host:port[/db]; rediss:// for TLS'),
+    redisUrl: redisUrl.describe('redis://[user:password@]host:port[/db]; rediss:// for TLS'),
     tls: RedisTlsSchema.optional(),
     sentinel: RedisSentinelSchema.optional(),
-    prefix: z.string().default(FLEET_DEFAULTS.bullmqPrefix).describe('BullMQ key prefix'),
+    prefix: z
+      .string()
+      // BullMQ joins prefix:queue:...: an empty prefix made every key start with ':'.
+      .refine((prefix) => prefix !== '', {
+        message: `must not be empty (every key would start with ':'): name a prefix, or leave prefix out for the default ${FLEET_DEFAULTS.bullmqPrefix}`,
+        params: { saysFix: true },
+      })
+      .default(FLEET_DEFAULTS.bullmqPrefix)
+      .describe('BullMQ key prefix'),
     queueTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.bullmqQueueTemplate, kind: 'queue', perModel: true, takesPriority: false }, 'Queue per model; {model} replaced'),
     repliesTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.repliesTemplate, kind: 'queue', perModel: false, takesPriority: false }, 'Default reply queue; {model} replaced'),
     dlqTemplate: nameTemplate({ fallback: FLEET_DEFAULTS.dlqTemplate, kind: 'queue', perModel: true, takesPriority: false }, 'Dead-letter queue; {model} replaced'),

@@ -209,6 +209,46 @@ describe('fleet config loader', () => {
     expect(() => loadFleetConfig({ file, env: {} })).toThrow(new RegExp(`${field.replace(/\./g, '\\.')}: .*24\\.8 days.*\\(use a value <= 2147483647\\)`));
   });
 
+  // redisUrl http://127.0.0.1:6391 passed: ioredis read it as a Unix socket path (connect ENOENT
+  // //127.0.0.1:6391) while the error said 'Redis at 127.0.0.1:6391 did not answer', and under
+  // `start` each worker exited 1 and was restarted for good.
+  it('refuses a redisUrl that is not redis:// or rediss://, naming the field and the scheme, never the password', () => {
+    const message = (redisUrl: string): string => {
+      try {
+        loadFleetConfig({ file: tmpFile('url.yaml', stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl } } })), env: {} });
+      } catch (e) {
+        return `${(e as FleetError).code}: ${(e as Error).message}`;
+      }
+      return 'no error';
+    };
+    expect(message('http://127.0.0.1:6391')).toMatch(/^INVALID_CONFIG: invalid fleet config .*: transport\.bullmq\.redisUrl: must be a redis:\/\/ or rediss:\/\/ URL \(got scheme http:\); write it as redis:\/\/\[user:password@\]host:port\[\/db\]$/);
+    expect(message('unix:///var/run/redis.sock')).toMatch(/transport\.bullmq\.redisUrl: must be a redis:\/\/ or rediss:\/\/ URL \(got scheme unix:\)/);
+    const noScheme = message('fleet:hunter2@127.0.0.1:6379');
+    expect(noScheme).toMatch(/transport\.bullmq\.redisUrl: must be a redis:\/\/ or rediss:\/\/ URL \(got no scheme\)/);
+    expect(noScheme).not.toContain('hunter2');
+    expect(message('https://fleet:hunter2@redis.example.com:6380')).not.toContain('hunter2');
+    // From the environment too, naming the variable and never its value.
+    let fromEnv = '';
+    try {
+      loadFleetConfig({ env: { NPU_FLEET__TRANSPORT__KIND: 'bullmq', NPU_FLEET__TRANSPORT__BULLMQ__REDIS_URL: 'http://fleet:hunter2@r:6379' } });
+    } catch (e) {
+      fromEnv = (e as Error).message;
+    }
+    expect(fromEnv).toMatch(/transport\.bullmq\.redisUrl: must be a redis:\/\/ or rediss:\/\/ URL \(got scheme http:\).*set by the environment: NPU_FLEET__TRANSPORT__BULLMQ__REDIS_URL/);
+    expect(fromEnv).not.toContain('hunter2');
+    for (const ok of ['redis://r:6379', 'rediss://fleet:pw@r:6380/2', 'REDIS://r:6379', 'redis://:pw@r']) {
+      expect(message(ok), ok).toBe('no error');
+    }
+  });
+
+  // An empty prefix made every BullMQ key start with ':' (':mlp.requests:wait').
+  it('refuses an empty transport.bullmq.prefix, naming the field and the fix', () => {
+    const file = tmpFile('prefix.yaml', stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://r:6379', prefix: '' } } }));
+    expect(() => loadFleetConfig({ file, env: {} })).toThrow(
+      /transport\.bullmq\.prefix: must not be empty \(every key would start with ':'\): name a prefix, or leave prefix out for the default npu-fleet$/,
+    );
+  });
+
   it('still takes worker bounds past the timer maximum, which wait the maximum (practically never)', () => {
     const c = loadFleetConfig({ file: tmpFile('never.yaml', 'worker: { drainTimeoutMs: 1.0e12, hangLimitMs: 1.0e12, startTimeoutMs: 1.0e12 }\n'), env: {} });
     expect(c.worker.hangLimitMs).toBe(1e12);
