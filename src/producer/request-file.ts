@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import { requestFromJson } from '../codec/index.ts';
 import { identityOf } from '../codec/frame.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
-import type { RequestEnvelope } from '../contracts/request-envelope.ts';
+import { RequestJsonSchema, type RequestEnvelope } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { jsonSyntaxError } from '../errors/json-syntax.ts';
 import type { LineCounter } from './line-counter.ts';
@@ -75,6 +75,7 @@ export async function* readRequestFile(path: string, limits: CodecLimits, nowMs:
 function parseEntry(value: unknown, line: number, limits: CodecLimits, nowMs: () => number, what: 'line' | 'item' | 'request'): FileEntry {
   const identity = identityOf(value);
   try {
+    checkFields(value);
     return { line, request: requestFromJson(withCreatedAt(value, nowMs), limits) };
   } catch (err) {
     const e = FleetError.from(err, 'INVALID_MESSAGE');
@@ -86,6 +87,37 @@ function parseEntry(value: unknown, line: number, limits: CodecLimits, nowMs: ()
       model: identity['model'],
     };
   }
+}
+
+const REQUEST_FIELDS = Object.keys(RequestJsonSchema.shape);
+
+/**
+ * A field the request envelope does not have is refused here, at the file, though the wire drops
+ * such fields (a newer producer's may reach an older worker): in a file someone wrote, it is a typo,
+ * and "deadline" for deadlineAt scored ok with no deadline at all.
+ */
+function checkFields(value: unknown): void {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
+  const unknown = Object.keys(value).find((k) => !REQUEST_FIELDS.includes(k));
+  if (unknown === undefined) return;
+  const meant = REQUEST_FIELDS.find((k) => closeTo(unknown, k));
+  const hint = meant === undefined ? `; a request has ${REQUEST_FIELDS.join(', ')}: put caller data in meta` : ` (did you mean "${meant}"?)`;
+  throw new FleetError('INVALID_MESSAGE', `unknown field "${unknown}"${hint}`, { details: { field: unknown } });
+}
+
+/** A misspelling or a part of `known`: one starts the other, or at most 2 edits apart. */
+function closeTo(word: string, known: string): boolean {
+  const a = word.toLowerCase();
+  const b = known.toLowerCase();
+  if (a.length >= 3 && (b.startsWith(a) || a.startsWith(b))) return true;
+  if (Math.abs(a.length - b.length) > 2) return false;
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min((row[j] as number) + 1, (next[j - 1] as number) + 1, (row[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return (row[b.length] as number) <= 2;
 }
 
 /** publish is the producer here: a request in a file need not carry createdAt. */

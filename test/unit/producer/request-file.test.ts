@@ -55,6 +55,23 @@ describe('readRequestFile', () => {
     expect(short && 'error' in short ? [short.id, short.model] : []).toEqual(['b', 'mlp-classifier']);
   });
 
+  it('a field a request does not have is an error entry naming it and the field meant, not silently dropped', async () => {
+    // "deadline" for deadlineAt used to be dropped: the request scored ok with no deadline at all.
+    const lines = [
+      JSON.stringify(request('typo', { deadline: 5_000 })),
+      JSON.stringify(request('extra', { tenant: 'a' })),
+      JSON.stringify(request('fine', { deadlineAt: 5_000, meta: { tenant: 'a' } })),
+    ];
+    const [typo, extra, fine] = await all(write('fields.jsonl', lines.join('\n')));
+    const e = errorOf(typo);
+    expect(e.code).toBe('INVALID_MESSAGE');
+    expect(e.message).toMatch(/^line 1: unknown field "deadline" \(did you mean "deadlineAt"\?\)/);
+    expect(e.details).toMatchObject({ line: 1, field: 'deadline' });
+    expect(typo && 'error' in typo ? [typo.id, typo.model] : []).toEqual(['typo', 'mlp-classifier']);
+    expect(errorOf(extra).message).toMatch(/^line 2: unknown field "tenant"; a request has id, model, .*meta.*: put caller data in meta/);
+    expect(fine && 'request' in fine ? fine.request.deadlineAt : undefined).toBe(5_000);
+  });
+
   it('reads lazily: createdAt is the time each line is pulled, not the time the file was opened', async () => {
     const path = write('lazy.ndjson', [request('x'), request('y')].map((r) => JSON.stringify(r)).join('\n'));
     let now = 10;
