@@ -155,8 +155,12 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
         stats.abandoned++;
         return;
       }
-      // A broker refusing publishes would fail every later chunk too: the run stops reading.
-      if (error.code !== 'TIMEOUT') sendFailure ??= error;
+      // A broker refusing publishes would fail every later chunk too: the run stops reading. A
+      // reply that failed other than by timing out is a publish that failed: not published.
+      if (error.code !== 'TIMEOUT') {
+        sendFailure ??= error;
+        stats.published--;
+      }
       stats.unanswered++;
       result = local('failed', error, request.id, request.model);
     }

@@ -145,6 +145,15 @@ describe('bulkPublish', () => {
     expect(records.map((r) => r.id).sort()).toEqual([...producer.published].sort());
   });
 
+  it('awaiting, with a producer that never connected: none is counted published', async () => {
+    // It said "publishing stopped after 3 of 3 requests read were published" for a broker at 127.0.0.1:1.
+    const producer = answeringProducer(() => new FleetError('TRANSPORT_ERROR', 'no broker of transport.kafka.brokers (127.0.0.1:1) answered'));
+    const records: ResultEnvelope[] = [];
+    const run = bulkPublish({ producer, entries: entries(lines(['r0', 'r1', 'r2'])), awaitReplies: true, timeoutMs: 1000, inFlight: 10, onRecord: (r) => void records.push(r) });
+    await expect(run).rejects.toThrow(/^publishing stopped after 0 of 3 requests read were published: no broker/);
+    expect(records.map((r) => r.status)).toEqual(['failed', 'failed', 'failed']);
+  });
+
   it('without awaiting: publishes in chunks and counts; a refused publish stops and throws', async () => {
     const producer = answeringProducer();
     const ids = Array.from({ length: 450 }, (_, i) => `p${i}`);
