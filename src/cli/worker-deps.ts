@@ -1,5 +1,5 @@
-import { stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { readdir, stat } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { FRAME_PREFIX_BYTES } from '../codec/frame.ts';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
@@ -50,30 +50,69 @@ export function checkDeviceCount(config: FleetConfig): void {
   );
 }
 
-/** How long `start` waits for the model repository's stat: past it the workers' own bounded start-up reports it. */
+/** How long `start` waits for the model repository's answers: past it the workers' own bounded start-up reports it. */
 const REPOSITORY_CHECK_MS = 5_000;
 
+/** Models of the repository a refusal lists: the names it shows, not the whole of a large repository. */
+const HELD_LISTED = 10;
+
+/** The file reads the repository check makes (a test gives ones that never answer). */
+export interface RepositoryCheckFs {
+  readonly stat: (path: string) => Promise<{ isDirectory(): boolean }>;
+  readonly readdir: (path: string) => Promise<string[]>;
+}
+
+const NODE_FS: RepositoryCheckFs = { stat, readdir: (path) => readdir(path) };
+
 /**
- * `npu-fleet start`: the model repository is a directory. Each worker exits 2 at start on one that
- * is not, and the supervisor restarted them for good while the fleet looked up; this refuses the
- * fleet before any worker starts, as the embedded fleet does. A stat that does not answer (a hung
- * mount) is left to the workers, whose start-up worker.startTimeoutMs bounds.
+ * `npu-fleet start`: the model repository is a directory holding every model `models` names
+ * (<name>/config.yaml, as the worker checks). Each worker exits 2 at start on either, and the
+ * supervisor restarted them for good while the fleet looked up (models: [mlp-clasifier], a typo:
+ * 5 restarts in 25 s); this refuses the fleet before any worker starts, as the embedded fleet does.
+ * Stricter than a lone `npu-fleet worker`, which serves the models it finds when only some are
+ * absent: a typo typed at start is better fixed than found later in a warning. A repository that
+ * does not answer (a hung mount) is left to the workers, whose start-up worker.startTimeoutMs bounds.
  */
-export async function checkModelRepository(config: FleetConfig, boundMs = REPOSITORY_CHECK_MS): Promise<void> {
-  const dir = resolve(config.modelRepository);
+export async function checkModelRepository(config: FleetConfig, boundMs = REPOSITORY_CHECK_MS, fs: RepositoryCheckFs = NODE_FS): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
-  const why = await Promise.race([
-    stat(dir).then(
-      (s) => (s.isDirectory() ? undefined : ' (not a directory)'),
-      (err: NodeJS.ErrnoException) => ` (${err.code ?? err.message})`,
-    ),
+  const refusal = await Promise.race([
+    repositoryRefusal(config, fs),
     new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), boundMs))),
   ]);
   clearTimeout(timer);
-  if (why === undefined) return;
-  throw new FleetError('INVALID_CONFIG', `model repository ${dir} is not a directory${why === ' (not a directory)' ? '' : why}; set modelRepository in the fleet config`, {
-    details: { field: 'modelRepository', dir },
-  });
+  if (refusal !== undefined) throw refusal;
+}
+
+async function repositoryRefusal(config: FleetConfig, fs: RepositoryCheckFs): Promise<FleetError | undefined> {
+  const dir = resolve(config.modelRepository);
+  const why = await fs.stat(dir).then(
+    (s) => (s.isDirectory() ? undefined : ''),
+    (err: NodeJS.ErrnoException) => ` (${err.code ?? err.message})`,
+  );
+  if (why !== undefined) {
+    return new FleetError('INVALID_CONFIG', `model repository ${dir} is not a directory${why}; set modelRepository in the fleet config`, {
+      details: { field: 'modelRepository', dir },
+    });
+  }
+  const wanted = config.models ?? [];
+  const hasConfig = (name: string): Promise<boolean> => fs.stat(join(dir, name, 'config.yaml')).then(() => true, () => false);
+  const present = await Promise.all(wanted.map(hasConfig));
+  const absent = wanted.filter((_, i) => !present[i]);
+  if (absent.length === 0) return undefined;
+  const entries = await fs.readdir(dir).catch(() => [] as string[]);
+  const held = (await Promise.all(entries.map(async (name) => ((await hasConfig(name)) ? name : undefined))))
+    .filter((name): name is string => name !== undefined)
+    .sort();
+  const listed =
+    held.length === 0
+      ? 'no model (no <name>/config.yaml)'
+      : held.slice(0, HELD_LISTED).join(', ') + (held.length > HELD_LISTED ? ` and ${held.length - HELD_LISTED} more` : '');
+  return new FleetError(
+    'INVALID_CONFIG',
+    `models lists ${absent.join(', ')}, which the model repository ${dir} does not hold (no ${absent.map((n) => `${n}/config.yaml`).join(', ')}); ` +
+      `it holds ${listed}: fix the name in models (NPU_FLEET__MODELS), deploy the model, or drop it from the list`,
+    { details: { field: 'models', absent, dir, held: held.slice(0, HELD_LISTED) } },
+  );
 }
 
 /** The configured transport with its tuning knobs applied (also used by benches). */

@@ -16,7 +16,7 @@ import { makeRequest } from '../transport/conformance-kit.ts';
 import { bullmqSettings } from '../transport/bullmq-harness.ts';
 
 /** `npu-fleet start` on BullMQ (one worker process per device), in its own process group as a shell runs it. */
-function spawnFleet(devices: number, env: Record<string, string> = {}, over: { redisUrl?: string; drainTimeoutMs?: number; modelRepository?: string } = {}) {
+function spawnFleet(devices: number, env: Record<string, string> = {}, over: { redisUrl?: string; drainTimeoutMs?: number; modelRepository?: string; models?: string[] } = {}) {
   const dir = tempDir('npu-fleet-supervised-');
   const configFile = join(dir, 'fleet.yaml');
   const prefix = uniqueName('supervised');
@@ -26,7 +26,7 @@ function spawnFleet(devices: number, env: Record<string, string> = {}, over: { r
       transport: { kind: 'bullmq', bullmq: { redisUrl: over.redisUrl ?? getServices().redisUrl, prefix } },
       devices: { count: devices, backend: 'sim' },
       ...(over.modelRepository === undefined ? {} : { modelRepository: over.modelRepository }),
-      models: ['mlp-classifier'],
+      models: over.models ?? ['mlp-classifier'],
       worker: { metricsPort: 0, ...(over.drainTimeoutMs === undefined ? {} : { drainTimeoutMs: over.drainTimeoutMs }) },
       log: { level: 'info' },
     }),
@@ -97,6 +97,22 @@ describe('npu-fleet start (one worker process per device)', () => {
       const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
       expect(result, fleet.output()).toEqual({ code: 2, signal: null });
       expect(fleet.output()).toContain(`model repository ${missing} is not a directory (ENOENT); set modelRepository`);
+      expect(fleet.lines('worker started'), 'no worker is started for a fleet that cannot run').toHaveLength(0);
+    } finally {
+      try {
+        process.kill(-(fleet.child.pid as number), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }, 60_000);
+
+  it('a name in models the repository lacks (a typo) is refused at start (exit 2, naming it and the models there) instead of restarting workers that each exit 2 on it for good', async () => {
+    const fleet = spawnFleet(1, {}, { models: ['mlp-clasifier'] });
+    try {
+      const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
+      expect(result, fleet.output()).toEqual({ code: 2, signal: null });
+      expect(fleet.output()).toMatch(/models lists mlp-clasifier, which the model repository \S*examples\/models does not hold \(no mlp-clasifier\/config\.yaml\); it holds [^:]*\bmlp-classifier\b/);
       expect(fleet.lines('worker started'), 'no worker is started for a fleet that cannot run').toHaveLength(0);
     } finally {
       try {

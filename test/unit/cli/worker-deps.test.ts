@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { checkModelRepository, largestRequestBytes, workerDeps } from '../../../src/cli/worker-deps.ts';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
@@ -36,6 +37,66 @@ describe('checkModelRepository', () => {
       expect(FleetError.is(err, 'INVALID_CONFIG'), String(err)).toBe(true);
       expect((err as Error).message).toBe(`model repository ${path} is not a directory${why}; set modelRepository in the fleet config`);
     }
+  });
+
+  /** A repository holding these model directories, each with a config.yaml (the check reads no more of it). */
+  function repoWith(names: readonly string[]): string {
+    const dir = tempDir('npu-fleet-repo-models-');
+    for (const name of names) {
+      mkdirSync(join(dir, name, '1'), { recursive: true });
+      writeFileSync(join(dir, name, 'config.yaml'), `name: ${name}\n`);
+    }
+    return dir;
+  }
+
+  async function refusal(config: Parameters<typeof checkModelRepository>[0]): Promise<string> {
+    const err: unknown = await checkModelRepository(config).catch((e: unknown) => e);
+    if (err === undefined) return 'no error';
+    expect(FleetError.is(err, 'INVALID_CONFIG'), String(err)).toBe(true);
+    return (err as Error).message;
+  }
+
+  // models: [mlp-clasifier] (a typo) started, each worker exited 2 on a model its repository lacks,
+  // and the supervisor restarted it for good.
+  it('refuses a name in models without <repository>/<name>/config.yaml, naming it, the repository and the models it holds', async () => {
+    const dir = repoWith(['mlp-classifier', 'small-cnn', 'text-classifier']);
+    // A directory without its config.yaml is not a model (the worker's check is the same).
+    mkdirSync(join(dir, 'half-copied', '1'), { recursive: true });
+    expect(await refusal(parseFleetConfig({ modelRepository: dir, models: ['mlp-clasifier'] }))).toBe(
+      `models lists mlp-clasifier, which the model repository ${dir} does not hold (no mlp-clasifier/config.yaml); it holds mlp-classifier, small-cnn, text-classifier: ` +
+        'fix the name in models (NPU_FLEET__MODELS), deploy the model, or drop it from the list',
+    );
+    // Every absent one is named, also beside a name the repository has.
+    expect(await refusal(parseFleetConfig({ modelRepository: dir, models: ['small-cnn', 'half-copied', 'resnet'] }))).toMatch(
+      /^models lists half-copied, resnet, which the model repository .* does not hold \(no half-copied\/config\.yaml, resnet\/config\.yaml\); it holds mlp-classifier, small-cnn, text-classifier: /,
+    );
+    expect(await refusal(parseFleetConfig({ modelRepository: dir, models: ['small-cnn', 'mlp-classifier'] }))).toBe('no error');
+    // No models list: serve all the repository holds.
+    expect(await refusal(parseFleetConfig({ modelRepository: dir }))).toBe('no error');
+  });
+
+  it('lists at most 10 of the models the repository holds, and says when it holds none', async () => {
+    const many = repoWith(Array.from({ length: 14 }, (_, i) => `model-${String(i).padStart(2, '0')}`));
+    expect(await refusal(parseFleetConfig({ modelRepository: many, models: ['typo'] }))).toContain(
+      '; it holds model-00, model-01, model-02, model-03, model-04, model-05, model-06, model-07, model-08, model-09 and 4 more: fix the name',
+    );
+    const empty = repoWith([]);
+    expect(await refusal(parseFleetConfig({ modelRepository: empty, models: ['mlp-classifier'] }))).toBe(
+      `models lists mlp-classifier, which the model repository ${empty} does not hold (no mlp-classifier/config.yaml); it holds no model (no <name>/config.yaml): ` +
+        'fix the name in models (NPU_FLEET__MODELS), deploy the model, or drop it from the list',
+    );
+  });
+
+  it('leaves a repository that does not answer (a hung mount) to the workers: passes after its bound', async () => {
+    const never = new Promise<never>(() => undefined);
+    const hung = { stat: () => never, readdir: () => never };
+    const config = parseFleetConfig({ modelRepository: repoWith([]), models: ['mlp-classifier'] });
+    const startedAt = Date.now();
+    await expect(checkModelRepository(config, 200, hung)).resolves.toBeUndefined();
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(190);
+    // The directory answers, a model's config.yaml does not: the same.
+    const slowModel = { stat: (path: string) => (path.endsWith('config.yaml') ? never : stat(path)), readdir: () => never };
+    await expect(checkModelRepository(config, 200, slowModel)).resolves.toBeUndefined();
   });
 });
 
