@@ -235,7 +235,7 @@ async function drive(
     const answered = stats.replies();
     if (outcome.sent > 0 && answered === 0) {
       printLine(
-        `no request was answered: is a worker serving ${run.models.map((m) => m.name).join(', ')} on this ${run.config.transport.kind} transport (same topics/queues prefix)? Exit ${EXIT.failed}.`,
+        `npu-fleet: no request was answered: is a worker serving ${run.models.map((m) => m.name).join(', ')} on this ${run.config.transport.kind} transport (same topics/queues prefix)?; exit ${EXIT.failed}`,
         process.stderr,
       );
       return EXIT.failed;

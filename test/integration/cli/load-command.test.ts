@@ -279,6 +279,7 @@ describe('load with no worker serving the model', () => {
     expect(s.sent, s.line).toBe(20);
     expect(s.counts.get('no reply'), s.line).toBe(20);
     expect(code).toBe(1);
-    expect(stderr.join('')).toMatch(/no request was answered: is a worker serving mlp-classifier on this bullmq transport/);
+    // In the form of every other stderr line of load: 'npu-fleet: ...; exit N'.
+    expect(stderr.join('')).toMatch(/^npu-fleet: no request was answered: is a worker serving mlp-classifier on this bullmq transport \(same topics\/queues prefix\)\?; exit 1$/m);
   });
 });
