@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SERVED_FRAME_MEMORY_MS } from '../../../src/scheduler/stream-served.ts';
 import { BullmqTransport } from '../../../src/transport/bullmq/bullmq-transport.ts';
 import { redisConnection } from '../../../src/transport/bullmq/redis-connection.ts';
-import { parseMarks, StreamFrameMarks } from '../../../src/transport/bullmq/stream-frame-marks.ts';
+import { FRAME_CLAIM_TIMEOUT_MS, parseMarks, StreamFrameMarks } from '../../../src/transport/bullmq/stream-frame-marks.ts';
 import type { AnsweredFrame } from '../../../src/transport/transport.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { bullmqSettings } from './bullmq-harness.ts';
@@ -25,12 +25,12 @@ function connect(): Redis {
 }
 
 /** Marks of one test's own keys; `warns` collects what it logs. */
-function marks(o: { prefix?: string; redis?: Redis; timeoutMs?: number; warns?: string[] } = {}): { m: StreamFrameMarks; prefix: string; redis: Redis } {
+function marks(o: { prefix?: string; redis?: Redis; timeoutMs?: number; holdMaxMs?: number; warns?: string[] } = {}): { m: StreamFrameMarks; prefix: string; redis: Redis } {
   const prefix = o.prefix ?? uniqueName('marks');
   const redis = o.redis ?? connect();
   const warns = o.warns ?? [];
   const logger = { error: () => {}, info: () => {}, debug: () => {}, warn: (_: object, msg: string) => void warns.push(msg) };
-  const m = new StreamFrameMarks({ redis: async () => redis, key: (model, stream, kind) => `${prefix}:${model}:${kind}:${stream}`, logger, ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }) });
+  const m = new StreamFrameMarks({ redis: async () => redis, key: (model, stream, kind) => `${prefix}:${model}:${kind}:${stream}`, logger, ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }), ...(o.holdMaxMs === undefined ? {} : { holdMaxMs: o.holdMaxMs }) });
   return { m, prefix, redis };
 }
 
@@ -85,15 +85,85 @@ describe('StreamFrameMarks: a stream\'s newest claimed frame, fleet-wide', () =>
     c.release();
   });
 
-  it('a stream never released (its worker killed mid-settle) is taken over after the claim timeout', async () => {
-    const { m, prefix, redis } = marks({ timeoutMs: 300 });
-    await m.claim([frame('cam', 100)]); // never released
-    const started = Date.now();
-    const c = await m.claim([frame('cam', 200)]);
+  it('a live holder publishing slower than a lease lasts keeps its stream: a newer frame waits for its release', { timeout: 20_000 }, async () => {
+    // The QA case: on a host at load 10-12 a settle's publish took over FRAME_CLAIM_TIMEOUT_MS, its
+    // lease lapsed, another worker's newer frame took the stream over and went out first.
+    const a = marks();
+    const b = marks({ prefix: a.prefix });
+    const held = await a.m.claim([frame('cam', 4)]);
+    expect(held.newer).toEqual([undefined]);
+    let claimedAt = 0;
+    const newer = b.m.claim([frame('cam', 5)]).then((c) => ((claimedAt = Date.now()), c));
+    await sleep(2_500);
+    expect(claimedAt, 'the newer frame took the stream over from a live holder').toBe(0);
+    expect(await a.redis.pttl(`${a.prefix}:m:lease:cam`), 'the holder\'s lease is kept alive').toBeGreaterThan(0);
+    const releasedAt = Date.now();
+    held.release();
+    const c = await newer;
     expect(c.newer).toEqual([undefined]);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
-    expect(await redis.get(`${prefix}:m:mark:cam`)).toBe('200 cam~200');
+    expect(claimedAt).toBeGreaterThanOrEqual(releasedAt);
+    expect(claimedAt - releasedAt).toBeLessThan(300);
     c.release();
+    expect(await a.redis.get(`${a.prefix}:m:mark:cam`)).toBe('5 cam~5');
+  });
+
+  it('a holder killed mid-settle (no release, no more renewals) is taken over a lease\'s life after its last renewal', { timeout: 20_000 }, async () => {
+    const warns: string[] = [];
+    const a = marks({ warns });
+    const b = marks({ prefix: a.prefix });
+    const held = await a.m.claim([frame('cam', 100)]);
+    let claimedAt = 0;
+    const newer = b.m.claim([frame('cam', 200)]).then((c) => ((claimedAt = Date.now()), c));
+    await sleep(1_500);
+    expect(claimedAt, 'taken over while its holder lived').toBe(0);
+    // Killed: its connection gone, its renewals fail.
+    a.redis.disconnect();
+    const killedAt = Date.now();
+    const c = await newer;
+    expect(c.newer).toEqual([undefined]);
+    expect(claimedAt - killedAt).toBeLessThan(FRAME_CLAIM_TIMEOUT_MS + 500);
+    expect(await b.redis.get(`${a.prefix}:m:mark:cam`)).toBe('200 cam~200');
+    c.release();
+    held.release();
+    // A failed renewal is logged, not thrown.
+    for (const end = Date.now() + 2_000; warns.length === 0 && Date.now() < end; ) await sleep(10);
+    expect(warns[0]).toMatch(/renew/);
+  });
+
+  it('a holder that keeps renewing but never releases is taken over past the hold bound, logged', { timeout: 20_000 }, async () => {
+    const warns: string[] = [];
+    const heldWarns: string[] = [];
+    const a = marks({ timeoutMs: 300, warns: heldWarns });
+    const b = marks({ prefix: a.prefix, timeoutMs: 300, holdMaxMs: 1_500, warns });
+    const held = await a.m.claim([frame('cam', 100)]); // stuck: never released
+    const started = Date.now();
+    const c = await b.m.claim([frame('cam', 200)]);
+    const waitedMs = Date.now() - started;
+    expect(c.newer).toEqual([undefined]);
+    expect(waitedMs).toBeGreaterThanOrEqual(1_500);
+    expect(waitedMs).toBeLessThan(2_500);
+    expect(await b.redis.get(`${a.prefix}:m:mark:cam`)).toBe('200 cam~200');
+    expect(warns).toHaveLength(1);
+    expect(warns[0]).toMatch(/took a stream over/);
+    // The stuck holder's next renewal finds its lease another's: logged, and it renews no more.
+    for (const end = Date.now() + 2_000; heldWarns.length === 0 && Date.now() < end; ) await sleep(10);
+    expect(heldWarns[0]).toMatch(/renew/);
+    c.release();
+    held.release();
+  });
+
+  it('a holder stops renewing past the hold bound: a settle stuck for good does not keep its streams', { timeout: 20_000 }, async () => {
+    const { m, prefix, redis } = marks({ timeoutMs: 300, holdMaxMs: 1_000 });
+    const claimedAt = Date.now();
+    const held = await m.claim([frame('cam', 100)]); // never released
+    await sleep(700);
+    expect(await redis.get(`${prefix}:m:lease:cam`), 'renewed past a lease\'s life').not.toBeNull();
+    for (const end = Date.now() + 3_000; (await redis.exists(`${prefix}:m:lease:cam`)) === 1 && Date.now() < end; ) await sleep(10);
+    const lapsedAt = Date.now();
+    expect(await redis.exists(`${prefix}:m:lease:cam`)).toBe(0);
+    expect(lapsedAt - claimedAt).toBeGreaterThanOrEqual(1_000);
+    expect(lapsedAt - claimedAt).toBeLessThan(1_000 + 300 + 300);
+    held.release();
   });
 
   it('marks and leases expire: Redis keeps only live streams, and a producer clock set back heals', async () => {
