@@ -48,6 +48,28 @@ function spawnFleet(devices: number, env: Record<string, string> = {}, over: { r
   return { child, exited, output: () => out, lines, prefix };
 }
 
+/**
+ * A fleet that cannot run is refused at start: exit 2 within 20 s, no worker started, and its
+ * output matching `says`. The fleet's process group is killed whatever happened.
+ */
+async function expectRefusedAtStart(fleet: ReturnType<typeof spawnFleet>, ...says: Array<string | RegExp>): Promise<void> {
+  try {
+    const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
+    expect(result, fleet.output()).toEqual({ code: 2, signal: null });
+    for (const said of says) {
+      if (typeof said === 'string') expect(fleet.output()).toContain(said);
+      else expect(fleet.output()).toMatch(said);
+    }
+    expect(fleet.lines('worker started'), 'no worker is started for a fleet that cannot run').toHaveLength(0);
+  } finally {
+    try {
+      process.kill(-(fleet.child.pid as number), 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+}
+
 async function until(cond: () => boolean, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -75,52 +97,18 @@ describe('npu-fleet start (one worker process per device)', () => {
   it('devices.count beyond the devices the backend has is refused at start (exit 2, naming it) instead of restarting the missing devices\' workers for good', async () => {
     // The simulator has 2 devices (NPU_FLEET_SIM_DEVICES unset): a worker for device 2 can never start.
     const fleet = spawnFleet(3, { NPU_FLEET_SIM_DEVICES: '' });
-    try {
-      const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
-      expect(result, fleet.output()).toEqual({ code: 2, signal: null });
-      expect(fleet.output()).toMatch(/devices\.count 3/);
-      expect(fleet.output()).toMatch(/2 device\(s\)/);
-      expect(fleet.lines('worker started'), 'no worker is started for a fleet that cannot run').toHaveLength(0);
-    } finally {
-      try {
-        process.kill(-(fleet.child.pid as number), 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
+    await expectRefusedAtStart(fleet, /devices\.count 3/, /2 device\(s\)/);
   }, 60_000);
 
   it('a modelRepository that is not a directory is refused at start (exit 2, naming the setting) instead of restarting workers that each exit 2 on it for good', async () => {
     const missing = join(tempDir('npu-fleet-no-repo-'), 'no-such-models');
     const fleet = spawnFleet(1, {}, { modelRepository: missing });
-    try {
-      const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
-      expect(result, fleet.output()).toEqual({ code: 2, signal: null });
-      expect(fleet.output()).toContain(`model repository ${missing} is not a directory (ENOENT); set modelRepository`);
-      expect(fleet.lines('worker started'), 'no worker is started for a fleet that cannot run').toHaveLength(0);
-    } finally {
-      try {
-        process.kill(-(fleet.child.pid as number), 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
+    await expectRefusedAtStart(fleet, `model repository ${missing} is not a directory (ENOENT); set modelRepository`);
   }, 60_000);
 
   it('a name in models the repository lacks (a typo) is refused at start (exit 2, naming it and the models there) instead of restarting workers that each exit 2 on it for good', async () => {
     const fleet = spawnFleet(1, {}, { models: ['mlp-clasifier'] });
-    try {
-      const result = await Promise.race([fleet.exited, new Promise<'slow'>((r) => setTimeout(() => r('slow'), 20_000))]);
-      expect(result, fleet.output()).toEqual({ code: 2, signal: null });
-      expect(fleet.output()).toMatch(/models lists mlp-clasifier, which the model repository \S*examples\/models does not hold \(no mlp-clasifier\/config\.yaml\); it holds [^:]*\bmlp-classifier\b/);
-      expect(fleet.lines('worker started'), 'no worker is started for a fleet that cannot run').toHaveLength(0);
-    } finally {
-      try {
-        process.kill(-(fleet.child.pid as number), 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
+    await expectRefusedAtStart(fleet, /models lists mlp-clasifier, which the model repository \S*examples\/models does not hold \(no mlp-clasifier\/config\.yaml\); it holds [^:]*\bmlp-classifier\b/);
   }, 60_000);
 
   it('a worker whose start-up hangs (model load blocked) exits 72 past worker.startTimeoutMs and is restarted with backoff, the reason named', async () => {
