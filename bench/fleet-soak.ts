@@ -6,7 +6,8 @@
  * p99, device memory, local queue depth; a line every --print-s) and the RSS of the supervisor and of the load generator
  * (the Producer API a service embeds) from /proc. Beside it `npu-fleet frames` sends --streams
  * cameras at 5 fps to a copy of the model with `streams: { superseded: drop }`, so the per-camera
- * memories (served frames, BullMQ frame marks and leases) churn too.
+ * memories (served frames, BullMQ frame marks and leases) churn too. On BullMQ, Redis's key count
+ * and used memory are followed as well: job retention and the frame marks must keep them flat.
  *
  * Growth is judged after a warm-up (the first fifth of the run: code compiled, pools and the
  * served-frame memory filled): the last third of the remaining samples against the first third,
@@ -23,6 +24,7 @@ import { randomUUID } from 'node:crypto';
 import { appendFileSync, cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { stringify } from 'yaml';
 import { withBenchServices, type BenchServices } from './transport-echo.ts';
 
@@ -165,6 +167,20 @@ function growth(what: string, points: ReadonlyArray<{ atMs: number; value: numbe
 const mib = (v: number): string => `${(v / MIB).toFixed(1)} MiB`;
 const count = (v: number): string => v.toFixed(v % 1 === 0 ? 0 : 1);
 
+/** An `npu-fleet` command run beside the fleet: its output kept in `logFile`, its last lines at hand. */
+function drive(args: readonly string[], logFile: string): { child: ChildProcess; exited: Promise<number | null>; tail: string[] } {
+  const child = spawn(process.execPath, ['bin/npu-fleet.js', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const tail: string[] = [];
+  const onOutput = (b: Buffer): void => {
+    appendFileSync(logFile, b);
+    tail.push(...b.toString().split('\n').filter((l) => l !== ''));
+    tail.splice(0, Math.max(0, tail.length - 8));
+  };
+  child.stdout?.on('data', onOutput);
+  child.stderr?.on('data', onOutput);
+  return { child, exited: new Promise((resolve) => child.once('exit', (code) => resolve(code))), tail };
+}
+
 async function soak(kind: Kind, services: BenchServices): Promise<boolean> {
   const dir = mkdtempSync(join(tmpdir(), `npu-fleet-soak-${kind}-`));
   const prefix = `soak-${kind}-${randomUUID().slice(0, 8)}`;
@@ -232,6 +248,7 @@ async function soak(kind: Kind, services: BenchServices): Promise<boolean> {
 
   let load: ChildProcess | undefined;
   let frames: ChildProcess | undefined;
+  let redis: Redis | undefined;
   try {
     const readyBy = Date.now() + 120_000;
     while (ports.size < DEVICES) {
@@ -241,35 +258,23 @@ async function soak(kind: Kind, services: BenchServices): Promise<boolean> {
     }
 
     const seconds = Math.round(MINUTES * 60);
-    load = spawn(
-      process.execPath,
-      ['bin/npu-fleet.js', 'load', '--config', configFile, '--model', MODEL, '--rate', String(RATE), '--seconds', String(seconds), '--drain-ms', '15000'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+    const loadRun = drive(['load', '--config', configFile, '--model', MODEL, '--rate', String(RATE), '--seconds', String(seconds), '--drain-ms', '15000'], loadLog);
+    load = loadRun.child;
+    const loadExited = loadRun.exited;
+    const loadTail = loadRun.tail;
+    const framesRun = drive(
+      ['frames', '--config', configFile, '--model', FRAMES_MODEL, '--streams', String(STREAMS), '--fps', '5', '--seconds', String(seconds), '--deadline-ms', '1000', '--drain-ms', '15000'],
+      framesLog,
     );
-    let loadTail: string[] = [];
-    const onLoadOutput = (b: Buffer): void => {
-      appendFileSync(loadLog, b);
-      loadTail = [...loadTail, ...b.toString().split('\n').filter((l) => l !== '')].slice(-8);
-    };
-    load.stdout?.on('data', onLoadOutput);
-    load.stderr?.on('data', onLoadOutput);
-    const loadExited = new Promise<number | null>((resolve) => load?.once('exit', (code) => resolve(code)));
-    frames = spawn(
-      process.execPath,
-      ['bin/npu-fleet.js', 'frames', '--config', configFile, '--model', FRAMES_MODEL, '--streams', String(STREAMS), '--fps', '5', '--seconds', String(seconds), '--deadline-ms', '1000', '--drain-ms', '15000'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let framesTail: string[] = [];
-    const onFramesOutput = (b: Buffer): void => {
-      appendFileSync(framesLog, b);
-      framesTail = [...framesTail, ...b.toString().split('\n').filter((l) => l !== '')].slice(-8);
-    };
-    frames.stdout?.on('data', onFramesOutput);
-    frames.stderr?.on('data', onFramesOutput);
-    const framesExited = new Promise<number | null>((resolve) => frames?.once('exit', (code) => resolve(code)));
+    frames = framesRun.child;
+    const framesExited = framesRun.exited;
+    const framesTail = framesRun.tail;
     const startedAtMs = Date.now();
 
     const workers = new Map<number, WorkerSample[]>();
+    redis = kind === 'bullmq' ? new Redis(services.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
+    const redisKeys: Array<{ atMs: number; value: number }> = [];
+    const redisBytes: Array<{ atMs: number; value: number }> = [];
     const supervisor: ProcessSample[] = [];
     const producer: ProcessSample[] = [];
     let loadCode: number | null | undefined;
@@ -290,6 +295,18 @@ async function soak(kind: Kind, services: BenchServices): Promise<boolean> {
         }
       }
       const at = Date.now();
+      let redisPart = '';
+      if (redis !== undefined) {
+        try {
+          const [keys, info] = await Promise.all([redis.dbsize(), redis.info('memory')]);
+          const used = Number(/used_memory:(\d+)/.exec(info)?.[1]);
+          redisKeys.push({ atMs: at, value: keys });
+          if (Number.isFinite(used)) redisBytes.push({ atMs: at, value: used });
+          redisPart = ` | redis ${keys} keys ${mib(used)}`;
+        } catch (e) {
+          redisPart = ` | redis failed (${(e as Error).message})`;
+        }
+      }
       const sup = procRssBytes(fleet.pid);
       const prod = procRssBytes(load.pid);
       if (sup !== undefined) supervisor.push({ atMs: at, rssBytes: sup });
@@ -297,7 +314,7 @@ async function soak(kind: Kind, services: BenchServices): Promise<boolean> {
       if (at - printedAtMs < PRINT_MS - SAMPLE_MS / 2) continue;
       printedAtMs = at;
       console.log(
-        `[${kind}] ${((at - startedAtMs) / 1000).toFixed(0)} s | ${parts.join(' | ')} | supervisor ${sup === undefined ? '?' : mib(sup)} | load ${prod === undefined ? '?' : mib(prod)}` +
+        `[${kind}] ${((at - startedAtMs) / 1000).toFixed(0)} s | ${parts.join(' | ')} | supervisor ${sup === undefined ? '?' : mib(sup)} | load ${prod === undefined ? '?' : mib(prod)}${redisPart}` +
           ` | ${loadTail.at(-1) ?? ''}`,
       );
     }
@@ -329,6 +346,8 @@ async function soak(kind: Kind, services: BenchServices): Promise<boolean> {
     const procSeries = (xs: readonly ProcessSample[]) => xs.map((s) => ({ atMs: s.atMs, value: s.rssBytes }));
     add(growth('supervisor RSS (median)', procSeries(supervisor), startedAtMs, median, 0, mib));
     add(growth('load generator (Producer) RSS (median)', procSeries(producer), startedAtMs, median, 0, mib));
+    add(growth('redis keys (max)', redisKeys, startedAtMs, max, 1000, count));
+    add(growth('redis used memory (median)', redisBytes, startedAtMs, median, 8 * MIB, mib));
 
     const restarts = Math.max(0, readyLines - DEVICES);
     let ok = true;
@@ -360,6 +379,7 @@ async function soak(kind: Kind, services: BenchServices): Promise<boolean> {
     if (frames !== undefined && frames.exitCode === null) frames.kill('SIGKILL');
     if (fleet.exitCode === null) killFleet();
     process.removeListener('exit', killFleet);
+    await redis?.quit().catch(() => undefined);
   }
 }
 
