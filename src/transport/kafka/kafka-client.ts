@@ -1,8 +1,11 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
-import { Kafka, logLevel, type Admin, type ISocketFactory, type ITopicConfig, type logCreator, type SASLOptions } from 'kafkajs';
+import { Kafka, logLevel, type Admin, type ISocketFactory, type ITopicConfig, type SASLOptions } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
+import { kafkaLogCreator } from './kafka-log-creator.ts';
+
+export { kafkaLogCreator, SEND_GIVEN_UP } from './kafka-log-creator.ts';
 
 /** pino-compatible subset; transports log through it (kafkajs's own console logger stays off). */
 export interface TransportLogger {
@@ -12,80 +15,8 @@ export interface TransportLogger {
   debug(obj: object, msg: string): void;
 }
 
-/**
- * Broker answers kafkajs recovers from by itself. Its connection layer still logs each one at
- * ERROR: while a group rebalances (every worker start, stop or crash) a busy consumer retries its
- * heartbeat after each fetched batch and logs dozens of "Response Heartbeat" errors before the
- * rejoin, which kafkajs then reports once at WARN; a transactional producer that adds partitions
- * right after a commit is told to retry. Those per-request lines go to debug.
- */
-const RECOVERED_BY_KAFKAJS = new Set([
-  'The group is rebalancing, so a rejoin is needed',
-  // After a broker outage longer than the session: every heartbeat until the rejoin says so.
-  'The coordinator is not aware of this member',
-  'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing',
-]);
-
-/**
- * Broker answers that mean partition leadership is moving (a topic just created, a broker
- * restarting). kafkajs refreshes metadata and retries; if that keeps failing the error reaches the
- * transport, which reports it. Each answer is worth a warning, not an ERROR line per partition.
- */
-const LEADERSHIP_MOVING = new Set([
-  'This server is not the leader for that topic-partition',
-  'There is no leader for this topic-partition as we are in the middle of a leadership election',
-  'This server does not host this topic-partition',
-]);
-
-/**
- * Broker answers whose caller judges each part and reports what is really wrong: kafkajs logs a
- * CreateTopics answer holding any per-topic error at ERROR, TOPIC_ALREADY_EXISTS too, and since
- * reply topics are created without a listing first (b6bf140) every existing reply topic a worker
- * met for the first time wrote an ERROR line. ensureTopics takes that answer as success and throws
- * a FleetError naming the topic for any other, which its caller logs.
- */
-const JUDGED_BY_CALLER = new Set(['Topic creation errors']);
-
-/**
- * What kafkajs says of a result send the transport gave up (its results went again on a fresh
- * producer): its partitioner throws this at kafkajs's next attempt, so the retries stop. The
- * transport did it on purpose; kafkajs logs it as a failed send.
- */
-export const SEND_GIVEN_UP = 'result send given up: its results went again on a fresh producer';
-
-/**
- * kafkajs lines that are said at WARN/ERROR but are the transport's own choice (the start of the
- * message): an idempotent producer with bounded retries "may invalidate EoS guarantees" because
- * its sequence numbers are rolled back when a send fails, and a producer that failed a send is
- * never used again (ResultSender, KafkaProducer); a given-up send (SEND_GIVEN_UP).
- */
-const CHOSEN_BY_CALLER = ['Limiting retries for the idempotent producer', SEND_GIVEN_UP];
-
 /** kafkajs's retries per request when the caller sets none (createKafka). */
 export const DEFAULT_KAFKA_RETRIES = 8;
-
-/** Maps kafkajs log entries onto the fleet's logger (exported for its test). */
-export function kafkaLogCreator(logger: TransportLogger | undefined): logCreator {
-  return () =>
-    ({ level, log }) => {
-      if (logger === undefined) return;
-      const { message, ...extra } = log;
-      const obj = { kafkajs: extra.logger, ...extra };
-      const answer = message.startsWith('Response ') && typeof extra['error'] === 'string' ? extra['error'] : undefined;
-      const recovered =
-        (answer !== undefined && (RECOVERED_BY_KAFKAJS.has(answer) || JUDGED_BY_CALLER.has(answer))) || CHOSEN_BY_CALLER.some((m) => message.startsWith(m));
-      const moving = answer !== undefined && LEADERSHIP_MOVING.has(answer);
-      // An entry with a retryCount announces a retry, not a failure: if the retries run out, the
-      // error reaches the transport, which reports it.
-      const retrying = typeof extra['retryCount'] === 'number';
-      if (recovered) logger.debug(obj, message);
-      else if (level === logLevel.ERROR && !retrying && !moving) logger.error(obj, message);
-      else if (level === logLevel.ERROR) logger.warn(obj, message);
-      else if (level === logLevel.WARN) logger.warn(obj, message);
-      else if (level === logLevel.INFO) logger.info(obj, message);
-      else logger.debug(obj, message);
-    };
-}
 
 export function createKafka(
   settings: Pick<KafkaSettings, 'brokers' | 'clientId'> & Partial<Pick<KafkaSettings, 'ssl' | 'sasl'>>,

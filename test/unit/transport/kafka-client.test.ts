@@ -1,52 +1,10 @@
-import { logLevel } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KafkaSettingsSchema } from '../../../src/contracts/fleet-config.ts';
-import { consumerFailure, kafkaLogCreator, SEND_GIVEN_UP, startFailure, tlsOptions, whileTopicMetadataLags, type TransportLogger } from '../../../src/transport/kafka/kafka-client.ts';
+import { consumerFailure, startFailure, tlsOptions, whileTopicMetadataLags } from '../../../src/transport/kafka/kafka-client.ts';
 import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
-
-function recording(): { logger: TransportLogger; lines: Array<[string, string]> } {
-  const lines: Array<[string, string]> = [];
-  const at = (level: string) => (_obj: object, msg: string) => void lines.push([level, msg]);
-  return { logger: { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') }, lines };
-}
-
-const entry = (level: logLevel, message: string, error?: string, extra: Record<string, unknown> = {}) => ({
-  namespace: 'Connection',
-  level,
-  label: 'ERROR',
-  log: { timestamp: '2026-11-29T00:00:00.000Z', logger: 'kafkajs', message, ...(error === undefined ? {} : { error }), ...extra },
-});
-
-describe('kafkaLogCreator', () => {
-  it.each([
-    ['a heartbeat refused during a rebalance goes to debug', entry(logLevel.ERROR, 'Response Heartbeat(key: 12, version: 3)', 'The group is rebalancing, so a rejoin is needed'), 'debug'],
-    ['a heartbeat after the session expired (kafkajs rejoins) goes to debug', entry(logLevel.ERROR, 'Response Heartbeat(key: 12, version: 3)', 'The coordinator is not aware of this member'), 'debug'],
-    ['a CreateTopics answer with per-topic errors (an existing reply topic) goes to debug: ensureTopics reports real refusals', entry(logLevel.ERROR, 'Response CreateTopics(key: 19, version: 3)', 'Topic creation errors'), 'debug'],
-    ['the rejoin kafkajs reports once stays a warning', entry(logLevel.WARN, 'The group is rebalancing, re-joining', 'The group is rebalancing, so a rejoin is needed'), 'warn'],
-    ['any other failed response stays an error', entry(logLevel.ERROR, 'Response Produce(key: 0, version: 7)', 'The request included a message larger than the max message size the server will accept'), 'error'],
-    ['leadership moving (kafkajs refreshes metadata and retries) is a warning', entry(logLevel.ERROR, 'Response ListOffsets(key: 2, version: 3)', 'This server is not the leader for that topic-partition'), 'warn'],
-    ['a leader election in progress is a warning', entry(logLevel.ERROR, 'Response Produce(key: 0, version: 7)', 'There is no leader for this topic-partition as we are in the middle of a leadership election'), 'warn'],
-    ['the same words outside a broker answer stay an error', entry(logLevel.ERROR, 'Crash: gave up', 'This server is not the leader for that topic-partition'), 'error'],
-    ['an error without a broker answer stays an error', entry(logLevel.ERROR, 'Crash: KafkaJSNumberOfRetriesExceeded'), 'error'],
-    ['a transaction told to retry goes to debug', entry(logLevel.ERROR, 'Response AddPartitionsToTxn(key: 24, version: 1)', 'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing'), 'debug'],
-    ['a send that kafkajs will retry is a warning', entry(logLevel.ERROR, '[Producer] Failed to send messages: leader not available', undefined, { retryCount: 0, retryTime: 51 }), 'warn'],
-    ['info stays info', entry(logLevel.INFO, 'Consumer has joined the group'), 'info'],
-    // The result producer bounds its idempotent retries on purpose (a producer that failed a send is replaced).
-    ['kafkajs on bounded retries of an idempotent producer goes to debug', entry(logLevel.WARN, 'Limiting retries for the idempotent producer may invalidate EoS guarantees'), 'debug'],
-    ['a result send the transport gave up goes to debug', entry(logLevel.ERROR, SEND_GIVEN_UP, undefined, { retryCount: 2, retryTime: 400 }), 'debug'],
-  ])('%s', (_name, e, want) => {
-    const { logger, lines } = recording();
-    kafkaLogCreator(logger)(logLevel.INFO)(e);
-    expect(lines).toEqual([[want, e.log.message]]);
-  });
-
-  it('logs nothing without a logger', () => {
-    expect(() => kafkaLogCreator(undefined)(logLevel.INFO)(entry(logLevel.ERROR, 'Response Heartbeat'))).not.toThrow();
-  });
-});
 
 describe('startFailure', () => {
   const named = (name: string, message = 'x', cause?: unknown) => Object.assign(new Error(message), { name, cause });
