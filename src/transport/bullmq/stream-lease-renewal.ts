@@ -49,7 +49,8 @@ export class StreamLeaseRenewal {
 
   constructor(private readonly o: StreamLeaseRenewalOptions) {
     this.leases = o.leases;
-    this.schedule(o.claimedAt);
+    // All its frames refused, a settle holds no lease.
+    if (o.leases.length > 0) this.schedule(o.claimedAt);
   }
 
   /** The settle released its streams: no renewal is sent after this. */

@@ -166,6 +166,24 @@ describe('StreamFrameMarks: a stream\'s newest claimed frame, fleet-wide', () =>
     held.release();
   });
 
+  it('a settle whose frames were all refused holds no lease and renews nothing', { timeout: 20_000 }, async () => {
+    const { m, prefix, redis } = marks({ timeoutMs: 300 });
+    (await m.claim([frame('cam', 100)])).release();
+    let calls = 0;
+    const counted = new StreamFrameMarks({ redis: async () => (calls++, redis), key: (model, stream, kind) => `${prefix}:${model}:${kind}:${stream}`, timeoutMs: 300 });
+    const refused = await counted.claim([frame('cam', 50), frame('cam', 60)]);
+    expect(refused.newer).toEqual([{ requestId: 'cam~100', frameAt: 100 }, { requestId: 'cam~100', frameAt: 100 }]);
+    await sleep(500);
+    expect(calls, 'Redis calls past the claim').toBe(1);
+    refused.release();
+    // A claimed frame's lease is renewed meanwhile: every 100 ms here.
+    calls = 0;
+    const held = await counted.claim([frame('cam', 200)]);
+    await sleep(500);
+    held.release();
+    expect(calls).toBeGreaterThanOrEqual(3);
+  });
+
   it('marks and leases expire: Redis keeps only live streams, and a producer clock set back heals', async () => {
     const { m, prefix, redis } = marks();
     const c = await m.claim([frame('cam', 10_000)]);
