@@ -9,8 +9,10 @@
  * memories (served frames, BullMQ frame marks and leases) churn too. On BullMQ, Redis's key count
  * and used memory are followed as well: job retention and the frame marks must keep them flat.
  *
- * Growth is judged after a warm-up (the first fifth of the run: code compiled, pools and the
- * served-frame memory filled): the last third of the remaining samples against the first third,
+ * Growth is judged after a warm-up: the first fifth of the run (code compiled, pools and the
+ * served-frame memory filled), or longer, until each worker has answered SEEN_IDS_MAX requests,
+ * whose ids it keeps to count duplicates (~10 MiB of heap once full: a heap snapshot diff of a
+ * worker over 6 minutes at 330 req/s showed that map's table as nearly all of the growth): the last third of the remaining samples against the first third,
  * as ratios measured in this one run. RSS by medians, the V8 heap by its floors (the minimum of
  * each window, close to what a collection leaves), open fds and handles by their maxima. Target:
  * every ratio ≤ 1.10, every request answered, no worker restarted, and the fleet drains on
@@ -26,6 +28,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { stringify } from 'yaml';
+import { SEEN_IDS_MAX } from '../src/runtime/request-intake.ts';
 import { withBenchServices, type BenchServices } from './transport-echo.ts';
 
 type Kind = 'kafka' | 'bullmq';
@@ -55,6 +58,8 @@ const MODEL = 'mlp-classifier';
 /** A copy of MODEL whose cameras' frames supersede each other (written into the run's repository). */
 const FRAMES_MODEL = 'mlp-frames';
 const GROWTH_TARGET = 1.1;
+/** Each worker answers about half of the load and frames: SEEN_IDS_MAX of them fill its id memory. */
+const WARM_UP_MS = Math.max(MINUTES * 60_000 * 0.2, (SEEN_IDS_MAX / ((RATE + STREAMS * 5) / DEVICES)) * 1000 * 1.1);
 const MIB = 1024 * 1024;
 
 /** What one scrape of a worker gives; sums over label sets (device memory, queue depth per priority). */
@@ -153,7 +158,7 @@ interface Growth {
  * A small absolute floor keeps a count that goes 3 → 4 (fds of a reconnect) from reading as +33 %.
  */
 function growth(what: string, points: ReadonlyArray<{ atMs: number; value: number }>, startedAtMs: number, pick: (xs: readonly number[]) => number, floor: number, unit: (v: number) => string): Growth | undefined {
-  const warmUpEndsAt = startedAtMs + MINUTES * 60_000 * 0.2;
+  const warmUpEndsAt = startedAtMs + WARM_UP_MS;
   const kept = points.filter((p) => p.atMs >= warmUpEndsAt);
   if (kept.length < 3) return undefined;
   const third = Math.max(1, Math.floor(kept.length / 3));
@@ -204,7 +209,7 @@ async function soak(kind: Kind, services: BenchServices): Promise<boolean> {
   const fleetLog = join(dir, 'fleet.log');
   const loadLog = join(dir, 'load.log');
   const framesLog = join(dir, 'frames.log');
-  console.log(`[${kind}] ${MINUTES} min at ${RATE} req/s and ${STREAMS} cameras at 5 fps, ${DEVICES} workers; logs in ${dir}`);
+  console.log(`[${kind}] ${MINUTES} min at ${RATE} req/s and ${STREAMS} cameras at 5 fps, ${DEVICES} workers, judged after a ${(WARM_UP_MS / 1000).toFixed(0)} s warm-up; logs in ${dir}`);
 
   // The workers' "worker ready" lines name their device and /metrics port; more of them than
   // devices means a worker was restarted.
@@ -340,7 +345,7 @@ async function soak(kind: Kind, services: BenchServices): Promise<boolean> {
       add(growth(`worker ${device} open fds (max)`, series('openFds'), startedAtMs, max, 64, count));
       add(growth(`worker ${device} active handles (max)`, series('activeHandles'), startedAtMs, max, 64, count));
       add(growth(`worker ${device} device memory (max)`, series('deviceMemoryBytes'), startedAtMs, max, MIB, mib));
-      const lag = samples.filter((s) => s.atMs >= startedAtMs + MINUTES * 60_000 * 0.2).map((s) => s.lagP99Seconds * 1000);
+      const lag = samples.filter((s) => s.atMs >= startedAtMs + WARM_UP_MS).map((s) => s.lagP99Seconds * 1000);
       if (lag.length > 0) console.log(`[${kind}] worker ${device} event-loop lag p99 after warm-up: median ${median(lag).toFixed(1)} ms, max ${max(lag).toFixed(1)} ms`);
     }
     const procSeries = (xs: readonly ProcessSample[]) => xs.map((s) => ({ atMs: s.atMs, value: s.rssBytes }));

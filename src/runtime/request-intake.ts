@@ -43,6 +43,12 @@ export interface RequestIntakeOptions {
 }
 
 /**
+ * Answered request ids a worker remembers to count duplicates: ~10 MiB of heap once full, which
+ * takes 100,000 requests (a soak's heap grows until then; see bench/fleet-soak.ts).
+ */
+export const SEEN_IDS_MAX = 100_000;
+
+/**
  * A device worker's intake (DESIGN §3-§4): deliveries → decode/validate → their lane's scheduler.
  * A redelivery of a request held here rides along with it; a lane past its soft limit pauses the
  * broker's lower priorities until it drains. JS thread only: runs from the transport's callbacks
@@ -58,6 +64,7 @@ export class RequestIntake {
   private intakeScheduled = false;
   /** Queued requests by id, so a redelivery that arrives meanwhile rides along with the original. */
   private readonly queued = new Map<string, Payload>();
+  /** Answered request ids (oldest first), so a later delivery of one counts as a duplicate. */
   private readonly seen = new Map<string, number>();
   /** Per lane: when a backpressure pause was last logged, and what was held back since. */
   private readonly pauseLog = new Map<string, { loggedAt: number; held: number; resumeLogged: boolean }>();
@@ -226,7 +233,7 @@ export class RequestIntake {
   answered(id: string, delivery: Delivery, nowMs: number): void {
     this.seen.set(id, nowMs);
     if (this.queued.get(id)?.delivery === delivery) this.queued.delete(id);
-    if (this.seen.size > 100_000) this.seen.delete(this.seen.keys().next().value as string);
+    if (this.seen.size > SEEN_IDS_MAX) this.seen.delete(this.seen.keys().next().value as string);
   }
 
   private applyBackpressure(lane: Lane<Payload>): void {
