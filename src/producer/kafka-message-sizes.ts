@@ -1,7 +1,7 @@
 import type { Admin, Message } from 'kafkajs';
 import { FleetError } from '../errors/fleet-error.ts';
+import { topicMaxMessageBytes } from '../transport/kafka/fetch-size.ts';
 
-const TOPIC_RESOURCE = 2;
 
 /**
  * What the broker counts beyond a message's key, value and headers: a record batch's own header
@@ -76,16 +76,9 @@ export class KafkaMessageSizes {
   }
 
   private async read(admin: Admin, topics: readonly string[], now: number): Promise<void> {
-    const found = new Map<string, number>();
+    let found = new Map<string, number>();
     try {
-      const { resources } = await admin.describeConfigs({
-        includeSynonyms: false,
-        resources: topics.map((name) => ({ type: TOPIC_RESOURCE, name, configNames: ['max.message.bytes'] })),
-      });
-      for (const r of resources) {
-        const bytes = Number(r.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
-        if (r.errorCode === 0 && Number.isInteger(bytes) && bytes > 0) found.set(r.resourceName, bytes);
-      }
+      found = await topicMaxMessageBytes(admin, topics);
     } catch {
       // DescribeConfigs refused (ACLs): the broker judges, as before this check.
     }

@@ -1,5 +1,6 @@
 import type { Admin } from 'kafkajs';
 
+/** kafkajs' ConfigResourceTypes.TOPIC: its CommonJS exports name it in a way Node's ESM import cannot see. */
 const TOPIC_RESOURCE = 2;
 
 /** The brokers' default message.max.bytes: what a topic takes when its config cannot be read. */
@@ -27,18 +28,27 @@ export function mayRaise(configuredBytes: number, largestRequestBytes: number | 
   return largestRequestBytes !== undefined && largestRequestBytes + RECORD_SLACK_BYTES > configuredBytes;
 }
 
+/**
+ * Each topic's max.message.bytes, as the brokers report it (DescribeConfigs); a topic whose config
+ * the answer does not give is left out. Rejects as DescribeConfigs does (e.g. refused by ACLs).
+ */
+export async function topicMaxMessageBytes(admin: Admin, topics: readonly string[]): Promise<Map<string, number>> {
+  const found = new Map<string, number>();
+  const { resources } = await admin.describeConfigs({
+    includeSynonyms: false,
+    resources: topics.map((name) => ({ type: TOPIC_RESOURCE, name, configNames: ['max.message.bytes'] })),
+  });
+  for (const r of resources) {
+    const bytes = Number(r.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
+    if (r.errorCode === 0 && Number.isInteger(bytes) && bytes > 0) found.set(r.resourceName, bytes);
+  }
+  return found;
+}
+
 /** The largest max.message.bytes of the topics: no request on them is larger. The broker default when unreadable. */
 export async function largestMessageBytes(admin: Admin, topics: readonly string[]): Promise<number> {
   try {
-    const { resources } = await admin.describeConfigs({
-      includeSynonyms: false,
-      resources: topics.map((name) => ({ type: TOPIC_RESOURCE, name, configNames: ['max.message.bytes'] })),
-    });
-    let largest = 0;
-    for (const r of resources) {
-      const bytes = Number(r.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
-      if (r.errorCode === 0 && Number.isInteger(bytes) && bytes > 0) largest = Math.max(largest, bytes);
-    }
+    const largest = Math.max(0, ...(await topicMaxMessageBytes(admin, topics)).values());
     return largest > 0 ? largest : BROKER_DEFAULT_MAX_MESSAGE_BYTES;
   } catch {
     // DescribeConfigs refused (ACLs): what an unconfigured topic takes.

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { ConfigResourceTypes, IHeaders, Kafka, KafkaMessage, Message } from 'kafkajs';
+import type { IHeaders, Kafka, KafkaMessage, Message } from 'kafkajs';
 import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { decodeRequest, encodeRequest, isFrame } from '../../codec/index.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { checkQuery, expiredWhy, inWindow, ListingBuilder, matchesReason, refreshedWhy, replayHeaders, replayTarget, ReplayTally, requestFacts, sourcePriority, type DeadLetter, type DeadLetterListing, type DeadLetterQuery, type DeadLetters, type PurgeOptions, type PurgeReport, type ReplayOptions, type ReplayReport } from '../dead-letters.ts';
 import { HEADERS, renderName } from '../names.ts';
 import { createKafka, kafkaError, startFailure, type TransportLogger } from './kafka-client.ts';
+import { topicMaxMessageBytes } from './fetch-size.ts';
 import { chunkByBytes, type OutgoingMessage } from './kafka-outcomes.ts';
 import { readRanges, topicRanges } from './read-ranges.ts';
 import { markerTopicOf, originalKey, ReplayLedger, type Original } from './replay-ledger.ts';
@@ -22,8 +23,6 @@ const SEND_RECORDS = 500;
 const SEND_BYTES = 900 * 1024;
 /** The broker's default message.max.bytes: assumed for a topic whose setting cannot be read. */
 const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
-/** kafkajs' ConfigResourceTypes.TOPIC: its CommonJS exports name it in a way Node's ESM import cannot see. */
-const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
 /** A v2 record batch's own header: with key, value and headers, a lower bound of a lone record's size. */
 const BATCH_HEADER_BYTES = 61;
 
@@ -304,14 +303,7 @@ export class KafkaDeadLetters implements DeadLetters {
       const topics = new Map(names.map((t) => [t, DEFAULT_MAX_MESSAGE_BYTES]));
       if (names.length === 0) return topics;
       try {
-        const { resources } = await admin.describeConfigs({
-          includeSynonyms: false,
-          resources: names.map((name) => ({ type: TOPIC_RESOURCE, name, configNames: ['max.message.bytes'] })),
-        });
-        for (const r of resources) {
-          const maxBytes = Number(r.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
-          if (r.errorCode === 0 && Number.isInteger(maxBytes) && maxBytes > 0) topics.set(r.resourceName, maxBytes);
-        }
+        for (const [name, maxBytes] of await topicMaxMessageBytes(admin, names)) topics.set(name, maxBytes);
       } catch {
         // Not allowed to read topic configs (DescribeConfigs): the broker default is assumed, and a
         // topic set lower refuses a send, which fails the replay with the broker's error.
