@@ -2,7 +2,6 @@ import type { Admin, Message } from 'kafkajs';
 import { FleetError } from '../errors/fleet-error.ts';
 import { topicMaxMessageBytes } from '../transport/kafka/fetch-size.ts';
 
-
 /**
  * What the broker counts beyond a message's key, value and headers: a record batch's own header
  * (61 bytes) and the record's framing (length, attributes, deltas, key and value lengths: varints).
