@@ -34,6 +34,10 @@ export class RequestBreaker {
     this.armed = true;
   }
 
+  disarm(): void {
+    this.armed = false;
+  }
+
   async untilCut(count: number, timeoutMs: number): Promise<void> {
     for (const until = Date.now() + timeoutMs; this.cut < count; ) {
       if (Date.now() > until) throw new Error(`fewer than ${count} connection(s) cut within ${timeoutMs} ms of arming`);

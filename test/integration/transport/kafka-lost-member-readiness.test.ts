@@ -98,6 +98,37 @@ async function worker(name: string) {
 }
 
 /**
+ * After the member was forgotten and its rejoin cut: when the probe turned unready, or, if it did
+ * not within `timeoutMs`, what the group looks like (backOnItsOwn: stable again with one member
+ * other than `lostMemberId`, the consumer never restarted by the watch).
+ */
+async function outsideOrBack(
+  w: Awaited<ReturnType<typeof worker>>,
+  lostMemberId: string,
+  timeoutMs: number,
+): Promise<{ unreadyAt?: number; backOnItsOwn: boolean; state: string }> {
+  const admin = adminKafka().admin();
+  await admin.connect();
+  try {
+    let state = 'not described';
+    let backOnItsOwn = false;
+    for (const until = Date.now() + timeoutMs; Date.now() < until; await sleep(250)) {
+      const unreadyAt = w.probe.turns.find((t) => !t.ready)?.atMs;
+      if (unreadyAt !== undefined) return { unreadyAt, backOnItsOwn: false, state };
+      const [g] = (await admin.describeGroups([w.settings.groupId])).groups;
+      const members = g?.members.map((m) => m.memberId) ?? [];
+      state = `group ${g?.state ?? 'unknown'} with members ${JSON.stringify(members)} (lost ${lostMemberId}), restart logged ${w.logs.at(RESTART_LINE) !== undefined}`;
+      backOnItsOwn = g?.state === 'Stable' && members.length === 1 && members[0] !== lostMemberId && w.logs.at(RESTART_LINE) === undefined;
+      // Nobody else is in this group: a new member there, not restarted by the watch, is the consumer back by itself.
+      if (backOnItsOwn) return { backOnItsOwn, state };
+    }
+    return { backOnItsOwn, state };
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/**
  * The group forgets the worker's member and its one rejoin is cut (and with `restartCut`, the join
  * of the restart too: kafkajs crashes that run and restarts it itself). Checks what the probe saw
  * and returns the figures, in ms.
@@ -105,16 +136,29 @@ async function worker(name: string) {
 async function loseMember(w: Awaited<ReturnType<typeof worker>>, restartCut: boolean): Promise<string> {
   expect(w.probe.ready).toBe(true);
   const kafka = adminKafka();
-  const memberId = await onlyMember(kafka, w.settings.groupId, 20_000);
-  w.breaker.arm();
-  expect(await removePredecessorMembers(kafka, [{ groupId: w.settings.groupId, memberId }], undefined)).toBe(1);
-  await w.breaker.untilCut(1, 20_000);
-  const cutAt = Date.now();
-  if (restartCut) w.breaker.arm();
-
-  const unreadyAt = await w.probe.until(false, 20_000);
-  expect(unreadyAt, 'readiness stayed true while the request consumer fetched outside its group').toBeDefined();
-  if (restartCut) await w.breaker.untilCut(2, 20_000);
+  let cutAt = 0;
+  let unreadyAt: number | undefined;
+  for (let attempt = 1; unreadyAt === undefined; attempt++) {
+    const memberId = await onlyMember(kafka, w.settings.groupId, 20_000);
+    const cutsBefore = w.breaker.cut;
+    w.breaker.arm();
+    expect(await removePredecessorMembers(kafka, [{ groupId: w.settings.groupId, memberId }], undefined)).toBe(1);
+    await w.breaker.untilCut(cutsBefore + 1, 20_000);
+    cutAt = Date.now();
+    if (restartCut) w.breaker.arm();
+    const seen = await outsideOrBack(w, memberId, 20_000);
+    unreadyAt = seen.unreadyAt;
+    if (unreadyAt !== undefined) break;
+    // The fault did not take: kafkajs's retry of the cut join (or its own restart) got the consumer
+    // back into its group by itself, so it was never outside it. Seen once in a loaded CI run; not
+    // what this test is about, so the group forgets the member again. Anything else fails.
+    w.breaker.disarm();
+    if (seen.backOnItsOwn && attempt < 3) {
+      console.log(`[lost member readiness] attempt ${attempt}: ${seen.state}; the fault did not take, making it again`);
+      continue;
+    }
+    expect.fail(`readiness stayed true while the request consumer fetched outside its group (attempt ${attempt}): ${seen.state}; readiness turns ${JSON.stringify(w.probe.turns)}; transport log ${JSON.stringify(w.logs.lines.slice(-12))}`);
+  }
   // Rejoined under a new member id by the restart; ready again only after that join.
   await onlyMember(adminKafka(), w.settings.groupId, 30_000);
   const readyAgainAt = await w.probe.until(true, 10_000);
