@@ -94,7 +94,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (err instanceof FleetError) {
       process.stderr.write(`npu-fleet: ${err.message}\n`);
       log.debug({ err }, 'command failed');
-      return err.code === 'INVALID_ARGUMENT' || err.code === 'INVALID_CONFIG' ? EXIT.usage : EXIT.failed;
+      // UNKNOWN_MODEL reaches here only from a --model (or a whole request file) checked before
+      // anything is sent: a bad argument, as the exit-code scheme says. Per-request ones are results.
+      return err.code === 'INVALID_ARGUMENT' || err.code === 'INVALID_CONFIG' || err.code === 'UNKNOWN_MODEL' ? EXIT.usage : EXIT.failed;
     }
     process.stderr.write(`npu-fleet: ${(err as Error).stack ?? String(err)}\n`);
     return EXIT.failed;

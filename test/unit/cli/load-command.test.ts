@@ -51,7 +51,7 @@ describe('npu-fleet load / frames argument checks (before anything is sent)', ()
     expect(await main(['load', '--config', config, '--model', ' , '])).toBe(2);
     expect(stderr.join('')).toMatch(/--model NAME is required \(several: --model a,b\)/);
     stderr = [];
-    expect(await main(['load', '--config', config, '--model', 'mlp-classifier,nope'])).toBe(1);
+    expect(await main(['load', '--config', config, '--model', 'mlp-classifier,nope'])).toBe(2);
     expect(stderr.join('')).toMatch(/model nope is not in examples\/models/);
     stderr = [];
     expect(await main(['frames', '--config', config, '--model', 'mlp-classifier,small-cnn'])).toBe(2);

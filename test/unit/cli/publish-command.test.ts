@@ -70,7 +70,7 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
   it('--model not among the config\'s models is refused before connecting, as a --file line of it is', async () => {
     const restricted = join(dir, 'fleet-models.yaml');
     writeFileSync(restricted, 'transport:\n  kind: bullmq\n  bullmq: { redisUrl: "redis://127.0.0.1:1", connectTimeoutMs: 300 }\nmodels: [mlp-classifier]\n');
-    expect(await main(['publish', '--config', restricted, '--model', 'text-classifier', '--await'])).toBe(1);
+    expect(await main(['publish', '--config', restricted, '--model', 'text-classifier', '--await'])).toBe(2);
     expect(stderr.join('')).toBe(
       'npu-fleet: model: "text-classifier" is not served by this fleet (not in its config\'s models; served: mlp-classifier): no worker would read it, and it would wait out --timeout-ms; fix the model\'s name\n',
     );
@@ -100,7 +100,7 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
 
   it('a file request for a model the repository at hand lacks is refused before connecting, naming the field and the models there', async () => {
     // It went to a queue no worker reads (here: to the unreachable Redis, "did not answer").
-    expect(await main(['publish', '--config', config, '--file', requestFile('unknown-model.json', { ...goodRequest, model: 'mlp-clasifier' })])).toBe(1);
+    expect(await main(['publish', '--config', config, '--file', requestFile('unknown-model.json', { ...goodRequest, model: 'mlp-clasifier' })])).toBe(2);
     expect(stderr.join('')).toMatch(/^npu-fleet: model: "mlp-clasifier" is not served by this fleet \(not in examples\/models; served: mlp-classifier, small-cnn, text-classifier\): no worker would read it/);
     expect(stderr.join('')).not.toMatch(/did not answer/);
     // The repository not at hand (publish runs elsewhere): the model cannot be judged, and passes.
