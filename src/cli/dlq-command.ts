@@ -6,6 +6,7 @@ import { createLogger } from '../observability/logger.ts';
 import { openDeadLetters, type DeadLetter, type DeadLetterQuery, type DeadLetters } from '../transport/index.ts';
 import { renderName } from '../transport/names.ts';
 import { intOption, parseCommandArgs } from './cli-args.ts';
+import { servedModelProblem } from './served-models.ts';
 import { EXIT } from './exit-codes.ts';
 
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
@@ -113,7 +114,15 @@ function describeLetter(l: DeadLetter): string {
 }
 
 /** `npu-fleet dlq purge --expired`: discards the matching records whose deadline passed (DeadLetters.purge). */
-async function purgeCommand(dl: DeadLetters, query: DeadLetterQuery, dryRun: boolean, json: boolean, kind: 'kafka' | 'bullmq', out: (line: string) => void): Promise<number> {
+async function purgeCommand(
+  dl: DeadLetters,
+  query: DeadLetterQuery,
+  dryRun: boolean,
+  json: boolean,
+  kind: 'kafka' | 'bullmq',
+  out: (line: string) => void,
+  sayIfNotServed: (scanned: number, json: boolean) => void,
+): Promise<number> {
   if (dl.purge === undefined) throw new FleetError('INVALID_ARGUMENT', 'dlq purge needs a Kafka or BullMQ transport');
   const report = await dl.purge({
     ...query,
@@ -125,9 +134,11 @@ async function purgeCommand(dl: DeadLetters, query: DeadLetterQuery, dryRun: boo
   const code = report.skipped.length === 0 ? DLQ_EXIT.done : DLQ_EXIT.skipped;
   if (json) {
     out(JSON.stringify(report));
+    sayIfNotServed(report.scanned, true);
     return code;
   }
   out(`${dryRun ? 'would discard' : 'discarded'} ${report.purged.length} of ${report.matched} matching dead letter(s) (${report.scanned} read) whose deadline passed; kept ${report.kept} (no deadline, or not passed yet)`);
+  sayIfNotServed(report.scanned, false);
   if (report.alreadyDone !== undefined && report.alreadyDone > 0) {
     out(`  passed over ${report.alreadyDone} replayed or purged before (the DLQ topic keeps them; dlq list shows when)`);
   }
@@ -194,6 +205,15 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       details: { field: 'priority' },
     });
   }
+  const notServed = servedModelProblem(config.modelRepository, config.models)(query.model);
+  // Not refused: a retired model keeps its dead letters. But a misspelt name read "0 record(s)",
+  // exit 0, the same as a clean DLQ: said when nothing was found (on stderr under --json).
+  const sayIfNotServed = (scanned: number, json: boolean): void => {
+    if (scanned > 0 || notServed === undefined) return;
+    const line = `  model "${query.model}" is not served by this fleet (${notServed}): is the name right? (a retired model keeps its dead letters; none here)`;
+    if (json) process.stderr.write(`npu-fleet dlq:${line}\n`);
+    else out(line);
+  };
   const where =
     config.transport.kind === 'kafka'
       ? `kafka topic ${renderName(config.transport.kafka.dlqTemplate, query.model)}`
@@ -205,11 +225,13 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       const listing = await dl.list(query);
       if (values.json) {
         out(JSON.stringify({ ...listing, letters: listing.letters.map((l) => ({ ...l, message: withoutJsonQuote(l.message) })) }));
+        sayIfNotServed(listing.scanned, true);
         return 0;
       }
       const reasons = Object.entries(listing.byReason).sort((a, b) => b[1] - a[1]).map(([r, n]) => `${r} ${n}`);
       out(`DLQ of ${query.model} (${where}): ${listing.scanned} record(s)${query.sinceAt === undefined ? '' : ` since ${new Date(query.sinceAt).toISOString()}`}`);
       if (reasons.length > 0) out(`  by reason: ${reasons.join(', ')}`);
+      sayIfNotServed(listing.scanned, false);
       if (listing.matched > 0) {
         // Kafka keeps replayed records: say how many a replay would pass over.
         const replayed = listing.alreadyReplayed === undefined || listing.alreadyReplayed === 0 ? '' : `, ${listing.alreadyReplayed} of them already replayed`;
@@ -218,7 +240,7 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       }
       return 0;
     }
-    if (sub === 'purge') return await purgeCommand(dl, query, values['dry-run'], values.json, config.transport.kind, out);
+    if (sub === 'purge') return await purgeCommand(dl, query, values['dry-run'], values.json, config.transport.kind, out, sayIfNotServed);
     const report = await dl.replay({
       ...query,
       dryRun: values['dry-run'],
@@ -229,10 +251,12 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     });
     if (values.json) {
       out(JSON.stringify(report));
+      sayIfNotServed(report.scanned, true);
       return replayExitCode(report.skipped);
     }
     const verb = values['dry-run'] ? 'would re-send' : 're-sent';
     out(`${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) to their request ${config.transport.kind === 'kafka' ? 'topics' : 'queues'}`);
+    sayIfNotServed(report.scanned, false);
     if (report.alreadyReplayed !== undefined && report.alreadyReplayed > 0) {
       // Not skips (exit 0): nothing is left to do for them.
       const why =

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fstatSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadFleetConfig } from '../contracts/config-loader.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
@@ -17,6 +17,7 @@ import { prng, syntheticRequest } from '../runtime/demo-load.ts';
 import { replyToProblem, replyTopicPattern } from '../transport/names.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 import { closeWithin } from './bounded-close.ts';
+import { servedModelCheck } from './served-models.ts';
 import { clientLogger } from './client-logger.ts';
 import { EXIT } from './exit-codes.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
@@ -328,14 +329,6 @@ function sizeOf(path: string): number | undefined {
   }
 }
 
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
 /** Both paths name one existing file (a link or another spelling included). */
 function sameFile(a: string, b: string): boolean {
   try {
@@ -383,41 +376,6 @@ async function requestFromFile(path: string, limits: CodecLimits): Promise<Reque
 
 function findModel(repository: string, name: string): ModelConfig | undefined {
   return scanRepository(repository, { artifact: 'onnx', only: [name] }).models.get(name)?.config;
-}
-
-/**
- * Refuses a model the fleet does not serve: no worker reads its queue or topic, so a request sent
- * for it waited out the whole --timeout-ms and came back failed TIMEOUT, naming neither its line
- * nor the field (and left a job nobody reads on BullMQ, a new request topic on Kafka). Known from
- * the config's `models` and, where the repository is at hand, its model directories (publish may
- * run where it is not: then any model passes, as before). The repository is listed once.
- */
-function servedModelCheck(repository: string, models: readonly string[] | undefined): (model: string) => void {
-  let inRepository: ReadonlySet<string> | null | undefined;
-  const repositoryModels = (): ReadonlySet<string> | null => {
-    if (inRepository === undefined) {
-      try {
-        // statSync, not the entry's type: a model directory may be a link (a release swapped in by renaming a link).
-        inRepository = new Set(readdirSync(repository).filter((name) => !name.startsWith('.') && isDirectory(join(repository, name))));
-      } catch {
-        inRepository = null; // not at hand here
-      }
-    }
-    return inRepository;
-  };
-  return (model) => {
-    let problem: string | undefined;
-    if (models !== undefined) {
-      if (!models.includes(model)) problem = `not in its config's models; served: ${models.join(', ')}`;
-    } else {
-      const names = repositoryModels();
-      if (names !== null && !names.has(model)) problem = `not in ${repository}; served: ${[...names].sort().join(', ') || 'none'}`;
-    }
-    if (problem === undefined) return;
-    throw new FleetError('UNKNOWN_MODEL', `model: "${model}" is not served by this fleet (${problem}): no worker would read it, and it would wait out --timeout-ms; fix the model's name`, {
-      details: { field: 'model' },
-    });
-  };
 }
 
 type PriorityConfig = Pick<ModelConfig, 'priorityLevels' | 'defaultPriority'>;

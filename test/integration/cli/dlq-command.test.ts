@@ -56,6 +56,29 @@ describe('npu-fleet dlq output', () => {
   });
 });
 
+// `dlq list --model` with a misspelt name printed "0 record(s)" and exited 0, the same as for a
+// model with a clean DLQ: nothing said the name was wrong. A retired model keeps its dead letters,
+// so the name is not refused; an empty DLQ of a model the fleet does not serve says so.
+it('an empty DLQ of a model this fleet does not serve says so (list, replay, purge); a served one does not', () => {
+  const configFile = join(tempDir('npu-fleet-dlq-cli-'), 'fleet.yaml');
+  writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: bullmqSettings() }, models: ['mlp-classifier'] }));
+  const hint = /model "mlp-clasifier" is not served by this fleet \(not in its config's models; served: mlp-classifier\): is the name right\?/;
+  for (const args of [['list'], ['replay'], ['purge', '--expired']]) {
+    const typo = cli(['dlq', ...args, '--config', configFile, '--model', 'mlp-clasifier']);
+    expect(typo.code, typo.stderr).toBe(0);
+    expect(typo.stdout).toMatch(/\b0 (record\(s\)|matching|of 0)/);
+    expect(typo.stdout).toMatch(hint);
+    const served = cli(['dlq', ...args, '--config', configFile, '--model', 'mlp-classifier']);
+    expect(served.code, served.stderr).toBe(0);
+    expect(served.stdout).not.toMatch(/not served/);
+  }
+  // --json stays one JSON document: the hint goes to stderr there.
+  const json = cli(['dlq', 'list', '--config', configFile, '--model', 'mlp-clasifier', '--json']);
+  expect(json.code, json.stderr).toBe(0);
+  expect(JSON.parse(json.stdout)).toMatchObject({ scanned: 0 });
+  expect(json.stderr).toMatch(hint);
+}, 60_000);
+
 /**
  * `npu-fleet dlq` against the real brokers: dead letters written by the transport itself (a model
  * this fleet did not serve, and garbage) are listed by reason, and replaying one reason re-sends
