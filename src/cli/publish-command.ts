@@ -1,5 +1,4 @@
 import { closeSync, existsSync, fstatSync, openSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { loadFleetConfig } from '../contracts/config-loader.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
