@@ -115,7 +115,7 @@ export class DemoStats {
     const c = this.counts;
     const text =
       `throughput ${rps.toFixed(0)} req/s | p50 ${pct(0.5).toFixed(1)} ms | p99 ${pct(0.99).toFixed(1)} ms | ` +
-      `batch fill ${(fill * 100).toFixed(0)}% | ok ${c.ok} late ${c.late} expired ${c.expired} rejected ${c.rejected} failed ${c.failed}`;
+      `batch fill ${(fill * 100).toFixed(0)}% | ok ${c.ok} late ${c.late} expired ${c.expired} rejected ${c.rejected} invalid ${c.invalid} failed ${c.failed}`;
     this.latencies = [];
     this.realRows = 0;
     this.gearRows = 0;

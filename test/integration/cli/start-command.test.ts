@@ -26,7 +26,7 @@ describe('npu-fleet start (embedded memory fleet)', () => {
 
     expect(reports().length, out).toBeGreaterThanOrEqual(2);
     for (const line of reports()) {
-      expect(line).toMatch(/^throughput \d+ req\/s \| p50 [\d.]+ ms \| p99 [\d.]+ ms \| batch fill \d+% \| ok \d+ late \d+ expired \d+ rejected \d+ failed \d+$/);
+      expect(line).toMatch(/^throughput \d+ req\/s \| p50 [\d.]+ ms \| p99 [\d.]+ ms \| batch fill \d+% \| ok \d+ late \d+ expired \d+ rejected \d+ invalid \d+ failed \d+$/);
     }
     expect(reports().some((l) => !/ ok 0 /.test(l)), 'the demo load was answered').toBe(true);
 

@@ -48,9 +48,11 @@ describe('DemoStats throughput and latency', () => {
     for (let i = 0; i < 10; i++) stats.add(served(`ok${i}`, 1, 1, 1, 5));
     // A fleet past its capacity answers most requests expired, each after waiting out its deadline.
     for (let i = 0; i < 90; i++) stats.add({ ...served(`x${i}`, 1, 1, 1, 400), status: 'expired', gear: 0, batchSize: 0, device: -1 });
+    // Counted, not shown: the line left invalid answers out of "every outcome counted".
+    for (let i = 0; i < 3; i++) stats.add({ ...served(`bad${i}`, 1, 1, 1, 0), status: 'invalid', gear: 0, batchSize: 0, device: -1 });
     const line = stats.line(1000);
     // Counting them gave 'throughput 100 req/s | p50 400.0 ms | p99 400.0 ms': a fleet dropping
     // nine requests in ten looked like it served 100 req/s, with the latency of the dropped ones.
-    expect(line).toMatch(/^throughput 10 req\/s \| p50 5\.0 ms \| p99 5\.0 ms \| batch fill 100% \| ok 10 late 0 expired 90 rejected 0 failed 0$/);
+    expect(line).toMatch(/^throughput 10 req\/s \| p50 5\.0 ms \| p99 5\.0 ms \| batch fill 100% \| ok 10 late 0 expired 90 rejected 0 invalid 3 failed 0$/);
   });
 });
