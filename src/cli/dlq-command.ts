@@ -121,7 +121,7 @@ async function purgeCommand(
   json: boolean,
   kind: 'kafka' | 'bullmq',
   out: (line: string) => void,
-  sayIfNotServed: (scanned: number, json: boolean) => void,
+  sayIfNotServed: (scanned: number) => void,
 ): Promise<number> {
   if (dl.purge === undefined) throw new FleetError('INVALID_ARGUMENT', 'dlq purge needs a Kafka or BullMQ transport');
   const report = await dl.purge({
@@ -134,11 +134,11 @@ async function purgeCommand(
   const code = report.skipped.length === 0 ? DLQ_EXIT.done : DLQ_EXIT.skipped;
   if (json) {
     out(JSON.stringify(report));
-    sayIfNotServed(report.scanned, true);
+    sayIfNotServed(report.scanned);
     return code;
   }
   out(`${dryRun ? 'would discard' : 'discarded'} ${report.purged.length} of ${report.matched} matching dead letter(s) (${report.scanned} read) whose deadline passed; kept ${report.kept} (no deadline, or not passed yet)`);
-  sayIfNotServed(report.scanned, false);
+  sayIfNotServed(report.scanned);
   if (report.alreadyDone !== undefined && report.alreadyDone > 0) {
     out(`  passed over ${report.alreadyDone} replayed or purged before (the DLQ topic keeps them; dlq list shows when)`);
   }
@@ -208,10 +208,10 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
   const notServed = servedModelProblem(config.modelRepository, config.models)(query.model);
   // Not refused: a retired model keeps its dead letters. But a misspelt name read "0 record(s)",
   // exit 0, the same as a clean DLQ: said when nothing was found (on stderr under --json).
-  const sayIfNotServed = (scanned: number, json: boolean): void => {
+  const sayIfNotServed = (scanned: number): void => {
     if (scanned > 0 || notServed === undefined) return;
     const line = `  model "${query.model}" is not served by this fleet (${notServed}): is the name right? (a retired model keeps its dead letters; none here)`;
-    if (json) process.stderr.write(`npu-fleet dlq:${line}\n`);
+    if (values.json) process.stderr.write(`npu-fleet dlq:${line}\n`);
     else out(line);
   };
   const where =
@@ -225,13 +225,13 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       const listing = await dl.list(query);
       if (values.json) {
         out(JSON.stringify({ ...listing, letters: listing.letters.map((l) => ({ ...l, message: withoutJsonQuote(l.message) })) }));
-        sayIfNotServed(listing.scanned, true);
+        sayIfNotServed(listing.scanned);
         return 0;
       }
       const reasons = Object.entries(listing.byReason).sort((a, b) => b[1] - a[1]).map(([r, n]) => `${r} ${n}`);
       out(`DLQ of ${query.model} (${where}): ${listing.scanned} record(s)${query.sinceAt === undefined ? '' : ` since ${new Date(query.sinceAt).toISOString()}`}`);
       if (reasons.length > 0) out(`  by reason: ${reasons.join(', ')}`);
-      sayIfNotServed(listing.scanned, false);
+      sayIfNotServed(listing.scanned);
       if (listing.matched > 0) {
         // Kafka keeps replayed records: say how many a replay would pass over.
         const replayed = listing.alreadyReplayed === undefined || listing.alreadyReplayed === 0 ? '' : `, ${listing.alreadyReplayed} of them already replayed`;
@@ -251,12 +251,12 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     });
     if (values.json) {
       out(JSON.stringify(report));
-      sayIfNotServed(report.scanned, true);
+      sayIfNotServed(report.scanned);
       return replayExitCode(report.skipped);
     }
     const verb = values['dry-run'] ? 'would re-send' : 're-sent';
     out(`${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) to their request ${config.transport.kind === 'kafka' ? 'topics' : 'queues'}`);
-    sayIfNotServed(report.scanned, false);
+    sayIfNotServed(report.scanned);
     if (report.alreadyReplayed !== undefined && report.alreadyReplayed > 0) {
       // Not skips (exit 0): nothing is left to do for them.
       const why =
