@@ -5,7 +5,7 @@ import { missingWorkerFlags } from '../runtime/worker-node-flags.ts';
 import { EXIT_HANG, EXIT_START_TIMEOUT, runWorker } from '../runtime/worker-process.ts';
 import { takeEarlySignal } from './early-signals.ts';
 import { offStopSignals, onStopSignals } from './stop-signals.ts';
-import { workerDeps } from './worker-deps.ts';
+import { checkModelRepositoryDirectory, workerDeps } from './worker-deps.ts';
 
 /**
  * `npu-fleet worker --device N`: runs until SIGTERM/SIGINT/SIGHUP (drain, exit 0; 71 if the drain timed
@@ -27,6 +27,9 @@ export async function workerCommand(config: FleetConfig, deviceId: number): Prom
       { details: { field: 'transport.kind' } },
     );
   }
+  // A repository that is not there fails here, naming where modelRepository came from (an
+  // NPU_FLEET__MODEL_REPOSITORY the file does not show); the scan in runWorker knows only the path.
+  await checkModelRepositoryDirectory(config);
   // runWorker binds component and device itself: it gets the root, this file's own lines the child
   // (binding them on the root too would print each key twice per line).
   const root = createLogger({ level: config.log.level });

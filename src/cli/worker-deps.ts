@@ -1,6 +1,7 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { FRAME_PREFIX_BYTES } from '../codec/frame.ts';
+import { settingFix } from '../contracts/config-loader.ts';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import { effectiveGears, type ModelConfig } from '../contracts/model-config.ts';
@@ -74,26 +75,48 @@ const NODE_FS: RepositoryCheckFs = { stat, readdir: (path) => readdir(path) };
  * does not answer (a hung mount) is left to the workers, whose start-up worker.startTimeoutMs bounds.
  */
 export async function checkModelRepository(config: FleetConfig, boundMs = REPOSITORY_CHECK_MS, fs: RepositoryCheckFs = NODE_FS): Promise<void> {
+  await bounded(repositoryRefusal(config, fs), boundMs);
+}
+
+/**
+ * A lone `npu-fleet worker`: only that the model repository is a directory (it serves the models
+ * it finds), refused naming where modelRepository came from, as checkModelRepository does.
+ */
+export async function checkModelRepositoryDirectory(config: FleetConfig, boundMs = REPOSITORY_CHECK_MS, fs: Pick<RepositoryCheckFs, 'stat'> = NODE_FS): Promise<void> {
+  await bounded(repositoryDirRefusal(config, fs), boundMs);
+}
+
+/** Throws the refusal if it comes within boundMs; a check that does not answer is left to the worker's start bound. */
+async function bounded(check: Promise<FleetError | undefined>, boundMs: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const refusal = await Promise.race([
-    repositoryRefusal(config, fs),
+    check,
     new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), boundMs))),
   ]);
   clearTimeout(timer);
   if (refusal !== undefined) throw refusal;
 }
 
-async function repositoryRefusal(config: FleetConfig, fs: RepositoryCheckFs): Promise<FleetError | undefined> {
+/**
+ * modelRepository when it names no directory, with the fix where the value came from: the
+ * variable when NPU_FLEET__MODEL_REPOSITORY set it (the file does not hold it), else the file.
+ */
+export async function repositoryDirRefusal(config: FleetConfig, fs: Pick<RepositoryCheckFs, 'stat'> = NODE_FS): Promise<FleetError | undefined> {
   const dir = resolve(config.modelRepository);
   const why = await fs.stat(dir).then(
     (s) => (s.isDirectory() ? undefined : ''),
     (err: NodeJS.ErrnoException) => ` (${err.code ?? err.message})`,
   );
-  if (why !== undefined) {
-    return new FleetError('INVALID_CONFIG', `model repository ${dir} is not a directory${why}; set modelRepository in the fleet config`, {
-      details: { field: 'modelRepository', dir },
-    });
-  }
+  if (why === undefined) return undefined;
+  return new FleetError('INVALID_CONFIG', `model repository ${dir} is not a directory${why}; ${settingFix(config, ['modelRepository'])}`, {
+    details: { field: 'modelRepository', dir },
+  });
+}
+
+async function repositoryRefusal(config: FleetConfig, fs: RepositoryCheckFs): Promise<FleetError | undefined> {
+  const notDir = await repositoryDirRefusal(config, fs);
+  if (notDir !== undefined) return notDir;
+  const dir = resolve(config.modelRepository);
   const wanted = config.models ?? [];
   const hasConfig = (name: string): Promise<boolean> => fs.stat(join(dir, name, 'config.yaml')).then(() => true, () => false);
   const present = await Promise.all(wanted.map(hasConfig));

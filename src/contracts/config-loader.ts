@@ -3,7 +3,7 @@ import { LineCounter, parse as parseYaml, type YAMLError } from 'yaml';
 import { FleetError } from '../errors/fleet-error.ts';
 import { FleetConfigSchema, type FleetConfig } from './fleet-config.ts';
 import { ModelConfigSchema, type ModelConfig } from './model-config.ts';
-import { applyEnvOverrides as applyFleetEnvOverrides, envSpellingHints, overridesBehind } from './env-overrides.ts';
+import { applyEnvOverrides as applyFleetEnvOverrides, envOverrides, envSpellingHints, envVariableName, overridesBehind, type EnvOverride } from './env-overrides.ts';
 import { validationError } from './validation-error.ts';
 
 export { ENV_PREFIX } from './env-overrides.ts';
@@ -86,6 +86,74 @@ export function parseFleetConfig(input: unknown, source = 'fleet config'): Fleet
   return parsed.data;
 }
 
+/** Where a loaded config's settings came from (see settingOrigin); configs built otherwise have none. */
+interface Origins {
+  readonly file: string | undefined;
+  readonly fromFile: Record<string, unknown>;
+  readonly env: readonly EnvOverride[];
+  readonly flags: Record<string, unknown>;
+}
+
+const ORIGINS = new WeakMap<object, Origins>();
+
+/** Where the value of one setting came from. */
+export type SettingOrigin =
+  | { readonly kind: 'env'; readonly variable: string }
+  | { readonly kind: 'flag' }
+  | { readonly kind: 'file'; readonly file: string }
+  | { readonly kind: 'default'; readonly file: string | undefined }
+  /** A config not read by loadFleetConfig (a test's parseFleetConfig). */
+  | { readonly kind: 'unknown' };
+
+const startsWith = (path: readonly string[], prefix: readonly string[]): boolean => prefix.every((seg, i) => path[i] === seg);
+
+function holds(tree: unknown, path: readonly string[]): boolean {
+  let at = tree;
+  for (const seg of path) {
+    if (!isMapping(at) || !Object.prototype.hasOwnProperty.call(at, seg)) return false;
+    at = at[seg];
+  }
+  return true;
+}
+
+/**
+ * Which layer set `path` (or a section holding it, or a key inside it) in a config that
+ * loadFleetConfig returned: a flag, else an `NPU_FLEET__…` variable, else the file, else the default.
+ */
+export function settingOrigin(config: object, path: readonly string[]): SettingOrigin {
+  const origins = ORIGINS.get(config);
+  if (origins === undefined) return { kind: 'unknown' };
+  if (holds(origins.flags, path)) return { kind: 'flag' };
+  const related = origins.env.filter((o) => startsWith(path, o.path) || startsWith(o.path, path));
+  // The last one applied wins, as in applyEnvOverrides; one naming the field itself before a section's.
+  const variable = related.filter((o) => o.path.length === path.length).at(-1) ?? related.at(-1);
+  if (variable !== undefined) return { kind: 'env', variable: variable.name };
+  if (origins.file !== undefined && holds(origins.fromFile, path)) return { kind: 'file', file: origins.file };
+  return { kind: 'default', file: origins.file };
+}
+
+/**
+ * The fix for a bad value of `path` found after loading (a directory that is not there, a file
+ * that cannot be read), in words naming where the value came from: the variable when the
+ * environment set it, never the file it is not in.
+ */
+export function settingFix(config: object, path: readonly string[]): string {
+  const field = path.join('.');
+  const origin = settingOrigin(config, path);
+  switch (origin.kind) {
+    case 'env':
+      return `${field} was set by the environment variable ${origin.variable}: fix ${origin.variable} or unset it`;
+    case 'flag':
+      return `${field} was set by a command-line flag: fix the flag`;
+    case 'file':
+      return `set ${field} in the fleet config ${origin.file}`;
+    case 'default':
+      return `${field} is its default: set it in the fleet config${origin.file === undefined ? '' : ` ${origin.file}`} or with ${envVariableName(path)}`;
+    case 'unknown':
+      return `set ${field} in the fleet config`;
+  }
+}
+
 export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConfig {
   const env = options.env ?? process.env;
   const file = options.file ?? env.NPU_FLEET_CONFIG;
@@ -96,7 +164,10 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
   // Precedence: file < environment < flags (a flag typed on the command line wins over the Deployment's env).
   const merged = mergeSections(applyEnvOverrides(fromFile as Record<string, unknown>, env), options.overrides ?? {});
   const parsed = FleetConfigSchema.safeParse(merged);
-  if (parsed.success) return parsed.data;
+  if (parsed.success) {
+    ORIGINS.set(parsed.data, { file, fromFile: fromFile as Record<string, unknown>, env: envOverrides(env), flags: options.overrides ?? {} });
+    return parsed.data;
+  }
   const err = validationError(parsed.error, file ? `fleet config ${file}` : 'fleet config', 'INVALID_CONFIG');
   // The file looks right when the bad value came from the environment: say which variable (never its value).
   const vars = overridesBehind(parsed.error.issues, env);

@@ -221,6 +221,18 @@ describe('npu-fleet worker', () => {
     expect(output(), 'refused before the device opened').not.toContain('model version loaded');
   }, 30_000);
 
+  it('a model repository that is not there, set by NPU_FLEET__MODEL_REPOSITORY, exits 2 naming the variable as its source and fix, not the config file', async () => {
+    const dir = tempDir('npu-fleet-worker-');
+    const configFile = join(dir, 'fleet.yaml');
+    writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://127.0.0.1:1' } }, devices: { count: 1, backend: 'sim' }, worker: { metricsPort: 0 } }));
+    const { child, exited, output } = spawnWorker(configFile, { NPU_FLEET__MODEL_REPOSITORY: join(dir, 'nonexistent') });
+    const result = await Promise.race([exited, new Promise<'still running'>((r) => setTimeout(() => r('still running'), 15_000))]);
+    if (result === 'still running') child.kill('SIGKILL');
+    expect(result, output()).toEqual({ code: 2, signal: null });
+    expect(output()).toContain(`model repository ${join(dir, 'nonexistent')} is not a directory (ENOENT); modelRepository was set by the environment variable NPU_FLEET__MODEL_REPOSITORY: fix NPU_FLEET__MODEL_REPOSITORY or unset it`);
+    expect(output()).not.toContain('in the fleet config');
+  }, 30_000);
+
   it('a worker the Kafka brokers refuse (session timeout below their minimum) exits non-zero at start-up, naming the setting, instead of idling as ready', async () => {
     const dir = tempDir('npu-fleet-worker-');
     const configFile = join(dir, 'fleet.yaml');

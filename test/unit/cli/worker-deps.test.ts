@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { checkModelRepository, largestRequestBytes, workerDeps } from '../../../src/cli/worker-deps.ts';
-import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import { checkModelRepository, checkModelRepositoryDirectory, largestRequestBytes, workerDeps } from '../../../src/cli/worker-deps.ts';
+import { loadFleetConfig, parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { DEFAULT_LIMITS } from '../../../src/contracts/limits.ts';
 import { ModelConfigSchema } from '../../../src/contracts/model-config.ts';
 import { backendInfo } from '../../../src/device/index.ts';
@@ -37,6 +37,26 @@ describe('checkModelRepository', () => {
       expect(FleetError.is(err, 'INVALID_CONFIG'), String(err)).toBe(true);
       expect((err as Error).message).toBe(`model repository ${path} is not a directory${why}; set modelRepository in the fleet config`);
     }
+  });
+
+  it('names the environment variable that set a missing modelRepository as its source and fix, not the config file', async () => {
+    const dir = tempDir('npu-fleet-repo-origin-');
+    const absent = join(dir, 'nonexistent');
+    const file = join(dir, 'fleet.yaml');
+    writeFileSync(file, 'devices: { count: 1 }\n');
+    const message = async (config: Parameters<typeof checkModelRepository>[0]): Promise<string> =>
+      String(((await checkModelRepository(config).catch((e: unknown) => e)) as Error | undefined)?.message);
+    const fromEnv = await message(loadFleetConfig({ file, env: { NPU_FLEET__MODEL_REPOSITORY: absent } }));
+    expect(fromEnv).toBe(
+      `model repository ${absent} is not a directory (ENOENT); modelRepository was set by the environment variable NPU_FLEET__MODEL_REPOSITORY: fix NPU_FLEET__MODEL_REPOSITORY or unset it`,
+    );
+    // The lone worker's check says the same.
+    const lone: unknown = await checkModelRepositoryDirectory(loadFleetConfig({ file, env: { NPU_FLEET__MODEL_REPOSITORY: absent } })).catch((e: unknown) => e);
+    expect(FleetError.is(lone, 'INVALID_CONFIG') && lone.message).toBe(fromEnv);
+    // Set in the file: the file is named.
+    const inFile = join(dir, 'in-file.yaml');
+    writeFileSync(inFile, `modelRepository: ${absent}\n`);
+    expect(await message(loadFleetConfig({ file: inFile, env: {} }))).toMatch(/; set modelRepository in the fleet config .*in-file\.yaml$/);
   });
 
   /** A repository holding these model directories, each with a config.yaml (the check reads no more of it). */

@@ -8,6 +8,7 @@ import {
   loadModelConfig,
   parseModelConfig,
 } from '../../../src/contracts/index.ts';
+import { parseFleetConfig, settingFix, settingOrigin } from '../../../src/contracts/config-loader.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { stringify } from 'yaml';
 import { tempDir } from '../../helpers/temp-dir.ts';
@@ -155,6 +156,24 @@ describe('fleet config loader', () => {
     expect(() => loadFleetConfig({ file: tmpFile('neg.yaml', 'worker:\n  drainTimeoutMs: -1\n'), env: { NPU_FLEET__WORKER__HANG_LIMIT_MS: '100' } })).toThrow(
       /^(?![\s\S]*NPU_FLEET__)[\s\S]*worker\.drainTimeoutMs/,
     );
+  });
+
+  it('tells which layer set a setting (flag, variable, file or default) and words the fix for it', () => {
+    const file = tmpFile('origin.yaml', 'modelRepository: /srv/models\ntransport:\n  kind: kafka\n  kafka: { brokers: [a:1], ssl: { caFile: /ca.pem } }\n');
+    const env = { NPU_FLEET__TRANSPORT__KAFKA__SSL: '{"caFile":"/other.pem"}', NPU_FLEET__DEVICES__COUNT: '3' };
+    const config = loadFleetConfig({ file, env, overrides: { worker: { drainTimeoutMs: 5 } } });
+    expect(settingOrigin(config, ['modelRepository'])).toEqual({ kind: 'file', file });
+    expect(settingOrigin(config, ['transport', 'kafka', 'ssl', 'caFile'])).toEqual({ kind: 'env', variable: 'NPU_FLEET__TRANSPORT__KAFKA__SSL' });
+    expect(settingOrigin(config, ['devices', 'count'])).toEqual({ kind: 'env', variable: 'NPU_FLEET__DEVICES__COUNT' });
+    expect(settingOrigin(config, ['worker', 'drainTimeoutMs'])).toEqual({ kind: 'flag' });
+    expect(settingOrigin(config, ['worker', 'hangLimitMs'])).toEqual({ kind: 'default', file });
+    expect(settingFix(config, ['transport', 'kafka', 'ssl', 'caFile'])).toBe(
+      'transport.kafka.ssl.caFile was set by the environment variable NPU_FLEET__TRANSPORT__KAFKA__SSL: fix NPU_FLEET__TRANSPORT__KAFKA__SSL or unset it',
+    );
+    expect(settingFix(config, ['modelRepository'])).toBe(`set modelRepository in the fleet config ${file}`);
+    expect(settingFix(config, ['worker', 'hangLimitMs'])).toBe(`worker.hangLimitMs is its default: set it in the fleet config ${file} or with NPU_FLEET__WORKER__HANG_LIMIT_MS`);
+    // A config not read by the loader: the plain fix.
+    expect(settingFix(parseFleetConfig({}), ['modelRepository'])).toBe('set modelRepository in the fleet config');
   });
 
   it('refuses a list variable written as a JSON array that does not parse, naming it, instead of splitting it on commas', () => {
