@@ -8,10 +8,10 @@ import { FleetError } from '../errors/fleet-error.ts';
 import { answeredCount, BULK_CHUNK, bulkPublish, DEFAULT_IN_FLIGHT, newBulkStats } from '../producer/bulk-publish.ts';
 import { createProducer } from '../producer/index.ts';
 import { privateInbox } from '../producer/private-inbox.ts';
-import { FILTER_BITS_PER_ID, findRepeatCandidates, NO_ID_REPEATS, type RepeatCandidates } from '../producer/repeat-candidates.ts';
+import { NO_ID_REPEATS, type RepeatCandidates } from '../producer/repeat-candidates.ts';
 import { checkRequests } from '../producer/request-check.ts';
 import type { LineCounter } from '../producer/line-counter.ts';
-import { countRequests, isJsonLines, readRequestFile, type FileEntry } from '../producer/request-file.ts';
+import { countRequests, findRepeatCandidatesCapped, isJsonLines, maxLineBytes, readRequestFile, type FileEntry } from '../producer/request-file.ts';
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
 import { replyToProblem, replyTopicPattern } from '../transport/names.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
@@ -156,7 +156,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
       ...(isJsonLines(file)
         ? {
             repeats: await phase(`checking the ids of ${file} for repeats`, file, total, (progress) =>
-              findRepeatCandidates(file, total, FILTER_BITS_PER_ID, { progress, onId: resumed?.lines === undefined ? undefined : (line, id) => resumed?.lines?.checkInput(line, id) }),
+              findRepeatCandidatesCapped(file, total, maxLineBytes(config.limits), { progress, onId: resumed?.lines === undefined ? undefined : (line, id) => resumed?.lines?.checkInput(line, id) }),
             ),
           }
         : {}),

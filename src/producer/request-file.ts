@@ -1,5 +1,5 @@
+import { constants as bufferConstants } from 'node:buffer';
 import { createReadStream, readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { requestFromJson } from '../codec/index.ts';
 import { identityOf } from '../codec/frame.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
@@ -7,6 +7,7 @@ import { RequestJsonSchema, type RequestEnvelope } from '../contracts/request-en
 import { FleetError } from '../errors/fleet-error.ts';
 import { jsonSyntaxError } from '../errors/json-syntax.ts';
 import type { LineCounter } from './line-counter.ts';
+import { FILTER_BITS_PER_ID, IdFilter, type FirstPassOptions, type RepeatCandidates } from './repeat-candidates.ts';
 
 /**
  * One request of a request file, or why its line (or array item) is not one. `line` is the line
@@ -38,7 +39,60 @@ export async function* readRequestFile(path: string, limits: CodecLimits, nowMs:
     for (let i = 0; i < items.length; i++) yield parseEntry(items[i], i + 1, limits, nowMs, Array.isArray(value) ? 'item' : 'request');
     return;
   }
-  const stream = createReadStream(path, { encoding: 'utf8' });
+  const cap = maxLineBytes(limits);
+  for await (const read of readLines(path, cap)) {
+    const line = read.line;
+    if ('tooLongBytes' in read) {
+      yield { line, error: tooLong(line, read.tooLongBytes, cap, limits) };
+      continue;
+    }
+    const text = line === 1 ? withoutBom(read.text) : read.text;
+    if (text.trim() === '') continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      // V8's message may quote the line (a request's meta or data) around the bad token; RESULTS and stderr carry this one.
+      const cause = jsonSyntaxError(err);
+      yield { line, error: new FleetError('INVALID_MESSAGE', `line ${line} is not JSON: ${cause.message}`, { cause, details: { line } }) };
+      continue;
+    }
+    yield parseEntry(value, line, limits, nowMs, 'line');
+  }
+}
+
+/**
+ * The longest line of a JSON Lines file that may hold a request: its tensors in base64 (4/3 of
+ * their bytes, at most limits.maxMessageBytes) and the rest of the envelope (meta, id, names:
+ * limits.maxHeaderBytes), with room to spare; never past the longest string V8 can make of it.
+ */
+export function maxLineBytes(limits: CodecLimits): number {
+  return Math.min(2 * limits.maxMessageBytes + limits.maxHeaderBytes, bufferConstants.MAX_STRING_LENGTH);
+}
+
+function tooLong(line: number, bytes: number, cap: number, limits: CodecLimits): FleetError {
+  return new FleetError(
+    'LIMIT_EXCEEDED',
+    `line ${line} is ${bytes} bytes, longer than ${cap} bytes (twice limits.maxMessageBytes ${limits.maxMessageBytes}, plus limits.maxHeaderBytes): ` +
+      'no request that long fits limits.maxMessageBytes, so the line was skipped unread; split its samples over several requests and keep caller data in meta small (limits.maxMetaBytes)',
+    { details: { line, field: 'line' } },
+  );
+}
+
+/** A line of a JSON Lines file: its text, or only its length when it is over the cap (not held). */
+export type FileLine = { readonly line: number; readonly text: string } | { readonly line: number; readonly tooLongBytes: number };
+
+/**
+ * The lines of a file, split on the bytes as node:readline (crlfDelay: Infinity) split them, and
+ * numbered alike: a line ends at LF, CRLF (also across two reads) or a lone CR, and a file's last
+ * line needs no end. A line of more than `maxBytes` bytes is not held: its bytes are counted and
+ * dropped as they are read, and it comes out as its length (node:readline held it whole, and a line
+ * over 512 MB killed the process with an uncaught "RangeError: Invalid string length"). A line of
+ * blanks (spaces, tabs) only is a blank line, however long, as countRequests counts it. Text is
+ * UTF-8 (a byte order mark is left to the caller). A file that cannot be opened throws naming --file.
+ */
+export async function* readLines(path: string, maxBytes: number, o: { progress?: LineCounter; highWaterMark?: number } = {}): AsyncGenerator<FileLine> {
+  const stream = createReadStream(path, o.highWaterMark === undefined ? {} : { highWaterMark: o.highWaterMark });
   const opened = new Promise<void>((resolve, reject) => {
     stream.once('open', () => resolve());
     stream.once('error', reject);
@@ -46,30 +100,121 @@ export async function* readRequestFile(path: string, limits: CodecLimits, nowMs:
   try {
     await opened;
   } catch (cause) {
+    stream.destroy();
     throw unreadable(path, cause);
   }
-  const lines = createInterface({ input: stream, crlfDelay: Infinity });
   let line = 0;
+  /** The pieces of the line being read while it is within maxBytes; dropped once it is over. */
+  let parts: Buffer[] = [];
+  let bytes = 0;
+  /** No byte of the line being read but blanks (only looked at once it is over maxBytes). */
+  let blank = true;
+  /** The last byte read ended a line with CR: an LF next is the rest of that line end. */
+  let afterCr = false;
+  const take = (chunk: Buffer, from: number, to: number): void => {
+    if (to <= from) return;
+    bytes += to - from;
+    if (bytes <= maxBytes) {
+      parts.push(chunk.subarray(from, to));
+      return;
+    }
+    if (blank) {
+      for (const part of parts) if (!allBlank(part, 0, part.length)) blank = false;
+      if (blank && !allBlank(chunk, from, to)) blank = false;
+    }
+    parts = [];
+  };
+  const end = (): FileLine | undefined => {
+    line++;
+    const over = bytes > maxBytes;
+    const read: FileLine | undefined = !over
+      ? { line, text: parts.length === 1 ? (parts[0] as Buffer).toString('utf8') : Buffer.concat(parts, bytes).toString('utf8') }
+      : blank
+        ? undefined
+        : { line, tooLongBytes: bytes };
+    parts = [];
+    bytes = 0;
+    blank = true;
+    return read;
+  };
   try {
-    for await (const read of lines) {
-      line++;
-      const text = line === 1 ? withoutBom(read) : read;
-      if (text.trim() === '') continue;
-      let value: unknown;
-      try {
-        value = JSON.parse(text);
-      } catch (err) {
-        // V8's message may quote the line (a request's meta or data) around the bad token; RESULTS and stderr carry this one.
-        const cause = jsonSyntaxError(err);
-        yield { line, error: new FleetError('INVALID_MESSAGE', `line ${line} is not JSON: ${cause.message}`, { cause, details: { line } }) };
-        continue;
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      let from = 0;
+      let i = 0;
+      if (afterCr && chunk.length > 0) {
+        afterCr = false;
+        if (chunk[0] === 0x0a) from = i = 1;
       }
-      yield parseEntry(value, line, limits, nowMs, 'line');
+      // indexOf finds a line end in native code; the next LF and CR are looked up again only once passed.
+      let lf = chunk.indexOf(0x0a, i);
+      let cr = chunk.indexOf(0x0d, i);
+      while (lf !== -1 || cr !== -1) {
+        const at = lf === -1 ? cr : cr === -1 ? lf : Math.min(lf, cr);
+        take(chunk, from, at);
+        const read = end();
+        if (read !== undefined) yield read;
+        from = at + 1;
+        if (chunk[at] === 0x0d) {
+          if (at + 1 < chunk.length) {
+            if (chunk[at + 1] === 0x0a) from = at + 2;
+          } else {
+            afterCr = true;
+          }
+        }
+        if (lf !== -1 && lf < from) lf = chunk.indexOf(0x0a, from);
+        if (cr !== -1 && cr < from) cr = chunk.indexOf(0x0d, from);
+      }
+      take(chunk, from, chunk.length);
+      if (o.progress !== undefined) {
+        o.progress.lines = line;
+        o.progress.bytes += chunk.length;
+      }
+    }
+    if (bytes > 0) {
+      const read = end();
+      if (read !== undefined) yield read;
     }
   } finally {
-    lines.close();
     stream.destroy();
   }
+}
+
+/**
+ * findRepeatCandidates (repeat-candidates.ts) over readLines: the same first pass, numbering and
+ * filter, but a line over `maxBytes` is passed over unheld (it cannot become a request that is sent).
+ * findRepeatCandidates reads with node:readline, which a line over 512 MB kills with an uncaught
+ * RangeError before publish has read a line; publish uses this until it reads with readLines.
+ */
+export async function findRepeatCandidatesCapped(path: string, expectedIds: number, maxBytes: number, o: FirstPassOptions = {}): Promise<RepeatCandidates> {
+  const filter = new IdFilter(expectedIds, FILTER_BITS_PER_ID);
+  const candidates = new Set<string>();
+  for await (const read of readLines(path, maxBytes, o.progress === undefined ? {} : { progress: o.progress })) {
+    if (!('text' in read)) continue;
+    const id = idOf(read.line === 1 ? withoutBom(read.text) : read.text);
+    if (id === undefined) continue;
+    o.onId?.(read.line, id);
+    if (filter.addSeen(id)) candidates.add(id);
+  }
+  return { mayRepeat: (id) => candidates.has(id) };
+}
+
+function idOf(text: string): string | undefined {
+  if (text.trim() === '') return undefined;
+  try {
+    const value = JSON.parse(text) as unknown;
+    const id = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)['id'] : undefined;
+    return typeof id === 'string' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function allBlank(buf: Buffer, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const b = buf[i];
+    if (b !== 0x20 && b !== 0x09) return false;
+  }
+  return true;
 }
 
 function parseEntry(value: unknown, line: number, limits: CodecLimits, nowMs: () => number, what: 'line' | 'item' | 'request'): FileEntry {
@@ -164,7 +309,7 @@ export async function countRequests(path: string, progress?: LineCounter): Promi
   }
   let count = 0;
   let content = false;
-  // Lines end as readRequestFile's reader (readline) ends them: LF, CRLF, or a CR alone (the LF of
+  // Lines end as readRequestFile's reader (readLines) ends them: LF, CRLF, or a CR alone (the LF of
   // a CRLF then ends a blank line, not counted). Counted by LF only, a file of CR line ends was one
   // line, and the first pass's filter sized for one id made every id a repeat candidate.
   let start = true;

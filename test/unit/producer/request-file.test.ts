@@ -1,8 +1,9 @@
-import { writeFileSync } from 'node:fs';
+import { createReadStream, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../../src/contracts/limits.ts';
-import { countRequests, readRequestFile, type FileEntry } from '../../../src/producer/request-file.ts';
+import { countRequests, findRepeatCandidatesCapped, maxLineBytes, readLines, readRequestFile, type FileEntry, type FileLine } from '../../../src/producer/request-file.ts';
 import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -18,9 +19,9 @@ const request = (id: string, extra: Record<string, unknown> = {}): Record<string
   inputs: [{ name: 'input', dtype: 'float32', shape: [1, 2], data: Buffer.alloc(8).toString('base64') }],
   ...extra,
 });
-const all = async (path: string, nowMs = (): number => 1_000): Promise<FileEntry[]> => {
+const all = async (path: string, nowMs = (): number => 1_000, limits = DEFAULT_LIMITS): Promise<FileEntry[]> => {
   const out: FileEntry[] = [];
-  for await (const e of readRequestFile(path, DEFAULT_LIMITS, nowMs)) out.push(e);
+  for await (const e of readRequestFile(path, limits, nowMs)) out.push(e);
   return out;
 };
 const errorOf = (e: FileEntry | undefined): FleetError => {
@@ -144,5 +145,103 @@ describe('countRequests', () => {
     // A lone CR at the end of one read chunk (64 KiB) and the LF at the start of the next: one line end.
     const first = r('a').padEnd(64 * 1024 - 1, ' ');
     expect(await countRequests(write('ends-chunk.jsonl', `${first}\r\n${r('b')}`))).toBe(2);
+  });
+});
+
+describe('readLines', () => {
+  const viaReadline = async (path: string): Promise<Array<[number, string]>> => {
+    const out: Array<[number, string]> = [];
+    let n = 0;
+    for await (const text of createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity })) out.push([++n, text]);
+    return out;
+  };
+  const viaReadLines = async (path: string, cap: number, highWaterMark?: number): Promise<FileLine[]> => {
+    const out: FileLine[] = [];
+    for await (const l of readLines(path, cap, highWaterMark === undefined ? {} : { highWaterMark })) out.push(l);
+    return out;
+  };
+
+  // The first pass (repeat-candidates), the count and the reader must number a file's lines alike:
+  // a resume by line checks the lines done against the numbers the reader gives.
+  it('numbers and splits lines as node:readline did (LF, CRLF, lone CR, CR CR LF; a CRLF split over two reads), whatever the read size', async () => {
+    const texts = [
+      'a\nb\nc\n',
+      'a\r\nb\r\n\r\nc',
+      'a\rb\rc\r',
+      'a\r\r\nb\r\r\nc',
+      'a\rb\n \r\t\nc\r\n',
+      '\n\n\nx',
+      '',
+      '\r',
+      'é€😀\r\nü',
+      '{"id":"x"}\r\n{"id":"y"}\n\r\n\n',
+    ];
+    for (const [i, text] of texts.entries()) {
+      const path = write(`split-${i}.jsonl`, text);
+      const expected = await viaReadline(path);
+      for (const hwm of [1, 2, 3, 7, undefined]) {
+        const got = (await viaReadLines(path, 1000, hwm)).map((l) => ['text' in l ? l.line : -1, 'text' in l ? l.text : '']);
+        expect({ text, hwm, got }).toEqual({ text, hwm, got: expected });
+      }
+    }
+  });
+
+  it('a line over the cap is reported with its length and line number, not held; the lines after it are read', async () => {
+    const long = `{"id":"big","meta":{"s":"${'x'.repeat(5000)}"}}`;
+    const path = write('long-line.jsonl', `{"id":"a"}\r\n${long}\r\n\n${'y'.repeat(100)}\n{"id":"b"}`);
+    for (const hwm of [3, 64, undefined]) {
+      const got = await viaReadLines(path, 100, hwm);
+      expect(got).toEqual([
+        { line: 1, text: '{"id":"a"}' },
+        { line: 2, tooLongBytes: long.length },
+        { line: 3, text: '' },
+        { line: 4, text: 'y'.repeat(100) },
+        { line: 5, text: '{"id":"b"}' },
+      ]);
+    }
+    // A long run of blanks is a blank line, as countRequests counts it, not a request too long.
+    const blanks = write('long-blank.jsonl', `{"id":"a"}\n${' \t'.repeat(500)}\n{"id":"b"}`);
+    expect((await viaReadLines(blanks, 100)).map((l) => l.line)).toEqual([1, 3]);
+    expect(await countRequests(blanks)).toBe(2);
+  });
+});
+
+describe('readRequestFile: a line too long for any request', () => {
+  // A 600 MB line crashed the run with node:readline's uncaught "RangeError: Invalid string length"
+  // (no records written, RESULTS.lock left behind).
+  it('is an invalid entry naming the line and the limit; the good lines around it are read', async () => {
+    const limits = { ...DEFAULT_LIMITS, maxMessageBytes: 1024 };
+    const cap = maxLineBytes(limits);
+    expect(cap).toBeGreaterThanOrEqual(Math.ceil((1024 * 4) / 3));
+    const huge = JSON.stringify(request('huge', { meta: { s: 'x'.repeat(cap * 3) } }));
+    const path = write('too-long.jsonl', [JSON.stringify(request('a')), huge, JSON.stringify(request('b'))].join('\n'));
+    const entries = await all(path, undefined, limits);
+    expect(entries.map((e) => ('request' in e ? e.request.id : e.line))).toEqual(['a', 2, 'b']);
+    const e = errorOf(entries[1]);
+    expect(e.code).toBe('LIMIT_EXCEEDED');
+    expect(e.message).toMatch(new RegExp(`^line 2 is ${huge.length} bytes, longer than ${cap} bytes .*limits\\.maxMessageBytes`));
+    expect(e.details).toMatchObject({ line: 2 });
+    expect(await countRequests(path)).toBe(3);
+  });
+
+  it('the cap keeps a line a request of limits.maxMessageBytes could need (its tensors in base64) and stays within a string', () => {
+    expect(maxLineBytes({ ...DEFAULT_LIMITS, maxMessageBytes: 3000 })).toBeGreaterThan(4000 + DEFAULT_LIMITS.maxMetaBytes);
+    expect(maxLineBytes({ ...DEFAULT_LIMITS, maxMessageBytes: 2 ** 31 })).toBeLessThanOrEqual(2 ** 29);
+  });
+});
+
+describe('findRepeatCandidatesCapped', () => {
+  it("numbers lines as the reader does, passes over a line over the cap, and finds the repeats", async () => {
+    const text = `\uFEFF{"id":"a"}\r\n{"id":"${'x'.repeat(500)}"}\r{"id":"b"}\n\n{"id":"a"}\r\n{"id":"c"}`;
+    const path = write('first-pass.jsonl', text);
+    const seen: Array<[number, string]> = [];
+    const repeats = await findRepeatCandidatesCapped(path, 10, 100, { onId: (line, id) => seen.push([line, id]) });
+    expect(seen).toEqual([
+      [1, 'a'],
+      [3, 'b'],
+      [5, 'a'],
+      [6, 'c'],
+    ]);
+    expect(repeats.mayRepeat('a')).toBe(true);
   });
 });
