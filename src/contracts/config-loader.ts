@@ -82,7 +82,7 @@ export interface LoadFleetConfigOptions {
 
 export function parseFleetConfig(input: unknown, source = 'fleet config'): FleetConfig {
   const parsed = FleetConfigSchema.safeParse(input);
-  if (!parsed.success) throw validationError(parsed.error, source, 'INVALID_CONFIG');
+  if (!parsed.success) throw validationError(parsed.error, source, 'INVALID_CONFIG', undefined, FleetConfigSchema);
   return parsed.data;
 }
 
@@ -168,7 +168,7 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
     ORIGINS.set(parsed.data, { file, fromFile: fromFile as Record<string, unknown>, env: envOverrides(env), flags: options.overrides ?? {} });
     return parsed.data;
   }
-  const err = validationError(parsed.error, file ? `fleet config ${file}` : 'fleet config', 'INVALID_CONFIG');
+  const err = validationError(parsed.error, file ? `fleet config ${file}` : 'fleet config', 'INVALID_CONFIG', undefined, FleetConfigSchema);
   // The file looks right when the bad value came from the environment: say which variable (never its value).
   const vars = overridesBehind(parsed.error.issues, env);
   if (vars.length === 0) throw err;
@@ -181,7 +181,7 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
 
 export function parseModelConfig(input: unknown, source = 'model config'): ModelConfig {
   const parsed = ModelConfigSchema.safeParse(input);
-  if (!parsed.success) throw validationError(parsed.error, source, 'INVALID_CONFIG');
+  if (!parsed.success) throw validationError(parsed.error, source, 'INVALID_CONFIG', undefined, ModelConfigSchema);
   return parsed.data;
 }
 

@@ -19,4 +19,18 @@ describe('validation error hints', () => {
     const model = { name: 'm', inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 4] }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 2] }] };
     expect(message(() => parseModelConfig({ ...model, versionPolicy: { kind: 'newest' } }))).toMatch(/versionPolicy\.kind: .*\(use one of "latest", "specific"\)$/);
   });
+
+  // A plain union (transport.kafka.ssl: true/false or the TLS files) said only "Invalid input (fix the value)".
+  it('says what a plain union field accepts, with the keys of its object form', () => {
+    const kafka = (ssl: unknown) => () => parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: ['a:1'], ssl } } });
+    for (const ssl of [5, 'yes', null, ['a']]) {
+      expect(message(kafka(ssl))).toMatch(
+        /transport\.kafka\.ssl: .* \(use true or false, or an object \{ caFile, certFile, keyFile, rejectUnauthorized \}\)$/,
+      );
+    }
+    // An object with a bad field: the field itself, not the whole union.
+    expect(message(kafka({ caFile: 3 }))).toMatch(/transport\.kafka\.ssl\.caFile: .*expected string.* \(set it to a string\)$/);
+    expect(message(kafka({ certFile: '/c.pem' }))).toMatch(/transport\.kafka\.ssl\.keyFile: certFile and keyFile go together/);
+    expect(message(kafka(5))).not.toContain('fix the value');
+  });
 });
