@@ -80,9 +80,12 @@ export interface LoadFleetConfigOptions {
   overrides?: Record<string, unknown>;
 }
 
+/** How fleet config errors word their hints: from the schema, and naming the variable that can give a missing field. */
+const FLEET_HINTS = { schema: FleetConfigSchema, envName: envVariableName } as const;
+
 export function parseFleetConfig(input: unknown, source = 'fleet config'): FleetConfig {
   const parsed = FleetConfigSchema.safeParse(input);
-  if (!parsed.success) throw validationError(parsed.error, source, 'INVALID_CONFIG', undefined, FleetConfigSchema);
+  if (!parsed.success) throw validationError(parsed.error, source, 'INVALID_CONFIG', undefined, FLEET_HINTS);
   return parsed.data;
 }
 
@@ -168,7 +171,7 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
     ORIGINS.set(parsed.data, { file, fromFile: fromFile as Record<string, unknown>, env: envOverrides(env), flags: options.overrides ?? {} });
     return parsed.data;
   }
-  const err = validationError(parsed.error, file ? `fleet config ${file}` : 'fleet config', 'INVALID_CONFIG', undefined, FleetConfigSchema);
+  const err = validationError(parsed.error, file ? `fleet config ${file}` : 'fleet config', 'INVALID_CONFIG', undefined, FLEET_HINTS);
   // The file looks right when the bad value came from the environment: say which variable (never its value).
   const vars = overridesBehind(parsed.error.issues, env);
   if (vars.length === 0) throw err;
@@ -181,7 +184,7 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
 
 export function parseModelConfig(input: unknown, source = 'model config'): ModelConfig {
   const parsed = ModelConfigSchema.safeParse(input);
-  if (!parsed.success) throw validationError(parsed.error, source, 'INVALID_CONFIG', undefined, ModelConfigSchema);
+  if (!parsed.success) throw validationError(parsed.error, source, 'INVALID_CONFIG', undefined, { schema: ModelConfigSchema });
   return parsed.data;
 }
 

@@ -112,14 +112,81 @@ function flattenUnions(issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue[] 
   });
 }
 
-function hintFor(issue: z.core.$ZodIssue, schema?: z.core.$ZodType): string {
+/** `drainTimeoutMs` and `drain_timeout_ms` alike. */
+const folded = (key: string): string => key.toLowerCase().replace(/[_-]/g, '');
+
+/** Units a key's name ends with (`drainTimeoutMs`, `maxMessageBytes`): a key written without one is that key. */
+const UNIT_SUFFIX = /^(ms|mb|mib|kb|kib|bytes|items|seconds|s)$/;
+
+/** Edits (insert, delete, replace, swap of neighbours) between two keys. */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  const at = (i: number, j: number): number => d[i]?.[j] ?? Number.POSITIVE_INFINITY;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(at(i - 1, j) + 1, at(i, j - 1) + 1, at(i - 1, j - 1) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) best = Math.min(best, at(i - 2, j - 2) + 1);
+      (d[i] as number[])[j] = best;
+    }
+  }
+  return at(a.length, b.length);
+}
+
+/**
+ * The known key a misspelt one most likely meant: the same but for case or `_`, the key with its
+ * unit suffix (`drainTimeout` for `drainTimeoutMs`), else one or two letters off (one for short keys).
+ */
+function meantKey(key: string, known: readonly string[]): string | undefined {
+  const k = folded(key);
+  const same = known.find((c) => folded(c) === k);
+  if (same !== undefined) return same;
+  const suffixed = known.find((c) => folded(c).startsWith(k) && UNIT_SUFFIX.test(folded(c).slice(k.length)));
+  if (suffixed !== undefined) return suffixed;
+  const allowed = k.length >= 8 ? 2 : k.length >= 4 ? 1 : 0;
+  const near = known.map((c) => ({ c, d: editDistance(k, folded(c)) })).filter((x) => x.d <= allowed).sort((x, y) => x.d - y.d);
+  // Two candidates equally near: no guess.
+  return near.length > 0 && (near.length === 1 || (near[1]?.d ?? 0) > (near[0]?.d ?? 0)) ? near[0]?.c : undefined;
+}
+
+/** The keys the object(s) at `path` of `schema` take. */
+function keysAt(schema: z.core.$ZodType | undefined, path: readonly PropertyKey[]): string[] {
+  if (schema === undefined) return [];
+  const objects = (s: z.core.$ZodType): z.core.$ZodType[] =>
+    unwrapped(s).flatMap((u) => (defOf(u).type === 'union' ? (defOf(u).options ?? []).flatMap(objects) : defOf(u).type === 'object' ? [u] : []));
+  return [...new Set(schemasAt(schema, path).flatMap(objects).flatMap((s) => Object.keys(defOf(s).shape ?? {})))];
+}
+
+function unknownKeysHint(issue: z.core.$ZodIssue & { keys: string[] }, schema: z.core.$ZodType | undefined): string {
+  const known = keysAt(schema, issue.path);
+  const meant = issue.keys.map((key) => ({ key, meant: meantKey(key, known) })).filter((m): m is { key: string; meant: string } => m.meant !== undefined);
+  const one = issue.keys.length === 1;
+  if (meant.length === 0) return one ? 'remove it or fix its spelling' : 'remove them or fix their spelling';
+  const guesses = one ? `${meant[0]?.meant}` : meant.map((m) => `${m.meant} for ${JSON.stringify(m.key)}`).join(', ');
+  return `did you mean ${guesses}? ${one ? 'rename it, or remove it' : 'rename them, or remove them'}`;
+}
+
+export interface ValidationErrorOptions {
+  /** The schema that failed: a plain union's hint lists what its options accept, a misspelt key gets the key meant. */
+  readonly schema?: z.core.$ZodType;
+  /** The environment variable that can set a field (the fleet config's `NPU_FLEET__…`), said for a required one that is missing. */
+  readonly envName?: (path: readonly string[]) => string;
+}
+
+function hintFor(issue: z.core.$ZodIssue, options: ValidationErrorOptions): string {
+  const { schema } = options;
   switch (issue.code) {
     case 'invalid_type': {
       const expected = `${/^[aeiou]/.test(issue.expected) ? 'an' : 'a'} ${issue.expected}`;
-      return /received undefined$/.test(issue.message) ? `it is required: add it as ${expected}` : `set it to ${expected}`;
+      if (!/received undefined$/.test(issue.message)) return `set it to ${expected}`;
+      // A leaf an environment variable can give: a secret is better given so than written in the file.
+      const leaf = issue.expected !== 'object' && options.envName !== undefined && issue.path.every((seg) => typeof seg === 'string');
+      if (!leaf) return `it is required: add it as ${expected}`;
+      const path = issue.path.map(String);
+      return `it is required: add it as ${expected}, or ${path.at(-1) === 'password' ? 'better ' : ''}set ${options.envName?.(path) ?? ''}`;
     }
     case 'unrecognized_keys':
-      return issue.keys.length === 1 ? 'remove it or fix its spelling' : 'remove them or fix their spelling';
+      return unknownKeysHint(issue, schema);
     case 'invalid_value':
       return `use one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
     case 'invalid_union':
@@ -154,13 +221,12 @@ export function validationError(
   what: string,
   code: ErrorCode = 'INVALID_MESSAGE',
   cause?: unknown,
-  /** The schema that failed: a plain union's hint lists what its options accept. */
-  schema?: z.core.$ZodType,
+  options: ValidationErrorOptions = {},
 ): FleetError {
   const all = flattenUnions(error.issues);
   const issues = all.slice(0, 10);
   const lines = issues.map((issue) => {
-    const hint = hintFor(issue, schema);
+    const hint = hintFor(issue, options);
     return `${formatPath(issue.path)}: ${issue.message}${hint === '' ? '' : ` (${hint})`}`;
   });
   const firstPath = issues[0] ? formatPath(issues[0].path) : '(root)';

@@ -77,9 +77,9 @@ describe('fleet config loader', () => {
 
   it('refuses an unknown (misspelt) key, naming it, instead of silently using the default', () => {
     const file = tmpFile('typo.yaml', 'worker:\n  metricPort: 9100\n');
-    expect(() => loadFleetConfig({ file, env: {} })).toThrow(/worker: Unrecognized key: "metricPort" \(remove it or fix its spelling\)/);
+    expect(() => loadFleetConfig({ file, env: {} })).toThrow(/worker: Unrecognized key: "metricPort" \(did you mean metricsPort\? rename it, or remove it\)/);
     expect(() => loadFleetConfig({ env: { NPU_FLEET__SUPERVISOR__RESTART_BACKOFF_MS: '5' } })).toThrow(/supervisor: Unrecognized key: "restartBackoffMs"/);
-    expect(() => loadFleetConfig({ file: tmpFile('t.yaml', 'transport:\n  kind: kafka\n  kafak: {}\n'), env: {} })).toThrow(/transport: Unrecognized key: "kafak"/);
+    expect(() => loadFleetConfig({ file: tmpFile('t.yaml', 'transport:\n  kind: kafka\n  kafak: {}\n'), env: {} })).toThrow(/transport: Unrecognized key: "kafak" \(did you mean kafka\?/);
   });
 
   it("ignores the section of a transport the kind does not use (one env can switch with kind)", () => {
@@ -96,7 +96,9 @@ describe('fleet config loader', () => {
     expect(c.transport.kind === 'kafka' && c.transport.kafka.sasl).toEqual({ mechanism: 'scram-sha-512', username: 'svc', password: '0012345' });
     const digits = loadFleetConfig({ file, env: { NPU_FLEET__TRANSPORT__KAFKA__SASL__PASSWORD: '12345' } });
     expect(digits.transport.kind === 'kafka' && digits.transport.kafka.sasl?.password).toBe('12345');
-    expect(() => loadFleetConfig({ file, env: {} })).toThrow(/transport\.kafka\.sasl\.password: .*\(it is required: add it as a string\)/);
+    expect(() => loadFleetConfig({ file, env: {} })).toThrow(
+      /transport\.kafka\.sasl\.password: .*\(it is required: add it as a string, or better set NPU_FLEET__TRANSPORT__KAFKA__SASL__PASSWORD\)/,
+    );
   });
 
   it('keeps the rest of a section the file sets when a CLI flag overrides one key of it (start --devices N)', () => {

@@ -33,4 +33,26 @@ describe('validation error hints', () => {
     expect(message(kafka({ certFile: '/c.pem' }))).toMatch(/transport\.kafka\.ssl\.keyFile: certFile and keyFile go together/);
     expect(message(kafka(5))).not.toContain('fix the value');
   });
+
+  // worker.drainTimeout and kafka.groupID were reported as unknown keys with no word of the key meant.
+  it('suggests the key meant for a misspelt one: another case, a missing unit suffix, a slip of a letter or two', () => {
+    expect(message(() => parseFleetConfig({ worker: { drainTimeout: 5 } }))).toMatch(/worker: Unrecognized key: "drainTimeout" \(did you mean drainTimeoutMs\? rename it, or remove it\)$/);
+    expect(message(() => parseFleetConfig({ worker: { drainTimeoutMS: 5 } }))).toMatch(/did you mean drainTimeoutMs\?/);
+    expect(message(() => parseFleetConfig({ worker: { drianTimeoutMs: 5 } }))).toMatch(/did you mean drainTimeoutMs\?/);
+    expect(message(() => parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: ['a:1'], groupID: 'g' } } }))).toMatch(
+      /transport\.kafka: Unrecognized key: "groupID" \(did you mean groupId\? rename it, or remove it\)$/,
+    );
+    expect(message(() => parseFleetConfig({ limits: { maxMessage: 5 } }))).toMatch(/did you mean maxMessageBytes\?/);
+    // Nothing close: no guess.
+    expect(message(() => parseFleetConfig({ worker: { colour: 'red' } }))).toMatch(/"colour" \(remove it or fix its spelling\)$/);
+    // Two keys, each with its own suggestion.
+    expect(message(() => parseFleetConfig({ worker: { drainTimeout: 5, hangLimit: 5 } }))).toMatch(/"drainTimeout", "hangLimit" \(did you mean drainTimeoutMs for "drainTimeout", hangLimitMs for "hangLimit"\? rename them, or remove them\)$/);
+  });
+
+  it('says which environment variable can give a missing SASL password', () => {
+    const sasl = { mechanism: 'plain', username: 'u' };
+    expect(message(() => parseFleetConfig({ transport: { kind: 'kafka', kafka: { brokers: ['a:1'], sasl } } }))).toMatch(
+      /transport\.kafka\.sasl\.password: .*\(it is required: add it as a string, or better set NPU_FLEET__TRANSPORT__KAFKA__SASL__PASSWORD\)$/,
+    );
+  });
 });
