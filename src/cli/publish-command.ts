@@ -141,6 +141,8 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
   const checkServed = servedModelCheck(config.modelRepository, config.models);
   let source: { entries: AsyncIterable<FileEntry>; total: number | undefined; prepare?: (r: RequestEnvelope) => void; progress: boolean; repeats?: RepeatCandidates } | undefined;
   const requests: RequestEnvelope[] = [];
+  /** Ids of --out's records (resumed.sample) found in the data file: none, and --out was written for another file. */
+  let sampleMatched = 0;
   if (values.file !== undefined && isManyRequestsFile(values.file)) {
     // A data set: read as a stream, each request checked as it goes out; a bad one is recorded
     // as invalid and the run goes on.
@@ -156,7 +158,16 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
       ...(isJsonLines(file)
         ? {
             repeats: await phase(`checking the ids of ${file} for repeats`, file, total, (progress) =>
-              findRepeatCandidatesCapped(file, total, maxLineBytes(config.limits), { progress, onId: resumed?.lines === undefined ? undefined : (line, id) => resumed?.lines?.checkInput(line, id) }),
+              findRepeatCandidatesCapped(file, total, maxLineBytes(config.limits), {
+                progress,
+                onId:
+                  resumed === undefined
+                    ? undefined
+                    : (line, id) => {
+                        resumed?.lines?.checkInput(line, id);
+                        if (resumed?.sample.has(id) === true) sampleMatched++;
+                      },
+              }),
             ),
           }
         : {}),
@@ -179,6 +190,17 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     // Made as they are sent, a chunk at a time: --count 1000000 built up front held every tensor
     // (gigabytes for an image model) and went out as one publish.
     source = { entries: syntheticEntries(model, count, override), total: count, progress: count > BULK_CHUNK, repeats: NO_ID_REPEATS };
+  }
+  // An --out written for another data file, resumed, had every line of this one appended to it.
+  if (resumed !== undefined && resumeFrom !== undefined && values.file !== undefined) {
+    const file = values.file;
+    const sample = resumed.sample;
+    if (!isJsonLines(file) && sample.records > 0) {
+      if (source === undefined) sampleMatched = requests.filter((r) => sample.has(r.id)).length;
+      else for await (const e of readRequestFile(file, config.limits)) if (sample.has(('request' in e ? e.request.id : e.id) ?? '')) sampleMatched++;
+    }
+    const refusal = sample.refusal(resumeFrom, file, sampleMatched, isJsonLines(file) ? 'line' : 'item');
+    if (refusal !== undefined) throw refusal;
   }
   // Lines done are trusted only for the data set they were recorded from: one edited since (a line
   // removed shifts every later line) would skip lines never answered.

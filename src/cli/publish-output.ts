@@ -113,6 +113,67 @@ export interface ResumeState {
   readonly unreadable: number;
   /** Why the file was read by id when by line was asked for: a note for the user. */
   readonly note?: string;
+  /** Ids of the file's records (any status), to tell a resume of another data file (RecordSample). */
+  readonly sample: RecordSample;
+}
+
+/** At most this many records are kept (as 53-bit hashes of their ids, ~300 KB) to check that a resumed --out was written for the data file. */
+export const RECORD_SAMPLE_SIZE = 16_384;
+
+/**
+ * The ids of a results file's records (any status; records without an id, as a line that was not
+ * JSON gets, are left out), as 53-bit hashes (an id may be long): all of them up to
+ * RECORD_SAMPLE_SIZE, else that many picked evenly at random over the file (a reservoir, seeded: the
+ * same file gives the same sample). A resumed run whose data file holds none of them was given
+ * another file's --out: resumed, every line of the data file was sent again and appended, two data
+ * sets in one RESULTS (docs/producers.md, "Scoring a data set"). A data file edited since still
+ * holds most of them. Two ids of one hash only let a wrong file pass, as it did before.
+ */
+export class RecordSample {
+  private readonly kept: number[] = [];
+  private seed = 0x9e3779b9;
+  private hashes: Set<number> | undefined;
+  /** Records with an id seen. */
+  records = 0;
+
+  constructor(private readonly size = RECORD_SAMPLE_SIZE) {}
+
+  add(id: string): void {
+    const n = this.records++;
+    this.hashes = undefined;
+    if (n < this.size) {
+      this.kept.push(idHash(id));
+      return;
+    }
+    // xorshift32: a uniform pick in [0, n] for the reservoir.
+    this.seed ^= this.seed << 13;
+    this.seed ^= this.seed >>> 17;
+    this.seed ^= this.seed << 5;
+    const j = Math.floor(((this.seed >>> 0) / 2 ** 32) * (n + 1));
+    if (j < this.size) this.kept[j] = idHash(id);
+  }
+
+  /** Records kept. */
+  get checked(): number {
+    return this.kept.length;
+  }
+
+  has(id: string): boolean {
+    if (this.kept.length === 0) return false;
+    this.hashes ??= new Set(this.kept);
+    return this.hashes.has(idHash(id));
+  }
+
+  /** Says why the data file is not the one --out was written for, when none of the ids kept is in it (`matched` of them are). */
+  refusal(out: string, file: string, matched: number, what: 'line' | 'item'): FleetError | undefined {
+    if (this.records === 0 || matched > 0) return undefined;
+    const which = this.records <= this.checked ? `none of its ${this.records} records` : `none of ${this.checked} of its ${this.records} records (picked across it)`;
+    return new FleetError(
+      'INVALID_ARGUMENT',
+      `--out ${out} was written for another file: ${which} matches a${what === 'item' ? 'n item' : ' line'} of ${file} (wrong --out or --file?); nothing was sent: name the --out written for this file, or a new one`,
+      { details: { field: 'out' } },
+    );
+  }
 }
 
 /**
@@ -126,16 +187,20 @@ export async function readResumeState(path: string, o: { byLine: boolean; progre
   }
   if (o.byLine) {
     const lines = new DoneLines();
+    const sample = new RecordSample();
     const unreadable = await forEachRecord(path, o.progress, (r) => {
+      if (typeof r.id === 'string' && r.id !== '') sample.add(r.id);
       if (r.status !== 'ok' || typeof r.id !== 'string' || r.id === '') return true;
       if (typeof r.line !== 'number' || !Number.isInteger(r.line) || r.line < 1 || r.line > MAX_LINE) return false;
       lines.add(r.line, r.id);
       return true;
     });
-    if (unreadable !== undefined) return { done: lines, lines, okCount: lines.size, unreadable };
+    if (unreadable !== undefined) return { done: lines, lines, okCount: lines.size, unreadable, sample };
   }
   const ids = new Set<string>();
+  const sample = new RecordSample();
   const unreadable = await forEachRecord(path, o.progress, (r) => {
+    if (typeof r.id === 'string' && r.id !== '') sample.add(r.id);
     if (r.status === 'ok' && typeof r.id === 'string' && r.id !== '') ids.add(r.id);
     return true;
   });
@@ -143,6 +208,7 @@ export async function readResumeState(path: string, o: { byLine: boolean; progre
     done: doneIds(ids),
     okCount: ids.size,
     unreadable: unreadable ?? 0,
+    sample,
     ...(o.byLine ? { note: `${path} holds results without their line (written by an earlier version): resuming by id, which holds every id done in memory (about 100 B each)` } : {}),
   };
 }
@@ -180,6 +246,19 @@ async function forEachRecord(path: string, progress: LineCounter | undefined, ea
     stream.destroy();
   }
   return unreadable;
+}
+
+/** 53 bits of two FNV-1a lanes over the id's UTF-16 units: exact in a double. */
+function idHash(id: string): number {
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ id.length;
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+    b ^= b >>> 15;
+  }
+  return (a >>> 0) * 2 ** 21 + ((b >>> 0) >>> 11);
 }
 
 function endsWithoutNewline(path: string): boolean {

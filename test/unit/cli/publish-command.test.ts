@@ -142,6 +142,55 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     expect(text).toMatch(new RegExp(`^publish: checking the ids of .*phases\\.jsonl for repeats: [1-9]\\d* of ${n} lines, \\d+/s(, ~\\d+ s left)?$`, 'm'));
   });
 
+  describe('--resume of an --out written for another data file', () => {
+    const data = (name: string, ids: string[]): string => requestFile(name, ids.map((id) => JSON.stringify({ ...goodRequest, id })).join('\n'));
+    const results = (name: string, recs: Array<{ id: string; status: string; line?: number }>): string => requestFile(name, recs.map((r) => JSON.stringify(r)).join('\n') + '\n');
+
+    // It was accepted: every line of the new file was sent and appended, so RESULTS held two data
+    // sets, and a line done in both had two ok records.
+    it('is refused (exit 2) before anything is sent when none of its records names an id of the file', async () => {
+      const file = data('resume-other.jsonl', ['x1', 'x2', 'x3']);
+      const out = results('resume-other-out.jsonl', [
+        { id: 'a1', status: 'ok', line: 1 },
+        { id: 'a2', status: 'failed', line: 2 },
+        { id: 'a3', status: 'ok', line: 3 },
+      ]);
+      expect(await main(['publish', '--config', config, '--file', file, '--await', '--out', out, '--resume'])).toBe(2);
+      const text = stderr.join('');
+      expect(text).toContain(`npu-fleet: --out ${out} was written for another file: none of its 3 records matches a line of ${file} (wrong --out or --file?)`);
+      expect(text).not.toMatch(/did not answer/);
+      // The same by id: results written by an earlier version (no line), and a .json array file.
+      stderr = [];
+      const noLines = results('resume-other-nolines.jsonl', [{ id: 'a1', status: 'ok' }]);
+      expect(await main(['publish', '--config', config, '--file', file, '--await', '--out', noLines, '--resume'])).toBe(2);
+      expect(stderr.join('')).toMatch(/was written for another file: none of its 1 records matches a line of/);
+      stderr = [];
+      const array = requestFile('resume-other.json', [{ ...goodRequest, id: 'x1' }, { ...goodRequest, id: 'x2' }]);
+      expect(await main(['publish', '--config', config, '--file', array, '--await', '--out', out, '--resume'])).toBe(2);
+      expect(stderr.join('')).toMatch(/was written for another file: none of its 3 records matches an item of/);
+    });
+
+    it('a genuine resume passes: records of lines of the file (one is enough: the file edited since, lines moved), or records without an id', async () => {
+      const file = data('resume-same.jsonl', ['x1', 'x2', 'x3', 'x4']);
+      const cases = [
+        results('resume-same-out.jsonl', [{ id: 'x1', status: 'ok', line: 1 }]),
+        // x3 moved to line 1 (lines above it removed), a1 gone from the file.
+        results('resume-moved-out.jsonl', [
+          { id: 'a1', status: 'ok', line: 1 },
+          { id: 'x3', status: 'failed', line: 1 },
+        ]),
+        // Only lines that were not requests (invalid, no id): nothing to judge by.
+        results('resume-noid-out.jsonl', [{ id: '', status: 'invalid', line: 2 }]),
+      ];
+      for (const out of cases) {
+        stderr = [];
+        // Past every check to the (unreachable) Redis.
+        expect(await main(['publish', '--config', config, '--file', file, '--await', '--out', out, '--resume'])).toBe(1);
+        expect(stderr.join('')).toMatch(/did not answer within 300 ms/);
+      }
+    });
+  });
+
   it('--help prints the publish usage and exits 0', async () => {
     expect(await main(['publish', '--help'])).toBe(0);
     expect(stdout.join('')).toMatch(/npu-fleet publish --model NAME .*\n.*--file REQUEST\.json/);

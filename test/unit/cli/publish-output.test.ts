@@ -5,7 +5,7 @@ import type { WriteStream } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { readResumeState, ResultFile } from '../../../src/cli/publish-output.ts';
+import { readResumeState, RecordSample, ResultFile } from '../../../src/cli/publish-output.ts';
 import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -124,4 +124,23 @@ describe('readResumeState (--resume)', () => {
     // 300,000 ids of 47 characters in a Set were over 20 MB; 300,000 bits are 37 KB.
     expect(held).toBeLessThan(2 * 1024 * 1024);
   }, 60_000);
+});
+
+describe('RecordSample', () => {
+  it('keeps every id up to its size, then a sample picked across the file; refuses only when none is in the data file', () => {
+    const small = new RecordSample(4);
+    for (let i = 0; i < 3; i++) small.add(`r${i}`);
+    expect([small.records, small.checked, small.has('r2'), small.has('x')]).toEqual([3, 3, true, false]);
+    expect(small.refusal('R.jsonl', 'D.jsonl', 1, 'line')).toBeUndefined();
+    expect(small.refusal('R.jsonl', 'D.jsonl', 0, 'line')?.message).toBe(
+      '--out R.jsonl was written for another file: none of its 3 records matches a line of D.jsonl (wrong --out or --file?); nothing was sent: name the --out written for this file, or a new one',
+    );
+    const big = new RecordSample(4);
+    for (let i = 0; i < 1000; i++) big.add(`r${i}`);
+    expect([big.records, big.checked]).toEqual([1000, 4]);
+    // Picked across the file, not its first four.
+    expect(Array.from({ length: 1000 }, (_, i) => `r${i}`).filter((id) => big.has(id)).some((id) => Number(id.slice(1)) >= 4)).toBe(true);
+    expect(big.refusal('R.jsonl', 'D.json', 0, 'item')?.message).toMatch(/^--out R\.jsonl was written for another file: none of 4 of its 1000 records \(picked across it\) matches an item of D\.json/);
+    expect(new RecordSample(4).refusal('R.jsonl', 'D.jsonl', 0, 'line')).toBeUndefined();
+  });
 });
