@@ -37,6 +37,38 @@ function readYaml(path: string, what: string, origin?: { variable: string }): un
 }
 
 /**
+ * Where the mistake a YAML error reports is, as an offset into `text`. The library points where
+ * it found it out, which for three common mistakes is another line than the one to fix: an
+ * unclosed quote or flow bracket is found at the next token (the next line, or past the end of
+ * the file), so the opening quote and the place of the missing bracket are named instead; an
+ * over-indented key (`   kafka:` under `  kind: kafka`) is found at the value it continues (the
+ * line before), so the line of its colon is named.
+ */
+function mistakeAt(text: string, err: Partial<YAMLError>): number | undefined {
+  const at = err.pos?.[0];
+  if (at === undefined) return undefined;
+  const message = err.message ?? '';
+  const quote = err.code === 'MISSING_CHAR' ? /^Missing closing (["'])/.exec(message)?.[1] : undefined;
+  if (quote !== undefined) {
+    const opened = text.lastIndexOf(quote, at - 1);
+    return opened >= 0 ? opened : at;
+  }
+  if (err.code === 'BAD_INDENT' && /end with a [\]}]/.test(message)) {
+    // Just after the last thing written before the token that showed the bracket missing.
+    let end = Math.min(at, text.length);
+    while (end > 0 && /\s/.test(text[end - 1] ?? '')) end--;
+    return end;
+  }
+  if (err.code === 'BLOCK_AS_IMPLICIT_KEY') {
+    const colon = /:(?=[ \t\r\n]|$)/.exec(text.slice(at));
+    const newline = text.lastIndexOf('\n', at + (colon?.index ?? 0));
+    // The value runs on to the key of a later line: that line's first non-blank character.
+    if (colon !== null && newline >= at) return newline + 1 + (/^[ \t]*/.exec(text.slice(newline + 1))?.[0].length ?? 0);
+  }
+  return at;
+}
+
+/**
  * The YAML library's own message quotes the offending line, which in a fleet config may be the
  * SASL password's (or a neighbour of it): the error names the line and column instead. Without
  * prettyErrors the cause holds no quote either (a logged cause or a crash report prints it).
@@ -46,7 +78,7 @@ function yamlOf(text: string, path: string, what: string): unknown {
   try {
     return parseYaml(text, { prettyErrors: false, lineCounter }) ?? {};
   } catch (cause) {
-    const at = (cause as Partial<YAMLError>).pos?.[0];
+    const at = mistakeAt(text, cause as Partial<YAMLError>);
     const where = at === undefined ? '' : ` at line ${lineCounter.linePos(at).line}, column ${lineCounter.linePos(at).col}`;
     throw new FleetError('INVALID_CONFIG', `${what} ${path} is not valid YAML: ${(cause as Error).message}${where}`, { cause });
   }

@@ -303,6 +303,26 @@ describe('fleet config loader', () => {
     expect(loadFleetConfig({ file: tmpFile('port0.yaml', 'worker: { metricsPort: 0 }\ndevices: { count: 64 }\n'), env: {} }).worker.metricsPort).toBe(0);
   });
 
+  // The line named was the one after the mistake for an unclosed quote or bracket (past the end
+  // of the file when it was the last line), and the one before it for an over-indented key.
+  it('names the line of a YAML mistake itself, not the one after or before it', () => {
+    const at = (text: string): string => {
+      try {
+        loadFleetConfig({ file: tmpFile('y.yaml', text), env: {} });
+      } catch (e) {
+        return / at (line \d+, column \d+)/.exec((e as Error).message)?.[1] ?? (e as Error).message;
+      }
+      return 'no error';
+    };
+    expect(at('devices: { count: 1 }\nmodels: [a, b\n')).toBe('line 2, column 14');
+    expect(at('models: [a, b\ndevices: { count: 1 }\n')).toBe('line 1, column 14');
+    expect(at('log:\n  level: "info\n')).toBe('line 2, column 10');
+    expect(at('transport:\n  kind: kafka\n   kafka: {}\n')).toMatch(/^line 3, column \d+$/);
+    // Already right: a key out of line with its siblings, a key without its colon.
+    expect(at('worker:\n  drainTimeoutMs: 5\n hangLimitMs: 5\n')).toBe('line 3, column 1');
+    expect(at('worker: {}\nlog\ndevices: {}\n')).toBe('line 2, column 1');
+  });
+
   it('reports unreadable files and bad YAML clearly', () => {
     expect(() => loadFleetConfig({ file: '/nonexistent/fleet.yaml', env: {} })).toThrow(/cannot read fleet config/);
     expect(() => loadFleetConfig({ file: tmpFile('x.yaml', 'a: [1,'), env: {} })).toThrow(/not valid YAML/);
