@@ -39,7 +39,7 @@ import { checkReplyName, checkRequests } from './request-check.ts';
 
 export interface BullmqProducerOptions extends ProducerOptions {
   readonly logger?: TransportLogger;
-  /** Reply workers' concurrency (results are handed over synchronously; this bounds Redis round trips in flight). */
+  /** Reply workers' concurrency (Redis round trips in flight; results are handed over in queue order whatever it is). */
   readonly replyConcurrency?: number;
 }
 
