@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { LineCounter, parse as parseYaml, type YAMLError } from 'yaml';
 import { FleetError } from '../errors/fleet-error.ts';
-import { FleetConfigSchema, type FleetConfig } from './fleet-config.ts';
+import { FLEET_DEFAULTS, FleetConfigSchema, type FleetConfig } from './fleet-config.ts';
 import { ModelConfigSchema, type ModelConfig } from './model-config.ts';
 import { applyEnvOverrides as applyFleetEnvOverrides, envOverrides, envSpellingHints, envVariableName, overridesBehind, type EnvOverride } from './env-overrides.ts';
 import { validationError } from './validation-error.ts';
@@ -121,6 +123,9 @@ export function parseFleetConfig(input: unknown, source = 'fleet config'): Fleet
   return parsed.data;
 }
 
+/** The directory of package.json: the default modelRepository is under it. */
+const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
 /** Where a loaded config's settings came from (see settingOrigin); configs built otherwise have none. */
 interface Origins {
   readonly file: string | undefined;
@@ -200,7 +205,10 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
   const merged = mergeSections(applyEnvOverrides(fromFile as Record<string, unknown>, env), options.overrides ?? {});
   const parsed = FleetConfigSchema.safeParse(merged);
   if (parsed.success) {
-    ORIGINS.set(parsed.data, { file, fromFile: fromFile as Record<string, unknown>, env: envOverrides(env), flags: options.overrides ?? {} });
+    ORIGINS.set(parsed.data, { file: file || undefined, fromFile: fromFile as Record<string, unknown>, env: envOverrides(env), flags: options.overrides ?? {} });
+    // The default repository is the install's own example models, wherever the CLI runs from (an
+    // installed `npu-fleet start --demo`); a path someone gave, relative or not, is used as given.
+    if (settingOrigin(parsed.data, ['modelRepository']).kind === 'default') parsed.data.modelRepository = resolve(PACKAGE_ROOT, FLEET_DEFAULTS.modelRepository);
     return parsed.data;
   }
   const err = validationError(parsed.error, file ? `fleet config ${file}` : 'fleet config', 'INVALID_CONFIG', undefined, FLEET_HINTS);

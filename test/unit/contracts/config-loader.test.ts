@@ -160,6 +160,13 @@ describe('fleet config loader', () => {
     );
   });
 
+  it('takes the default modelRepository from the install (the package root), an explicit relative one as given', () => {
+    const root = new URL('../../../', import.meta.url).pathname.replace(/\/$/, '');
+    expect(loadFleetConfig({ env: {} }).modelRepository).toBe(join(root, 'examples/models'));
+    expect(loadFleetConfig({ env: { NPU_FLEET__MODEL_REPOSITORY: 'models' } }).modelRepository).toBe('models');
+    expect(loadFleetConfig({ file: tmpFile('rel.yaml', 'modelRepository: examples/models\n'), env: {} }).modelRepository).toBe('examples/models');
+  });
+
   it('tells which layer set a setting (flag, variable, file or default) and words the fix for it', () => {
     const file = tmpFile('origin.yaml', 'modelRepository: /srv/models\ntransport:\n  kind: kafka\n  kafka: { brokers: [a:1], ssl: { caFile: /ca.pem } }\n');
     const env = { NPU_FLEET__TRANSPORT__KAFKA__SSL: '{"caFile":"/other.pem"}', NPU_FLEET__DEVICES__COUNT: '3' };
