@@ -7,6 +7,7 @@ import type { ResultEnvelope } from '../contracts/result-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { answeredCount, BULK_CHUNK, bulkPublish, DEFAULT_IN_FLIGHT, newBulkStats } from '../producer/bulk-publish.ts';
 import { createProducer } from '../producer/index.ts';
+import type { Producer } from '../producer/producer.ts';
 import { privateInbox } from '../producer/private-inbox.ts';
 import { NO_ID_REPEATS, type RepeatCandidates } from '../producer/repeat-candidates.ts';
 import { checkRequests } from '../producer/request-check.ts';
@@ -143,6 +144,8 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
   const requests: RequestEnvelope[] = [];
   /** Ids of --out's records (resumed.sample) found in the data file: none, and --out was written for another file. */
   let sampleMatched = 0;
+  /** The models the lines of a data set name (a handful): --priority is checked against each before anything is sent. */
+  const fileModels = new Set<string>();
   if (values.file !== undefined && isManyRequestsFile(values.file)) {
     // A data set: read as a stream, each request checked as it goes out; a bad one is recorded
     // as invalid and the run goes on.
@@ -167,6 +170,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
                         resumed?.lines?.checkInput(line, id);
                         if (resumed?.sample.has(id) === true) sampleMatched++;
                       },
+                onModel: (model) => fileModels.add(model),
               }),
             ),
           }
@@ -191,16 +195,35 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     // (gigabytes for an image model) and went out as one publish.
     source = { entries: syntheticEntries(model, count, override), total: count, progress: count > BULK_CHUNK, repeats: NO_ID_REPEATS };
   }
-  // An --out written for another data file, resumed, had every line of this one appended to it.
-  if (resumed !== undefined && resumeFrom !== undefined && values.file !== undefined) {
-    const file = values.file;
-    const sample = resumed.sample;
-    if (!isJsonLines(file) && sample.records > 0) {
-      if (source === undefined) sampleMatched = requests.filter((r) => sample.has(r.id)).length;
-      else for await (const e of readRequestFile(file, config.limits)) if (sample.has(('request' in e ? e.request.id : e.id) ?? '')) sampleMatched++;
+  // A JSON array has no first pass: its items, in memory anyway, are looked over here.
+  const sample = resumed?.sample;
+  if (values.file !== undefined && !isJsonLines(values.file) && (priority !== undefined || (sample?.records ?? 0) > 0)) {
+    if (source === undefined) {
+      for (const r of requests) fileModels.add(r.model);
+      if (sample !== undefined) sampleMatched = requests.filter((r) => sample.has(r.id)).length;
+    } else {
+      for await (const e of readRequestFile(values.file, config.limits)) {
+        const [id, model] = 'request' in e ? [e.request.id, e.request.model] : [e.id, e.model];
+        if (model !== undefined) fileModels.add(model);
+        if (sample?.has(id ?? '') === true) sampleMatched++;
+      }
     }
-    const refusal = sample.refusal(resumeFrom, file, sampleMatched, isJsonLines(file) ? 'line' : 'item');
+  }
+  // An --out written for another data file, resumed, had every line of this one appended to it.
+  if (sample !== undefined && resumeFrom !== undefined && values.file !== undefined) {
+    const refusal = sample.refusal(resumeFrom, values.file, sampleMatched, isJsonLines(values.file) ? 'line' : 'item');
     if (refusal !== undefined) throw refusal;
+  }
+  // --priority applies to every line: past a model's levels, each of its lines was refused on its own (exit 4).
+  if (priority !== undefined && values.file !== undefined) {
+    for (const model of fileModels) {
+      try {
+        settlePriorities([{ model, priority }], config.modelRepository, levels);
+      } catch (err) {
+        const e = FleetError.from(err, 'INVALID_ARGUMENT');
+        throw new FleetError(e.code, `--priority ${priority}: ${e.message}; nothing was sent`, { cause: err, details: { field: 'priority' } });
+      }
+    }
   }
   // Lines done are trusted only for the data set they were recorded from: one edited since (a line
   // removed shifts every later line) would skip lines never answered.
@@ -255,6 +278,13 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     : undefined;
   progress?.unref();
   try {
+    // A broker that does not answer: every line was read and handed to the producer, the progress
+    // line said "1000 published", and the lines read meanwhile got no record. Opened first (as
+    // load and frames do), a wrong broker stops the run before a line is read.
+    if (values.await && !(await readyForReplies(producer, timeoutMs, () => interruptedBy !== undefined))) {
+      process.stderr.write(`npu-fleet: interrupted by ${interruptedBy ?? 'a signal'} before publishing started: nothing was sent\n`);
+      return EXIT.interrupted;
+    }
     await bulkPublish({
       producer,
       entries: source?.entries ?? entriesOf(requests),
@@ -306,6 +336,40 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     process.off('SIGTERM', onSignal);
     await closeWithin(close(), config.transport.kind);
     await out?.close();
+  }
+}
+
+/**
+ * Opens the producer's reply inbox (connecting to the broker) before anything is read or sent,
+ * bounded by --timeout-ms; false when stopped meanwhile. A failure names the transport's setting
+ * (the producer's message): nothing was sent.
+ */
+async function readyForReplies(producer: Producer, timeoutMs: number, stopped: () => boolean): Promise<boolean> {
+  const kind = producer.kind;
+  const preparing = producer.prepare();
+  preparing.catch(() => undefined);
+  let bound: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      preparing,
+      new Promise<never>((_, reject) => {
+        bound = setTimeout(
+          () => reject(new FleetError('TIMEOUT', `it did not finish within ${timeoutMs} ms (--timeout-ms); check ${kind === 'kafka' ? 'transport.kafka.brokers' : 'transport.bullmq.redisUrl'}`)),
+          timeoutMs,
+        );
+      }),
+    ]);
+    return true;
+  } catch (err) {
+    if (stopped()) return false;
+    const e = FleetError.from(err, 'TRANSPORT_ERROR');
+    throw new FleetError(e.code, `publish: the ${kind} producer could not open its reply inbox, so no request was sent: ${e.message}`, {
+      cause: err,
+      retriable: e.retriable,
+      details: { ...e.details, transport: kind },
+    });
+  } finally {
+    clearTimeout(bound);
   }
 }
 

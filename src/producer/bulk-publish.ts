@@ -167,6 +167,17 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     await record(result, entry.line);
   };
 
+  /**
+   * Entries read but never sent, the run stopping on a publish that failed: a failed record each
+   * (every entry read gets one), counted unanswered. A resumed run sends them again.
+   */
+  const notSent = async (entries: readonly Entry[], failure: FleetError): Promise<void> => {
+    for (const { request, line } of entries) {
+      stats.unanswered++;
+      await record(local('failed', new FleetError(failure.code, `not sent: publishing stopped on an earlier failure: ${failure.message}`, { cause: failure }), request.id, request.model), line);
+    }
+  };
+
   /** Fire and forget of one request; false when publishing failed (the run stops). */
   const publishAlone = async (entry: Entry): Promise<boolean> => {
     stats.published++;
@@ -208,7 +219,8 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     // requests at --in-flight 1000 took 53 s of CPU; at 10,000 the heap ran out).
     while (pending.size > 0 && pending.size + sending.length > inFlight) await new Promise<void>((resolve) => (wake = resolve));
     // Stopped or failing while waiting for room: the chunk stays unsent (a resumed run sends it).
-    if (o.stopped?.() === true || sendFailure !== undefined || recordFailure !== undefined) return;
+    if (o.stopped?.() === true || recordFailure !== undefined) return;
+    if (sendFailure !== undefined) return notSent(sending, sendFailure);
     // A line answered other than ok by an earlier run (BullMQ keeps that job an hour) runs again:
     // a resumed run re-sends exactly those lines for another try.
     const replies = o.producer.requestMany(sending.map((e) => e.request), { timeoutMs: o.timeoutMs, rerunNotOk: true });
@@ -258,7 +270,8 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     chunk.push({ request, line: entry.line });
     if (chunk.length >= chunkSize) await flush();
   }
-  if (o.stopped?.() !== true && sendFailure === undefined && recordFailure === undefined) await flush();
+  if (o.stopped?.() !== true && recordFailure === undefined && o.awaitReplies) await flush();
+  else if (o.stopped?.() !== true && sendFailure === undefined && recordFailure === undefined) await flush();
   await Promise.all(pending);
   if (recordFailure !== undefined) {
     throw new FleetError(recordFailure.code, `stopped after ${stats.read} entries read: recording a result failed: ${recordFailure.message}`, { cause: recordFailure });

@@ -185,12 +185,18 @@ export async function* readLines(path: string, maxBytes: number, o: { progress?:
  * findRepeatCandidates reads with node:readline, which a line over 512 MB kills with an uncaught
  * RangeError before publish has read a line; publish uses this until it reads with readLines.
  */
-export async function findRepeatCandidatesCapped(path: string, expectedIds: number, maxBytes: number, o: FirstPassOptions = {}): Promise<RepeatCandidates> {
+export async function findRepeatCandidatesCapped(
+  path: string,
+  expectedIds: number,
+  maxBytes: number,
+  o: FirstPassOptions & { readonly onModel?: (model: string) => void } = {},
+): Promise<RepeatCandidates> {
   const filter = new IdFilter(expectedIds, FILTER_BITS_PER_ID);
   const candidates = new Set<string>();
   for await (const read of readLines(path, maxBytes, o.progress === undefined ? {} : { progress: o.progress })) {
     if (!('text' in read)) continue;
-    const id = idOf(read.line === 1 ? withoutBom(read.text) : read.text);
+    const { id, model } = identityOfLine(read.line === 1 ? withoutBom(read.text) : read.text);
+    if (model !== undefined) o.onModel?.(model);
     if (id === undefined) continue;
     o.onId?.(read.line, id);
     if (filter.addSeen(id)) candidates.add(id);
@@ -198,14 +204,16 @@ export async function findRepeatCandidatesCapped(path: string, expectedIds: numb
   return { mayRepeat: (id) => candidates.has(id) };
 }
 
-function idOf(text: string): string | undefined {
-  if (text.trim() === '') return undefined;
+/** A line's id and model, each when it is a string. */
+function identityOfLine(text: string): { id?: string | undefined; model?: string | undefined } {
+  if (text.trim() === '') return {};
   try {
     const value = JSON.parse(text) as unknown;
-    const id = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)['id'] : undefined;
-    return typeof id === 'string' ? id : undefined;
+    if (value === null || typeof value !== 'object') return {};
+    const { id, model } = value as Record<string, unknown>;
+    return { id: typeof id === 'string' ? id : undefined, model: typeof model === 'string' ? model : undefined };
   } catch {
-    return undefined;
+    return {};
   }
 }
 

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../../src/cli/main.ts';
@@ -189,6 +189,37 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
         expect(stderr.join('')).toMatch(/did not answer within 300 ms/);
       }
     });
+  });
+
+  it('--await with a broker that does not answer stops before reading a line: exit 1 naming the setting, no record, nothing counted published', async () => {
+    // It read and "published" the lines (the progress line said so), wrote a failed record for
+    // each of the first 1,000, and none for those read after.
+    const data = requestFile('wrong-broker.jsonl', Array.from({ length: 1200 }, (_, i) => JSON.stringify({ ...goodRequest, id: `w${i}` })).join('\n'));
+    const out = join(dir, 'wrong-broker-out.jsonl');
+    expect(await main(['publish', '--config', config, '--file', data, '--await', '--out', out])).toBe(1);
+    const text = stderr.join('');
+    expect(text).toMatch(/^npu-fleet: publish: the bullmq producer could not open its reply inbox, so no request was sent: .*Redis at 127\.0\.0\.1:1 did not answer within 300 ms/m);
+    expect(text).not.toMatch(/[1-9]\d* published/);
+    expect(readFileSync(out, 'utf8')).toBe('');
+  });
+
+  it('--priority past a model of the --file is refused before anything is sent (exit 2), as it is with --model', async () => {
+    // The run started and each line got an invalid record naming the priority, exit 4.
+    const lines = [JSON.stringify({ ...goodRequest, id: 'p1' }), JSON.stringify({ ...goodRequest, id: 'p2', model: 'small-cnn' })];
+    const data = requestFile('prio-flag.jsonl', lines.join('\n'));
+    const array = requestFile('prio-flag.json', lines.map((l) => JSON.parse(l) as unknown));
+    for (const file of [data, array]) {
+      stderr = [];
+      const out = join(dir, `prio-flag-out-${file.endsWith('.json') ? 'array' : 'lines'}.jsonl`);
+      expect(await main(['publish', '--config', config, '--file', file, '--priority', '9', '--await', '--out', out])).toBe(2);
+      expect(stderr.join('')).toMatch(/^npu-fleet: --priority 9: priority must be from 0 to \d: model (mlp-classifier|small-cnn) has \d priority levels, got 9/);
+      expect(stderr.join('')).not.toMatch(/did not answer/);
+      expect(existsSync(out)).toBe(false);
+    }
+    // Within the levels of every model of the file: past the checks to the (unreachable) Redis.
+    stderr = [];
+    expect(await main(['publish', '--config', config, '--file', data, '--priority', '1', '--await', '--out', join(dir, 'prio-flag-ok.jsonl')])).toBe(1);
+    expect(stderr.join('')).toMatch(/did not answer within 300 ms/);
   });
 
   it('--help prints the publish usage and exits 0', async () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
 import { ZERO_TIMINGS, type ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
-import { BULK_CHUNK, bulkPublish } from '../../../src/producer/bulk-publish.ts';
+import { BULK_CHUNK, bulkPublish, newBulkStats } from '../../../src/producer/bulk-publish.ts';
 import { doneIds, DoneLines } from '../../../src/producer/done-lines.ts';
 import type { Producer } from '../../../src/producer/producer.ts';
 import type { FileEntry } from '../../../src/producer/request-file.ts';
@@ -138,11 +138,13 @@ describe('bulkPublish', () => {
     const producer = answeringProducer((r) => (r.id.startsWith('x') ? new FleetError('TRANSPORT_ERROR', 'publishing requests failed: broker down') : ok(r)));
     const ids = [...Array.from({ length: 10 }, (_, i) => `a${i}`), ...Array.from({ length: 10 }, (_, i) => `x${i}`), ...Array.from({ length: 500 }, (_, i) => `b${i}`)];
     const records: ResultEnvelope[] = [];
-    const run = bulkPublish({ producer, entries: entries(lines(ids)), awaitReplies: true, timeoutMs: 1000, inFlight: 10, onRecord: (r) => void records.push(r) });
+    const stats = newBulkStats();
+    const run = bulkPublish({ producer, entries: entries(lines(ids)), awaitReplies: true, timeoutMs: 1000, inFlight: 10, stats, onRecord: (r) => void records.push(r) });
     await expect(run).rejects.toThrow(/^publishing stopped after \d+ of \d+ requests read were published: publishing requests failed: broker down/);
-    // Far fewer than all: reading stopped at the failure, and every request sent has a record.
+    // Far fewer than all: reading stopped at the failure, and every request read has one record (those sent among them).
     expect(producer.published.length).toBeLessThan(60);
-    expect(records.map((r) => r.id).sort()).toEqual([...producer.published].sort());
+    expect(records.map((r) => r.id).sort()).toEqual(ids.slice(0, stats.read).sort());
+    expect(producer.published.every((id) => records.some((r) => r.id === id))).toBe(true);
   });
 
   it('awaiting, with a producer that never connected: none is counted published', async () => {
@@ -152,6 +154,25 @@ describe('bulkPublish', () => {
     const run = bulkPublish({ producer, entries: entries(lines(['r0', 'r1', 'r2'])), awaitReplies: true, timeoutMs: 1000, inFlight: 10, onRecord: (r) => void records.push(r) });
     await expect(run).rejects.toThrow(/^publishing stopped after 0 of 3 requests read were published: no broker/);
     expect(records.map((r) => r.status)).toEqual(['failed', 'failed', 'failed']);
+  });
+
+  it('a broker failing every publish: each line read gets exactly one record, those read but never sent too', async () => {
+    // 1,000 got a failed record and the 200 read while waiting for room got none; a resumed run had
+    // no record to go by for them.
+    const producer = answeringProducer(() => new FleetError('TRANSPORT_ERROR', 'no broker of transport.kafka.brokers (127.0.0.1:1) answered'));
+    const ids = Array.from({ length: 1200 }, (_, i) => `w${i}`);
+    const records: Array<[ResultEnvelope, number]> = [];
+    const stats = newBulkStats();
+    const run = bulkPublish({ producer, entries: entries(lines(ids)), awaitReplies: true, timeoutMs: 1000, inFlight: 1000, stats, onRecord: (r, line) => void records.push([r, line]) });
+    await expect(run).rejects.toThrow(/^publishing stopped after 0 of 1200 requests read were published: no broker/);
+    expect(stats.read).toBe(1200);
+    expect(records.length).toBe(stats.read);
+    expect(new Set(records.map(([, line]) => line)).size).toBe(stats.read);
+    expect(records.every(([r, line]) => r.status === 'failed' && r.id === `w${line - 1}` && r.error?.code === 'TRANSPORT_ERROR')).toBe(true);
+    const unsent = records.filter(([r]) => !producer.published.includes(r.id));
+    expect(unsent.length).toBe(200);
+    expect(unsent[0]?.[0].error?.message).toMatch(/^not sent: publishing stopped on an earlier failure: no broker/);
+    expect(stats.published).toBe(0);
   });
 
   it('without awaiting: publishes in chunks and counts; a refused publish stops and throws', async () => {
