@@ -1,7 +1,7 @@
 import { FleetError } from '../errors/fleet-error.ts';
 import { loadFleetConfig } from '../contracts/config-loader.ts';
 import { MAX_DEVICES } from '../contracts/fleet-config.ts';
-import { createLogger } from '../observability/logger.ts';
+import { createLogger, stderrLogSink } from '../observability/logger.ts';
 import { startCommand } from './start-command.ts';
 import { workerCommand } from './worker-command.ts';
 import { loadCheckModelsCommand, loadedBackendArtifact, validateModelsCommand } from './models-command.ts';
@@ -90,7 +90,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         throw new FleetError('INVALID_ARGUMENT', `unknown command "${command}"; run npu-fleet --help`);
     }
   } catch (err) {
-    const log = createLogger({ level: 'error' });
+    const log = createLogger({ level: 'error', destination: stderrLogSink() });
     if (err instanceof FleetError) {
       process.stderr.write(`npu-fleet: ${err.message}\n`);
       log.debug({ err }, 'command failed');

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
-import { childLogger, createLogger } from '../observability/logger.ts';
+import { childLogger, createLogger, stderrLogSink } from '../observability/logger.ts';
 import { startEmbeddedFleet } from '../runtime/embedded-fleet.ts';
 import { Supervisor } from '../runtime/supervisor.ts';
 import { EXIT_START_TIMEOUT } from '../runtime/worker-process.ts';
@@ -70,7 +70,9 @@ export async function startCommand(config: FleetConfig, configFile: string | und
   // (a child of a child repeats the key: {"component":"supervisor","component":"worker"}).
   checkDeviceCount(config);
   await checkModelRepository(config);
-  const root = createLogger({ level: config.log.level });
+  // Logs on stderr, as every other command's: stdout carries only the status lines (the embedded
+  // fleet's one a second), and a supervised fleet's workers log to the same stderr (Supervisor).
+  const root = createLogger({ level: config.log.level, destination: stderrLogSink() });
   const log = childLogger(root, { component: 'supervisor' });
   const stoppedEarly = stop.received();
   if (stoppedEarly !== undefined) {

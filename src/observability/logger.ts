@@ -114,6 +114,14 @@ export function stdoutLogSink(fd: number = (process.stdout as { fd?: number }).f
   return sink;
 }
 
+/**
+ * The same sink on stderr: for a command whose stdout carries its own lines (`npu-fleet start`'s
+ * status line a second), which the JSON logs must not mix into.
+ */
+export function stderrLogSink(): pino.DestinationStream {
+  return stdoutLogSink((process.stderr as { fd?: number }).fd ?? 2);
+}
+
 export function createLogger(setup: LoggerSetup = {}): Logger {
   const options: LoggerOptions = {
     level: setup.level ?? process.env.NPU_FLEET_LOG_LEVEL ?? 'info',

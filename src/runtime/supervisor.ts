@@ -103,7 +103,9 @@ export class Supervisor {
     let child: ChildProcess;
     try {
       child = spawn(process.execPath, args, {
-        stdio: ['ignore', 'inherit', 'inherit'],
+        // A worker logs to its stdout; under `npu-fleet start` that is the supervisor's stderr,
+        // where the supervisor logs too (stdout is for the command's own lines).
+        stdio: ['ignore', 2, 'inherit'],
         // The restart count rides in the env so npu_fleet_worker_restarts_total survives restarts;
         // our pid, so a worker whose supervisor died before it started still sees it is orphaned.
         env: { ...process.env, ...this.o.env, NPU_FLEET_RESTARTS: String(slot.restarts), NPU_FLEET_SUPERVISED: '1', NPU_FLEET_SUPERVISOR_PID: String(process.pid) },
