@@ -12,7 +12,11 @@ export const EXIT = {
    * was answered at all, or none was served ok in time (every answer expired, late or an error).
    */
   failed: 1,
-  /** Bad arguments or config: nothing was done. */
+  /**
+   * Bad arguments or config: nothing was done. publish: also a --file that cannot be read and an
+   * --out that cannot be created (its directory missing or not writable); a write to --out that
+   * fails during the run (a full disk) stops it on an error (1).
+   */
   usage: 2,
   /** dlq replay / purge: only records whose deadline had passed were skipped. */
   onlyExpired: 3,
@@ -34,7 +38,8 @@ export const EXIT_CODES_HELP = `Exit codes (every command):
   ${EXIT.failed}    failed, or stopped on an error (message on stderr); load/frames: no request answered at all,
        or none served ok in time (all expired, late or errors; stderr says which); dlq
        replay/purge: records skipped for a cause to fix; models validate: a model not servable
-  ${EXIT.usage}    bad arguments or config; nothing was done
+  ${EXIT.usage}    bad arguments or config; nothing was done (publish: also a --file that cannot be read, an
+       --out that cannot be created; writing --out failing later, e.g. a full disk, is 1)
   ${EXIT.onlyExpired}    dlq replay/purge: only records whose deadline had passed were skipped
   ${EXIT.notAllAnswered}    publish, load, frames: ran to the end, but not every request answered (publish: a result
        not ok, a line refused as invalid, or no reply in --timeout-ms; load/frames: no reply in

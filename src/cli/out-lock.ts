@@ -285,9 +285,34 @@ function isStale(found: FoundLock, me: Holder, nowMs: number, path: string): boo
   return nowMs - found.mtimeMs > LOCK_STALE_MS;
 }
 
+/**
+ * The lock goes beside --out, so its first write is where a bad --out shows: the message names
+ * --out and why (it named the lock file and a bare ENOENT). A bad argument: nothing was done.
+ */
 function unwritable(out: string, path: string, cause: unknown): FleetError {
   const code = (cause as NodeJS.ErrnoException).code;
-  return new FleetError('INVALID_ARGUMENT', `--out ${out} cannot be written (its lock ${path}: ${code ?? (cause as Error).message})`, { cause, details: { field: 'out' } });
+  const dir = dirname(out);
+  let why: string;
+  if (code === 'ENOENT' || code === 'ENOTDIR') {
+    const inTheWay = fileOnPath(dir);
+    why = inTheWay === undefined ? `its directory ${dir} does not exist (create it, or name a file in an existing directory)` : `${inTheWay} is not a directory`;
+  } else if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+    why = `no file can be made in its directory ${dir} (${code}: the results and their lock ${basename(path)} go there); name a file in a directory this user can write`;
+  } else {
+    why = `making its lock ${path} failed (${code ?? (cause as Error).message})`;
+  }
+  return new FleetError('INVALID_ARGUMENT', `--out ${out} cannot be written: ${why}`, { cause, details: { field: 'out' } });
+}
+
+/** The nearest existing ancestor of `dir` (itself included) when it is not a directory; undefined when it is one. */
+function fileOnPath(dir: string): string | undefined {
+  for (let at = dir; ; at = dirname(at)) {
+    try {
+      return statSync(at).isDirectory() ? undefined : at;
+    } catch {
+      if (dirname(at) === at) return undefined;
+    }
+  }
 }
 
 function alive(pid: number): boolean {

@@ -14,6 +14,8 @@ describe('exit codes in the help texts', () => {
     const table = stdout.slice(stdout.indexOf('Exit codes (every command)'));
     for (const code of ['0', '1', '2', '3', '4', '130', '70', '71', '72', '75']) expect(table, `code ${code}`).toMatch(new RegExp(`^\\s+${code}\\s+\\S`, 'm'));
     expect(table).toMatch(/^\s+4\s+.*not every request/m);
+    // A --file that cannot be read or an --out that cannot be created is a bad argument (nothing was done): 2, not 1.
+    expect(table).toMatch(/^\s+2\s+bad arguments or config.*\n.*--out that cannot be created/m);
   });
 
   it('publish --help tells 4 (results not ok, lines invalid, no reply) from 1 (stopped on an error)', async () => {

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LOCK_STALE_MS, OutLock } from '../../../src/cli/out-lock.ts';
+import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
 const dir = tempDir('npu-fleet-out-lock-');
@@ -68,5 +69,29 @@ describe('OutLock (publish --out)', () => {
     expect(() => OutLock.take(out)).toThrow(/being written by another run \(process 1 on another-host\)/);
     OutLock.take(out, Date.now() + LOCK_STALE_MS + 1_000).release();
     expect(readdirSync(dir).filter((f) => f.startsWith('marker-elsewhere'))).toEqual([]);
+  });
+});
+
+describe('OutLock: an --out that cannot be created', () => {
+  // It said "--out nodir/x.jsonl cannot be written (its lock nodir/x.jsonl.lock: ENOENT)": the lock
+  // file, not --out, and not why.
+  it('names --out and its missing directory, not the lock file', () => {
+    const out = join(dir, 'no-such-dir', 'x.jsonl');
+    let thrown: unknown;
+    try {
+      OutLock.take(out).release();
+    } catch (err) {
+      thrown = err;
+    }
+    expect((thrown as FleetError).code).toBe('INVALID_ARGUMENT');
+    expect((thrown as FleetError).message).toBe(`--out ${out} cannot be written: its directory ${join(dir, 'no-such-dir')} does not exist (create it, or name a file in an existing directory)`);
+    expect((thrown as FleetError).details).toMatchObject({ field: 'out' });
+  });
+
+  it('names --out and the file in its way when its directory is a file', () => {
+    const file = join(dir, 'a-file');
+    writeFileSync(file, '');
+    const out = join(file, 'x.jsonl');
+    expect(() => OutLock.take(out)).toThrow(`--out ${out} cannot be written: ${file} is not a directory`);
   });
 });

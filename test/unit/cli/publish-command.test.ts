@@ -222,6 +222,13 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     expect(stderr.join('')).toMatch(/did not answer within 300 ms/);
   });
 
+  it('--out in a directory that does not exist exits 2 (nothing was done) naming --out and the directory', async () => {
+    const data = requestFile('nodir-data.jsonl', JSON.stringify(goodRequest));
+    const out = join(dir, 'nodir', 'x.jsonl');
+    expect(await main(['publish', '--config', config, '--file', data, '--await', '--out', out])).toBe(2);
+    expect(stderr.join('')).toBe(`npu-fleet: --out ${out} cannot be written: its directory ${join(dir, 'nodir')} does not exist (create it, or name a file in an existing directory)\n`);
+  });
+
   it('--help prints the publish usage and exits 0', async () => {
     expect(await main(['publish', '--help'])).toBe(0);
     expect(stdout.join('')).toMatch(/npu-fleet publish --model NAME .*\n.*--file REQUEST\.json/);
