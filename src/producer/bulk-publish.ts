@@ -72,6 +72,15 @@ interface Entry {
   readonly line: number;
 }
 
+/**
+ * A producer refusal as one line's record: the producer words it for a whole publish ("request
+ * [3] ...; nothing of this publish was sent"), which on a line's record read as if the run had
+ * sent nothing; the line was sent alone, and only it was refused.
+ */
+function perLine(message: string): string {
+  return message.replace(/^((?:invalid )?request) \[\d+\]/, '$1').replace(/; nothing (?:of this publish )?was (?:sent|published)$/, '; this line was not sent (the others are)');
+}
+
 /** The producer's checks refused the request before sending it (docs/producers.md, "The producer's checks"). */
 const isRefusal = (error: FleetError): boolean => error.code === 'INVALID_ARGUMENT' || error.code === 'LIMIT_EXCEEDED';
 
@@ -131,7 +140,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   const refusedAlone = async ({ request, line }: Entry, error: FleetError): Promise<void> => {
     stats.published--;
     stats.invalidEntries++;
-    await record(local('invalid', new FleetError(error.code, `line ${line}: ${error.message}`, { cause: error, details: { ...error.details, line } }), request.id, request.model), line);
+    await record(local('invalid', new FleetError(error.code, `line ${line}: ${perLine(error.message)}`, { cause: error, details: { ...error.details, line } }), request.id, request.model), line);
   };
 
   const settle = async (reply: Promise<ResultEnvelope>, entry: Entry, alone: boolean): Promise<void> => {
@@ -251,7 +260,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
       const error = new FleetError('INVALID_ARGUMENT', `line ${entry.line}: id "${request.id}" repeats line ${first}; ids must be unique in a run (replies are matched by id)`, {
         details: { field: 'id', line: entry.line },
       });
-      await record(local('invalid', error, '', request.model), entry.line);
+      await record(local('invalid', error, request.id, request.model), entry.line);
       continue;
     }
     if (mayRepeat) firstLineOf.set(request.id, entry.line);
@@ -264,7 +273,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     } catch (err) {
       stats.invalidEntries++;
       const e = FleetError.from(err, 'INVALID_ARGUMENT');
-      await record(local('invalid', new FleetError(e.code, `line ${entry.line}: ${e.message}`, { cause: e, details: { ...e.details, line: entry.line } }), request.id, request.model), entry.line);
+      await record(local('invalid', new FleetError(e.code, `line ${entry.line}: ${perLine(e.message)}`, { cause: e, details: { ...e.details, line: entry.line } }), request.id, request.model), entry.line);
       continue;
     }
     chunk.push({ request, line: entry.line });

@@ -4,6 +4,7 @@ import { requestFromJson } from '../codec/index.ts';
 import { identityOf } from '../codec/frame.ts';
 import type { CodecLimits } from '../contracts/limits.ts';
 import { RequestJsonSchema, type RequestEnvelope } from '../contracts/request-envelope.ts';
+import { DTYPES } from '../contracts/tensor.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { jsonSyntaxError } from '../errors/json-syntax.ts';
 import type { LineCounter } from './line-counter.ts';
@@ -229,6 +230,7 @@ function parseEntry(value: unknown, line: number, limits: CodecLimits, nowMs: ()
   const identity = identityOf(value);
   try {
     checkFields(value);
+    checkDtypes(value);
     return { line, request: requestFromJson(withCreatedAt(value, nowMs), limits) };
   } catch (err) {
     const e = FleetError.from(err, 'INVALID_MESSAGE');
@@ -256,6 +258,25 @@ function checkFields(value: unknown): void {
   const meant = REQUEST_FIELDS.find((k) => closeTo(unknown, k));
   const hint = meant === undefined ? `; a request has ${REQUEST_FIELDS.join(', ')}: put caller data in meta` : ` (did you mean "${meant}"?)`;
   throw new FleetError('INVALID_MESSAGE', `unknown field "${unknown}"${hint}`, { details: { field: unknown } });
+}
+
+/**
+ * A dtype the fleet does not carry, named once with those it does: the schema's message listed
+ * them, and its hint listed them again.
+ */
+function checkDtypes(value: unknown): void {
+  const inputs = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)['inputs'] : undefined;
+  if (!Array.isArray(inputs)) return;
+  inputs.forEach((t: unknown, i) => {
+    const dtype = t !== null && typeof t === 'object' ? (t as Record<string, unknown>)['dtype'] : undefined;
+    if (typeof dtype !== 'string' || (DTYPES as readonly string[]).includes(dtype)) return;
+    const like = dtype.startsWith('float') ? 'float32' : dtype.startsWith('uint') ? 'uint8' : dtype.startsWith('int') ? 'int32 or int64' : 'float32';
+    throw new FleetError(
+      'INVALID_MESSAGE',
+      `inputs[${i}].dtype ${JSON.stringify(dtype.slice(0, 40))} is not a dtype the fleet carries: use one of ${DTYPES.map((d) => JSON.stringify(d)).join(', ')} (convert the data, e.g. ${dtype.slice(0, 40)} to ${like})`,
+      { details: { field: `inputs[${i}].dtype` } },
+    );
+  });
 }
 
 /** A misspelling or a part of `known`: one starts the other, or at most 2 edits apart. */

@@ -91,7 +91,8 @@ describe('bulkPublish', () => {
     const invalid = records.filter((r) => r.status === 'invalid');
     expect(invalid.map((r) => [r.id, r.error?.message])).toEqual([
       ['', 'line 2 is not JSON: x'],
-      ['', 'line 4: id "a" repeats line 1; ids must be unique in a run (replies are matched by id)'],
+      // The record of a repeat carries its id (it was ""), its line telling it from the first.
+      ['a', 'line 4: id "a" repeats line 1; ids must be unique in a run (replies are matched by id)'],
       ['too-urgent', 'line 5: priority must be from 0 to 2'],
       ['f', 'line 6: inputs[0].dtype ...'],
     ]);
@@ -173,6 +174,35 @@ describe('bulkPublish', () => {
     expect(unsent.length).toBe(200);
     expect(unsent[0]?.[0].error?.message).toMatch(/^not sent: publishing stopped on an earlier failure: no broker/);
     expect(stats.published).toBe(0);
+  });
+
+  it("a line the producer refuses in a chunk is recorded as that line's refusal, not as a whole publish sent nothing", async () => {
+    // On Kafka a request over its topic's max.message.bytes refuses its publish, "...; nothing of
+    // this publish was sent": said on the line's own record, it read as if the run had sent nothing.
+    const refusal = (ids: readonly string[]): FleetError | undefined =>
+      ids.includes('big')
+        ? new FleetError('LIMIT_EXCEEDED', `request [${ids.indexOf('big')}] (id "big") is 2000000 bytes, over the topic's max.message.bytes 1048576; send fewer samples per request; nothing of this publish was sent`, {
+            details: { field: 'inputs', index: ids.indexOf('big') },
+          })
+        : undefined;
+    const base = answeringProducer();
+    const producer = {
+      ...base,
+      requestMany(requests: readonly RequestEnvelope[]): Array<Promise<ResultEnvelope>> {
+        const refused = refusal(requests.map((r) => r.id));
+        return refused === undefined ? base.requestMany(requests) : requests.map(() => Promise.reject(refused));
+      },
+    };
+    const ids = ['a', 'b', 'big', 'c'];
+    const records: Array<[ResultEnvelope, number]> = [];
+    await bulkPublish({ producer, entries: entries(lines(ids)), awaitReplies: true, timeoutMs: 1000, onRecord: (r, line) => void records.push([r, line]) });
+    const big = records.find(([r]) => r.id === 'big');
+    expect(big?.[1]).toBe(3);
+    expect(big?.[0].status).toBe('invalid');
+    expect(big?.[0].error?.message).toBe(
+      `line 3: request (id "big") is 2000000 bytes, over the topic's max.message.bytes 1048576; send fewer samples per request; this line was not sent (the others are)`,
+    );
+    expect(records.filter(([r]) => r.status === 'ok').map(([r]) => r.id).sort()).toEqual(['a', 'b', 'c']);
   });
 
   it('without awaiting: publishes in chunks and counts; a refused publish stops and throws', async () => {

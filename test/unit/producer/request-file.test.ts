@@ -73,6 +73,14 @@ describe('readRequestFile', () => {
     expect(fine && 'request' in fine ? fine.request.deadlineAt : undefined).toBe(5_000);
   });
 
+  it('a dtype the fleet does not carry (float64) is named once with the dtypes it does, not listed twice', async () => {
+    const [entry] = await all(write('f64.jsonl', JSON.stringify(request('f', { inputs: [{ name: 'input', dtype: 'float64', shape: [1, 1], data: Buffer.alloc(8).toString('base64') }] }))));
+    const e = errorOf(entry);
+    expect(e.message).toBe('line 1: inputs[0].dtype "float64" is not a dtype the fleet carries: use one of "float32", "float16", "int8", "uint8", "int32", "int64", "bool" (convert the data, e.g. float64 to float32)');
+    expect(e.details).toMatchObject({ line: 1, field: 'inputs[0].dtype' });
+    expect(entry && 'error' in entry ? entry.id : undefined).toBe('f');
+  });
+
   it('reads lazily: createdAt is the time each line is pulled, not the time the file was opened', async () => {
     const path = write('lazy.ndjson', [request('x'), request('y')].map((r) => JSON.stringify(r)).join('\n'));
     let now = 10;
