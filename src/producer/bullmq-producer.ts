@@ -36,6 +36,7 @@ import { OutageWatch } from './outage-watch.ts';
 import { privateInbox } from './private-inbox.ts';
 import { refuseAll, ReplyRouter } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
+import { refuseUnservedModels, unservedRefusal } from './served-models.ts';
 
 export interface BullmqProducerOptions extends ProducerOptions {
   readonly logger?: TransportLogger;
@@ -54,7 +55,7 @@ export class BullmqProducer implements Producer {
   readonly inbox: string;
   /** Why request() cannot use the inbox (a clientId the transport cannot name it with). */
   private readonly inboxRefusal: FleetError | undefined;
-  private readonly router = new ReplyRouter();
+  private readonly router: ReplyRouter;
   private readonly earlier: EarlierJobs;
   private readonly queues = new Map<string, Queue>();
   /** One for all the queues: with Redis away each attempt to reconnect is an error on every one. */
@@ -81,6 +82,10 @@ export class BullmqProducer implements Producer {
   ) {
     this.defaultPriority = options.defaultPriority ?? 0;
     this.limits = options.limits ?? DEFAULT_LIMITS;
+    this.router = new ReplyRouter((model) => {
+      const queue = renderName(settings.queueTemplate, model);
+      return `that a worker reads queue ${queue} under prefix ${settings.prefix}: new Queue('${queue}', { prefix: '${settings.prefix}' }).getWorkers(), or redis-cli CLIENT LIST (BullMQ names a worker's connections ${settings.prefix}:<base64 of the queue name>)`;
+    });
     const inbox = privateInbox('bullmq', options.clientId ?? 'producer');
     this.inbox = inbox.name;
     this.inboxRefusal = inbox.refusal;
@@ -220,6 +225,7 @@ export class BullmqProducer implements Producer {
   /** `token`: stored in the jobs' options, telling this add's jobs from earlier ones of the same id (EarlierJobs). */
   private async add(list: readonly RequestEnvelope[], token?: string): Promise<void> {
     checkRequests(list, 'bullmq', this.limits);
+    refuseUnservedModels(list, this.options.models);
     await this.addByModel(
       list.map((r) => ({
         model: r.model,
@@ -265,18 +271,21 @@ export class BullmqProducer implements Producer {
 
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
     if (this.inboxRefusal !== undefined) throw this.inboxRefusal;
+    refuseUnservedModels([request], this.options.models);
     // Opened inside the round trip, so timeoutMs bounds it too: a Redis that took the connection
     // but stopped answering left the inbox worker waiting for it, and request() with it, forever.
     return this.router.roundTrip(request.id, options.timeoutMs, async () => {
       await this.openInbox();
       // Not sent once its wait has ended (timed out, closed) while the inbox opened.
       if (this.router.isWaiting(request.id)) await this.addAwaited([request], options.rerunNotOk);
-    });
+    }, options.timeoutMs, request.model);
   }
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
     const refusal = this.inboxRefusal;
     if (refusal !== undefined) return refuseAll(requests.length, refusal);
+    const unserved = unservedRefusal(requests, this.options.models);
+    if (unserved !== undefined) return refuseAll(requests.length, unserved);
     return this.router.roundTripMany(
       requests.map((r) => r.id),
       options.timeoutMs,
@@ -285,6 +294,7 @@ export class BullmqProducer implements Producer {
         const due = requests.filter((_, i) => waiting(i));
         if (due.length > 0) await this.addAwaited(due, options.rerunNotOk);
       },
+      requests.map((r) => r.model),
     );
   }
 

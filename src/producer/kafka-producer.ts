@@ -25,6 +25,7 @@ import { KafkaMessageSizes } from './kafka-message-sizes.ts';
 import { refuseAll, ReplyRouter, timerMs } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
 import { ProducerReplaced, SerialSends } from './serial-sends.ts';
+import { refuseUnservedModels, unservedRefusal } from './served-models.ts';
 import { refuseUnreadPriorities } from './unread-priorities.ts';
 
 /** One message on its way, with what its topic was rendered from. */
@@ -100,7 +101,7 @@ export class KafkaProducer implements Producer {
   /** The private inbox of request()s: opened, re-opened when deleted under us, deleted on close. */
   private readonly inboxState: KafkaInbox;
   private readonly kafka: Kafka;
-  private readonly router = new ReplyRouter();
+  private readonly router: ReplyRouter;
   private readonly consumers = new Set<ConsumerHandle>();
   private readonly knownTopics = new Set<string>();
   private readonly sizes = new KafkaMessageSizes();
@@ -144,6 +145,10 @@ export class KafkaProducer implements Producer {
     this.encoding = options.encoding ?? 'binary';
     this.limits = options.limits ?? DEFAULT_LIMITS;
     this.replyPattern = replyTopicPattern(settings.replyTopicPattern);
+    this.router = new ReplyRouter(
+      (model) =>
+        `that members of the workers' consumer group ${settings.groupId} read ${renderName(settings.topicTemplate, model, 0)}: kafka-consumer-groups.sh --describe --group ${settings.groupId}`,
+    );
     this.inboxState = new KafkaInbox({
       clientId: this.clientId,
       replyPattern: this.replyPattern,
@@ -244,6 +249,7 @@ export class KafkaProducer implements Producer {
   async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
     const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
     checkRequests(list, 'kafka', this.limits, this.replyPattern);
+    refuseUnservedModels(list, this.options.models);
     const encoding = options.encoding ?? this.encoding;
     const contentType = encoding === 'binary' ? CONTENT_TYPES.requestFrame : CONTENT_TYPES.requestJson;
     await this.send(
@@ -278,15 +284,19 @@ export class KafkaProducer implements Producer {
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
     const inbox = this.inboxState;
     if (inbox.refusal !== undefined) throw inbox.refusal;
+    // Before the inbox opens (0.5-5 s): a model no worker would read is refused at once.
+    refuseUnservedModels([request], this.options.models);
     const startedAt = Date.now();
     await inbox.waitOpened(request.id, options.timeoutMs, timerMs(options.timeoutMs));
     const leftMs = Math.max(1, options.timeoutMs - (Date.now() - startedAt));
-    return inbox.afterTimeoutCheck(this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options), options.timeoutMs));
+    return inbox.afterTimeoutCheck(this.router.roundTrip(request.id, leftMs, () => this.publish({ ...request, replyTo: this.inbox }, options), options.timeoutMs, request.model));
   }
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
     const inbox = this.inboxState;
     if (inbox.refusal !== undefined) return refuseAll(requests.length, inbox.refusal);
+    const unserved = unservedRefusal(requests, this.options.models);
+    if (unserved !== undefined) return refuseAll(requests.length, unserved);
     return this.router
       .roundTripMany(
         requests.map((r) => r.id),
@@ -297,6 +307,7 @@ export class KafkaProducer implements Producer {
           const due = requests.filter((_, i) => waiting(i));
           if (due.length > 0) await this.publish(due.map((r) => ({ ...r, replyTo: this.inbox })), options);
         },
+        requests.map((r) => r.model),
       )
       .map((reply) => inbox.afterTimeoutCheck(reply));
   }

@@ -17,6 +17,7 @@ import type {
 import { privateInbox } from './private-inbox.ts';
 import { refuseAll, ReplyRouter } from './reply-router.ts';
 import { checkReplyName, checkRequests } from './request-check.ts';
+import { refuseUnservedModels, unservedRefusal } from './served-models.ts';
 
 export interface MemoryProducerOptions extends ProducerOptions {
   readonly broker?: MemoryBroker;
@@ -28,15 +29,17 @@ export class MemoryProducer implements Producer {
   readonly inbox: string;
   /** Why request() cannot use the inbox (a clientId the transport cannot name it with). */
   private readonly inboxRefusal: FleetError | undefined;
-  private readonly router = new ReplyRouter();
+  private readonly router = new ReplyRouter((model) => `that a worker in this process subscribes to ${renderName(MEMORY_NAMES.requests, model)} on the producer's memory broker`);
   private readonly subscriptions = new Set<MemoryConsumer>();
   private inboxConsumer: MemoryConsumer | undefined;
   private readonly defaultPriority: number;
   private readonly encoding: WireEncoding;
   private readonly limits: CodecLimits;
   private closed = false;
+  private readonly models: readonly string[] | undefined;
 
   constructor(options: MemoryProducerOptions = {}) {
+    this.models = options.models;
     this.broker = options.broker ?? sharedMemoryBroker();
     this.defaultPriority = options.defaultPriority ?? 0;
     this.encoding = options.encoding ?? 'binary';
@@ -50,6 +53,7 @@ export class MemoryProducer implements Producer {
     this.checkOpen();
     const list: readonly RequestEnvelope[] = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
     checkRequests(list, 'memory', this.limits);
+    refuseUnservedModels(list, this.models);
     const encoding = options.encoding ?? this.encoding;
     const byModel = new Map<string, RequestEnvelope[]>();
     for (const r of list) {
@@ -81,12 +85,14 @@ export class MemoryProducer implements Producer {
   async request(request: RequestEnvelope, options: RequestOptions): Promise<ResultEnvelope> {
     if (this.inboxRefusal !== undefined) throw this.inboxRefusal;
     this.openInbox();
-    return this.router.roundTrip(request.id, options.timeoutMs, () => this.publish({ ...request, replyTo: this.inbox }, options));
+    return this.router.roundTrip(request.id, options.timeoutMs, () => this.publish({ ...request, replyTo: this.inbox }, options), options.timeoutMs, request.model);
   }
 
   requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
     const refusal = this.inboxRefusal;
     if (refusal !== undefined) return refuseAll(requests.length, refusal);
+    const unserved = unservedRefusal(requests, this.models);
+    if (unserved !== undefined) return refuseAll(requests.length, unserved);
     return this.router.roundTripMany(
       requests.map((r) => r.id),
       options.timeoutMs,
@@ -94,6 +100,7 @@ export class MemoryProducer implements Producer {
         this.openInbox();
         await this.publish(requests.filter((_, i) => waiting(i)).map((r) => ({ ...r, replyTo: this.inbox })), options);
       },
+      requests.map((r) => r.model),
     );
   }
 

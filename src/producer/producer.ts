@@ -93,4 +93,13 @@ export interface ProducerOptions {
    * Kafka, `producer` otherwise.
    */
   readonly clientId?: string;
+  /**
+   * The models the fleet serves (the fleet config's `models`). Given, publish(), request() and
+   * requestMany() refuse any other model before anything is sent or created (FleetError
+   * UNKNOWN_MODEL, `details.field` "model", `details.index`): no Kafka topic, no BullMQ job, no
+   * wait for a TIMEOUT. Not given, every model is sent (on Kafka its request topic is created if
+   * missing, so requests published ahead of a model's workers wait for them), and a request() for
+   * a model no worker serves times out, the TIMEOUT naming the model and how to check its workers.
+   */
+  readonly models?: readonly string[];
 }

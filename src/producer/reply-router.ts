@@ -44,12 +44,18 @@ export class ReplyRouter {
   unmatched = 0;
 
   /**
+   * `howToCheck(model)`: how to see whether any worker reads the model's topic or queue, named by
+   * a TIMEOUT: a request for a model no fleet serves (a typo, a model not deployed) only times out.
+   */
+  constructor(private readonly howToCheck: (model: string) => string = () => 'that its workers are up') {}
+
+  /**
    * Request-and-await-reply shared by every producer: register first (a fast reply must not
    * arrive unclaimed), publish with the reply address, fail the wait if the publish fails.
    * `statedMs`: the timeoutMs a TIMEOUT names, when the caller's was `timeoutMs` plus time spent
    * before (opening the inbox): naming the rest ("within 3749 ms" for 4000) misled the caller.
    */
-  roundTrip(id: string, timeoutMs: number, publish: () => Promise<void>, statedMs = timeoutMs): Promise<ResultEnvelope> {
+  roundTrip(id: string, timeoutMs: number, publish: () => Promise<void>, statedMs = timeoutMs, model?: string): Promise<ResultEnvelope> {
     try {
       timerMs(timeoutMs);
     } catch (err) {
@@ -57,7 +63,7 @@ export class ReplyRouter {
     }
     // Refused before anything is sent: its reply could not be told from the waiting one's.
     if (this.pending.has(id)) return this.expect(id, timeoutMs);
-    const reply = this.expect(id, timeoutMs, statedMs);
+    const reply = this.expect(id, timeoutMs, statedMs, model);
     // Handled now, not after the publish: the timeout can fire while the publish is still under
     // way (Redis or Kafka slow to answer), and a rejection nobody handles ends the process.
     reply.catch(() => undefined);
@@ -80,7 +86,12 @@ export class ReplyRouter {
    * those are not sent. An id repeated in `ids` or already waiting gets INVALID_ARGUMENT and is
    * not sent: its reply could not be told from the other's.
    */
-  roundTripMany(ids: readonly string[], timeoutMs: number, publish: (waiting: (index: number) => boolean) => Promise<void>): Array<Promise<ResultEnvelope>> {
+  roundTripMany(
+    ids: readonly string[],
+    timeoutMs: number,
+    publish: (waiting: (index: number) => boolean) => Promise<void>,
+    models?: readonly string[],
+  ): Array<Promise<ResultEnvelope>> {
     try {
       timerMs(timeoutMs);
     } catch (err) {
@@ -88,11 +99,11 @@ export class ReplyRouter {
     }
     const registered = new Set<string>();
     const own: boolean[] = [];
-    const replies = ids.map((id) => {
+    const replies = ids.map((id, i) => {
       const repeat = this.pending.has(id) || registered.has(id);
       own.push(!repeat);
       registered.add(id);
-      const reply = repeat ? this.refuseRepeat(id) : this.expect(id, timeoutMs);
+      const reply = repeat ? this.refuseRepeat(id) : this.expect(id, timeoutMs, timeoutMs, models?.[i]);
       // Handled now: a timeout can fire while the publish is still under way.
       reply.catch(() => undefined);
       return reply;
@@ -116,15 +127,25 @@ export class ReplyRouter {
     return this.pending.size;
   }
 
-  /** Registers before publishing so a fast reply cannot arrive unclaimed. */
-  expect(id: string, timeoutMs: number, statedMs = timeoutMs): Promise<ResultEnvelope> {
+  /** Registers before publishing so a fast reply cannot arrive unclaimed. `model`: named by its TIMEOUT. */
+  expect(id: string, timeoutMs: number, statedMs = timeoutMs, model?: string): Promise<ResultEnvelope> {
     if (this.pending.has(id)) return this.refuseRepeat(id);
     return new Promise<ResultEnvelope>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(new FleetError('TIMEOUT', `no reply for request "${id}" within ${statedMs} ms`, { details: { id, timeoutMs: statedMs } }));
+        reject(this.timeout(id, statedMs, model));
       }, timerMs(timeoutMs));
       this.pending.set(id, { resolve, reject, timer });
+    });
+  }
+
+  private timeout(id: string, statedMs: number, model: string | undefined): FleetError {
+    const why =
+      model === undefined
+        ? ''
+        : `: the fleet may be backed up (raise timeoutMs), or no worker may serve model "${model}" (check that the fleet config's models lists it and ${this.howToCheck(model)})`;
+    return new FleetError('TIMEOUT', `no reply for request "${id}" within ${statedMs} ms${why}`, {
+      details: { id, timeoutMs: statedMs, ...(model === undefined ? {} : { model }) },
     });
   }
 

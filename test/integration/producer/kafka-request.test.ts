@@ -129,13 +129,47 @@ describe('kafka producer close() while request() waits for its inbox to open (br
 
 describe('kafka producer request() timing out on a fresh producer', () => {
   it('names the timeoutMs the caller set, though part of it went to opening the inbox', async () => {
-    const producer = new KafkaProducer(kafkaSettings(), { partitions: 1 });
+    const settings = kafkaSettings();
+    const producer = new KafkaProducer(settings, { partitions: 1 });
     open.push(producer);
     // No worker serves this model: the request times out.
-    const error = await producer.request(makeRequest(uniqueName('unserved'), 'late1', 0), { timeoutMs: 4_000 }).catch((e: unknown) => e);
+    const model = uniqueName('unserved');
+    const error = await producer.request(makeRequest(model, 'late1', 0), { timeoutMs: 4_000 }).catch((e: unknown) => e);
     expect(FleetError.is(error, 'TIMEOUT'), `settled with ${String(error)}`).toBe(true);
-    expect((error as FleetError).message).toBe('no reply for request "late1" within 4000 ms');
-    expect((error as FleetError).details.timeoutMs).toBe(4_000);
+    // The caller's timeoutMs, then the model and how to see whether any worker reads its topic.
+    expect((error as FleetError).message).toBe(
+      `no reply for request "late1" within 4000 ms: the fleet may be backed up (raise timeoutMs), or no worker may serve model "${model}" ` +
+        `(check that the fleet config's models lists it and that members of the workers' consumer group ${settings.groupId} read ${model}.requests.p0: ` +
+        `kafka-consumer-groups.sh --describe --group ${settings.groupId})`,
+    );
+    expect((error as FleetError).details).toMatchObject({ timeoutMs: 4_000, model });
+  }, 60_000);
+});
+
+describe('kafka producer told the served models', () => {
+  it('refuses a request() and a publish() for another model at once and creates no topic for it', async () => {
+    const served = uniqueName('served');
+    const typo = uniqueName('typo');
+    const producer = new KafkaProducer(kafkaSettings(), { partitions: 1, models: [served] });
+    open.push(producer);
+    const startedAt = Date.now();
+    const requested = await producer.request(makeRequest(typo, 'u1', 0), { timeoutMs: 30_000 }).catch((e: unknown) => e);
+    expect(FleetError.is(requested, 'UNKNOWN_MODEL'), `settled with ${String(requested)}`).toBe(true);
+    expect(Date.now() - startedAt).toBeLessThan(1_000);
+    const published = await producer.publish([makeRequest(served, 's1', 0), makeRequest(typo, 'u2', 0)]).catch((e: unknown) => e);
+    expect(FleetError.is(published, 'UNKNOWN_MODEL'), `settled with ${String(published)}`).toBe(true);
+    expect((published as FleetError).details).toMatchObject({ field: 'model', index: 1, model: typo });
+    // A listed model whose workers have not started yet: its topic is created, the request waits for them.
+    await producer.publish(makeRequest(served, 's2', 0));
+    const admin = adminKafka().admin();
+    await admin.connect();
+    try {
+      const topics = await admin.listTopics();
+      expect(topics.filter((t) => t.startsWith(`${typo}.`))).toEqual([]);
+      expect(topics).toContain(`${served}.requests.p0`);
+    } finally {
+      await admin.disconnect();
+    }
   }, 60_000);
 });
 
