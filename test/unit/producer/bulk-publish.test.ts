@@ -4,7 +4,7 @@ import { ZERO_TIMINGS, type ResultEnvelope } from '../../../src/contracts/result
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { BULK_CHUNK, bulkPublish, newBulkStats } from '../../../src/producer/bulk-publish.ts';
 import { doneIds, DoneLines } from '../../../src/producer/done-lines.ts';
-import type { Producer } from '../../../src/producer/producer.ts';
+import type { Producer, RequestOptions } from '../../../src/producer/producer.ts';
 import type { FileEntry } from '../../../src/producer/request-file.ts';
 
 const req = (id: string): RequestEnvelope => ({ id, model: 'm', createdAt: 1, inputs: [] });
@@ -188,9 +188,9 @@ describe('bulkPublish', () => {
     const base = answeringProducer();
     const producer = {
       ...base,
-      requestMany(requests: readonly RequestEnvelope[]): Array<Promise<ResultEnvelope>> {
+      requestMany(requests: readonly RequestEnvelope[], options: RequestOptions): Array<Promise<ResultEnvelope>> {
         const refused = refusal(requests.map((r) => r.id));
-        return refused === undefined ? base.requestMany(requests) : requests.map(() => Promise.reject(refused));
+        return refused === undefined ? base.requestMany(requests, options) : requests.map(() => Promise.reject(refused));
       },
     };
     const ids = ['a', 'b', 'big', 'c'];
