@@ -22,6 +22,9 @@ describe('exit codes in the help texts', () => {
     expect(await main(['publish', '--help'])).toBe(0);
     expect(stdout).toMatch(/exit 4.*(not ok|invalid)/s);
     expect(stdout).toMatch(/exit 1.*error/s);
+    // As the exit table says: an --out that cannot be created is 2 (nothing was sent), not 1.
+    expect(stdout).toMatch(/exit 2:[^;]*--out that\s+cannot be created/);
+    expect(stdout).not.toMatch(/--out not writable/);
   });
 
   it('load --help and frames --help say that requests without an answer exit 4', async () => {
