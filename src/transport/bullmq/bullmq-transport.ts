@@ -18,6 +18,7 @@ import { HeldJob } from './held-job.ts';
 import { putBack } from './put-back.ts';
 import { ModelWorker, type FetchTuning } from './model-worker.ts';
 import { DeliveryBatcher } from './delivery-batcher.ts';
+import { ANSWER_BOUND_MAX_MS, RedisAnswerWatch } from './redis-answer-watch.ts';
 import { StreamFrameMarks } from './stream-frame-marks.ts';
 import type { AnsweredFrame, Delivery, FrameClaim, Outcome, Transport, TransportStartOptions } from '../transport.ts';
 import { bullmqError, ensureRedisAnswers, fromBullmqPriority, KEEP_COMPLETED, redisConnection } from './bullmq-names.ts';
@@ -72,6 +73,8 @@ export class BullmqTransport implements Transport {
   private readonly settler: JobSettler;
   private readonly replyQueues: ReplyQueues;
   private readonly frameMarks: StreamFrameMarks;
+  /** Whether Redis answers at all: a frozen server keeps its connections 'ready' (redis-answer-watch.ts). */
+  private readonly answers: RedisAnswerWatch;
 
   constructor(
     private readonly settings: BullmqSettings,
@@ -96,6 +99,11 @@ export class BullmqTransport implements Transport {
       logger: options.logger,
     });
     this.deliveries = new DeliveryBatcher((batch) => this.onDeliveries?.(batch), options.logger);
+    this.answers = new RedisAnswerWatch({
+      redis: () => (this.closed ? undefined : this.connection),
+      unansweredMs: Math.min(settings.connectTimeoutMs, ANSWER_BOUND_MAX_MS),
+      logger: options.logger,
+    });
     this.settler = new JobSettler({
       settings,
       ledger: this.ledger,
@@ -169,6 +177,7 @@ export class BullmqTransport implements Transport {
         also: () => this.sweepSuspects(),
       });
       this.reaper.start();
+      this.answers.start();
     } catch (err) {
       throw bullmqError(err, 'starting the bullmq transport failed');
     }
@@ -345,7 +354,18 @@ export class BullmqTransport implements Transport {
   connected(): boolean {
     if (this.closed || this.workers.size === 0 || this.connection?.status !== 'ready') return false;
     for (const mw of this.workers.values()) if (mw.connection.status !== 'ready') return false;
-    return true;
+    return this.answers.unansweredForMs() === undefined;
+  }
+
+  unreadyReason(): string | undefined {
+    if (this.closed || this.workers.size === 0 || this.connection?.status !== 'ready') return undefined;
+    const waitedMs = this.answers.unansweredForMs();
+    if (waitedMs === undefined) return undefined;
+    const boundMs = Math.min(this.settings.connectTimeoutMs, ANSWER_BOUND_MAX_MS);
+    return (
+      `Redis has not answered for ${waitedMs} ms (a command unanswered past ${boundMs} ms: transport.bullmq.connectTimeoutMs, at most ${ANSWER_BOUND_MAX_MS}; ` +
+      'a frozen or overloaded redis-server?); ready again once it answers'
+    );
   }
 
   /** Simulates a crash: connections dropped, locks left to expire; other workers re-run the jobs. */
@@ -376,6 +396,7 @@ export class BullmqTransport implements Transport {
   }
 
   private async disconnect(): Promise<void> {
+    this.answers.stop();
     await settlesWithin(this.sweeper?.stop(), STOP_WAIT_MS);
     await Promise.allSettled([...this.workers.values()].map((mw) => mw.counter.close()));
     for (const mw of this.workers.values()) mw.connection.disconnect();
