@@ -1,5 +1,5 @@
 import type { Stats } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { modelConfigFromYaml } from '../contracts/config-loader.ts';
 import type { ModelConfig } from '../contracts/model-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
@@ -120,14 +120,24 @@ function* readConfig(path: string, name: string, cache: ConfigCache | undefined)
  * pointing at a removed directory) or an entry removed during the scan must not fail the scan of
  * every other model, which would stop all reloads while it lasts.
  */
-function* statEntry(path: string): FsSteps<Stats | string> {
+function* statEntry(path: string, root: string): FsSteps<Stats | string> {
   try {
     return yield* statOf(path);
   } catch (err) {
     unlessAbsent(path, err);
+    const target = yield* linkTarget(path);
+    if (target !== undefined) {
+      return `is a symlink to ${target}${outside(root, dirname(path), target) ? ' (outside the repository)' : ''}, which does not exist: point it at an existing directory or remove it`;
+    }
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     return `cannot read it (${code}: a symlink to nothing, or removed while scanning); point it at an existing directory or remove it`;
   }
+}
+
+/** Whether a link in `from` to `target` leads out of the repository `root`. */
+function outside(root: string, from: string, target: string): boolean {
+  const rel = relative(root, resolve(from, target));
+  return rel === '..' || rel.startsWith('../') || isAbsolute(rel);
 }
 
 /** Where a symlink at `path` points, or undefined for no symlink there. */
@@ -216,7 +226,7 @@ function* scanSteps(dirIn: string, options: ScanOptions): FsSteps<RepositorySnap
   }
   for (const name of names) {
     const modelDir = join(dir, name);
-    const modelStat = yield* statEntry(modelDir);
+    const modelStat = yield* statEntry(modelDir, dir);
     if (typeof modelStat === 'string') {
       problems.push({ path: modelDir, message: modelStat });
       continue;
@@ -251,7 +261,7 @@ function* scanSteps(dirIn: string, options: ScanOptions): FsSteps<RepositorySnap
       // partials, tool droppings: not versions, and no problem either.
       if (entry.startsWith('.')) continue;
       const versionDir = join(modelDir, entry);
-      const versionStat = yield* statEntry(versionDir);
+      const versionStat = yield* statEntry(versionDir, dir);
       if (typeof versionStat === 'string') {
         problems.push({ path: versionDir, message: versionStat });
         continue;
@@ -269,11 +279,20 @@ function* scanSteps(dirIn: string, options: ScanOptions): FsSteps<RepositorySnap
         // own number: not a version, and no mistake either.
         const target = yield* linkTarget(versionDir);
         if (target !== undefined && isSiblingVersion(modelDir, target)) continue;
+        if (target !== undefined && outside(dir, modelDir, target)) {
+          problems.push({
+            path: versionDir,
+            message:
+              `is a symlink to ${target}, outside the repository: a release pointer (${entry} -> 3) must name a version directory beside it (ln -sfn 3 ${entry}); ` +
+              'copy the version into the model directory under its number instead',
+          });
+          continue;
+        }
         problems.push({ path: versionDir, message: "version directories must be positive integers without leading zeros, at most 15 digits (1, 2, ..., 10, or a time stamp like 1764500000): rename it, or move it out (or prefix it with '.' to hide it)" });
         continue;
       }
       const artifactPath = join(versionDir, artifactFile);
-      const artifactStat = yield* statEntry(artifactPath);
+      const artifactStat = yield* statEntry(artifactPath, dir);
       if (typeof artifactStat === 'string') {
         incomplete.push({ path: versionDir, changedAt: versionStat.mtimeMs });
         // Just created or changed (a copy in progress, mkdir then cp): its file may still come. A

@@ -115,8 +115,8 @@ describe('model repository', () => {
     expect(snap.models.get('a')?.served.map((v) => v.version)).toEqual(['1']);
     expect(snap.models.get('b')?.served.map((v) => v.version)).toEqual(['1']);
     const text = snap.problems.map((p) => `${p.path}: ${p.message}`).join('\n');
-    expect(text).toMatch(/a\/2: cannot read it \(ENOENT.*\)/);
-    expect(text).toMatch(/\/c: cannot read it \(ENOENT.*\)/);
+    expect(text).toMatch(/a\/2: is a symlink to \S*releases\/gone, which does not exist: point it at an existing directory or remove it/);
+    expect(text).toMatch(/\/c: is a symlink to \S*releases\/gone-too, which does not exist/);
   });
 
   it('skips hidden directories in a model directory (a staging copy renamed into place, rsync partials)', () => {
@@ -533,5 +533,24 @@ describe('a poll scan of a repository whose path is gone (its volume unmounted, 
     } finally {
       renameSync(`${dir}.away`, dir);
     }
+  });
+});
+
+describe('symlinks that point outside the repository', () => {
+  // `models validate` said only "version directories must be positive integers" for a release
+  // pointer aimed outside the repository, and "cannot read it" for a link to nothing.
+  it('names the target and what a pointer may point at, for a pointer and for a link to nothing', () => {
+    const dir = repo();
+    const outside = tempDir('npu-fleet-outside-');
+    mkdirSync(join(outside, '3'));
+    writeFileSync(join(outside, '3', 'model.onnx'), 'x');
+    symlinkSync(join(outside, '3'), join(dir, 'a', 'current'));
+    symlinkSync(join(outside, 'gone'), join(dir, 'a', '2'));
+    const problems = scanRepository(dir, { artifact: 'onnx' }).problems.map((p) => `${p.path}: ${p.message}`);
+    expect(problems).toContain(
+      `${join(dir, 'a', 'current')}: is a symlink to ${join(outside, '3')}, outside the repository: a release pointer (current -> 3) must name a version directory beside it (ln -sfn 3 current); ` +
+        'copy the version into the model directory under its number instead',
+    );
+    expect(problems).toContain(`${join(dir, 'a', '2')}: is a symlink to ${join(outside, 'gone')} (outside the repository), which does not exist: point it at an existing directory or remove it`);
   });
 });
