@@ -296,7 +296,19 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
       ...(out === undefined ? {} : { done: out.done }),
       onRecord: (r, line) => (out === undefined ? printLine(resultLine(r)) : out.write(r, line)),
       stopped: () => interruptedBy !== undefined,
+      // A data set with no worker serving it crawled through every line as TIMEOUT, one --timeout-ms after another.
+      stopIfNoneAnswered: values.await && values.file !== undefined,
       stats,
+    }).catch((err: unknown) => {
+      const e = FleetError.from(err, 'INTERNAL');
+      if (e.details?.['noneAnswered'] !== true) throw err;
+      const models = fileModels.size > 0 ? [...fileModels] : (config.models ?? []);
+      throw new FleetError(
+        e.code,
+        `${e.message}: is a worker serving ${models.length > 0 ? models.join(', ') : 'the models'} on this ${config.transport.kind} transport (same topics/queues prefix)? ` +
+          (out === undefined ? 'Nothing more was sent' : `Each line read has its record in ${values.out}; once a worker serves them, rerun with --out ${values.out} --resume`),
+        { cause: err, retriable: true, details: e.details },
+      );
     });
     if (interruptedBy !== undefined && !values.await) {
       process.stderr.write(`npu-fleet: interrupted by ${interruptedBy} after publishing ${stats.published} of ${total} request(s)\n`);

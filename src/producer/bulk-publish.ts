@@ -60,6 +60,13 @@ export interface BulkPublishOptions {
    * item) number, which a resumed run's `done` can go by.
    */
   readonly onRecord: (record: ResultEnvelope, line: number) => void | Promise<void>;
+  /**
+   * awaitReplies: a request timing out before any reply at all came (no worker serving: each line
+   * would wait out timeoutMs in turn) stops reading; the requests sent get their records as they
+   * time out, the lines read and not sent a failed one, and the run throws TIMEOUT. Once any reply
+   * came, timeouts do not stop it.
+   */
+  readonly stopIfNoneAnswered?: boolean;
   /** Whether to stop reading (Ctrl-C): what is in flight is then left to close(). */
   readonly stopped?: () => boolean;
   readonly stats?: BulkStats;
@@ -108,7 +115,9 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     w?.();
   };
   let chunk: Entry[] = [];
+  /** Set when the run stops reading on a failed publish, or on no reply at all (stopIfNoneAnswered). */
   let sendFailure: FleetError | undefined;
+  let noneAnswered = false;
   /** The records' writer failed (a full disk): the run stops, as nothing more could be kept. */
   let recordFailure: FleetError | undefined;
   const record = async (r: ResultEnvelope, line: number): Promise<void> => {
@@ -169,6 +178,9 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
       if (error.code !== 'TIMEOUT') {
         sendFailure ??= error;
         stats.published--;
+      } else if (o.stopIfNoneAnswered === true && answeredCount(stats) === 0 && sendFailure === undefined) {
+        noneAnswered = true;
+        sendFailure = new FleetError('TIMEOUT', `no request was answered within ${o.timeoutMs} ms (--timeout-ms)`, { cause: error });
       }
       stats.unanswered++;
       result = local('failed', error, request.id, request.model);
@@ -284,6 +296,13 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   await Promise.all(pending);
   if (recordFailure !== undefined) {
     throw new FleetError(recordFailure.code, `stopped after ${stats.read} entries read: recording a result failed: ${recordFailure.message}`, { cause: recordFailure });
+  }
+  if (sendFailure !== undefined && noneAnswered) {
+    throw new FleetError('TIMEOUT', `${sendFailure.message}: stopped after ${stats.published} of the requests read were published (${stats.read} read)`, {
+      cause: sendFailure,
+      retriable: true,
+      details: { published: stats.published, read: stats.read, noneAnswered: true },
+    });
   }
   if (sendFailure !== undefined) {
     throw new FleetError(sendFailure.code, `publishing stopped after ${stats.published} of ${stats.read} requests read were published: ${sendFailure.message}`, {

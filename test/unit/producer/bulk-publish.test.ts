@@ -205,6 +205,33 @@ describe('bulkPublish', () => {
     expect(records.filter(([r]) => r.status === 'ok').map(([r]) => r.id).sort()).toEqual(['a', 'b', 'c']);
   });
 
+  it('stopIfNoneAnswered: with no reply at all within the timeout, reading stops; what was sent gets its TIMEOUT record, what was read and not sent a failed one', async () => {
+    // With no worker serving, a data set crawled through every line as TIMEOUT (exit 4 after ten minutes).
+    const timeout = (r: RequestEnvelope): FleetError => new FleetError('TIMEOUT', `no reply for request "${r.id}" within 1000 ms`);
+    const producer = answeringProducer(timeout);
+    const ids = Array.from({ length: 5000 }, (_, i) => `t${i}`);
+    const records: Array<[ResultEnvelope, number]> = [];
+    const stats = newBulkStats();
+    const run = bulkPublish({ producer, entries: entries(lines(ids)), awaitReplies: true, timeoutMs: 1000, inFlight: 400, stats, stopIfNoneAnswered: true, onRecord: (r, line) => void records.push([r, line]) });
+    await expect(run).rejects.toMatchObject({ code: 'TIMEOUT', message: expect.stringMatching(/^no request was answered within 1000 ms \(--timeout-ms\): stopped after \d+ of the requests read were published/) as unknown });
+    expect(stats.read).toBeLessThan(2000);
+    expect(records.length).toBe(stats.read);
+    expect(new Set(records.map(([, line]) => line)).size).toBe(stats.read);
+    for (const [r] of records) expect(r.status).toBe('failed');
+    const sent = new Set(producer.published);
+    expect(records.filter(([r]) => sent.has(r.id)).every(([r]) => r.error?.code === 'TIMEOUT')).toBe(true);
+    expect(records.filter(([r]) => !sent.has(r.id)).every(([r]) => /^not sent: /.test(r.error?.message ?? ''))).toBe(true);
+  });
+
+  it('stopIfNoneAnswered: once any reply came, timeouts after it do not stop the run', async () => {
+    const producer = answeringProducer((r) => (r.id === 't0' ? ok(r) : new FleetError('TIMEOUT', 'no reply')));
+    const ids = Array.from({ length: 50 }, (_, i) => `t${i}`);
+    const records: ResultEnvelope[] = [];
+    // inFlight 1: t0 is answered before anything else is sent.
+    const stats = await bulkPublish({ producer, entries: entries(lines(ids)), awaitReplies: true, timeoutMs: 1000, inFlight: 1, stopIfNoneAnswered: true, onRecord: (r) => void records.push(r) });
+    expect([stats.read, records.length, stats.answered.ok, stats.unanswered]).toEqual([50, 50, 1, 49]);
+  });
+
   it('without awaiting: publishes in chunks and counts; a refused publish stops and throws', async () => {
     const producer = answeringProducer();
     const ids = Array.from({ length: 450 }, (_, i) => `p${i}`);
