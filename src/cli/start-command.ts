@@ -100,7 +100,9 @@ export async function startCommand(config: FleetConfig, configFile: string | und
     };
     onStopSignals(force);
     try {
-      return await first.fleet.stop();
+      const code = await first.fleet.stop();
+      log[code === 0 ? 'info' : 'warn']({ reason: signal, code }, `embedded fleet exiting with code ${code} (${signal})`);
+      return code;
     } finally {
       offStopSignals(force);
     }
@@ -123,5 +125,5 @@ export async function startCommand(config: FleetConfig, configFile: string | und
     log.warn({ signal: again }, 'second signal: killing the workers without waiting for their drain');
     supervisor.kill();
   });
-  return await supervisor.stop();
+  return await supervisor.stop(signal);
 }

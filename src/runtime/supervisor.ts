@@ -166,8 +166,12 @@ export class Supervisor {
     return this.o.drainTimeoutMs + stopPastDrainMs({ ...process.env, ...this.o.env }) + KILL_SLACK_MS;
   }
 
-  /** Forwards SIGTERM, waits for every worker to drain; SIGKILL once past the workers' own bounds (killAfterMs). */
-  async stop(): Promise<number> {
+  /**
+   * Forwards SIGTERM, waits for every worker to drain; SIGKILL once past the workers' own bounds
+   * (killAfterMs). `reason` (the signal that stopped the fleet) goes into the supervisor's last line,
+   * with the code it exits with.
+   */
+  async stop(reason = 'stop asked for'): Promise<number> {
     this.stopping = true;
     let exitCode = EXIT_OK;
     await Promise.all(
@@ -194,6 +198,8 @@ export class Supervisor {
         }
       }),
     );
+    if (exitCode === EXIT_OK) this.o.log.info({ reason, code: exitCode }, `supervisor exiting with code ${exitCode} (${reason}): every worker stopped cleanly`);
+    else this.o.log.warn({ reason, code: exitCode }, `supervisor exiting with code ${exitCode} (${reason}): a worker did not stop cleanly (see above)`);
     return exitCode;
   }
 

@@ -28,5 +28,7 @@ describe('npu-fleet start (embedded demo): stdout and stderr', () => {
     const logs = stderr.split('\n').filter((l) => l.startsWith('{'));
     expect(logs.some((l) => l.includes('"msg":"worker ready"') || l.includes('"msg":"drained"')), stderr).toBe(true);
     expect(logs.some((l) => l.includes('draining embedded fleet')), stderr).toBe(true);
+    // Its last line says it exits, why and with what code.
+    expect(logs.at(-1), stderr).toMatch(/"reason":"SIGTERM","code":0,"msg":"embedded fleet exiting with code 0 \(SIGTERM\)"/);
   }, 60_000);
 });

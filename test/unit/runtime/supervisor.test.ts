@@ -83,6 +83,18 @@ describe('Supervisor', () => {
     expect(String(exited[0]?.reason)).toMatch(/worker\.startTimeoutMs/);
   });
 
+  // The supervisor's last line was a worker's; whether it exited, why and with what code, nobody said.
+  it('logs its own exit: the reason it stops and the code it exits with', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const { sup } = supervisor({ log, deviceIds: [0, 1] });
+    sup.start();
+    await until(() => sup.pids()[0] !== undefined && sup.pids()[1] !== undefined);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await sup.stop('SIGTERM')).toBe(0);
+    expect(lines.at(-1)).toMatchObject({ level: 30, reason: 'SIGTERM', code: 0, msg: 'supervisor exiting with code 0 (SIGTERM): every worker stopped cleanly' });
+  });
+
   it('a worker still running past the drain timeout and its own bounds after it is SIGKILLed, reported, and the stop resolves 1', async () => {
     const stuck = ['-e', "process.on('SIGTERM', () => undefined); setInterval(() => undefined, 1000);"];
     const lines: Array<Record<string, unknown>> = [];
@@ -100,6 +112,7 @@ describe('Supervisor', () => {
     expect(exits).toEqual([{ device: 0, code: null }]);
     expect(lines.map((l) => l.msg)).toContain('worker did not drain in time; killing it');
     expect(lines.find((l) => l.msg === 'worker did not stop cleanly')).toMatchObject({ device: 0, signal: 'SIGKILL', reason: 'killed by this supervisor' });
+    expect(lines.at(-1)).toMatchObject({ level: 40, code: 1, msg: 'supervisor exiting with code 1 (stop asked for): a worker did not stop cleanly (see above)' });
   });
 
   it('a drain timeout beyond setTimeout\'s 2^31 - 1 ms waits for the drain instead of SIGKILLing the worker at once', async () => {
