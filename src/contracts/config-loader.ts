@@ -211,12 +211,24 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
     if (settingOrigin(parsed.data, ['modelRepository']).kind === 'default') parsed.data.modelRepository = resolve(PACKAGE_ROOT, FLEET_DEFAULTS.modelRepository);
     return parsed.data;
   }
-  const err = validationError(parsed.error, file ? `fleet config ${file}` : 'fleet config', 'INVALID_CONFIG', undefined, FLEET_HINTS);
-  // The file looks right when the bad value came from the environment: say which variable (never its value).
+  // The file looks right when the bad value came from the environment: say which variable (never
+  // its value), beside the field it set, and after the message for the rest (a variable that chose
+  // transport.kind, one under a misspelt key).
+  const overrides = envOverrides(env);
+  const named = new Set<string>();
+  const setBy = (path: readonly PropertyKey[]): string | undefined => {
+    const at = path.map(String);
+    if (holds(options.overrides ?? {}, at)) return undefined;
+    const name = overrides.filter((o) => o.path.length <= at.length && startsWith(at, o.path)).at(-1)?.name;
+    if (name !== undefined) named.add(name);
+    return name;
+  };
+  const err = validationError(parsed.error, file ? `fleet config ${file}` : 'fleet config', 'INVALID_CONFIG', undefined, { ...FLEET_HINTS, setBy });
   const vars = overridesBehind(parsed.error.issues, env);
   if (vars.length === 0) throw err;
   const hints = envSpellingHints(parsed.error.issues, env, FleetConfigSchema);
-  throw new FleetError('INVALID_CONFIG', `${err.message}; set by the environment: ${vars.join(', ')}${hints.map((h) => `; ${h}`).join('')}`, {
+  const others = vars.filter((v) => !named.has(v));
+  throw new FleetError('INVALID_CONFIG', `${err.message}${others.length === 0 ? '' : `; set by the environment: ${others.join(', ')}`}${hints.map((h) => `; ${h}`).join('')}`, {
     cause: err.cause,
     details: { ...err.details, env: vars },
   });

@@ -171,6 +171,8 @@ export interface ValidationErrorOptions {
   readonly schema?: z.core.$ZodType;
   /** The environment variable that can set a field (the fleet config's `NPU_FLEET__…`), said for a required one that is missing. */
   readonly envName?: (path: readonly string[]) => string;
+  /** The environment variable that set the value at `path` (or a section holding it), said beside the field. */
+  readonly setBy?: (path: readonly PropertyKey[]) => string | undefined;
 }
 
 function hintFor(issue: z.core.$ZodIssue, options: ValidationErrorOptions): string {
@@ -227,7 +229,8 @@ export function validationError(
   const issues = all.slice(0, 10);
   const lines = issues.map((issue) => {
     const hint = hintFor(issue, options);
-    return `${formatPath(issue.path)}: ${issue.message}${hint === '' ? '' : ` (${hint})`}`;
+    const setBy = options.setBy?.(issue.path);
+    return `${formatPath(issue.path)}${setBy === undefined ? '' : ` (set by ${setBy})`}: ${issue.message}${hint === '' ? '' : ` (${hint})`}`;
   });
   const firstPath = issues[0] ? formatPath(issues[0].path) : '(root)';
   const more = all.length > issues.length ? `; and ${all.length - issues.length} more` : '';

@@ -145,7 +145,7 @@ describe('fleet config loader', () => {
       return 'no error';
     };
     const msg = bad({ NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS: '5s', NPU_FLEET__LOG__LEVEL: 'info' });
-    expect(msg).toMatch(/worker\.drainTimeoutMs: .*NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS/);
+    expect(msg).toMatch(/worker\.drainTimeoutMs \(set by NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS\): /);
     expect(msg).not.toContain('NPU_FLEET__LOG__LEVEL');
     expect(bad({ NPU_FLEET__WORKER__METRIC_PORT: '1' })).toMatch(/Unrecognized key: "metricPort".*NPU_FLEET__WORKER__METRIC_PORT/);
     expect(bad({ NPU_FLEET__TRANSPORT__KAFKA__SASL__PASSWORD: 'hunter2' })).not.toContain('hunter2');
@@ -183,6 +183,21 @@ describe('fleet config loader', () => {
     expect(settingFix(config, ['worker', 'hangLimitMs'])).toBe(`worker.hangLimitMs is its default: set it in the fleet config ${file} or with NPU_FLEET__WORKER__HANG_LIMIT_MS`);
     // A config not read by the loader: the plain fix.
     expect(settingFix(parseFleetConfig({}), ['modelRepository'])).toBe('set modelRepository in the fleet config');
+  });
+
+  // The line began "invalid fleet config FILE: devices.count: ...", as if the file held the value.
+  it('puts the variable beside each field whose bad value it set, before the message and the fix', () => {
+    const file = tmpFile('fine2.yaml', 'worker:\n  drainTimeoutMs: 1000\n');
+    let msg = 'no error';
+    try {
+      loadFleetConfig({ file, env: { NPU_FLEET__DEVICES__COUNT: 'abc', NPU_FLEET__WORKER__HANG_LIMIT_MS: '-1' } });
+    } catch (e) {
+      msg = (e as Error).message;
+    }
+    expect(msg).toMatch(/devices\.count \(set by NPU_FLEET__DEVICES__COUNT\): .*\(set it to a number\)/);
+    expect(msg).toMatch(/worker\.hangLimitMs \(set by NPU_FLEET__WORKER__HANG_LIMIT_MS\): /);
+    // A field the file set is not given a variable.
+    expect(() => loadFleetConfig({ file: tmpFile('neg2.yaml', 'worker:\n  drainTimeoutMs: -1\n'), env: { NPU_FLEET__DEVICES__COUNT: '1' } })).toThrow(/worker\.drainTimeoutMs: /);
   });
 
   it('refuses a list variable written as a JSON array that does not parse, naming it, instead of splitting it on commas', () => {
@@ -262,7 +277,7 @@ describe('fleet config loader', () => {
     } catch (e) {
       fromEnv = (e as Error).message;
     }
-    expect(fromEnv).toMatch(/transport\.bullmq\.redisUrl: must be a redis:\/\/ or rediss:\/\/ URL \(got scheme http:\).*set by the environment: NPU_FLEET__TRANSPORT__BULLMQ__REDIS_URL/);
+    expect(fromEnv).toMatch(/transport\.bullmq\.redisUrl \(set by NPU_FLEET__TRANSPORT__BULLMQ__REDIS_URL\): must be a redis:\/\/ or rediss:\/\/ URL \(got scheme http:\)/);
     expect(fromEnv).not.toContain('hunter2');
     for (const ok of ['redis://r:6379', 'rediss://fleet:pw@r:6380/2', 'REDIS://r:6379', 'redis://:pw@r']) {
       expect(message(ok), ok).toBe('no error');
