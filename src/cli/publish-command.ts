@@ -375,7 +375,7 @@ async function readyForReplies(producer: Producer, timeoutMs: number, stopped: (
   } catch (err) {
     if (stopped()) return false;
     const e = FleetError.from(err, 'TRANSPORT_ERROR');
-    throw new FleetError(e.code, `publish: the ${kind} producer could not open its reply inbox, so no request was sent: ${e.message}`, {
+    throw new FleetError(e.code, `publishing stopped after 0 requests, before reading a line: the ${kind} producer could not open its reply inbox (nothing was sent): ${e.message}`, {
       cause: err,
       retriable: e.retriable,
       details: { ...e.details, transport: kind },

@@ -198,7 +198,7 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     const out = join(dir, 'wrong-broker-out.jsonl');
     expect(await main(['publish', '--config', config, '--file', data, '--await', '--out', out])).toBe(1);
     const text = stderr.join('');
-    expect(text).toMatch(/^npu-fleet: publish: the bullmq producer could not open its reply inbox, so no request was sent: .*Redis at 127\.0\.0\.1:1 did not answer within 300 ms/m);
+    expect(text).toMatch(/^npu-fleet: publishing stopped after 0 requests, before reading a line: the bullmq producer could not open its reply inbox \(nothing was sent\): .*Redis at 127\.0\.0\.1:1 did not answer within 300 ms/m);
     expect(text).not.toMatch(/[1-9]\d* published/);
     expect(readFileSync(out, 'utf8')).toBe('');
   });
