@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../../src/cli/main.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
@@ -52,7 +53,8 @@ describe('npu-fleet load / frames argument checks (before anything is sent)', ()
     expect(stderr.join('')).toMatch(/--model NAME is required \(several: --model a,b\)/);
     stderr = [];
     expect(await main(['load', '--config', config, '--model', 'mlp-classifier,nope'])).toBe(2);
-    expect(stderr.join('')).toMatch(/model nope is not in examples\/models/);
+    // The default repository: the install's own examples/models (whatever the working directory).
+    expect(stderr.join('')).toContain(`model nope is not in ${join(fileURLToPath(new URL('../../../', import.meta.url)), 'examples/models')}`);
     stderr = [];
     expect(await main(['frames', '--config', config, '--model', 'mlp-classifier,small-cnn'])).toBe(2);
     expect(stderr.join('')).toMatch(/--model names one model for frames/);
