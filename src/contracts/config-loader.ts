@@ -136,6 +136,17 @@ interface Origins {
 
 const ORIGINS = new WeakMap<object, Origins>();
 
+/** Each section of a loaded config (transport.bullmq.tls), so a reader given only the section can say where a setting came from. */
+const SECTIONS = new WeakMap<object, { readonly root: object; readonly path: readonly string[] }>();
+
+function noteSections(root: object, node: Record<string, unknown>, path: readonly string[]): void {
+  for (const [key, value] of Object.entries(node)) {
+    if (!isMapping(value)) continue;
+    SECTIONS.set(value, { root, path: [...path, key] });
+    noteSections(root, value, [...path, key]);
+  }
+}
+
 /** Where the value of one setting came from. */
 export type SettingOrigin =
   | { readonly kind: 'env'; readonly variable: string }
@@ -162,7 +173,10 @@ function holds(tree: unknown, path: readonly string[]): boolean {
  */
 export function settingOrigin(config: object, path: readonly string[]): SettingOrigin {
   const origins = ORIGINS.get(config);
-  if (origins === undefined) return { kind: 'unknown' };
+  if (origins === undefined) {
+    const section = SECTIONS.get(config);
+    return section === undefined ? { kind: 'unknown' } : settingOrigin(section.root, [...section.path, ...path]);
+  }
   if (holds(origins.flags, path)) return { kind: 'flag' };
   const related = origins.env.filter((o) => startsWith(path, o.path) || startsWith(o.path, path));
   // The last one applied wins, as in applyEnvOverrides; one naming the field itself before a section's.
@@ -178,7 +192,9 @@ export function settingOrigin(config: object, path: readonly string[]): SettingO
  * environment set it, never the file it is not in.
  */
 export function settingFix(config: object, path: readonly string[]): string {
-  const field = path.join('.');
+  const section = SECTIONS.get(config);
+  const full = section === undefined ? path : [...section.path, ...path];
+  const field = full.join('.');
   const origin = settingOrigin(config, path);
   switch (origin.kind) {
     case 'env':
@@ -188,7 +204,7 @@ export function settingFix(config: object, path: readonly string[]): string {
     case 'file':
       return `set ${field} in the fleet config ${origin.file}`;
     case 'default':
-      return `${field} is its default: set it in the fleet config${origin.file === undefined ? '' : ` ${origin.file}`} or with ${envVariableName(path)}`;
+      return `${field} is its default: set it in the fleet config${origin.file === undefined ? '' : ` ${origin.file}`} or with ${envVariableName(full)}`;
     case 'unknown':
       return `set ${field} in the fleet config`;
   }
@@ -206,6 +222,7 @@ export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConf
   const parsed = FleetConfigSchema.safeParse(merged);
   if (parsed.success) {
     ORIGINS.set(parsed.data, { file: file || undefined, fromFile: fromFile as Record<string, unknown>, env: envOverrides(env), flags: options.overrides ?? {} });
+    noteSections(parsed.data, parsed.data as unknown as Record<string, unknown>, []);
     // The default repository is the install's own example models, wherever the CLI runs from (an
     // installed `npu-fleet start --demo`); a path someone gave, relative or not, is used as given.
     if (settingOrigin(parsed.data, ['modelRepository']).kind === 'default') parsed.data.modelRepository = resolve(PACKAGE_ROOT, FLEET_DEFAULTS.modelRepository);

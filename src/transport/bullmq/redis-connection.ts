@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Redis, type RedisOptions } from 'ioredis';
+import { settingFix, settingOrigin } from '../../contracts/config-loader.ts';
 import type { BullmqSettings } from '../../contracts/fleet-config.ts';
 import { FleetError } from '../../errors/fleet-error.ts';
 
@@ -137,7 +138,9 @@ export function redisTlsOptions(tls: BullmqSettings['tls']): ConnectionOptions |
     try {
       return readFileSync(path);
     } catch (cause) {
-      throw new FleetError('INVALID_CONFIG', `transport.bullmq.tls.${field}: cannot read ${path} (${(cause as NodeJS.ErrnoException).code ?? (cause as Error).message})`, {
+      // Where the path came from: a variable is named (the file does not show it), else the file.
+      const fix = settingOrigin(tls, [field]).kind === 'unknown' ? '' : `; ${settingFix(tls, [field])}`;
+      throw new FleetError('INVALID_CONFIG', `transport.bullmq.tls.${field}: cannot read ${path} (${(cause as NodeJS.ErrnoException).code ?? (cause as Error).message})${fix}`, {
         cause,
         details: { field: `transport.bullmq.tls.${field}` },
       });

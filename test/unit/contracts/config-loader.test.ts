@@ -9,6 +9,7 @@ import {
   parseModelConfig,
 } from '../../../src/contracts/index.ts';
 import { parseFleetConfig, settingFix, settingOrigin } from '../../../src/contracts/config-loader.ts';
+import { redisTlsOptions } from '../../../src/transport/bullmq/redis-connection.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { stringify } from 'yaml';
 import { tempDir } from '../../helpers/temp-dir.ts';
@@ -165,6 +166,17 @@ describe('fleet config loader', () => {
     expect(loadFleetConfig({ env: {} }).modelRepository).toBe(join(root, 'examples/models'));
     expect(loadFleetConfig({ env: { NPU_FLEET__MODEL_REPOSITORY: 'models' } }).modelRepository).toBe('models');
     expect(loadFleetConfig({ file: tmpFile('rel.yaml', 'modelRepository: examples/models\n'), env: {} }).modelRepository).toBe('examples/models');
+  });
+
+  // A TLS file named by a variable that cannot be read: the error named the field alone, and the file does not hold it.
+  it('says where a setting came from for a section of the config too (a Redis TLS file set by a variable)', () => {
+    const env = { NPU_FLEET__TRANSPORT__KIND: 'bullmq', NPU_FLEET__TRANSPORT__BULLMQ__REDIS_URL: 'redis://r:1', NPU_FLEET__TRANSPORT__BULLMQ__TLS__CA_FILE: '/nonexistent/ca.pem' };
+    const config = loadFleetConfig({ env });
+    const tls = config.transport.kind === 'bullmq' ? config.transport.bullmq.tls : undefined;
+    expect(settingOrigin(tls ?? {}, ['caFile'])).toEqual({ kind: 'env', variable: 'NPU_FLEET__TRANSPORT__BULLMQ__TLS__CA_FILE' });
+    expect(() => redisTlsOptions(tls)).toThrow(
+      'transport.bullmq.tls.caFile: cannot read /nonexistent/ca.pem (ENOENT); transport.bullmq.tls.caFile was set by the environment variable NPU_FLEET__TRANSPORT__BULLMQ__TLS__CA_FILE: fix NPU_FLEET__TRANSPORT__BULLMQ__TLS__CA_FILE or unset it',
+    );
   });
 
   it('tells which layer set a setting (flag, variable, file or default) and words the fix for it', () => {
