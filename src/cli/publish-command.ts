@@ -9,10 +9,10 @@ import { answeredCount, BULK_CHUNK, bulkPublish, DEFAULT_IN_FLIGHT, newBulkStats
 import { createProducer } from '../producer/index.ts';
 import type { Producer } from '../producer/producer.ts';
 import { privateInbox } from '../producer/private-inbox.ts';
-import { NO_ID_REPEATS, type RepeatCandidates } from '../producer/repeat-candidates.ts';
+import { findRepeatCandidates, NO_ID_REPEATS, type RepeatCandidates } from '../producer/repeat-candidates.ts';
 import { checkRequests } from '../producer/request-check.ts';
 import type { LineCounter } from '../producer/line-counter.ts';
-import { countRequests, findRepeatCandidatesCapped, isJsonLines, maxLineBytes, readRequestFile, type FileEntry } from '../producer/request-file.ts';
+import { countRequests, isJsonLines, maxLineBytes, readRequestFile, type FileEntry } from '../producer/request-file.ts';
 import { prng, syntheticRequest } from '../runtime/demo-load.ts';
 import { replyToProblem, replyTopicPattern } from '../transport/names.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
@@ -161,7 +161,8 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
       ...(isJsonLines(file)
         ? {
             repeats: await phase(`checking the ids of ${file} for repeats`, file, total, (progress) =>
-              findRepeatCandidatesCapped(file, total, maxLineBytes(config.limits), {
+              findRepeatCandidates(file, total, {
+                maxBytes: maxLineBytes(config.limits),
                 progress,
                 onId:
                   resumed === undefined

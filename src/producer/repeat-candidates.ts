@@ -1,6 +1,6 @@
-import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
+import { constants as bufferConstants } from 'node:buffer';
 import type { LineCounter } from './line-counter.ts';
+import { readLines } from './request-file.ts';
 
 /**
  * The ids of a run that may occur on more than one entry: every id that does is among them, and
@@ -20,8 +20,18 @@ export const NO_ID_REPEATS: RepeatCandidates = { mayRepeat: () => false };
 export interface FirstPassOptions {
   /** Each line's id, with its line number as readRequestFile counts it (a resumed run checks its lines done). */
   readonly onId?: ((line: number, id: string) => void) | undefined;
+  /** Each model a line names (a string `model`), as it is read: publish checks --priority against each. */
+  readonly onModel?: ((model: string) => void) | undefined;
   /** Follows the lines and bytes read. */
   readonly progress?: LineCounter | undefined;
+  /**
+   * A line longer than this (bytes) is passed over unheld: it cannot become a request that is sent
+   * (publish passes maxLineBytes(limits), the cap its reader refuses such a line by). Default: the
+   * longest string V8 can make, so no line kills the pass.
+   */
+  readonly maxBytes?: number | undefined;
+  /** Bits of the filter per id (default FILTER_BITS_PER_ID). */
+  readonly bitsPerId?: number | undefined;
 }
 
 /** Bits of the first pass's filter per id: about 0.1 % of unique ids become candidates. */
@@ -34,44 +44,39 @@ export const FILTER_BITS_PER_ID = 14;
  * repeat always does (its second line finds the first's bits), and a unique id only when its bits
  * were all set by others (about 0.1 % at 14 bits per id): such a false candidate costs memory, never
  * a line, since bulkPublish refuses only an id it has really seen on an earlier line.
- * Lines that are not JSON objects with a string id cannot become a request that is sent, so they
- * are passed over. A file that cannot be read throws as the run's own reading would.
+ * Lines are split and numbered by readLines, as readRequestFile reads them (node:readline, used
+ * before, held a line whole and a line over 512 MB killed the process with an uncaught RangeError).
+ * Lines that are not JSON objects with a string id, or are over `o.maxBytes`, cannot become a
+ * request that is sent, so they are passed over. A file that cannot be read throws as the run's
+ * own reading would.
  */
-export async function findRepeatCandidates(path: string, expectedIds: number, bitsPerId = FILTER_BITS_PER_ID, o: FirstPassOptions = {}): Promise<RepeatCandidates> {
-  const filter = new IdFilter(expectedIds, bitsPerId);
+export async function findRepeatCandidates(path: string, expectedIds: number, o: FirstPassOptions = {}): Promise<RepeatCandidates> {
+  const filter = new IdFilter(expectedIds, o.bitsPerId ?? FILTER_BITS_PER_ID);
   const candidates = new Set<string>();
-  const stream = createReadStream(path, { encoding: 'utf8' });
-  const lines = createInterface({ input: stream, crlfDelay: Infinity });
-  let line = 0;
-  try {
-    for await (const read of lines) {
-      line++;
-      if (o.progress !== undefined) {
-        o.progress.lines = line;
-        o.progress.bytes = stream.bytesRead;
-      }
-      // A byte order mark before the first line (readRequestFile strips it too).
-      const text = line === 1 && read.charCodeAt(0) === 0xfeff ? read.slice(1) : read;
-      const id = idOf(text);
-      if (id === undefined) continue;
-      o.onId?.(line, id);
-      if (filter.addSeen(id)) candidates.add(id);
-    }
-  } finally {
-    lines.close();
-    stream.destroy();
+  const maxBytes = o.maxBytes ?? bufferConstants.MAX_STRING_LENGTH;
+  for await (const read of readLines(path, maxBytes, o.progress === undefined ? {} : { progress: o.progress })) {
+    if (!('text' in read)) continue;
+    // A byte order mark before the first line (readRequestFile strips it too).
+    const text = read.line === 1 && read.text.charCodeAt(0) === 0xfeff ? read.text.slice(1) : read.text;
+    const { id, model } = identityOfLine(text);
+    if (model !== undefined) o.onModel?.(model);
+    if (id === undefined) continue;
+    o.onId?.(read.line, id);
+    if (filter.addSeen(id)) candidates.add(id);
   }
   return { mayRepeat: (id) => candidates.has(id) };
 }
 
-function idOf(text: string): string | undefined {
-  if (text.trim() === '') return undefined;
+/** A line's id and model, each when it is a string. */
+function identityOfLine(text: string): { id?: string | undefined; model?: string | undefined } {
+  if (text.trim() === '') return {};
   try {
     const value = JSON.parse(text) as unknown;
-    const id = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)['id'] : undefined;
-    return typeof id === 'string' ? id : undefined;
+    if (value === null || typeof value !== 'object') return {};
+    const { id, model } = value as Record<string, unknown>;
+    return { id: typeof id === 'string' ? id : undefined, model: typeof model === 'string' ? model : undefined };
   } catch {
-    return undefined;
+    return {};
   }
 }
 

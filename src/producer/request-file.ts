@@ -8,7 +8,6 @@ import { DTYPES } from '../contracts/tensor.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { jsonSyntaxError } from '../errors/json-syntax.ts';
 import type { LineCounter } from './line-counter.ts';
-import { FILTER_BITS_PER_ID, IdFilter, type FirstPassOptions, type RepeatCandidates } from './repeat-candidates.ts';
 
 /**
  * One request of a request file, or why its line (or array item) is not one. `line` is the line
@@ -177,44 +176,6 @@ export async function* readLines(path: string, maxBytes: number, o: { progress?:
     }
   } finally {
     stream.destroy();
-  }
-}
-
-/**
- * findRepeatCandidates (repeat-candidates.ts) over readLines: the same first pass, numbering and
- * filter, but a line over `maxBytes` is passed over unheld (it cannot become a request that is sent).
- * findRepeatCandidates reads with node:readline, which a line over 512 MB kills with an uncaught
- * RangeError before publish has read a line; publish uses this until it reads with readLines.
- */
-export async function findRepeatCandidatesCapped(
-  path: string,
-  expectedIds: number,
-  maxBytes: number,
-  o: FirstPassOptions & { readonly onModel?: (model: string) => void } = {},
-): Promise<RepeatCandidates> {
-  const filter = new IdFilter(expectedIds, FILTER_BITS_PER_ID);
-  const candidates = new Set<string>();
-  for await (const read of readLines(path, maxBytes, o.progress === undefined ? {} : { progress: o.progress })) {
-    if (!('text' in read)) continue;
-    const { id, model } = identityOfLine(read.line === 1 ? withoutBom(read.text) : read.text);
-    if (model !== undefined) o.onModel?.(model);
-    if (id === undefined) continue;
-    o.onId?.(read.line, id);
-    if (filter.addSeen(id)) candidates.add(id);
-  }
-  return { mayRepeat: (id) => candidates.has(id) };
-}
-
-/** A line's id and model, each when it is a string. */
-function identityOfLine(text: string): { id?: string | undefined; model?: string | undefined } {
-  if (text.trim() === '') return {};
-  try {
-    const value = JSON.parse(text) as unknown;
-    if (value === null || typeof value !== 'object') return {};
-    const { id, model } = value as Record<string, unknown>;
-    return { id: typeof id === 'string' ? id : undefined, model: typeof model === 'string' ? model : undefined };
-  } catch {
-    return {};
   }
 }
 

@@ -52,7 +52,7 @@ describe('findRepeatCandidates', () => {
     const ids = Array.from({ length: 2_000 }, (_, i) => `id-${i}`);
     ids.splice(1_500, 0, 'id-3');
     writeFileSync(path, ids.map((id) => JSON.stringify({ id })).join('\n'));
-    const repeats = await findRepeatCandidates(path, 10, 1);
+    const repeats = await findRepeatCandidates(path, 10, { bitsPerId: 1 });
     expect(ids.filter((id) => repeats.mayRepeat(id)).length).toBeGreaterThan(1_000);
     const producer = publisher(true);
     const records: ResultEnvelope[] = [];
@@ -70,6 +70,31 @@ describe('findRepeatCandidates', () => {
     expect(f.addSeen('a')).toBe(false);
     expect(f.addSeen('a')).toBe(true);
     expect(f.addSeen('b')).toBe(false);
+  });
+});
+
+describe('findRepeatCandidates over readLines (a line over the cap is passed over unheld)', () => {
+  it("numbers lines as the reader does, passes over a line over the cap, and finds the repeats", async () => {
+    const text = `\uFEFF{"id":"a"}\r\n{"id":"${'x'.repeat(500)}"}\r{"id":"b"}\n\n{"id":"a"}\r\n{"id":"c"}`;
+    const path = join(tempDir('repeat-candidates'), 'first-pass.jsonl');
+    writeFileSync(path, text);
+    const seen: Array<[number, string]> = [];
+    const repeats = await findRepeatCandidates(path, 10, { maxBytes: 100, onId: (line, id) => seen.push([line, id]) });
+    expect(seen).toEqual([
+      [1, 'a'],
+      [3, 'b'],
+      [5, 'a'],
+      [6, 'c'],
+    ]);
+    expect(repeats.mayRepeat('a')).toBe(true);
+  });
+
+  it('names the models of the lines it reads (publish checks --priority against each before sending)', async () => {
+    const path = join(tempDir('repeat-candidates'), 'models.jsonl');
+    writeFileSync(path, [JSON.stringify({ id: 'a', model: 'm1' }), JSON.stringify({ id: 'b', model: 'm2' }), JSON.stringify({ model: 'm3' }), 'not json'].join('\n'));
+    const models: string[] = [];
+    await findRepeatCandidates(path, 4, { onModel: (m) => models.push(m) });
+    expect(models).toEqual(['m1', 'm2', 'm3']);
   });
 });
 

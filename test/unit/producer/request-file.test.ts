@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../../src/contracts/limits.ts';
-import { countRequests, findRepeatCandidatesCapped, maxLineBytes, readLines, readRequestFile, type FileEntry, type FileLine } from '../../../src/producer/request-file.ts';
+import { countRequests, maxLineBytes, readLines, readRequestFile, type FileEntry, type FileLine } from '../../../src/producer/request-file.ts';
 import type { FleetError } from '../../../src/errors/fleet-error.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -235,21 +235,5 @@ describe('readRequestFile: a line too long for any request', () => {
   it('the cap keeps a line a request of limits.maxMessageBytes could need (its tensors in base64) and stays within a string', () => {
     expect(maxLineBytes({ ...DEFAULT_LIMITS, maxMessageBytes: 3000 })).toBeGreaterThan(4000 + DEFAULT_LIMITS.maxMetaBytes);
     expect(maxLineBytes({ ...DEFAULT_LIMITS, maxMessageBytes: 2 ** 31 })).toBeLessThanOrEqual(2 ** 29);
-  });
-});
-
-describe('findRepeatCandidatesCapped', () => {
-  it("numbers lines as the reader does, passes over a line over the cap, and finds the repeats", async () => {
-    const text = `\uFEFF{"id":"a"}\r\n{"id":"${'x'.repeat(500)}"}\r{"id":"b"}\n\n{"id":"a"}\r\n{"id":"c"}`;
-    const path = write('first-pass.jsonl', text);
-    const seen: Array<[number, string]> = [];
-    const repeats = await findRepeatCandidatesCapped(path, 10, 100, { onId: (line, id) => seen.push([line, id]) });
-    expect(seen).toEqual([
-      [1, 'a'],
-      [3, 'b'],
-      [5, 'a'],
-      [6, 'c'],
-    ]);
-    expect(repeats.mayRepeat('a')).toBe(true);
   });
 });
