@@ -99,9 +99,13 @@ export class RunStats {
     let answered = 0;
     for (const [outcome, count] of this.intervalCounts) if (isAnswer(outcome)) answered += count;
     const fill = this.intervalGearRows > 0 ? this.intervalRealRows / this.intervalGearRows : 0;
-    const held = this.intervalHeldBack > 0 ? `, held back ${Math.round((this.intervalHeldBack * 1000) / intervalMs)}/s` : '';
+    // Counts over the interval, as the outcome counts at the end of the line are, so answered adds
+    // up to them: rates rescaled to a second stood beside raw counts (the last, part-second line:
+    // "answered 5/s" beside "ok 1 expired 1"). A tick a little off a second is a second's line.
+    const per = Math.abs(intervalMs - 1000) <= 50 ? '/s' : ` in ${(intervalMs / 1000).toFixed(1)} s`;
+    const held = this.intervalHeldBack > 0 ? `, held back ${this.intervalHeldBack}${per}` : '';
     const text =
-      `sent ${Math.round((sent * 1000) / intervalMs)}/s${held} | answered ${Math.round((answered * 1000) / intervalMs)}/s | ` +
+      `sent ${sent}${per}${held} | answered ${answered}${per} | ` +
       `ok ${this.interval.count === 0 ? 'p50 - p99 -' : `p50 ${this.interval.percentile(0.5).toFixed(1)} ms p99 ${this.interval.percentile(0.99).toFixed(1)} ms`} | ` +
       `batch fill ${(fill * 100).toFixed(0)}% | ${counts(this.intervalCounts)}`;
     this.interval = new LatencyHistogram();

@@ -118,7 +118,7 @@ describe.each(setups)('load generators on $name', (setup) => {
     expect(await main(['load', '--config', configFile, '--model', 'mlp-classifier', '--rate', '200', '--seconds', '2', '--deadline-ms', '2000'])).toBe(0);
     const out = stdout.join('');
     expect(out).toMatch(/^load: 200 req\/s of mlp-classifier for 2 s \((kafka|bullmq)\)\n/);
-    expect(out).toMatch(/sent \d+\/s \| answered \d+\/s \| ok p50 [\d.]+ ms p99 [\d.]+ ms \| batch fill \d+% \| /);
+    expect(out).toMatch(/sent \d+(\/s| in [\d.]+ s) \| answered \d+(\/s| in [\d.]+ s) \| ok p50 [\d.]+ ms p99 [\d.]+ ms \| batch fill \d+% \| /);
     const s = summary();
     expect(s.sent, s.line).toBe(400);
     expect([...s.counts.values()].reduce((a, b) => a + b, 0), s.line).toBe(400);

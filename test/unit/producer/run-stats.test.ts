@@ -57,6 +57,19 @@ describe('RunStats', () => {
     expect(s.summary()).toMatch(/^ok 2 expired 1 superseded 1 no reply 1 \| ok latency p50 10\.\d ms, p95 20\.\d ms, p99 20\.\d ms, max 20\.\d ms$/);
   });
 
+  it("an interval other than a second shows counts over its span, so answered adds up to the outcomes beside it", () => {
+    const s = new RunStats();
+    s.result(result({}, 10));
+    s.result(result({ status: 'expired' }, 900));
+    s.noReply(new FleetError('TIMEOUT', 'no reply'));
+    s.heldBack(5);
+    // The last, part-second line of a run: scaled to per second, "answered 5/s" stood beside "ok 1 expired 1".
+    expect(s.line(400, 3)).toMatch(/^sent 3 in 0\.4 s, held back 5 in 0\.4 s \| answered 2 in 0\.4 s \| .* \| ok 1 expired 1 no reply 1$/);
+    // A tick a little late is still a second's line: its counts, not a rate rescaled by 1.03.
+    s.result(result({}, 10));
+    expect(s.line(1_030, 31)).toMatch(/^sent 31\/s \| answered 1\/s \| /);
+  });
+
   it('a run with nothing ok says so instead of a latency of 0.0 ms', () => {
     const s = new RunStats();
     s.result(result({ status: 'expired' }, 900));
