@@ -184,10 +184,17 @@ export class ModelLanes<P = unknown> {
         entry.defaultVersion = newest;
       }
       const served = new Set(repoModel.served.map((v) => v.version));
+      const onDisk = new Set(repoModel.versions.map((v) => v.version));
       for (const loaded of entry.versions.values()) {
         if (!served.has(loaded.version) && !loaded.retiring) {
           loaded.retiring = true;
-          this.log.info({ model: loaded.model, version: loaded.version }, 'version removed; draining');
+          // A version the policy no longer selects but still on disk was superseded, not removed:
+          // "removed" sent an operator looking for who deleted a directory that is still there.
+          const kept = onDisk.has(loaded.version);
+          this.log.info(
+            { model: loaded.model, version: loaded.version, onDisk: kept, ...(kept ? { by: newest } : {}) },
+            kept ? 'version superseded; draining' : 'version removed; draining',
+          );
           await this.retireIfIdle(loaded);
         }
       }

@@ -298,3 +298,23 @@ describe('a version removed and copied in again, with new bytes, while its old l
     expect(loads).toEqual(['2', '1', '2']);
   });
 });
+
+describe('the log of a version that stops being served', () => {
+  it('tells a version superseded by a newer one (still on disk) from one removed from disk', async () => {
+    h = await startWorker(snapshotOf('1'));
+    const { worker, lines, loaded } = h;
+    // Version 2 copied in beside 1: the policy (latest) serves 2; 1 is still on disk.
+    const both = snapshotOf('1', '2');
+    const m = both.models.get(MODEL)!;
+    const v2 = m.versions.filter((v) => v.version === '2');
+    await worker.applySnapshot({ ...both, models: new Map([[MODEL, { ...m, served: v2 }]]) });
+    await until(() => !loaded.has('1'), 2000, 'version 1 unloaded once drained');
+    const superseded = lines.find((l) => l.version === '1' && String(l.msg).includes('draining'));
+    expect(superseded?.msg).toBe('version superseded; draining');
+    expect(superseded).toMatchObject({ model: MODEL, by: '2', onDisk: true });
+    // Then 2 removed from disk for 3.
+    await worker.applySnapshot(snapshotOf('3'));
+    await until(() => !loaded.has('2'), 2000, 'version 2 unloaded once drained');
+    expect(lines.find((l) => l.version === '2' && String(l.msg).includes('draining'))).toMatchObject({ msg: 'version removed; draining', onDisk: false });
+  });
+});
