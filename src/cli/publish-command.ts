@@ -336,7 +336,8 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     const allOk = stats.answered.ok === stats.published && stats.invalidEntries === 0 && stats.unanswered === 0;
     if (allOk) return EXIT.ok;
     // Not 1: the run went through; 1 is for one stopped on an error (bulkPublish throws it).
-    const notOk = stats.published - stats.answered.ok - stats.unanswered;
+    // Those answered: a request that timed out before the broker had it is in unanswered, not published.
+    const notOk = answeredCount(stats) - stats.answered.ok;
     process.stderr.write(
       `npu-fleet: not every request was answered ok: ${notOk} answered other than ok, ${stats.invalidEntries} refused before sending (invalid), ` +
         `${stats.unanswered} without a reply within --timeout-ms; exit ${EXIT.notAllAnswered}\n`,

@@ -15,6 +15,7 @@ export const DEFAULT_IN_FLIGHT = 1000;
 export interface BulkStats {
   /** Entries read from the source (lines or items), valid or not. */
   read: number;
+  /** Requests the broker has (their publish resolved, or a reply came), not those only handed to the producer. */
   published: number;
   /** Results received, by status (a late ok counts as ok). */
   readonly answered: Record<ResultStatus, number>;
@@ -77,6 +78,15 @@ export interface BulkPublishOptions {
 interface Entry {
   readonly request: RequestEnvelope;
   readonly line: number;
+}
+
+/**
+ * One requestMany() of the run: whether its publish resolved yet (RequestOptions.onPublished) and
+ * how many of it a reply proved published before that (counted then, not again).
+ */
+interface Send {
+  acked: boolean;
+  repliedFirst: number;
 }
 
 /**
@@ -147,17 +157,46 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
 
   /** A request the producer refused before sending (its checks): an invalid record naming the line; the run goes on. */
   const refusedAlone = async ({ request, line }: Entry, error: FleetError): Promise<void> => {
-    stats.published--;
     stats.invalidEntries++;
     await record(local('invalid', new FleetError(error.code, `line ${line}: ${perLine(error.message)}`, { cause: error, details: { ...error.details, line } }), request.id, request.model), line);
   };
 
-  const settle = async (reply: Promise<ResultEnvelope>, entry: Entry, alone: boolean): Promise<void> => {
+  /**
+   * requestMany with `published` counted as the broker takes the requests, not as they are handed
+   * over: with the broker gone mid-run its publishes retry and time out, and the progress line
+   * counted every line read as published meanwhile.
+   */
+  const requestMany = (entries: readonly Entry[]): { replies: Array<Promise<ResultEnvelope>>; send: Send } => {
+    const send: Send = { acked: false, repliedFirst: 0 };
+    const replies = o.producer.requestMany(
+      entries.map((e) => e.request),
+      {
+        timeoutMs: o.timeoutMs,
+        // A line answered other than ok by an earlier run (BullMQ keeps that job an hour) runs
+        // again: a resumed run re-sends exactly those lines for another try.
+        rerunNotOk: true,
+        onPublished: (count) => {
+          if (send.acked) return;
+          send.acked = true;
+          stats.published += Math.max(0, count - send.repliedFirst);
+        },
+      },
+    );
+    return { replies, send };
+  };
+
+  const settle = async (reply: Promise<ResultEnvelope>, entry: Entry, alone: boolean, send: Send): Promise<void> => {
     const { request } = entry;
     let result: ResultEnvelope;
     try {
       result = await reply;
       stats.answered[result.status]++;
+      // A reply is proof the broker had it, whether or not its publish was reported yet (or at all:
+      // a send whose ack was lost).
+      if (!send.acked) {
+        send.repliedFirst++;
+        stats.published++;
+      }
     } catch (err) {
       const error = FleetError.from(err, 'TRANSPORT_ERROR');
       if (isRefusal(error)) {
@@ -165,7 +204,10 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
         // reads, which prepare cannot see without the model's config): each of the chunk goes
         // again on its own, so only the bad one is refused.
         if (alone) return refusedAlone(entry, error);
-        if (o.stopped?.() !== true) return settle(o.producer.requestMany([request], { timeoutMs: o.timeoutMs, rerunNotOk: true })[0] as Promise<ResultEnvelope>, entry, true);
+        if (o.stopped?.() !== true) {
+          const again = requestMany([entry]);
+          return settle(again.replies[0] as Promise<ResultEnvelope>, entry, true, again.send);
+        }
         stats.abandoned++;
         return;
       }
@@ -173,11 +215,10 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
         stats.abandoned++;
         return;
       }
-      // A broker refusing publishes would fail every later chunk too: the run stops reading. A
-      // reply that failed other than by timing out is a publish that failed: not published.
+      // A broker refusing publishes would fail every later chunk too: the run stops reading. (Not
+      // counted published unless its publish had resolved: onPublished counts it then.)
       if (error.code !== 'TIMEOUT') {
         sendFailure ??= error;
-        stats.published--;
       } else if (o.stopIfNoneAnswered === true && answeredCount(stats) === 0 && sendFailure === undefined) {
         noneAnswered = true;
         sendFailure = new FleetError('TIMEOUT', `no request was answered within ${o.timeoutMs} ms (--timeout-ms)`, { cause: error });
@@ -201,14 +242,13 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
 
   /** Fire and forget of one request; false when publishing failed (the run stops). */
   const publishAlone = async (entry: Entry): Promise<boolean> => {
-    stats.published++;
     try {
       await o.producer.publish(entry.request);
+      stats.published++;
       return true;
     } catch (err) {
       const error = FleetError.from(err, 'TRANSPORT_ERROR');
       if (!isRefusal(error)) {
-        stats.published--;
         if (!stoppedBy(error)) sendFailure ??= error;
         return false;
       }
@@ -242,12 +282,9 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     // Stopped or failing while waiting for room: the chunk stays unsent (a resumed run sends it).
     if (o.stopped?.() === true || recordFailure !== undefined) return;
     if (sendFailure !== undefined) return notSent(sending, sendFailure);
-    // A line answered other than ok by an earlier run (BullMQ keeps that job an hour) runs again:
-    // a resumed run re-sends exactly those lines for another try.
-    const replies = o.producer.requestMany(sending.map((e) => e.request), { timeoutMs: o.timeoutMs, rerunNotOk: true });
-    stats.published += sending.length;
+    const { replies, send } = requestMany(sending);
     replies.forEach((reply, i) => {
-      const tracked: Promise<void> = settle(reply, sending[i] as Entry, sending.length === 1).finally(() => {
+      const tracked: Promise<void> = settle(reply, sending[i] as Entry, sending.length === 1, send).finally(() => {
         pending.delete(tracked);
         settledOne();
       });

@@ -243,13 +243,15 @@ export class BullmqProducer implements Producer {
   }
 
   /** request()/requestMany(): publish to the inbox, then take the answer of any earlier job of the same id (EarlierJobs). */
-  private async addAwaited(list: readonly RequestEnvelope[], rerunNotOk = false): Promise<void> {
+  private async addAwaited(list: readonly RequestEnvelope[], rerunNotOk = false, onPublished?: (count: number) => void): Promise<void> {
     if (rerunNotOk) await this.earlier.clearNotOk(list, (r) => this.queue(renderName(this.settings.queueTemplate, r.model)));
     const token = `${this.inbox}#${++this.awaitedAdds}`;
     await this.add(
       list.map((r) => ({ ...r, replyTo: this.inbox })),
       token,
     );
+    // Redis has the jobs (an earlier job of the same id, answering instead, is looked up next).
+    onPublished?.(list.length);
     await this.earlier.check(list, token);
   }
 
@@ -292,7 +294,8 @@ export class BullmqProducer implements Producer {
       async (waiting) => {
         await this.openInbox();
         const due = requests.filter((_, i) => waiting(i));
-        if (due.length > 0) await this.addAwaited(due, options.rerunNotOk);
+        if (due.length > 0) await this.addAwaited(due, options.rerunNotOk, options.onPublished);
+        else options.onPublished?.(0);
       },
       requests.map((r) => r.model),
     );

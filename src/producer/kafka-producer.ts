@@ -306,6 +306,7 @@ export class KafkaProducer implements Producer {
           // Those whose wait ended while the inbox opened are not sent.
           const due = requests.filter((_, i) => waiting(i));
           if (due.length > 0) await this.publish(due.map((r) => ({ ...r, replyTo: this.inbox })), options);
+          options.onPublished?.(due.length);
         },
         requests.map((r) => r.model),
       )

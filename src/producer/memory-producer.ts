@@ -98,7 +98,9 @@ export class MemoryProducer implements Producer {
       options.timeoutMs,
       async (waiting) => {
         this.openInbox();
-        await this.publish(requests.filter((_, i) => waiting(i)).map((r) => ({ ...r, replyTo: this.inbox })), options);
+        const due = requests.filter((_, i) => waiting(i));
+        await this.publish(due.map((r) => ({ ...r, replyTo: this.inbox })), options);
+        options.onPublished?.(due.length);
       },
       requests.map((r) => r.model),
     );

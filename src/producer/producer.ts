@@ -58,6 +58,14 @@ export interface RequestOptions extends PublishOptions {
    * memory run every request sent anyway.
    */
   readonly rerunNotOk?: boolean;
+  /**
+   * requestMany(): called once, with how many of its requests were sent, when the publish inside it
+   * has resolved (the broker has them durably: Kafka acked the send, Redis added the jobs). Not
+   * called when that publish fails or never ends (a broker gone: the replies then reject, TIMEOUT
+   * or the failure), nor for requests whose wait ended before they were sent. Progress that counts
+   * requests published goes by it: handing them to requestMany is no sign the broker has them.
+   */
+  readonly onPublished?: (count: number) => void;
 }
 
 export interface RawMessage {

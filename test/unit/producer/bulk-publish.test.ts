@@ -30,11 +30,17 @@ function answeringProducer(answer: (r: RequestEnvelope) => ResultEnvelope | Flee
       p.calls.push(list.length);
       p.published.push(...list.map((r) => r.id));
     },
-    requestMany(requests: readonly RequestEnvelope[]): Array<Promise<ResultEnvelope>> {
+    requestMany(requests: readonly RequestEnvelope[], options?: RequestOptions): Array<Promise<ResultEnvelope>> {
       p.calls.push(requests.length);
       p.published.push(...requests.map((r) => r.id));
       outstanding += requests.length;
       p.maxOutstanding = Math.max(p.maxOutstanding, outstanding);
+      // The broker has the publish unless it failed (an answer other than a reply or a TIMEOUT).
+      const failed = requests.some((r) => {
+        const a = answer(r);
+        return a instanceof FleetError && a.code !== 'TIMEOUT';
+      });
+      if (!failed) queueMicrotask(() => options?.onPublished?.(requests.length));
       return requests.map(async (r) => {
         await tick();
         outstanding--;
@@ -205,6 +211,66 @@ describe('bulkPublish', () => {
     expect(records.filter(([r]) => r.status === 'ok').map(([r]) => r.id).sort()).toEqual(['a', 'b', 'c']);
   });
 
+  it('a broker gone mid-run: a request counts as published only once the broker has it, not when it was handed to the producer', async () => {
+    // The progress line said every request read was "published" while the broker was away and the
+    // publishes inside requestMany were still retrying (then timed out): requestMany gave no sign.
+    let brokerUp = true;
+    const sends: Array<{ ids: string[]; accepted: boolean }> = [];
+    const producer: Pick<Producer, 'publish' | 'requestMany'> = {
+      publish: async () => undefined,
+      requestMany(requests, options) {
+        const accepted = brokerUp;
+        sends.push({ ids: requests.map((r) => r.id), accepted });
+        if (accepted) setTimeout(() => options.onPublished?.(requests.length), 1);
+        return requests.map(async (r) => {
+          await new Promise((resolve) => setTimeout(resolve, 3));
+          if (accepted) return ok(r);
+          throw new FleetError('TIMEOUT', `no reply for request "${r.id}" within ${options.timeoutMs} ms`);
+        });
+      },
+    };
+    const stats = newBulkStats();
+    const seenPublished: number[] = [];
+    const ids = Array.from({ length: 50 }, (_, i) => `g${i}`);
+    const records: ResultEnvelope[] = [];
+    await bulkPublish({
+      producer,
+      entries: entries(lines(ids)),
+      awaitReplies: true,
+      timeoutMs: 1000,
+      inFlight: 10,
+      stats,
+      onRecord: (r) => {
+        records.push(r);
+        seenPublished.push(stats.published);
+        // The broker goes away once the first 20 are answered.
+        if (stats.answered.ok === 20) brokerUp = false;
+      },
+    });
+    expect(sends.filter((s) => s.accepted).flatMap((s) => s.ids)).toHaveLength(20);
+    expect(stats).toMatchObject({ read: 50, published: 20, unanswered: 30 });
+    expect(stats.answered.ok).toBe(20);
+    expect(Math.max(...seenPublished)).toBe(20);
+    expect(records.filter((r) => r.status === 'failed').every((r) => r.error?.code === 'TIMEOUT')).toBe(true);
+  });
+
+  it('a reply arriving before its publish is reported done counts the request published once, not twice', async () => {
+    let published: ((count: number) => void) | undefined;
+    const producer: Pick<Producer, 'publish' | 'requestMany'> = {
+      publish: async () => undefined,
+      requestMany(requests, options) {
+        published = options.onPublished;
+        return requests.map(async (r) => ok(r));
+      },
+    };
+    const stats = newBulkStats();
+    const run = bulkPublish({ producer, entries: entries(lines(['a', 'b'])), awaitReplies: true, timeoutMs: 1000, stats, onRecord: () => undefined });
+    await run;
+    expect(stats.published).toBe(2);
+    published?.(2);
+    expect(stats.published).toBe(2);
+  });
+
   it('stopIfNoneAnswered: with no reply at all within the timeout, reading stops; what was sent gets its TIMEOUT record, what was read and not sent a failed one', async () => {
     // With no worker serving, a data set crawled through every line as TIMEOUT (exit 4 after ten minutes).
     const timeout = (r: RequestEnvelope): FleetError => new FleetError('TIMEOUT', `no reply for request "${r.id}" within 1000 ms`);
@@ -266,7 +332,10 @@ describe('bulkPublish', () => {
     const pending: Array<(e: FleetError) => void> = [];
     const producer: Pick<Producer, 'publish' | 'requestMany'> = {
       publish: async () => undefined,
-      requestMany: (requests) => requests.map(() => new Promise<ResultEnvelope>((_, reject) => pending.push(reject))),
+      requestMany: (requests, options) => {
+        options.onPublished?.(requests.length);
+        return requests.map(() => new Promise<ResultEnvelope>((_, reject) => pending.push(reject)));
+      },
     };
     const records: ResultEnvelope[] = [];
     const run = bulkPublish({ producer, entries: entries(lines(Array.from({ length: 1000 }, (_, i) => `s${i}`))), awaitReplies: true, timeoutMs: 1000, inFlight: 300, stopped: () => stop, onRecord: (r) => void records.push(r) });
