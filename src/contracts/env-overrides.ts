@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { FleetError } from '../errors/fleet-error.ts';
+import { defOf, WRAPPER_TYPES } from './zod-def.ts';
 
 export const ENV_PREFIX = 'NPU_FLEET__';
 
@@ -26,27 +27,11 @@ export function envOverrides(env: NodeJS.ProcessEnv): EnvOverride[] {
 /** What a field accepts, as far as reading an environment value needs to know. */
 type Kind = 'string' | 'number' | 'boolean' | 'object' | 'null' | 'unknown' | { array: Set<Kind> };
 
-interface Def {
-  type: string;
-  shape?: Record<string, z.core.$ZodType>;
-  element?: z.core.$ZodType;
-  options?: z.core.$ZodType[];
-  innerType?: z.core.$ZodType;
-  in?: z.core.$ZodType;
-  out?: z.core.$ZodType;
-  entries?: Record<string, unknown>;
-  values?: unknown[];
-}
-
-const defOf = (schema: z.core.$ZodType): Def => schema._zod.def as unknown as Def;
-
-/** Schema types that only wrap another (`innerType`): a field's kinds and keys are its inner type's. */
-const WRAPPERS: ReadonlySet<string> = new Set(['default', 'prefault', 'optional', 'nullable', 'readonly', 'catch']);
 
 /** The kinds `schema` accepts at `path`; empty when no such field exists. */
 function kindsAt(schema: z.core.$ZodType, path: readonly string[]): Set<Kind> {
   const def = defOf(schema);
-  if (WRAPPERS.has(def.type)) return def.innerType ? kindsAt(def.innerType, path) : new Set(['unknown']);
+  if (WRAPPER_TYPES.has(def.type)) return def.innerType ? kindsAt(def.innerType, path) : new Set(['unknown']);
   switch (def.type) {
     case 'pipe': {
       // A preprocess is a pipe from a transform: what it finally checks is the output's type.
@@ -171,7 +156,7 @@ export function envVariableName(path: readonly string[]): string {
 /** The keys of the object(s) `schema` accepts at `path` (every option of a union). */
 function keysAt(schema: z.core.$ZodType, path: readonly string[]): Set<string> {
   const def = defOf(schema);
-  if (WRAPPERS.has(def.type)) return def.innerType ? keysAt(def.innerType, path) : new Set();
+  if (WRAPPER_TYPES.has(def.type)) return def.innerType ? keysAt(def.innerType, path) : new Set();
   switch (def.type) {
     case 'pipe':
       return def.in ? keysAt(def.in, path) : new Set();

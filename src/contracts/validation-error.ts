@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { FleetError, type ErrorCode } from '../errors/fleet-error.ts';
+import { defOf, WRAPPER_TYPES } from './zod-def.ts';
 
 /** Renders a zod issue path as `inputs[0].shape` so errors name the field exactly. */
 export function formatPath(path: readonly PropertyKey[]): string {
@@ -11,27 +12,11 @@ export function formatPath(path: readonly PropertyKey[]): string {
   return out === '' ? '(root)' : out;
 }
 
-interface Def {
-  type: string;
-  shape?: Record<string, z.core.$ZodType>;
-  element?: z.core.$ZodType;
-  options?: z.core.$ZodType[];
-  innerType?: z.core.$ZodType;
-  in?: z.core.$ZodType;
-  out?: z.core.$ZodType;
-  entries?: Record<string, unknown>;
-  values?: unknown[];
-}
-
-const defOf = (schema: z.core.$ZodType): Def => schema._zod.def as unknown as Def;
-
-/** Schema types that only wrap another (`innerType`). */
-const WRAPPERS: ReadonlySet<string> = new Set(['default', 'prefault', 'optional', 'nullable', 'readonly', 'catch', 'nonoptional']);
 
 /** The schema(s) below the wrappers and checks of `schema`: a preprocess's output, each option of a union. */
 function unwrapped(schema: z.core.$ZodType): z.core.$ZodType[] {
   const def = defOf(schema);
-  if (WRAPPERS.has(def.type)) return def.innerType ? unwrapped(def.innerType) : [];
+  if (WRAPPER_TYPES.has(def.type)) return def.innerType ? unwrapped(def.innerType) : [];
   if (def.type === 'pipe') {
     const side = def.in && defOf(def.in).type === 'transform' ? def.out : def.in;
     return side ? unwrapped(side) : [];
