@@ -90,12 +90,20 @@ interface Send {
 }
 
 /**
- * A producer refusal as one line's record: the producer words it for a whole publish ("request
- * [3] ...; nothing of this publish was sent"), which on a line's record read as if the run had
- * sent nothing; the line was sent alone, and only it was refused.
+ * A refusal of one line's request as that line's record. The producer words a refusal for a whole
+ * publish ("invalid request [3] ...; nothing was published"), which on a line's record read as if
+ * the run had sent nothing; the line was sent alone, and only it was refused. Its details give the
+ * request's problem alone (`problem`, request-check.ts and kafka-message-sizes.ts), from which the
+ * line's message is made; a refusal without one (prepare's own checks) is kept as it is worded.
  */
-function perLine(message: string): string {
-  return message.replace(/^((?:invalid )?request) \[\d+\]/, '$1').replace(/; nothing (?:of this publish )?was (?:sent|published)$/, '; this line was not sent (the others are)');
+function lineRefusal(error: FleetError, request: RequestEnvelope, line: number): FleetError {
+  const problem = error.details['problem'];
+  const message =
+    typeof problem === 'string'
+      ? `line ${line}: invalid request (id ${JSON.stringify(request.id.slice(0, 128))}): ${problem}; this line was not sent (the others are)`
+      : `line ${line}: ${error.message}`;
+  const { problem: _problem, index: _index, ...details } = error.details;
+  return new FleetError(error.code, message, { cause: error, details: { ...details, line } });
 }
 
 /** The producer's checks refused the request before sending it (docs/producers.md, "The producer's checks"). */
@@ -158,7 +166,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   /** A request the producer refused before sending (its checks): an invalid record naming the line; the run goes on. */
   const refusedAlone = async ({ request, line }: Entry, error: FleetError): Promise<void> => {
     stats.invalidEntries++;
-    await record(local('invalid', new FleetError(error.code, `line ${line}: ${perLine(error.message)}`, { cause: error, details: { ...error.details, line } }), request.id, request.model), line);
+    await record(local('invalid', lineRefusal(error, request, line), request.id, request.model), line);
   };
 
   /**
@@ -322,7 +330,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     } catch (err) {
       stats.invalidEntries++;
       const e = FleetError.from(err, 'INVALID_ARGUMENT');
-      await record(local('invalid', new FleetError(e.code, `line ${entry.line}: ${perLine(e.message)}`, { cause: e, details: { ...e.details, line: entry.line } }), request.id, request.model), entry.line);
+      await record(local('invalid', lineRefusal(e, request, entry.line), request.id, request.model), entry.line);
       continue;
     }
     chunk.push({ request, line: entry.line });

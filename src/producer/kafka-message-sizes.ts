@@ -49,7 +49,10 @@ export class KafkaMessageSizes {
 
   constructor(private readonly nowMs: () => number = Date.now) {}
 
-  /** Throws LIMIT_EXCEEDED (details.index: the message's place in `messages`) for the first message over its topic's limit. */
+  /**
+   * Throws LIMIT_EXCEEDED for the first message over its topic's limit: details.index is its place
+   * in `messages`, details.problem its problem alone (without which message, or that nothing was sent).
+   */
   async check(admin: Admin, messages: readonly SizedMessage[]): Promise<void> {
     const sizes = messages.map((m) => wireBytes(m.message));
     const large = messages.filter((_, i) => (sizes[i] as number) >= CHECKED_FROM_BYTES);
@@ -65,12 +68,13 @@ export class KafkaMessageSizes {
       const maxBytes = this.limits.get(m.topic)?.maxBytes;
       if (bytes < CHECKED_FROM_BYTES || maxBytes === undefined || bytes <= maxBytes) return;
       const what = m.id === undefined ? `message ${index}` : `request "${m.id}"`;
-      throw new FleetError(
-        'LIMIT_EXCEEDED',
-        `${what} is ${bytes} bytes on the wire, over max.message.bytes (${maxBytes}) of ${m.topic}, which the broker would refuse: ` +
-          `send fewer samples per request, or raise that topic's max.message.bytes (kafka-configs.sh --alter --entity-type topics --entity-name ${m.topic} --add-config max.message.bytes=N); nothing of this publish was sent`,
-        { details: { field: 'inputs', index, topic: m.topic, maxMessageBytes: maxBytes, bytes } },
-      );
+      const over =
+        `${bytes} bytes on the wire, over max.message.bytes (${maxBytes}) of ${m.topic}, which the broker would refuse: ` +
+        `send fewer samples per request, or raise that topic's max.message.bytes (kafka-configs.sh --alter --entity-type topics --entity-name ${m.topic} --add-config max.message.bytes=N)`;
+      // details.problem: this message's problem alone (a caller sending a data set words one line's record from it).
+      throw new FleetError('LIMIT_EXCEEDED', `${what} is ${over}; nothing of this publish was sent`, {
+        details: { field: 'inputs', index, topic: m.topic, maxMessageBytes: maxBytes, bytes, problem: `it is ${over}` },
+      });
     });
   }
 

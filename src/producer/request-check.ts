@@ -11,15 +11,20 @@ import { replyToProblem, type ReplyTopicPattern } from '../transport/names.ts';
  * The producers' outbound edge: every request of a publish is checked before any is sent, so a
  * bad one is an error naming its field and the fix at the caller, not an `invalid` result (or,
  * with an unusable replyTo, no result at all) found later on a reply topic. Nothing of the publish
- * is sent when one request fails.
+ * is sent when one request fails. The refusal's details say which request (`index`, its place in
+ * `requests`) and its problem alone (`problem`: no "request [i]" before it, no "nothing was
+ * published" after it), so a caller sending a data set words one line's record from them.
  */
 export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka' | 'bullmq' | 'memory', limits: CodecLimits, replyPattern?: ReplyTopicPattern): void {
   requests.forEach((request, index) => {
     const which = requests.length === 1 ? 'request' : `request [${index}]`;
     const parsed = isPlainRequest(request, 'memory') ? { success: true as const, data: request } : RequestEnvelopeSchema.safeParse(request);
     if (!parsed.success) {
-      const err = validationError(parsed.error, `${which}${idNote(request)}`, 'INVALID_ARGUMENT');
-      throw new FleetError('INVALID_ARGUMENT', `${err.message}; nothing was published`, { cause: parsed.error, details: { ...err.details, index } });
+      const what = `${which}${idNote(request)}`;
+      const err = validationError(parsed.error, what, 'INVALID_ARGUMENT');
+      // validationError words it "invalid <what>: <the issues>".
+      const problem = err.message.slice(`invalid ${what}: `.length);
+      throw new FleetError('INVALID_ARGUMENT', `${err.message}; nothing was published`, { cause: parsed.error, details: { ...err.details, index, problem } });
     }
     // The workers' limits (their decode refuses what is over them), checked here so an oversize
     // request fails at the caller, before it costs a broker round trip.
@@ -40,7 +45,7 @@ export function checkRequests(requests: readonly RequestEnvelope[], kind: 'kafka
       }
     } catch (err) {
       const fe = err as FleetError;
-      throw new FleetError(fe.code, `invalid ${which}${idNote(request)}: ${fe.message}; nothing was published`, { cause: err, details: { ...fe.details, index } });
+      throw new FleetError(fe.code, `invalid ${which}${idNote(request)}: ${fe.message}; nothing was published`, { cause: err, details: { ...fe.details, index, problem: fe.message } });
     }
     parsed.data.inputs.forEach((t, i) => {
       const expected = expectedByteLength(t.dtype, t.shape);
@@ -104,6 +109,6 @@ function idNote(request: RequestEnvelope): string {
 
 function refuse(which: string, request: RequestEnvelope, index: number, field: string, message: string): FleetError {
   return new FleetError('INVALID_ARGUMENT', `invalid ${which}${idNote(request)}: ${message}; nothing was published`, {
-    details: { field, index },
+    details: { field, index, problem: message },
   });
 }

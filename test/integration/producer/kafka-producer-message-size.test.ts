@@ -93,7 +93,7 @@ describe('kafka producer: a request over its topic max.message.bytes', () => {
     expect(records).toHaveLength(1);
     expect(records[0]?.line).toBe(2);
     expect(records[0]?.record).toMatchObject({ id: 'b', status: 'invalid', error: { code: 'LIMIT_EXCEEDED' } });
-    expect(records[0]?.record.error?.message).toMatch(/^line 2: request "b" is \d+ bytes on the wire, over max\.message\.bytes/);
+    expect(records[0]?.record.error?.message).toMatch(/^line 2: invalid request \(id "b"\): it is \d+ bytes on the wire, over max\.message\.bytes .*; this line was not sent \(the others are\)$/);
     expect(await idsOn(topic)).toEqual(['a', 'c']);
   });
 });

@@ -187,8 +187,9 @@ describe('bulkPublish', () => {
     // this publish was sent": said on the line's own record, it read as if the run had sent nothing.
     const refusal = (ids: readonly string[]): FleetError | undefined =>
       ids.includes('big')
-        ? new FleetError('LIMIT_EXCEEDED', `request [${ids.indexOf('big')}] (id "big") is 2000000 bytes, over the topic's max.message.bytes 1048576; send fewer samples per request; nothing of this publish was sent`, {
-            details: { field: 'inputs', index: ids.indexOf('big') },
+        ? new FleetError('LIMIT_EXCEEDED', `message ${ids.indexOf('big')} of the publish is 2000000 bytes, over the topic's max.message.bytes 1048576; send fewer samples per request; the whole publish was refused`, {
+            // The line's record is built from these, whatever the publish's message says.
+            details: { field: 'inputs', index: ids.indexOf('big'), problem: "it is 2000000 bytes, over the topic's max.message.bytes 1048576; send fewer samples per request" },
           })
         : undefined;
     const base = answeringProducer();
@@ -206,7 +207,7 @@ describe('bulkPublish', () => {
     expect(big?.[1]).toBe(3);
     expect(big?.[0].status).toBe('invalid');
     expect(big?.[0].error?.message).toBe(
-      `line 3: request (id "big") is 2000000 bytes, over the topic's max.message.bytes 1048576; send fewer samples per request; this line was not sent (the others are)`,
+      `line 3: invalid request (id "big"): it is 2000000 bytes, over the topic's max.message.bytes 1048576; send fewer samples per request; this line was not sent (the others are)`,
     );
     expect(records.filter(([r]) => r.status === 'ok').map(([r]) => r.id).sort()).toEqual(['a', 'b', 'c']);
   });

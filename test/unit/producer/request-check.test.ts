@@ -42,6 +42,20 @@ describe('checkRequests', () => {
     expect(err.message).toMatch(/nothing was published$/);
   });
 
+  it('gives the problem of the one request refused as details.problem: no "request [i]" before it, no "nothing was published" after it', () => {
+    const data = fleetErrorOf(() => checkRequests([good({ id: 'ok' }), good({ id: 'd', inputs: [{ name: 'x', dtype: 'float32', shape: [1, 3], data: new Uint8Array(8) }] })], 'memory', DEFAULT_LIMITS));
+    expect(data.details).toMatchObject({ index: 1, field: 'inputs[0].data', problem: 'inputs[0].data is 8 bytes but float32 [1,3] needs 12; fix dtype, shape or data' });
+    const schema = fleetErrorOf(() => checkRequests([good({ id: 'ok' }), good({ id: 's', createdAt: undefined } as Partial<RequestEnvelope>)], 'memory', DEFAULT_LIMITS));
+    expect(schema.details['index']).toBe(1);
+    expect(schema.details['problem']).toMatch(/^createdAt: .*it is required: add it as a number/);
+    expect(schema.details['problem']).not.toMatch(/request|nothing was published/);
+    const limit = fleetErrorOf(() => checkRequests([good({ meta: { amount: 10n } as never })], 'kafka', DEFAULT_LIMITS));
+    expect(limit.details['problem']).toMatch(/^meta cannot be sent as JSON \(.*BigInt.*\); .*strings.*\(a BigInt as a string\)$/);
+    const replyTo = fleetErrorOf(() => checkRequests([good({ replyTo: 'bad name!' })], 'kafka', DEFAULT_LIMITS));
+    expect(replyTo.details).toMatchObject({ index: 0, field: 'replyTo' });
+    expect(replyTo.details['problem']).toMatch(/^replyTo .*leave replyTo out for \{model\}\.replies$/);
+  });
+
   it('refuses a meta that is not JSON (a BigInt) naming meta, with a code, where it threw a FleetError without one', () => {
     const err = fleetErrorOf(() => checkRequests([good({ meta: { amount: 10n } as never })], 'kafka', DEFAULT_LIMITS));
     expect(err.code).toBe('INVALID_ARGUMENT');
