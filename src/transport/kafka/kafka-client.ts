@@ -200,6 +200,16 @@ export function isUnknownTopic(err: unknown): boolean {
   return findCause(err, (e) => e.type === 'UNKNOWN_TOPIC_OR_PARTITION');
 }
 
+/**
+ * Whether a transaction may have failed on a topic the broker does not have: the broker answers
+ * AddPartitionsToTxn with UNKNOWN_TOPIC_OR_PARTITION for that topic's partitions and
+ * OPERATION_NOT_ATTEMPTED for the others, and kafkajs throws the first of them in the broker's
+ * order (a hash order of the names), so a deleted inbox often shows as the latter.
+ */
+export function mayBeUnknownTopic(err: unknown): boolean {
+  return findCause(err, (e) => e.type === 'UNKNOWN_TOPIC_OR_PARTITION' || e.type === 'OPERATION_NOT_ATTEMPTED');
+}
+
 const TLS_FAILURE = /certificate|self[- ]signed|SSL routines|wrong version number|TLS connection|ERR_TLS|CERT_|UNABLE_TO_VERIFY/i;
 
 /**

@@ -1,6 +1,6 @@
 import type { Admin, Producer } from 'kafkajs';
 import { FleetError } from '../../errors/fleet-error.ts';
-import { isUnknownTopic, kafkaError } from './kafka-client.ts';
+import { kafkaError, mayBeUnknownTopic } from './kafka-client.ts';
 import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 import type { PartitionTracker } from './partition-tracker.ts';
 
@@ -251,7 +251,7 @@ export class TransactionalCommitter {
         if (progress.commitSent && this.committedOffsets !== undefined) for (const b of batch) this.doubts.set(b.tp.tracker, b.commitNext);
         // Its sequence numbers may be out of step with the broker now (RotatingProducer.renew).
         this.producers.renewProducer();
-        if (isUnknownTopic(err) && !unknownTopicRetried) {
+        if (mayBeUnknownTopic(err) && !unknownTopicRetried) {
           unknownTopicRetried = true;
           continue;
         }

@@ -149,3 +149,44 @@ function sizeOf(message: Message): number {
   if (message.headers !== undefined) for (const k in message.headers) headers += k.length + byteLen(message.headers[k]) + 8;
   return byteLen(message.value) + byteLen(message.key) + headers + 32;
 }
+
+/**
+ * `messages` as the produce requests they go in: those for each request() client's private inbox
+ * in one of their own, the others together, in the order of each request's first message (a
+ * topic's messages keep their order). A client deletes its inbox when it closes, also with results
+ * still due to it, and kafkajs keeps retrying a produce request naming a deleted topic whose other
+ * partitions the broker wrote: the send is then given up and its messages go again (see
+ * ResultSender), and only what shared no request with the inbox is known to be written or not.
+ * One request (the same array) when all are for one inbox or none is: nearly every send.
+ */
+export function apartByInbox<T extends { readonly topic: string }>(messages: readonly T[]): ReadonlyArray<readonly T[]> {
+  // A request's key: its inbox, or '' for the shared one. isPrivateInbox once per run of one topic.
+  let lastTopic: string | undefined;
+  let lastKey = '';
+  let only: string | undefined;
+  let mixed = false;
+  for (const m of messages) {
+    if (m.topic !== lastTopic) {
+      lastTopic = m.topic;
+      lastKey = isPrivateInbox(m.topic) ? m.topic : '';
+    }
+    if (only === undefined) only = lastKey;
+    else if (lastKey !== only) {
+      mixed = true;
+      break;
+    }
+  }
+  if (!mixed) return [messages];
+  const parts = new Map<string, T[]>();
+  lastTopic = undefined;
+  for (const m of messages) {
+    if (m.topic !== lastTopic) {
+      lastTopic = m.topic;
+      lastKey = isPrivateInbox(m.topic) ? m.topic : '';
+    }
+    const part = parts.get(lastKey);
+    if (part === undefined) parts.set(lastKey, [m]);
+    else part.push(m);
+  }
+  return [...parts.values()];
+}

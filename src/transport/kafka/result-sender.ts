@@ -3,7 +3,7 @@ import type { KafkaSettings } from '../../contracts/fleet-config.ts';
 import { ErrorThrottle } from '../error-throttle.ts';
 import { HEADERS } from '../names.ts';
 import { DEFAULT_KAFKA_RETRIES, isUnknownTopic, SEND_GIVEN_UP, type TransportLogger } from './kafka-client.ts';
-import { chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
+import { apartByInbox, chunkByBytes, groupByTopic, type OutgoingMessage } from './kafka-outcomes.ts';
 import { ProducerWatch } from './producer-watch.ts';
 import { ReplyTopics } from './reply-topics.ts';
 import { RotatingProducer } from './rotating-producer.ts';
@@ -21,7 +21,8 @@ export interface ResultSenderOptions {
 }
 
 interface QueuedSend {
-  readonly messages: OutgoingMessage[];
+  /** Less those acknowledged once its send was given up (requeueAround). */
+  messages: OutgoingMessage[];
   readonly resolve: () => void;
   readonly reject: (err: unknown) => void;
   /** A first send to topics just created: it leaves with the others of their creation only (see pumpSends). */
@@ -37,6 +38,10 @@ interface Send {
   abandoned: boolean;
   /** The producer it went out on, once it did. */
   producer?: Producer;
+  /** The messages of its produce request in flight (see apartByInbox), as routed. */
+  inFlight?: readonly OutgoingMessage[];
+  /** When its produce request in flight started (performance.now()): each has its own STALL_CHECK_MS. */
+  since?: number;
 }
 
 /** Of one at-least-once producer: set once the send on it was given up (requeueAround). */
@@ -82,7 +87,7 @@ export class ResultSender {
   private readonly topics: ReplyTopics;
   private readonly queue: QueuedSend[] = [];
   private sending = false;
-  /** Messages the brokers acknowledged, so a failed coalesced send's retries skip them (weak: no growth). */
+  /** Messages the brokers acknowledged, so a failed or given-up send's retries skip them (weak: no growth). */
   private readonly acked = new WeakSet<OutgoingMessage>();
   private readonly watch: ProducerWatch;
   /** Of each at-least-once producer (weak: replaced producers go). */
@@ -269,7 +274,7 @@ export class ResultSender {
           () => undefined,
           (err: unknown) => ({ err }),
         );
-        const gone = await this.goneWhileSending(done, messages);
+        const gone = await this.goneWhileSending(done, messages, send);
         if (gone.length > 0) {
           send.abandoned = true;
           this.requeueAround(gone, group, send);
@@ -293,21 +298,38 @@ export class ResultSender {
   }
 
   /**
-   * While `done` (a send) is in flight past STALL_CHECK_MS, looks for its topics now and then;
-   * the ones missing, or none once it is done. A send to a topic deleted since the producer last
-   * wrote to it is retried by kafkajs for seconds (~5 s with the default retries) before it fails,
-   * and the serialized send path would hold every other result for that long.
+   * While a produce request of `send` (done: its end) is in flight past STALL_CHECK_MS, looks for
+   * its topics now and then; the ones missing, or none once the send is done. A send to a topic
+   * deleted since the producer last wrote to it is retried by kafkajs for seconds (~5 s with the
+   * default retries) before it fails, and the serialized send path would hold every other result
+   * for that long. Only the request in flight counts: one found stalled on a topic is given up,
+   * and a request that may still go through must not be (requeueAround sends it again).
    */
-  private async goneWhileSending(done: Promise<unknown>, messages: readonly OutgoingMessage[]): Promise<string[]> {
+  private async goneWhileSending(done: Promise<unknown>, messages: readonly OutgoingMessage[], send: Send): Promise<string[]> {
     let finished = false;
     const ended = done.then(() => {
       finished = true;
     });
-    for (let waitMs = STALL_CHECK_MS; ; waitMs = Math.min(2 * waitMs, 2_000)) {
+    let seen: number | undefined;
+    let backoffMs = STALL_CHECK_MS;
+    let waitMs = STALL_CHECK_MS;
+    for (;;) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([ended, new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
       clearTimeout(timer);
       if (finished) return [];
+      if (send.since !== seen) {
+        // A request started since the last look (the send's first, or a later one): its looks
+        // start over, once it is out STALL_CHECK_MS.
+        seen = send.since;
+        backoffMs = STALL_CHECK_MS;
+        const outMs = seen === undefined ? Infinity : performance.now() - seen;
+        if (outMs < STALL_CHECK_MS) {
+          waitMs = STALL_CHECK_MS - outMs;
+          continue;
+        }
+      }
+      waitMs = backoffMs = Math.min(2 * backoffMs, 2_000);
       // Raced with the send: with the brokers unreachable the listing can take far longer than the
       // send, whose results must not wait for it once the brokers answer again.
       const listing = this.admin.listTopics().then(
@@ -317,14 +339,16 @@ export class ResultSender {
       const existing = await Promise.race([listing, ended.then(() => undefined)]);
       if (finished) return [];
       if (existing === undefined) continue;
-      const gone = [...new Set(this.routed(messages).map((m) => m.topic))].filter((t) => !existing.has(t));
+      const gone = [...new Set((send.inFlight ?? this.routed(messages)).map((m) => m.topic))].filter((t) => !existing.has(t));
       if (gone.length > 0) return gone;
     }
   }
 
   /**
    * `group`'s send writes to `gone`, deleted: it is left to fail on its own (its outcome ignored)
-   * and its results go again (at-least-once: those kafkajs wrote before stay written). Results for
+   * and its results go again, but for those of its produce requests the brokers acknowledged (a
+   * request stalled on a client's inbox has that inbox's results only, see apartByInbox; one
+   * stalled on another topic may have had others written, which go again: at-least-once). Results for
    * other topics go at once, on a fresh producer (the stalled one's metadata refreshes include the
    * deleted topic); those for a gone topic, also the ones queued after them, wait for it to be
    * created again (a client's inbox: found gone, their orElse) in the order they were sent.
@@ -336,8 +360,15 @@ export class ResultSender {
     const state = send.producer === undefined ? undefined : this.producerStates.get(send.producer);
     if (state !== undefined) state.givenUp = true;
     for (const t of gone) this.topics.forget(t);
-    const held = [...group, ...this.queue.splice(0)];
-    for (const g of group) delete g.fresh;
+    const again: QueuedSend[] = [];
+    for (const g of group) {
+      delete g.fresh;
+      // Written already: sent again on a fresh producer, the broker would take them as new.
+      g.messages = g.messages.filter((m) => !this.acknowledged(m));
+      if (g.messages.length === 0) g.resolve();
+      else again.push(g);
+    }
+    const held = [...again, ...this.queue.splice(0)];
     for (const g of held) {
       if (this.topics.allKnown(g.messages)) {
         this.queue.push(g);
@@ -357,14 +388,16 @@ export class ResultSender {
   private async sendNow(messages: readonly OutgoingMessage[], send: Send = { abandoned: false }): Promise<void> {
     if (messages.length === 0) return;
     const topics = [...new Set(this.routed(messages).map((m) => m.topic))];
-    const sendAll = async (producer: Producer): Promise<void> => {
+    const sendAll = (list: readonly OutgoingMessage[]) => async (producer: Producer): Promise<void> => {
       send.producer = producer;
       // Routed after withProducer checked the topics: a retry after an inbox was deleted finds it gone there.
-      const chunks = chunkByBytes(this.routed(messages));
-      for (const chunk of chunks) {
+      const requests = chunkByBytes(this.routed(list)).flatMap((chunk) => apartByInbox(chunk));
+      for (const request of requests) {
         if (send.abandoned) throw new Error('send abandoned: its results went again apart');
+        send.inFlight = request;
+        send.since = performance.now();
         try {
-          await producer.sendBatch({ topicMessages: groupByTopic(chunk), acks: -1 });
+          await producer.sendBatch({ topicMessages: groupByTopic(request), acks: -1 });
         } catch (err) {
           // kafkajs rolled back the sequence numbers of every partition of the failed request, also
           // of those the broker wrote: this producer's next batch to one of them would be refused,
@@ -373,20 +406,22 @@ export class ResultSender {
           if (!send.abandoned) this.producer.renew();
           throw err;
         }
-        // One chunk (nearly every send) is all or nothing: nothing to remember, and no weak
+        // One request (nearly every send) is all or nothing: nothing to remember, and no weak
         // entries for the collector to process per result.
-        if (chunks.length > 1) for (const m of chunk) this.acked.add(m);
+        if (requests.length > 1) for (const m of request) this.acked.add(m);
       }
+      delete send.inFlight;
     };
     try {
-      await this.withProducer(topics, sendAll);
+      await this.withProducer(topics, sendAll(messages));
     } catch (err) {
       if (!isUnknownTopic(err) || send.abandoned) throw err;
       // A topic deleted after the last check (or while kafkajs refreshed): the next use checks
       // now, replaces the producer if it knows a deleted topic and creates this send's topics
       // again if they are gone (a client's inbox is found gone instead, and its results go to
-      // their orElse). A chunk that had gone out goes again: at-least-once.
-      await this.withProducer(topics, sendAll);
+      // their orElse). Requests acknowledged before do not go again; the failed one does
+      // (at-least-once: of a request naming other topics too, those may have been written).
+      await this.withProducer(topics, sendAll(messages.filter((m) => !this.acknowledged(m))));
     }
   }
 

@@ -1,5 +1,5 @@
 import type { Producer } from 'kafkajs';
-import { isUnknownTopic, type TransportLogger } from './kafka-client.ts';
+import { mayBeUnknownTopic, type TransportLogger } from './kafka-client.ts';
 import { ProducerTopics } from './producer-topics.ts';
 
 export interface RotatingProducerOptions {
@@ -65,8 +65,9 @@ export class RotatingProducer {
     try {
       return await work(slot.producer);
     } catch (err) {
-      // An unknown topic: the cluster is checked before the next use.
-      if (isUnknownTopic(err)) this.topics.markSuspect();
+      // An unknown topic (or, of a transaction, maybe one: see mayBeUnknownTopic): the cluster is
+      // checked before the next use.
+      if (mayBeUnknownTopic(err)) this.topics.markSuspect();
       throw err;
     } finally {
       slot.users--;

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { decodeResult, encodeRequest } from '../../../src/codec/index.ts';
 import { ZERO_TIMINGS } from '../../../src/contracts/result-envelope.ts';
-import { messagesFor, type KafkaSource } from '../../../src/transport/kafka/kafka-outcomes.ts';
+import { apartByInbox, messagesFor, type KafkaSource } from '../../../src/transport/kafka/kafka-outcomes.ts';
 import { HEADERS, privateInboxName, replyTopicPattern } from '../../../src/transport/names.ts';
 import type { Outcome } from '../../../src/transport/transport.ts';
 
@@ -84,3 +84,29 @@ describe('messagesFor', () => {
   });
 });
 
+describe('apartByInbox (the produce requests of a send)', () => {
+  const inboxA = privateInboxName('a', randomUUID());
+  const inboxB = privateInboxName('b', randomUUID());
+  const m = (topic: string, id: string): { topic: string; id: string } => ({ topic, id });
+  const shape = (parts: ReadonlyArray<ReadonlyArray<{ id: string }>>): string[][] => parts.map((p) => p.map((x) => x.id));
+
+  it('keeps one request, the same array, when no message or every message is for one inbox', () => {
+    const none = [m('m.replies', '1'), m('m.dlq', '2'), m('tenant.replies', '3')];
+    expect(apartByInbox(none)).toEqual([none]);
+    expect(apartByInbox(none)[0]).toBe(none);
+    const oneInbox = [m(inboxA, '1'), m(inboxA, '2')];
+    expect(apartByInbox(oneInbox)[0]).toBe(oneInbox);
+    expect(apartByInbox([])).toEqual([[]]);
+  });
+
+  it("puts each inbox's messages in a request of their own, the rest together, in order of first message", () => {
+    const messages = [m(inboxA, 'a1'), m('m.dlq', 'd1'), m(inboxB, 'b1'), m('m.replies', 'r1'), m(inboxA, 'a2'), m('m.dlq', 'd2'), m(inboxB, 'b2')];
+    expect(shape(apartByInbox(messages))).toEqual([
+      ['a1', 'a2'],
+      ['d1', 'r1', 'd2'],
+      ['b1', 'b2'],
+    ]);
+    // A name that only looks like an inbox (no uuid) shares the request of the others.
+    expect(shape(apartByInbox([m('m.replies', 'r1'), m('client.inbox', 'x1'), m(inboxA, 'a1')]))).toEqual([['r1', 'x1'], ['a1']]);
+  });
+});
