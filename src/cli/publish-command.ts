@@ -8,6 +8,7 @@ import { FleetError } from '../errors/fleet-error.ts';
 import { answeredCount, BULK_CHUNK, bulkPublish, DEFAULT_IN_FLIGHT, newBulkStats } from '../producer/bulk-publish.ts';
 import { createProducer } from '../producer/index.ts';
 import type { Producer } from '../producer/producer.ts';
+import { localModelConfigs, modelFitCheck } from '../producer/model-fit.ts';
 import { privateInbox } from '../producer/private-inbox.ts';
 import { findRepeatCandidates, NO_ID_REPEATS, type RepeatCandidates } from '../producer/repeat-candidates.ts';
 import { checkRequests } from '../producer/request-check.ts';
@@ -150,6 +151,9 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     // A data set: read as a stream, each request checked as it goes out; a bad one is recorded
     // as invalid and the run goes on.
     const file = values.file;
+    // Each line against its model's config.yaml where the repository is at hand (skipped where it is
+    // not): a line the workers would refuse is recorded invalid naming its line, and never sent.
+    const fitsModel = modelFitCheck(localModelConfigs(config.modelRepository), config.modelRepository);
     const total = isJsonLines(file) ? await phase(`counting the lines of ${file}`, file, undefined, (progress) => countRequests(file, progress)) : await countRequests(file);
     source = {
       entries: readRequestFile(file, config.limits),
@@ -181,6 +185,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
         checkServed(r.model);
         checkRequests([r], config.transport.kind, config.limits);
         settlePriorities([r], config.modelRepository, levels);
+        fitsModel(r);
       },
     };
   } else if (values.file !== undefined) {

@@ -85,7 +85,8 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     const good = Array.from({ length: GOOD }, (_, i) => `g${i}`);
     const lines = good.map((id, i) => line(id, inputOf(i), rowsOf(i), { priority: i % 2 }));
     // Bad lines between good ones: not JSON; an id used before; a priority the model lacks; a
-    // shape the model refuses (caught by the worker: an invalid result of its own).
+    // shape the model refuses (its config.yaml is at hand: refused before sending, naming the line,
+    // where the worker's invalid result named none and each --resume sent it again).
     lines.splice(10, 0, '{"id": "broken"');
     lines.splice(50, 0, line('g3', inputOf(3), rowsOf(3)));
     lines.splice(90, 0, line('too-low', inputOf(1), rowsOf(1), { priority: 5 }));
@@ -97,7 +98,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
 
     // Some lines were bad: exit 4 (not every request answered ok), and a summary of the run on stderr.
     expect(await publish(), stderr.join('')).toBe(4);
-    expect(stderr.join('')).toMatch(new RegExp(`publish: ${GOOD + 4} read, ${GOOD + 1} published, ${GOOD} ok, 1 invalid, 3 refused before sending \\(invalid\\); records in `));
+    expect(stderr.join('')).toMatch(new RegExp(`publish: ${GOOD + 4} read, ${GOOD} published, ${GOOD} ok, 4 refused before sending \\(invalid\\); records in `));
     const first = records(out);
     expect(first).toHaveLength(GOOD + 4);
     const byId = new Map(first.map((r) => [r.id, r]));
@@ -115,7 +116,8 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     for (const re of [/^line 11 is not JSON: /, /^line 51: id "g3" repeats line 4; ids must be unique/, /^line 91: priority must be from 0 to 1: model affine has 2 priority levels, got 5/]) {
       expect(messages.some((m) => re.test(m)), `${String(re)} in\n${messages.join('\n')}`).toBe(true);
     }
-    expect(byId.get('wide')).toMatchObject({ status: 'invalid' });
+    expect(byId.get('wide')).toMatchObject({ status: 'invalid', error: { code: 'INVALID_MESSAGE' } });
+    expect(byId.get('wide')?.error?.message).toMatch(/^line 131: inputs\[0\]\.shape\[1\]: input "x" needs 4 here .*; not sent: .*config\.yaml refuses it/);
 
     // A crash after some records: the file ends mid-line. --resume sends only the ids without an
     // ok result (the bad lines are judged again) and leaves one ok result per id.
@@ -125,7 +127,7 @@ describe.each(setups)('npu-fleet publish --file DATA.jsonl --await --out on $nam
     stderr.splice(0);
     expect(await publish('--resume'), stderr.join('')).toBe(4);
     const text = stderr.join('');
-    expect(text).toMatch(new RegExp(`${GOOD - okKept.size + 1} published, ${GOOD - okKept.size} ok, .*${okKept.size} skipped \\(ok in the file before\\)`));
+    expect(text).toMatch(new RegExp(`${GOOD - okKept.size} published, ${GOOD - okKept.size} ok, .*${okKept.size} skipped \\(ok in the file before\\)`));
     expect(text).toMatch(/1 line\(s\) of .*results\.jsonl were not results \(cut off by a crash\?\) and were ignored/);
     const finalOk = records(out).filter((r) => r.status === 'ok');
     expect(finalOk.map((r) => r.id).sort()).toEqual([...good].sort());
