@@ -147,7 +147,9 @@ export class KafkaProducer implements Producer {
     this.replyPattern = replyTopicPattern(settings.replyTopicPattern);
     this.router = new ReplyRouter(
       (model) =>
-        `that members of the workers' consumer group ${settings.groupId} read ${renderName(settings.topicTemplate, model, 0)}: kafka-consumer-groups.sh --describe --group ${settings.groupId}`,
+        // Every priority's topic, not p0's: a request without a priority goes out at the model's
+        // defaultPriority, and p0 sent an operator to a topic the request never used.
+        `that members of the workers' consumer group ${settings.groupId} read ${requestTopicsOf(settings.topicTemplate, model)} (the topic of the request's priority): kafka-consumer-groups.sh --describe --group ${settings.groupId}`,
     );
     this.inboxState = new KafkaInbox({
       clientId: this.clientId,
@@ -446,4 +448,9 @@ export class KafkaProducer implements Producer {
     if (admin !== undefined) await this.inboxState.deleteTopic(admin);
     await Promise.allSettled([this.producer.disconnect(), admin?.disconnect()]);
   }
+}
+
+/** A model's request topics, `{priority}` as `*` (`m.requests.p*`): each priority has its own. */
+function requestTopicsOf(template: string, model: string): string {
+  return renderName(template.split('{priority}').join('*'), model);
 }

@@ -139,7 +139,7 @@ describe('kafka producer request() timing out on a fresh producer', () => {
     // The caller's timeoutMs, then the model and how to see whether any worker reads its topic.
     expect((error as FleetError).message).toBe(
       `no reply for request "late1" within 4000 ms: the fleet may be backed up (raise timeoutMs), or no worker may serve model "${model}" ` +
-        `(check that the fleet config's models lists it and that members of the workers' consumer group ${settings.groupId} read ${model}.requests.p0: ` +
+        `(check that the fleet config's models lists it and that members of the workers' consumer group ${settings.groupId} read ${model}.requests.p* (the topic of the request's priority): ` +
         `kafka-consumer-groups.sh --describe --group ${settings.groupId})`,
     );
     expect((error as FleetError).details).toMatchObject({ timeoutMs: 4_000, model });
