@@ -1,3 +1,4 @@
+import type { FleetError } from '../errors/fleet-error.ts';
 import { EXIT_DRAIN_TIMEOUT, EXIT_FATAL, EXIT_HANG, EXIT_START_TIMEOUT } from '../runtime/worker-process.ts';
 
 /**
@@ -50,3 +51,12 @@ export const EXIT_CODES_HELP = `Exit codes (every command):
   ${EXIT_DRAIN_TIMEOUT}   worker: the drain ran out of worker.drainTimeoutMs (what was left went back to the broker)
   ${EXIT_START_TIMEOUT}   worker: start-up did not finish within worker.startTimeoutMs
   ${EXIT_HANG}   worker: a device hang (the supervisor restarts it)`;
+
+/**
+ * The exit code of a command stopped by `err`: a bad argument or config (or an unserved model named
+ * by a flag, or by a whole request file, checked before anything is sent) is 2, anything else 1.
+ * Per-request failures are results, not errors of the command.
+ */
+export function exitCodeOf(err: FleetError): number {
+  return err.code === 'INVALID_ARGUMENT' || err.code === 'INVALID_CONFIG' || err.code === 'UNKNOWN_MODEL' ? EXIT.usage : EXIT.failed;
+}

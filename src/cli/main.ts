@@ -11,7 +11,7 @@ import { framesCommand, loadCommand } from './load-command.ts';
 import { COMMAND_USAGE, intOption, noPositionals, parseCommandArgs } from './cli-args.ts';
 import { earlySignal, signalExitCode, takeEarlySignal } from './early-signals.ts';
 import { guardStdio } from './stdout-lines.ts';
-import { EXIT, EXIT_CODES_HELP } from './exit-codes.ts';
+import { EXIT, EXIT_CODES_HELP, exitCodeOf } from './exit-codes.ts';
 
 export const USAGE = `npu-fleet — queue-driven inference workers for Ascend NPUs
 
@@ -94,9 +94,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (err instanceof FleetError) {
       process.stderr.write(`npu-fleet: ${err.message}\n`);
       log.debug({ err }, 'command failed');
-      // UNKNOWN_MODEL reaches here only from a --model (or a whole request file) checked before
-      // anything is sent: a bad argument, as the exit-code scheme says. Per-request ones are results.
-      return err.code === 'INVALID_ARGUMENT' || err.code === 'INVALID_CONFIG' || err.code === 'UNKNOWN_MODEL' ? EXIT.usage : EXIT.failed;
+      return exitCodeOf(err);
     }
     process.stderr.write(`npu-fleet: ${(err as Error).stack ?? String(err)}\n`);
     return EXIT.failed;

@@ -20,7 +20,7 @@ import { scanRepository } from '../runtime/model-repository.ts';
 import { closeWithin } from './bounded-close.ts';
 import { servedModelCheck } from './served-models.ts';
 import { clientLogger } from './client-logger.ts';
-import { EXIT } from './exit-codes.ts';
+import { EXIT, exitCodeOf } from './exit-codes.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 import { OutLock } from './out-lock.ts';
 import { withPhaseProgress } from './phase-progress.ts';
@@ -348,6 +348,12 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
         `${stats.unanswered} without a reply within --timeout-ms; exit ${EXIT.notAllAnswered}\n`,
     );
     return EXIT.notAllAnswered;
+  } catch (err) {
+    if (!(err instanceof FleetError)) throw err;
+    // Said here, before the close below: with the broker gone the close can be abandoned after
+    // 5 s, and its note then came first, the reason the run stopped only after it.
+    process.stderr.write(`npu-fleet: ${err.message}\n`);
+    return exitCodeOf(err);
   } finally {
     clearInterval(progress);
     offStdout();

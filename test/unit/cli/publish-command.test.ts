@@ -203,6 +203,23 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     expect(readFileSync(out, 'utf8')).toBe('');
   });
 
+  it('a Kafka broker that never answers: exit 1 naming the brokers setting, before any note on an abandoned close', async () => {
+    // The close note came first, and the reason the run stopped only after it.
+    const kafka = join(dir, 'wrong-kafka.yaml');
+    writeFileSync(kafka, 'transport:\n  kind: kafka\n  kafka: { brokers: ["127.0.0.1:1"] }\n');
+    const data = requestFile('wrong-kafka.jsonl', JSON.stringify({ ...goodRequest, id: 'k1' }));
+    const out = join(dir, 'wrong-kafka-out.jsonl');
+    expect(await main(['publish', '--config', kafka, '--file', data, '--await', '--out', out, '--timeout-ms', '5000'])).toBe(1);
+    const text = stderr.join('');
+    const stopped = text.indexOf('publishing stopped after 0 requests, before reading a line');
+    expect(stopped, text).toBeGreaterThanOrEqual(0);
+    expect(text).toMatch(/transport\.kafka\.brokers/);
+    // Whether the close is abandoned depends on where kafkajs is in its retries when the run ends.
+    const closeNote = text.indexOf('producer did not finish');
+    if (closeNote >= 0) expect(closeNote, text).toBeGreaterThan(stopped);
+    expect(readFileSync(out, 'utf8')).toBe('');
+  }, 30_000);
+
   it('--priority past a model of the --file is refused before anything is sent (exit 2), as it is with --model', async () => {
     // The run started and each line got an invalid record naming the priority, exit 4.
     const lines = [JSON.stringify({ ...goodRequest, id: 'p1' }), JSON.stringify({ ...goodRequest, id: 'p2', model: 'small-cnn' })];
