@@ -30,8 +30,11 @@ export const COMMAND_USAGE = {
     answered ok); exit 4: the run went through, but a result was not ok, a line was refused as
     invalid, or a reply did not come within --timeout-ms (stderr says how many); exit 1: it
     stopped on an error (Redis or Kafka not answering, writing --out failing mid-run: the
-    message says which); exit 2: bad arguments, a --file that cannot be read or an --out that
-    cannot be created (nothing sent); exit 130: interrupted (Ctrl-C, SIGTERM). See npu-fleet --help.`,
+    message says which), or no request at all was answered within --timeout-ms (no worker
+    serving the model: it stops instead of timing out every line); exit 2: bad arguments, a
+    --file that cannot be read, an --out that cannot be created or that was written for another
+    file, a --priority past a model of the file (nothing sent); exit 130: interrupted (Ctrl-C,
+    SIGTERM). See npu-fleet --help.`,
   load: `npu-fleet load --model NAME[,NAME...] [--rate R] [--seconds S] [--priority P] [--deadline-ms MS|LO-HI]
                   [--deadline-share X] [--max-samples N] [--timeout-ms MS] [--max-outstanding N] [--drain-ms MS]
                   [--config FILE]
