@@ -102,7 +102,7 @@ export class RunStats {
     // Counts over the interval, as the outcome counts at the end of the line are, so answered adds
     // up to them: rates rescaled to a second stood beside raw counts (the last, part-second line:
     // "answered 5/s" beside "ok 1 expired 1"). A tick a little off a second is a second's line.
-    const per = Math.abs(intervalMs - 1000) <= 50 ? '/s' : ` in ${(intervalMs / 1000).toFixed(1)} s`;
+    const per = Math.abs(intervalMs - 1000) <= 50 ? '/s' : intervalMs < 100 ? ` in ${Math.round(intervalMs)} ms` : ` in ${(intervalMs / 1000).toFixed(1)} s`;
     const held = this.intervalHeldBack > 0 ? `, held back ${this.intervalHeldBack}${per}` : '';
     const text =
       `sent ${sent}${per}${held} | answered ${answered}${per} | ` +

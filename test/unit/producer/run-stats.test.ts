@@ -65,6 +65,9 @@ describe('RunStats', () => {
     s.heldBack(5);
     // The last, part-second line of a run: scaled to per second, "answered 5/s" stood beside "ok 1 expired 1".
     expect(s.line(400, 3)).toMatch(/^sent 3 in 0\.4 s, held back 5 in 0\.4 s \| answered 2 in 0\.4 s \| .* \| ok 1 expired 1 no reply 1$/);
+    // The part-second left when a run ends right after a whole one: not "in 0.0 s".
+    s.result(result({}, 10));
+    expect(s.line(30, 0)).toMatch(/^sent 0 in 30 ms \| answered 1 in 30 ms \| /);
     // A tick a little late is still a second's line: its counts, not a rate rescaled by 1.03.
     s.result(result({}, 10));
     expect(s.line(1_030, 31)).toMatch(/^sent 31\/s \| answered 1\/s \| /);
