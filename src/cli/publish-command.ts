@@ -295,6 +295,8 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
       producer,
       entries: source?.entries ?? entriesOf(requests),
       awaitReplies: values.await,
+      // A .json array's entries are items (the reader's own messages say so), not lines.
+      unit: values.file !== undefined && !isJsonLines(values.file) ? 'item' : 'line',
       timeoutMs,
       inFlight,
       ...(source?.prepare === undefined ? {} : { prepare: source.prepare }),

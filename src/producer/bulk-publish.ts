@@ -40,6 +40,11 @@ export interface BulkPublishOptions {
   readonly entries: AsyncIterable<FileEntry>;
   /** Await each reply (request-and-reply) or only publish. */
   readonly awaitReplies: boolean;
+  /**
+   * What an entry's number counts in the records' messages: `line` of a JSON Lines file, `item` of
+   * a JSON array (its whole text may be one line; the file reader says "item N" there too).
+   */
+  readonly unit?: 'line' | 'item';
   /** Per request, from its publish. */
   readonly timeoutMs: number;
   /** At most this many requests await their reply at once (awaitReplies). */
@@ -96,12 +101,12 @@ interface Send {
  * request's problem alone (`problem`, request-check.ts and kafka-message-sizes.ts), from which the
  * line's message is made; a refusal without one (prepare's own checks) is kept as it is worded.
  */
-function lineRefusal(error: FleetError, request: RequestEnvelope, line: number): FleetError {
+function lineRefusal(error: FleetError, request: RequestEnvelope, line: number, unit: 'line' | 'item'): FleetError {
   const problem = error.details['problem'];
   const message =
     typeof problem === 'string'
-      ? `line ${line}: invalid request (id ${JSON.stringify(request.id.slice(0, 128))}): ${problem}; this line was not sent (the others are)`
-      : `line ${line}: ${error.message}`;
+      ? `${unit} ${line}: invalid request (id ${JSON.stringify(request.id.slice(0, 128))}): ${problem}; this ${unit} was not sent (the others are)`
+      : `${unit} ${line}: ${error.message}`;
   const { problem: _problem, index: _index, ...details } = error.details;
   return new FleetError(error.code, message, { cause: error, details: { ...details, line } });
 }
@@ -122,6 +127,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   const inFlight = Math.max(1, o.inFlight ?? DEFAULT_IN_FLIGHT);
   const chunkSize = Math.min(BULK_CHUNK, inFlight);
   const repeats = o.repeats ?? ANY_ID_MAY_REPEAT;
+  const unit = o.unit ?? 'line';
   /** The first line of each id that may repeat: a repeat is refused only when its id is here (never on a guess). */
   const firstLineOf = new Map<string, number>();
   const pending = new Set<Promise<void>>();
@@ -166,7 +172,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
   /** A request the producer refused before sending (its checks): an invalid record naming the line; the run goes on. */
   const refusedAlone = async ({ request, line }: Entry, error: FleetError): Promise<void> => {
     stats.invalidEntries++;
-    await record(local('invalid', lineRefusal(error, request, line), request.id, request.model), line);
+    await record(local('invalid', lineRefusal(error, request, line, unit), request.id, request.model), line);
   };
 
   /**
@@ -314,7 +320,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     const first = mayRepeat ? firstLineOf.get(request.id) : undefined;
     if (first !== undefined) {
       stats.invalidEntries++;
-      const error = new FleetError('INVALID_ARGUMENT', `line ${entry.line}: id "${request.id}" repeats line ${first}; ids must be unique in a run (replies are matched by id)`, {
+      const error = new FleetError('INVALID_ARGUMENT', `${unit} ${entry.line}: id "${request.id}" repeats ${unit} ${first}; ids must be unique in a run (replies are matched by id)`, {
         details: { field: 'id', line: entry.line },
       });
       await record(local('invalid', error, request.id, request.model), entry.line);
@@ -330,7 +336,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     } catch (err) {
       stats.invalidEntries++;
       const e = FleetError.from(err, 'INVALID_ARGUMENT');
-      await record(local('invalid', lineRefusal(e, request, entry.line), request.id, request.model), entry.line);
+      await record(local('invalid', lineRefusal(e, request, entry.line, unit), request.id, request.model), entry.line);
       continue;
     }
     chunk.push({ request, line: entry.line });

@@ -107,6 +107,31 @@ describe('bulkPublish', () => {
     expect(stats.answered.ok).toBe(2);
   });
 
+  it("a JSON array's entries are items in their records, as the file reader names them, not lines", async () => {
+    // The whole array may be one line: "line 3: id repeats line 1" beside "item 2: ..." from the reader.
+    const list: FileEntry[] = [
+      { line: 1, request: req('a') },
+      { line: 2, request: req('too-urgent') },
+      { line: 3, request: req('a') },
+    ];
+    const records: ResultEnvelope[] = [];
+    await bulkPublish({
+      producer: answeringProducer(),
+      entries: entries(list),
+      awaitReplies: true,
+      timeoutMs: 1000,
+      unit: 'item',
+      prepare: (r) => {
+        if (r.id === 'too-urgent') throw new FleetError('INVALID_ARGUMENT', 'priority must be from 0 to 2', { details: { field: 'priority' } });
+      },
+      onRecord: (r) => void records.push(r),
+    });
+    expect(records.filter((r) => r.status === 'invalid').map((r) => r.error?.message)).toEqual([
+      'item 2: priority must be from 0 to 2',
+      'item 3: id "a" repeats item 1; ids must be unique in a run (replies are matched by id)',
+    ]);
+  });
+
   it('resuming: ids already done are skipped, not sent', async () => {
     const producer = answeringProducer();
     const records: ResultEnvelope[] = [];
