@@ -128,6 +128,9 @@ function meantKey(key: string, known: readonly string[]): string | undefined {
   if (same !== undefined) return same;
   const suffixed = known.find((c) => folded(c).startsWith(k) && UNIT_SUFFIX.test(folded(c).slice(k.length)));
   if (suffixed !== undefined) return suffixed;
+  // The start of one key only (`modelRepo`): long enough to mean it, not a guess among several.
+  const started = k.length >= 5 ? known.filter((c) => folded(c).startsWith(k)) : [];
+  if (started.length === 1) return started[0];
   const allowed = k.length >= 8 ? 2 : k.length >= 4 ? 1 : 0;
   const near = known.map((c) => ({ c, d: editDistance(k, folded(c)) })).filter((x) => x.d <= allowed).sort((x, y) => x.d - y.d);
   // Two candidates equally near: no guess.
@@ -142,12 +145,19 @@ function keysAt(schema: z.core.$ZodType | undefined, path: readonly PropertyKey[
   return [...new Set(schemasAt(schema, path).flatMap(objects).flatMap((s) => Object.keys(defOf(s).shape ?? {})))];
 }
 
-function unknownKeysHint(issue: z.core.$ZodIssue & { keys: string[] }, schema: z.core.$ZodType | undefined): string {
-  const known = keysAt(schema, issue.path);
+function unknownKeysHint(issue: z.core.$ZodIssue & { keys: string[] }, options: ValidationErrorOptions): string {
+  const known = keysAt(options.schema, issue.path);
   const meant = issue.keys.map((key) => ({ key, meant: meantKey(key, known) })).filter((m): m is { key: string; meant: string } => m.meant !== undefined);
   const one = issue.keys.length === 1;
   if (meant.length === 0) return one ? 'remove it or fix its spelling' : 'remove them or fix their spelling';
-  const guesses = one ? `${meant[0]?.meant}` : meant.map((m) => `${m.meant} for ${JSON.stringify(m.key)}`).join(', ');
+  // A key a variable set (NPU_FLEET__WORKER__DRAIN_TIMEOUT): the variable meant, which is what to rename.
+  const named = (m: { key: string; meant: string }): string => {
+    const path = issue.path.map(String);
+    const setBy = issue.path.every((seg) => typeof seg === 'string') ? options.setBy?.([...path, m.key]) : undefined;
+    const variable = setBy === undefined ? undefined : options.envName?.([...path, m.meant]);
+    return variable === undefined ? m.meant : `${m.meant} (${variable}, not ${setBy})`;
+  };
+  const guesses = one ? `${named(meant[0] as { key: string; meant: string })}` : meant.map((m) => `${named(m)} for ${JSON.stringify(m.key)}`).join(', ');
   return `did you mean ${guesses}? ${one ? 'rename it, or remove it' : 'rename them, or remove them'}`;
 }
 
@@ -173,7 +183,7 @@ function hintFor(issue: z.core.$ZodIssue, options: ValidationErrorOptions): stri
       return `it is required: add it as ${expected}, or ${path.at(-1) === 'password' ? 'better ' : ''}set ${options.envName?.(path) ?? ''}`;
     }
     case 'unrecognized_keys':
-      return unknownKeysHint(issue, schema);
+      return unknownKeysHint(issue, options);
     case 'invalid_value':
       return `use one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
     case 'invalid_union':

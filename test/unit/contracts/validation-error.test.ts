@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseFleetConfig, parseModelConfig } from '../../../src/contracts/config-loader.ts';
+import { loadFleetConfig, parseFleetConfig, parseModelConfig } from '../../../src/contracts/config-loader.ts';
 
 function message(parse: () => unknown): string {
   try {
@@ -47,6 +47,15 @@ describe('validation error hints', () => {
     expect(message(() => parseFleetConfig({ worker: { colour: 'red' } }))).toMatch(/"colour" \(remove it or fix its spelling\)$/);
     // Two keys, each with its own suggestion.
     expect(message(() => parseFleetConfig({ worker: { drainTimeout: 5, hangLimit: 5 } }))).toMatch(/"drainTimeout", "hangLimit" \(did you mean drainTimeoutMs for "drainTimeout", hangLimitMs for "hangLimit"\? rename them, or remove them\)$/);
+  });
+
+  it('a misspelt key that is the start of one key gets it; set by a variable, the variable meant too', () => {
+    expect(message(() => parseFleetConfig({ modelRepo: '/srv/models' }))).toMatch(/Unrecognized key: "modelRepo" \(did you mean modelRepository\?/);
+    // Too short a start to tell what was meant: no guess.
+    expect(message(() => parseFleetConfig({ mo: 1 }))).toMatch(/"mo" \(remove it or fix its spelling\)/);
+    expect(() => loadFleetConfig({ env: { NPU_FLEET__WORKER__DRAIN_TIMEOUT: '5' } })).toThrow(
+      /did you mean drainTimeoutMs \(NPU_FLEET__WORKER__DRAIN_TIMEOUT_MS, not NPU_FLEET__WORKER__DRAIN_TIMEOUT\)\?/,
+    );
   });
 
   it('says which environment variable can give a missing SASL password', () => {
