@@ -1,10 +1,12 @@
 import { fileURLToPath } from 'node:url';
+import { flagOverridesAsEnv } from '../contracts/config-loader.ts';
 import type { FleetConfig } from '../contracts/fleet-config.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { childLogger, createLogger, stderrLogSink } from '../observability/logger.ts';
 import { startEmbeddedFleet } from '../runtime/embedded-fleet.ts';
 import { Supervisor } from '../runtime/supervisor.ts';
 import { EXIT_START_TIMEOUT } from '../runtime/worker-process.ts';
+import { EXIT } from './exit-codes.ts';
 import { workerNodeFlags } from '../runtime/worker-node-flags.ts';
 import { takeEarlySignal } from './early-signals.ts';
 import { printLine, onStdoutClosed } from './stdout-lines.ts';
@@ -110,14 +112,31 @@ export async function startCommand(config: FleetConfig, configFile: string | und
   const supervisor = new Supervisor({
     deviceIds: Array.from({ length: config.devices.count }, (_, i) => i),
     workerArgs: (deviceId) => [...workerNodeFlags(config.worker), BIN, 'worker', '--device', String(deviceId), ...(configFile ? ['--config', configFile] : [])],
-    env: {},
+    // A worker reads the file and the environment again, not our flags: the ones we were given ride
+    // in its env, so it runs the config we checked (--devices 1 over a bad NPU_FLEET__DEVICES__COUNT
+    // made every worker exit 2, restarted for good).
+    env: flagOverridesAsEnv(config),
     restartBackoffMinMs: config.supervisor.restartBackoffMinMs,
     restartBackoffMaxMs: config.supervisor.restartBackoffMaxMs,
     drainTimeoutMs: config.worker.drainTimeoutMs,
     log,
   });
   supervisor.start();
-  const signal = await stop.signal;
+  const first = await Promise.race([stop.signal.then((signal) => ({ signal })), supervisor.gaveUp.then((gaveUp) => ({ gaveUp }))]);
+  if ('gaveUp' in first) {
+    // A worker that keeps exiting 2 was refused its config or command line (the supervisor named its
+    // error): the fleet cannot run as configured, and restarting it for ever served nothing. The others
+    // drain; a stop signal meanwhile forces it, as a second one does below.
+    const { deviceId, error } = first.gaveUp;
+    void stop.signal.then((signal) => {
+      log.warn({ signal }, 'signal while stopping: killing the workers without waiting for their drain');
+      supervisor.kill();
+    });
+    const code = await supervisor.stop(`device ${deviceId}'s worker refused its config or command line`, EXIT.usage);
+    printLine(`npu-fleet: the worker for device ${deviceId} exits ${EXIT.usage} at start-up, every time: fleet stopped: ${error}`, process.stderr);
+    return code;
+  }
+  const { signal } = first;
   log.info({ signal }, 'draining all workers');
   // A second signal forces the stop. Left to its default action it would end this process alone,
   // its workers draining on as orphans that a restarted supervisor would start beside.

@@ -210,6 +210,26 @@ export function settingFix(config: object, path: readonly string[]): string {
   }
 }
 
+/**
+ * The command-line flags a loaded config was given, as the `NPU_FLEET__…` variables that set the
+ * same values: a process the command starts (`npu-fleet start`'s workers, which take no such flags)
+ * reads the file and the environment again, and without them would see another config than its
+ * parent's (the file's or a variable's value the flag overrode, possibly an invalid one). A variable
+ * set so replaces the one of that name the parent had; empty for a config not read by loadFleetConfig.
+ */
+export function flagOverridesAsEnv(config: object): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (node: Record<string, unknown>, path: readonly string[]): void => {
+    for (const [key, value] of Object.entries(node)) {
+      if (isMapping(value)) walk(value, [...path, key]);
+      // Every flag today sets a scalar (--devices: devices.count); a list would need the env's own syntax.
+      else if (typeof value === 'number' || typeof value === 'string' || typeof value === 'boolean') out[envVariableName([...path, key])] = String(value);
+    }
+  };
+  walk(ORIGINS.get(config)?.flags ?? {}, []);
+  return out;
+}
+
 export function loadFleetConfig(options: LoadFleetConfigOptions = {}): FleetConfig {
   const env = options.env ?? process.env;
   const file = options.file ?? env.NPU_FLEET_CONFIG;

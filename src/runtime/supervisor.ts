@@ -22,6 +22,37 @@ export interface SupervisorOptions {
    */
   readonly failingAfterExits?: number;
   readonly onWorkerExit?: (deviceId: number, code: number | null, signal: NodeJS.Signals | null) => void;
+  /**
+   * After this many exits in a row with code 2 (a bad config or command line) of one device's
+   * worker, it is not restarted again and gaveUp resolves (default 3). Code 2 comes only from a
+   * start-up that was refused, never from a worker that was ready, and a restart reads the same
+   * config: the loop would only ever repeat it. More than one, so that a config file read while
+   * an editor was writing it (a hot edit, saved in place) gets another read once written.
+   */
+  readonly usageExitsToGiveUp?: number;
+}
+
+/** A device's worker that kept exiting 2 (bad config or command line): the fleet cannot run as configured. */
+export interface GaveUp {
+  readonly deviceId: number;
+  readonly exits: number;
+  /** The worker's own error line (`npu-fleet: …` on its stderr, prefix dropped), or its exit reason if it printed none. */
+  readonly error: string;
+}
+
+/** A worker's exit code for a bad config or command line (EXIT.usage of the CLI). */
+const EXIT_USAGE = 2;
+
+/** How much of a worker's stderr is kept to name its error (the last `npu-fleet: …` line). */
+const STDERR_TAIL_CHARS = 8_192;
+
+/** How long past a worker's exit its stderr is read on before its exit is handled. */
+const STDERR_END_WAIT_MS = 1_000;
+
+/** The last error line a worker printed (main's `npu-fleet: MESSAGE` before exiting), without the prefix. */
+export function lastErrorLine(stderr: string): string | undefined {
+  const lines = stderr.split('\n').filter((l) => l.startsWith('npu-fleet: '));
+  return lines.at(-1)?.slice('npu-fleet: '.length).trim();
 }
 
 /**
@@ -70,6 +101,10 @@ interface Slot {
   /** When the first run of the current streak of failures started. */
   failingSinceAt: number;
   timer: NodeJS.Timeout | undefined;
+  /** Exits with code 2 in a row. */
+  usageExits: number;
+  /** The end of the current worker's stderr. */
+  stderrTail: string;
 }
 
 /**
@@ -80,9 +115,16 @@ export class Supervisor {
   private readonly slots: Slot[];
   private stopping = false;
   private killed = false;
+  private giveUp: (g: GaveUp) => void = () => undefined;
+  /**
+   * Resolves when a device's worker kept exiting 2 (usageExitsToGiveUp): nothing is restarted any
+   * more; the caller stops the fleet (stop()) and exits 2. Never resolves otherwise.
+   */
+  readonly gaveUp: Promise<GaveUp>;
 
   constructor(private readonly o: SupervisorOptions) {
-    this.slots = o.deviceIds.map((deviceId) => ({ deviceId, child: undefined, restarts: 0, consecutiveFailures: 0, startedAt: 0, failingSinceAt: 0, timer: undefined }));
+    this.slots = o.deviceIds.map((deviceId) => ({ deviceId, child: undefined, restarts: 0, consecutiveFailures: 0, startedAt: 0, failingSinceAt: 0, timer: undefined, usageExits: 0, stderrTail: '' }));
+    this.gaveUp = new Promise((resolve) => (this.giveUp = resolve));
   }
 
   start(): void {
@@ -100,12 +142,15 @@ export class Supervisor {
   private spawn(slot: Slot): void {
     const args = this.o.workerArgs(slot.deviceId, slot.restarts);
     slot.startedAt = Date.now();
+    slot.stderrTail = '';
     let child: ChildProcess;
     try {
       child = spawn(process.execPath, args, {
         // A worker logs to its stdout; under `npu-fleet start` that is the supervisor's stderr,
         // where the supervisor logs too (stdout is for the command's own lines).
-        stdio: ['ignore', 2, 'inherit'],
+        // Its stderr comes through us (passed on as it comes) to name the error of a worker that
+        // exits 2; written after we are gone it fails with EPIPE, which the worker ignores (guardStdio).
+        stdio: ['ignore', 2, 'pipe'],
         // The restart count rides in the env so npu_fleet_worker_restarts_total survives restarts;
         // our pid, so a worker whose supervisor died before it started still sees it is orphaned.
         env: { ...process.env, ...this.o.env, NPU_FLEET_RESTARTS: String(slot.restarts), NPU_FLEET_SUPERVISED: '1', NPU_FLEET_SUPERVISOR_PID: String(process.pid) },
@@ -125,17 +170,44 @@ export class Supervisor {
       this.o.log.error({ device: slot.deviceId, err }, 'cannot start worker');
       this.restartLater(slot, null, null);
     });
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
+      process.stderr.write(chunk);
+      slot.stderrTail = (slot.stderrTail + chunk).slice(-STDERR_TAIL_CHARS);
+    });
     if (child.pid === undefined) return;
     this.o.log.info({ device: slot.deviceId, workerPid: child.pid, restarts: slot.restarts }, 'worker started');
     child.on('exit', (code, signal) => {
       slot.child = undefined;
-      this.o.onWorkerExit?.(slot.deviceId, code, signal);
-      this.restartLater(slot, code, signal);
+      // Its error line may still be in the pipe: read to the end of its stderr first. Bounded, as
+      // 'close' is not: a process the worker started may hold its stderr open past its exit.
+      const stderr = child.stderr;
+      let done = false;
+      const exited = (): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(bound);
+        this.o.onWorkerExit?.(slot.deviceId, code, signal);
+        this.restartLater(slot, code, signal);
+      };
+      const bound = setTimeout(exited, STDERR_END_WAIT_MS);
+      if (stderr === null || stderr.readableEnded || stderr.destroyed) exited();
+      else stderr.once('close', exited);
     });
   }
 
   private restartLater(slot: Slot, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.stopping) return;
+    slot.usageExits = code === EXIT_USAGE ? slot.usageExits + 1 : 0;
+    if (slot.usageExits >= (this.o.usageExitsToGiveUp ?? 3)) {
+      const error = lastErrorLine(slot.stderrTail) ?? workerExitReason(code, signal);
+      this.o.log.error(
+        { device: slot.deviceId, code, exits: slot.usageExits, error },
+        `worker exited ${code} (invalid config or command line) ${slot.usageExits} times in a row, each before it was ready: not restarting it, the fleet cannot run as configured: ${error}`,
+      );
+      this.giveUp({ deviceId: slot.deviceId, exits: slot.usageExits, error });
+      return;
+    }
     const ranMs = Date.now() - slot.startedAt;
     // A start that timed out ran long but was never healthy: its backoff keeps growing.
     const stable = ranMs > (this.o.stableAfterMs ?? 30_000) && code !== EXIT_START_TIMEOUT;
@@ -169,9 +241,10 @@ export class Supervisor {
   /**
    * Forwards SIGTERM, waits for every worker to drain; SIGKILL once past the workers' own bounds
    * (killAfterMs). `reason` (the signal that stopped the fleet) goes into the supervisor's last line,
-   * with the code it exits with.
+   * with the code it exits with. `code`: the code of a stop for an error (gaveUp), returned and
+   * named in that line whatever the drain gave.
    */
-  async stop(reason = 'stop asked for'): Promise<number> {
+  async stop(reason = 'stop asked for', code?: number): Promise<number> {
     this.stopping = true;
     let exitCode = EXIT_OK;
     await Promise.all(
@@ -198,8 +271,10 @@ export class Supervisor {
         }
       }),
     );
-    if (exitCode === EXIT_OK) this.o.log.info({ reason, code: exitCode }, `supervisor exiting with code ${exitCode} (${reason}): every worker stopped cleanly`);
-    else this.o.log.warn({ reason, code: exitCode }, `supervisor exiting with code ${exitCode} (${reason}): a worker did not stop cleanly (see above)`);
+    const clean = exitCode === EXIT_OK;
+    exitCode = code ?? exitCode;
+    if (clean && code === undefined) this.o.log.info({ reason, code: exitCode }, `supervisor exiting with code ${exitCode} (${reason}): every worker stopped cleanly`);
+    else this.o.log.warn({ reason, code: exitCode }, `supervisor exiting with code ${exitCode} (${reason}): ${clean ? 'every worker stopped cleanly' : 'a worker did not stop cleanly (see above)'}`);
     return exitCode;
   }
 

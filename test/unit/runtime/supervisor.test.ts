@@ -195,3 +195,47 @@ describe('Supervisor on a worker that keeps failing', () => {
     expect(lines.filter((l) => l.msg === 'worker exited; restarting').length).toBeGreaterThanOrEqual(7);
   });
 });
+
+describe('Supervisor on a worker that exits 2 (bad config or command line)', () => {
+  /** A worker refused its config as main does: its error line on stderr, exit 2. */
+  const REFUSED = ['-e', "process.stderr.write('npu-fleet: invalid fleet config b.yaml: devices.count (set by NPU_FLEET__DEVICES__COUNT): expected a number\\n'); process.exitCode = 2;"];
+
+  it('stops restarting it after usageExitsToGiveUp exits 2 in a row: gaveUp names its error, the other devices run until stop(), which exits 2', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const { sup, exits } = supervisor({ log, deviceIds: [0, 1], usageExitsToGiveUp: 3, workerArgs: (device) => (device === 0 ? REFUSED : DRAINING_WORKER) });
+    sup.start();
+    const gaveUp = await Promise.race([sup.gaveUp, new Promise<'never'>((r) => setTimeout(() => r('never'), 15_000))]);
+    expect(gaveUp).toEqual({ deviceId: 0, exits: 3, error: 'invalid fleet config b.yaml: devices.count (set by NPU_FLEET__DEVICES__COUNT): expected a number' });
+    // Well past the backoff (at most 200 ms here): a restart loop would have exited again by now.
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(exits.filter((e) => e.device === 0)).toHaveLength(3);
+    expect(sup.restarts[0]).toBe(2);
+    expect(sup.pids()[0]).toBeUndefined();
+    expect(sup.pids()[1], 'the other device serves on until the caller stops the fleet').toBeDefined();
+    expect(lines.find((l) => l.level === 50 && l.device === 0)).toMatchObject({ code: 2, exits: 3, msg: expect.stringContaining('not restarting it') as unknown });
+    expect(await sup.stop('worker refused its config', 2)).toBe(2);
+    expect(exits).toContainEqual({ device: 1, code: 0 });
+    expect(lines.at(-1)).toMatchObject({ level: 40, code: 2, msg: 'supervisor exiting with code 2 (worker refused its config): every worker stopped cleanly' });
+  });
+
+  it('counts only exits 2 in a row: another exit between them (a worker that ran, then met a hot-edited config) starts the count again', async () => {
+    // Incarnations: 2, then a hang (75), then 2 for good: it gives up at the third 2 after the hang.
+    const incarnation = (restarts: number): string[] => (restarts === 1 ? ['-e', 'process.exit(75)'] : REFUSED);
+    const { sup, exits } = supervisor({ usageExitsToGiveUp: 3, workerArgs: (_device, restarts) => incarnation(restarts) });
+    sup.start();
+    const gaveUp = await Promise.race([sup.gaveUp, new Promise<'never'>((r) => setTimeout(() => r('never'), 15_000))]);
+    expect(gaveUp).toMatchObject({ deviceId: 0, exits: 3 });
+    expect(exits.map((e) => e.code)).toEqual([2, 75, 2, 2, 2]);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(exits).toHaveLength(5);
+    expect(await sup.stop('refused', 2)).toBe(2);
+  });
+
+  it('a worker that exits 2 without an error line is named by its exit reason', async () => {
+    const { sup } = supervisor({ usageExitsToGiveUp: 1, workerArgs: () => ['-e', 'process.exit(2)'] });
+    sup.start();
+    expect((await sup.gaveUp).error).toMatch(/invalid config or command line/);
+    await sup.stop();
+  });
+});

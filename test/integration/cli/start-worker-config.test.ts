@@ -1,0 +1,108 @@
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { getServices, uniqueName } from '../../helpers/services.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+import { alive } from '../../helpers/until.ts';
+
+/** A BullMQ fleet config (the simulator: 2 devices), `devices` as given. */
+function writeConfig(file: string, prefix: string, devices: Record<string, unknown>): void {
+  writeFileSync(
+    file,
+    stringify({
+      transport: { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } },
+      devices: { backend: 'sim', ...devices },
+      models: ['mlp-classifier'],
+      worker: { metricsPort: 0 },
+      log: { level: 'info' },
+    }),
+  );
+}
+
+/** `npu-fleet start --config FILE ...args` in its own process group, as a shell runs it. */
+function spawnFleet(devices: Record<string, unknown>, args: string[], env: Record<string, string> = {}) {
+  const configFile = join(tempDir('npu-fleet-worker-config-'), 'fleet.yaml');
+  const prefix = uniqueName('worker-config');
+  writeConfig(configFile, prefix, devices);
+  const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile, ...args], {
+    // Short backoffs: a restart loop shows within the test's wait.
+    env: { ...process.env, NPU_FLEET_DEVICE: 'sim', NPU_FLEET__SUPERVISOR__RESTART_BACKOFF_MIN_MS: '100', NPU_FLEET__SUPERVISOR__RESTART_BACKOFF_MAX_MS: '400', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let out = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const lines = (msg: string): Array<Record<string, unknown>> =>
+    out
+      .split('\n')
+      .filter((l) => l.startsWith('{') && l.includes(`"msg":"${msg}"`))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const killGroup = (): void => {
+    try {
+      process.kill(-(child.pid as number), 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  };
+  return { child, exited, output: () => out, lines, configFile, prefix, killGroup };
+}
+
+async function until(cond: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  return cond();
+}
+
+describe('npu-fleet start: its workers run the config it checked', () => {
+  // The supervisor took --devices over the bad value; each worker, reading the file and the env
+  // without the flag, exited 2 and was restarted for good.
+  for (const [what, devices, env] of [
+    ['NPU_FLEET__DEVICES__COUNT=abc', {}, { NPU_FLEET__DEVICES__COUNT: 'abc' }],
+    ['NPU_FLEET__DEVICES__COUNT=65', {}, { NPU_FLEET__DEVICES__COUNT: '65' }],
+    ['devices.count: abc in the file', { count: 'abc' }, {}],
+  ] as const) {
+    it(`--devices 1 wins over ${what} in the workers too: the worker gets ready, is never restarted, and the fleet drains on SIGTERM (exit 0)`, async () => {
+      const fleet = spawnFleet(devices, ['--devices', '1'], env);
+      try {
+        expect(await until(() => fleet.lines('worker ready').length === 1 || fleet.lines('worker exited; restarting').length > 0, 60_000), fleet.output()).toBe(true);
+        expect(fleet.lines('worker exited; restarting'), fleet.output()).toHaveLength(0);
+        expect(fleet.lines('worker started')).toHaveLength(1);
+        fleet.child.kill('SIGTERM');
+        expect(await fleet.exited, fleet.output()).toEqual({ code: 0, signal: null });
+        expect(fleet.output()).not.toContain('invalid fleet config');
+      } finally {
+        fleet.killGroup();
+      }
+    }, 90_000);
+  }
+});
+
+describe('npu-fleet start: a worker that keeps exiting 2 stops the fleet instead of being restarted for good', () => {
+  it('the config file edited to an invalid one while running: the restarted worker exits 2 three times, the other drains, the fleet exits 2 naming the error', async () => {
+    const fleet = spawnFleet({ count: 2 }, []);
+    try {
+      expect(await until(() => fleet.lines('worker ready').length === 2, 60_000), fleet.output()).toBe(true);
+      const pid0 = fleet.lines('worker started').find((l) => l.device === 0)?.workerPid as number;
+      const pid1 = fleet.lines('worker started').find((l) => l.device === 1)?.workerPid as number;
+      // A hot edit: the running fleet is unaffected until a worker starts again and reads the file.
+      writeConfig(fleet.configFile, fleet.prefix, { count: 'abc' });
+      process.kill(pid0, 'SIGKILL');
+      const result = await Promise.race([fleet.exited, new Promise<'still running'>((r) => setTimeout(() => r('still running'), 60_000))]);
+      expect(result, fleet.output()).toEqual({ code: 2, signal: null });
+      const restarts = fleet.lines('worker exited; restarting');
+      // The SIGKILL, then two exits 2 are restarted; the third is not.
+      expect(restarts.map((l) => l.code), fleet.output()).toEqual([null, 2, 2]);
+      expect(restarts.every((l) => l.device === 0)).toBe(true);
+      expect(fleet.output()).toMatch(/npu-fleet: the worker for device 0 exits 2 at start-up, every time: fleet stopped: invalid fleet config \S+fleet\.yaml: devices\.count/);
+      // The other worker was drained (SIGTERM), not left behind.
+      expect(fleet.lines('draining').some((l) => l.device === 1), fleet.output()).toBe(true);
+      expect(alive(pid1)).toBe(false);
+    } finally {
+      fleet.killGroup();
+    }
+  }, 120_000);
+});
