@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -11,6 +10,7 @@ import { getServices, uniqueName } from '../../helpers/services.ts';
 import { hungModelRepo } from '../../helpers/hung-model-repo.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { alive } from '../../helpers/until.ts';
+import { spawnCli } from '../../helpers/spawn-cli.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
 import { makeRequest } from '../transport/conformance-kit.ts';
 import { bullmqSettings } from '../transport/bullmq-harness.ts';
@@ -31,21 +31,8 @@ function spawnFleet(devices: number, env: Record<string, string> = {}, over: { r
       log: { level: 'info' },
     }),
   );
-  const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile], {
-    env: { ...process.env, NPU_FLEET_DEVICE: 'sim', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  let out = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const lines = (msg: string): Array<Record<string, unknown>> =>
-    out
-      .split('\n')
-      .filter((l) => l.startsWith('{') && l.includes(`"msg":"${msg}"`))
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-  return { child, exited, output: () => out, lines, prefix };
+  const { child, exited, output, lines } = spawnCli(['start', '--config', configFile], { NPU_FLEET_DEVICE: 'sim', ...env }, { detached: true });
+  return { child, exited, output, lines, prefix };
 }
 
 /**

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -6,6 +5,7 @@ import { stringify } from 'yaml';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 import { alive } from '../../helpers/until.ts';
+import { spawnCli } from '../../helpers/spawn-cli.ts';
 
 /** A BullMQ fleet config (the simulator: 2 devices), `devices` as given. */
 function writeConfig(file: string, prefix: string, devices: Record<string, unknown>): void {
@@ -26,21 +26,9 @@ function spawnFleet(devices: Record<string, unknown>, args: string[], env: Recor
   const configFile = join(tempDir('npu-fleet-worker-config-'), 'fleet.yaml');
   const prefix = uniqueName('worker-config');
   writeConfig(configFile, prefix, devices);
-  const child = spawn(process.execPath, ['bin/npu-fleet.js', 'start', '--config', configFile, ...args], {
-    // Short backoffs: a restart loop shows within the test's wait.
-    env: { ...process.env, NPU_FLEET_DEVICE: 'sim', NPU_FLEET__SUPERVISOR__RESTART_BACKOFF_MIN_MS: '100', NPU_FLEET__SUPERVISOR__RESTART_BACKOFF_MAX_MS: '400', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  let out = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const lines = (msg: string): Array<Record<string, unknown>> =>
-    out
-      .split('\n')
-      .filter((l) => l.startsWith('{') && l.includes(`"msg":"${msg}"`))
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  // Short backoffs: a restart loop shows within the test's wait.
+  const backoff = { NPU_FLEET__SUPERVISOR__RESTART_BACKOFF_MIN_MS: '100', NPU_FLEET__SUPERVISOR__RESTART_BACKOFF_MAX_MS: '400' };
+  const { child, exited, output, lines } = spawnCli(['start', '--config', configFile, ...args], { NPU_FLEET_DEVICE: 'sim', ...backoff, ...env }, { detached: true });
   const killGroup = (): void => {
     try {
       process.kill(-(child.pid as number), 'SIGKILL');
@@ -48,7 +36,7 @@ function spawnFleet(devices: Record<string, unknown>, args: string[], env: Recor
       // already gone
     }
   };
-  return { child, exited, output: () => out, lines, configFile, prefix, killGroup };
+  return { child, exited, output, lines, configFile, prefix, killGroup };
 }
 
 async function until(cond: () => boolean, timeoutMs: number): Promise<boolean> {
