@@ -88,36 +88,49 @@ export async function ensureTopics(admin: Admin, topics: readonly string[], numP
 }
 
 /**
- * `create` again, with backoff (0.2 s doubling, 6 tries), while it fails with a FleetError whose
- * cause kafkajs calls retriable. A freshly created topic's metadata can lag on a busy KRaft
- * controller: kafkajs's wait for its leaders then fails with "does not host this topic-partition"
- * although the topic was made (asked again, the broker answers TOPIC_ALREADY_EXISTS).
+ * The waits between tries while a freshly made topic is unknown to the broker asked (21.2 s in
+ * all). A single KRaft broker applies its controller's records behind the CreateTopics answer, and
+ * with thousands of topics on a busy machine that lag was seen to pass 6 s.
  */
-export async function retryTopicCreation<T>(create: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
+export const TOPIC_LAG_WAITS_MS: readonly number[] = [200, 400, 800, 1600, 3200, 5000, 5000, 5000];
+
+/** The waits for any other retriable failure of a creation (6.2 s in all). */
+const RETRIABLE_WAITS_MS: readonly number[] = TOPIC_LAG_WAITS_MS.slice(0, 5);
+
+/**
+ * `create` again, with backoff, while it fails with a FleetError whose cause kafkajs calls
+ * retriable. A freshly created topic's metadata can lag on a busy KRaft controller: kafkajs's wait
+ * for its leaders then fails with "does not host this topic-partition" although the topic was made
+ * (asked again, the broker answers TOPIC_ALREADY_EXISTS); that lag gets TOPIC_LAG_WAITS_MS.
+ */
+export async function retryTopicCreation<T>(create: () => Promise<T>, sleep: (ms: number) => Promise<void> = defaultSleep): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
     try {
       return await create();
     } catch (err) {
       const cause = (err as FleetError).cause as { retriable?: boolean } | undefined;
-      if (attempt >= 6 || cause?.retriable !== true) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** (attempt - 1)));
+      const waits = isUnknownTopic(cause) ? TOPIC_LAG_WAITS_MS : RETRIABLE_WAITS_MS;
+      const wait = waits[attempt];
+      if (wait === undefined || cause?.retriable !== true) throw err;
+      await sleep(wait);
     }
   }
 }
 
 /**
- * `work` again, with the same backoff as retryTopicCreation, while it fails with
- * UNKNOWN_TOPIC_OR_PARTITION. A topic ensureTopics has just made can still be unknown to the broker
- * kafkajs asks next (its metadata lags the controller's): a consumer's subscribe then fails outright
- * and the worker would not start, though asked a moment later the broker knows the topic.
+ * `work` again, waiting TOPIC_LAG_WAITS_MS, while it fails with UNKNOWN_TOPIC_OR_PARTITION. A
+ * topic ensureTopics has just made can still be unknown to the broker kafkajs asks next (its
+ * metadata lags the controller's): a consumer's subscribe then fails outright and the worker would
+ * not start, though asked a moment later the broker knows the topic.
  */
 export async function whileTopicMetadataLags<T>(work: () => Promise<T>, sleep: (ms: number) => Promise<void> = defaultSleep): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
+  for (let attempt = 0; ; attempt++) {
     try {
       return await work();
     } catch (err) {
-      if (attempt >= 6 || !isUnknownTopic(err)) throw err;
-      await sleep(200 * 2 ** (attempt - 1));
+      const wait = TOPIC_LAG_WAITS_MS[attempt];
+      if (wait === undefined || !isUnknownTopic(err)) throw err;
+      await sleep(wait);
     }
   }
 }

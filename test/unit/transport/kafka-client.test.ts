@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KafkaSettingsSchema } from '../../../src/contracts/fleet-config.ts';
-import { consumerFailure, startFailure, tlsOptions, whileTopicMetadataLags } from '../../../src/transport/kafka/kafka-client.ts';
+import { FleetError } from '../../../src/errors/fleet-error.ts';
+import { consumerFailure, retryTopicCreation, startFailure, tlsOptions, whileTopicMetadataLags } from '../../../src/transport/kafka/kafka-client.ts';
 import { fleetErrorOf } from '../../helpers/fleet-error-of.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
 
@@ -102,7 +103,7 @@ describe('whileTopicMetadataLags', () => {
     expect(waits).toEqual([200, 400]);
   });
 
-  it('gives up after 6 tries with the last error', async () => {
+  it('gives up after 9 tries (21.2 s of waits) with the last error', async () => {
     const waits: number[] = [];
     let calls = 0;
     const err = await whileTopicMetadataLags(() => {
@@ -110,8 +111,8 @@ describe('whileTopicMetadataLags', () => {
       return Promise.reject(lag());
     }, noSleep(waits)).catch((e: unknown) => e);
     expect((err as Error).message).toBe('This server does not host this topic-partition');
-    expect(calls).toBe(6);
-    expect(waits).toEqual([200, 400, 800, 1600, 3200]);
+    expect(calls).toBe(9);
+    expect(waits).toEqual([200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
   });
 
   it('does not retry any other failure', async () => {
@@ -122,5 +123,44 @@ describe('whileTopicMetadataLags', () => {
     }, noSleep([])).catch((e: unknown) => e);
     expect((err as Error).message).toBe('SASL refused');
     expect(calls).toBe(1);
+  });
+});
+
+describe('retryTopicCreation', () => {
+  const failing = (cause: object) => new FleetError('TRANSPORT_ERROR', 'creating Kafka topics t failed', { cause, retriable: true });
+  const run = async (cause: object): Promise<{ calls: number; waits: number[]; err: unknown }> => {
+    const waits: number[] = [];
+    let calls = 0;
+    const err = await retryTopicCreation(
+      () => {
+        calls++;
+        return Promise.reject(failing(cause));
+      },
+      (ms) => {
+        waits.push(ms);
+        return Promise.resolve();
+      },
+    ).catch((e: unknown) => e);
+    return { calls, waits, err };
+  };
+
+  it.each([
+    ['a new topic unknown to the broker (metadata lag) gets 21.2 s', { type: 'UNKNOWN_TOPIC_OR_PARTITION', retriable: true }, [200, 400, 800, 1600, 3200, 5000, 5000, 5000]],
+    ['any other retriable failure gets 6.2 s', { type: 'REQUEST_TIMED_OUT', retriable: true }, [200, 400, 800, 1600, 3200]],
+    ['a failure kafkajs does not call retriable is not retried', { type: 'INVALID_CONFIG', retriable: false }, []],
+  ])('%s', async (_name, cause, expected) => {
+    const { calls, waits, err } = await run(cause);
+    expect(waits).toEqual(expected);
+    expect(calls).toBe(expected.length + 1);
+    expect((err as FleetError).message).toBe('creating Kafka topics t failed');
+  });
+
+  it('returns what the creation returns once it succeeds', async () => {
+    let calls = 0;
+    const out = await retryTopicCreation(
+      () => (++calls < 4 ? Promise.reject(failing({ type: 'UNKNOWN_TOPIC_OR_PARTITION', retriable: true })) : Promise.resolve('made')),
+      () => Promise.resolve(),
+    );
+    expect([out, calls]).toEqual(['made', 4]);
   });
 });
