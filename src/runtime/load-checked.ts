@@ -70,6 +70,20 @@ export async function loadChecked(device: DeviceLike, path: string, config: Mode
   const missing = gears.filter((g) => !executable.gears.includes(g));
   if (missing.length > 0) {
     problems.push(`batchGears [${gears.join(', ')}] include ${missing.join(', ')}, which the model does not accept (its gears: [${executable.gears.join(', ')}])`);
+  } else {
+    // Every input takes the batch on axis 0 (config.yaml's -1 there). An input whose axis 0 the
+    // model fixes beside a dynamic one (a [1, 4] bias next to a [-1, 4] input) holds that many
+    // rows at every gear: each batch padded to another gear would fail on the device.
+    executable.inputs.forEach((t, i) => {
+      const fixed = t.dims[0];
+      if (fixed === undefined || fixed < 0) return;
+      const other = gears.filter((g) => g !== fixed);
+      if (other.length === 0) return;
+      problems.push(
+        `inputs[${i}] ${t.name}: the model fixes its batch axis 0 at ${fixed} (dims [${t.dims.join(', ')}]), but batches are padded to batchGears [${gears.join(', ')}], ` +
+          `so every batch of ${other.join(', ')} items would fail: export the model with a dynamic axis 0 on every input, or set batchGears: [${fixed}]`,
+      );
+    });
   }
   if (problems.length > 0) {
     await executable.unload().catch(() => undefined);
