@@ -19,7 +19,7 @@ import { workerHealth, workerReadiness, type HealthInputs, type WorkerState } fr
 import { exportWorkerGauges, workerGaugeHooks } from './worker-gauges.ts';
 import { CrashSuspects } from './crash-suspects.ts';
 import type { CrashHint, InflightJournal } from './inflight-journal.ts';
-import type { RepositorySnapshot } from './model-repository.ts';
+import type { ModelVersion, RepositorySnapshot } from './model-repository.ts';
 
 export interface DeviceWorkerOptions {
   readonly config: FleetConfig;
@@ -205,6 +205,11 @@ export class DeviceWorker {
     for (const [lane, version] of before) if (runsOn(lane) !== version) lane.scheduler.estimatesStale();
     if (newModels.length > 0) this.o.log.info({ models: newModels }, 'new models in repository; restart workers to subscribe to them');
     this.pump();
+  }
+
+  /** Whether `v` is loaded here from other bytes than its file holds now (replaced in place; see ModelLanes). */
+  loadedFromOtherBytes(v: ModelVersion): boolean {
+    return this.lanes.loadedFromOtherBytes(v);
   }
 
   /** Whether a reload poll has anything to do beyond the repository diff (see ModelLanes). */

@@ -333,6 +333,16 @@ export class ModelLanes<P = unknown> {
     return failed.retriable && (this.unloads > failed.unloads || Date.now() - failed.atMs >= RETRIABLE_LOAD_RETRY_MS);
   }
 
+  /**
+   * Whether `v` is loaded here from other bytes than its file holds now: a file replaced in place
+   * under a loaded version. A version never loaded (its load failed on a half-copied file) is not:
+   * its file changing is the copy completing, which retryDue loads.
+   */
+  loadedFromOtherBytes(v: ModelVersion): boolean {
+    const loaded = this.models.get(v.model)?.versions.get(v.version);
+    return loaded?.identity !== undefined && loaded.identity !== fileIdentity(v);
+  }
+
   /** Whether this worker has `model` loaded (in any version). */
   serves(model: string): boolean {
     return this.models.has(model);

@@ -230,7 +230,9 @@ async function startedWorker(
     apply: async (next) => {
       for (const p of newProblems(snapshot, next)) log.warn({ path: p.path }, `model repository: ${p.message}`);
       const diff = diffServed(snapshot, next);
-      for (const v of diff.replaced) {
+      // Only a version loaded from the old bytes: one whose load failed (a half-copied file) and
+      // whose copy has now completed was never served, and is loaded below as a retry.
+      for (const v of diff.replaced.filter((r) => worker.loadedFromOtherBytes(r))) {
         log.warn({ model: v.model, version: v.version, path: v.artifactPath }, 'model file replaced in place; running workers keep the bytes they loaded (workers started later load the new file): deploy new bytes as a new version directory');
       }
       // The snapshot advances even when a version failed to load (it is not retried each poll);

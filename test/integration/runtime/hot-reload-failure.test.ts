@@ -52,6 +52,26 @@ describe('hot reload of a version that fails to load', () => {
     await producer.close();
   }, 90_000);
 
+  // A copy that stalled past the settle time (a slow network copy) is loaded half-written and
+  // fails; once the copy completes the version loads. The worker never served those bytes, so its
+  // file changing is no "replaced in place" (that warning said the worker kept bytes it never had
+  // and sent the operator to redeploy a version that was in fact loaded a moment later).
+  it('a half-copied version that failed to load is loaded once its copy completes, without a "replaced in place" warning', async () => {
+    const { repo, lines, ask, failures } = await fleetOnCopiedRepo();
+    expect((await ask()).version).toBe('1');
+    const bytes = readFileSync(join(repo, MODEL, '1', 'model.onnx'));
+    const file = join(repo, MODEL, '2', 'model.onnx');
+    mkdirSync(join(repo, MODEL, '2'));
+    writeFileSync(file, bytes.subarray(0, bytes.length >> 1));
+    await until(() => failures().length > 0, 20_000, 'the half-copied file to fail its load');
+    writeFileSync(file, bytes);
+    await until(() => lines.some((l) => l.msg === 'model version loaded' && l.version === '2'), 20_000, 'version 2 to load');
+    expect(lines.filter((l) => String(l.msg).startsWith('model file replaced in place'))).toEqual([]);
+    let after = await ask();
+    for (let i = 0; i < 20 && after.version !== '2'; i++) after = await ask();
+    expect(after).toMatchObject({ status: 'ok', version: '2' });
+  }, 60_000);
+
   it('a version whose model file does not match config.yaml is refused the same way, naming the difference', async () => {
     const { repo, ask, failures } = await fleetOnCopiedRepo();
     expect((await ask()).version).toBe('1');
