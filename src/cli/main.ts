@@ -70,7 +70,11 @@ export async function main(argv: readonly string[]): Promise<number> {
         const device = parsed.values.device === undefined ? 0 : intOption('device', parsed.values.device, 0);
         // With --load the static check reads the artifact the loading backend will, not the env's guess.
         const code = parsed.values.load === true ? validateModelsCommand(dir, undefined, loadedBackendArtifact()) : validateModelsCommand(dir);
-        return code === 0 && parsed.values.load === true ? await loadCheckModelsCommand(dir, device) : code;
+        if (parsed.values.load !== true) return code;
+        // A static problem in one model must not hide a corrupt or mismatched file in another: the
+        // versions that scanned are loaded either way, and either check failing fails the command.
+        const loaded = await loadCheckModelsCommand(dir, device);
+        return code !== 0 ? code : loaded;
       }
       case 'publish':
         return await publishCommand(rest);

@@ -1,6 +1,6 @@
 import { cpSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { artifactFromEnv, loadCheckModelsCommand, validateModelsCommand } from '../../../src/cli/models-command.ts';
 import { main } from '../../../src/cli/main.ts';
 import { flattenModel, transposeModel } from '../../helpers/gear-output-models.ts';
@@ -111,6 +111,28 @@ describe('npu-fleet models validate', () => {
     expect(await loadCheckModelsCommand(dir, 0, (l) => lines.push(l))).toBe(1);
     expect(lines[0]).toMatch(/^FAIL mlp-classifier@1 \(not served under versionPolicy specific \[2\]\): /);
     expect(await main(['models', 'validate', dir, '--load'])).toBe(1);
+  });
+
+  // A static problem in one model (a version directory still without its file) made --load skip
+  // every load without a word: a corrupt or mismatched file in another model passed unseen, the
+  // output no different from a run without --load.
+  it('--load still loads the versions that scanned when another model has a static problem, and fails both', async () => {
+    process.env.NPU_FLEET_DEVICE = 'sim';
+    const dir = tempDir('npu-fleet-validate-load-static-');
+    cpSync('examples/models/mlp-classifier', join(dir, 'mlp-classifier'), { recursive: true });
+    cpSync('examples/models/small-cnn/1/model.onnx', join(dir, 'mlp-classifier', '1', 'model.onnx'));
+    cpSync('examples/models/small-cnn', join(dir, 'small-cnn'), { recursive: true });
+    mkdirSync(join(dir, 'small-cnn', '2'));
+    let stdout = '';
+    const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => ((stdout += String(chunk)), true));
+    try {
+      expect(await main(['models', 'validate', dir, '--load'])).toBe(1);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(stdout).toContain(`FAIL ${join(dir, 'small-cnn', '2')}: missing model.onnx`);
+    expect(stdout).toMatch(/^FAIL mlp-classifier@1: .*config\.yaml lists \[input\] but the model has \[image\]/m);
+    expect(stdout).toMatch(/^ok {3}small-cnn@1: loads on sim device 0/m);
   });
 
   it('fails an empty model file without loading it (a copy that died, a placeholder)', () => {
