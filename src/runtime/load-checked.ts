@@ -56,13 +56,40 @@ function maxOutputDims(config: ModelConfig): Record<string, number[]> | undefine
 }
 
 /**
+ * Bounds from config.yaml's own dims for a model without buckets (every input axis past the batch
+ * is fixed there): inputs at the largest gear, outputs with their one -1 (the batch) at it.
+ */
+function fixedConfigBounds(config: ModelConfig, gears: readonly number[]): { maxInputDims: Record<string, number[]>; maxOutputDims: Record<string, number[]> } {
+  const maxGear = gears[gears.length - 1] ?? config.maxBatchSize;
+  const maxInputDims: Record<string, number[]> = {};
+  for (const input of config.inputs) maxInputDims[input.name] = input.dims.map((d, axis) => (axis === 0 || d < 0 ? maxGear : d));
+  const maxOutputDims: Record<string, number[]> = {};
+  for (const output of config.outputs) {
+    if (output.dims.filter((d) => d === -1).length !== 1) continue;
+    maxOutputDims[output.name] = output.dims.map((d) => (d === -1 ? maxGear : d));
+  }
+  return { maxInputDims, maxOutputDims };
+}
+
+/**
  * Loads a model version as a worker serves it (gears and buffer sizes from its config) and checks
  * the file's tensors against config.yaml; a mismatch unloads it again and fails like a bad file.
  */
 export async function loadChecked(device: DeviceLike, path: string, config: ModelConfig, what: string): Promise<ExecutableModel> {
   const gears = effectiveGears(config);
   const outputs = maxOutputDims(config);
-  const executable = await device.loadModel(path, { gears, maxInputDims: maxInputDims(config), ...(outputs === undefined ? {} : { maxOutputDims: outputs }) });
+  let executable: ExecutableModel;
+  try {
+    executable = await device.loadModel(path, { gears, maxInputDims: maxInputDims(config), ...(outputs === undefined ? {} : { maxOutputDims: outputs }) });
+  } catch (error) {
+    // A model may keep dynamic a dimension config.yaml fixes (exported with a dynamic sequence
+    // length, served at one): model-io-check accepts that, but the binding sizes such a tensor's
+    // buffers only from bounds it is given. Without buckets no bounds were passed; load it again
+    // bounded by the config's dims rather than fail with a loadModel option config.yaml cannot set.
+    const bounds = config.buckets ? undefined : fixedConfigBounds(config, gears);
+    if (bounds === undefined || !(error instanceof FleetError) || !/ has a dynamic non-batch dimension: pass max(Input|Output)Dims\./.test(error.message)) throw error;
+    executable = await device.loadModel(path, { gears, ...bounds });
+  }
   const problems = modelConfigMismatches(config, executable);
   // The scheduler pads batches to the config's gears, but a real .om accepts only the gears it was
   // compiled with (the loadModel option reaches the simulator alone): every batch padded to a gear
