@@ -23,24 +23,30 @@ function processAlive(pid: number): boolean {
  * ids or Kafka group member: see TransportStartOptions.predecessor), handed over only when that
  * process is dead: a worker still running (two started for one device by mistake, or a pid reused
  * since) keeps what it holds. A note from another host (a journal directory on a shared volume) is
- * not ours to act on either. Read once at start; the new note replaces it. JS thread only; best
- * effort.
+ * not ours to act on either. Read once at start; the new note replaces it. `ownerRunning`: the
+ * note's writer runs here still, so the in-flight journal beside it is that live worker's, not a
+ * dead one's (see worker-process.ts). JS thread only; best effort.
  */
-export function openPredecessorNote(path: string, log: Logger): PredecessorNote {
+export function openPredecessorNote(path: string, log: Logger): PredecessorNote & { readonly ownerRunning: boolean } {
   let previous: string | undefined;
+  let ownerRunning = false;
   try {
     const parsed = JSON.parse(readFileSync(path, 'utf8')) as { pid?: unknown; host?: unknown; note?: unknown };
     const { pid, host, note } = parsed;
     if (typeof pid === 'number' && typeof note === 'string' && host === hostname()) {
       // Our own pid: a new process in a fresh pid namespace (a restarted container) reuses it.
       if (pid === process.pid || !processAlive(pid)) previous = note;
-      else log.warn({ pid, path }, 'the previous worker of this device is still running: what it holds is left to it');
+      else {
+        ownerRunning = true;
+        log.warn({ pid, path }, 'the previous worker of this device is still running: what it holds is left to it');
+      }
     }
   } catch {
     // No note (first start here) or a torn one: nothing to hand over.
   }
   return {
     previous,
+    ownerRunning,
     save(note: string): void {
       try {
         writeFileSync(path, JSON.stringify({ pid: process.pid, host: hostname(), note }));

@@ -172,10 +172,15 @@ async function startedWorker(
   const transport = deps.createTransport(config, rootLog);
   const journalPath = inflightJournalPath(config, deviceId);
   const journal = journalPath === undefined ? undefined : new InflightJournal(journalPath, (err) => log.warn({ err, path: journalPath }, 'cannot write the in-flight journal (worker.journalDir); a crash on a poison input will not be counted'));
-  const crashHints =
-    journal?.takeCrashHints((reason) => log.warn({ path: journalPath, reason }, 'ignoring the in-flight journal the previous worker of this device left: if it died of a poison input, that crash is not counted')) ??
-    new Map<string, CrashHint>();
   const predecessor = journalPath === undefined ? undefined : openPredecessorNote(predecessorNotePath(journalPath), log);
+  // A second worker started for a device whose worker still runs (scaling up with the same config)
+  // finds that live worker's batches in the journal: they are on its device, not left by a crash,
+  // so they are neither counted as suspects nor cleared from under it.
+  const crashHints =
+    (predecessor?.ownerRunning === true
+      ? undefined
+      : journal?.takeCrashHints((reason) => log.warn({ path: journalPath, reason }, 'ignoring the in-flight journal the previous worker of this device left: if it died of a poison input, that crash is not counted'))) ??
+    new Map<string, CrashHint>();
   if (crashHints.size > 0) {
     log.warn({ requests: crashHints.size, journal: journalPath }, "the previous worker of this device died with a batch on the device: those requests count as suspects when they come back");
   }

@@ -1,10 +1,12 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { createServer, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
-import { inflightJournalPath } from '../../../src/runtime/inflight-journal.ts';
+import { InflightJournal, inflightJournalPath } from '../../../src/runtime/inflight-journal.ts';
+import { predecessorNotePath } from '../../../src/runtime/predecessor-note.ts';
 import { runWorker, type RunningWorker } from '../../../src/runtime/worker-process.ts';
 import type { DeviceLike } from '../../../src/runtime/load-checked.ts';
 import { MemoryBroker } from '../../../src/transport/memory/memory-broker.ts';
@@ -99,6 +101,26 @@ describe('runWorker: the metrics/health edge', () => {
     const worker = await runWorker(cfg, 0, { artifact: 'onnx', openDevice: () => Promise.resolve(controlledDevice().device), createTransport: () => new MemoryTransport({ broker: new MemoryBroker() }) }, { log });
     started.push(worker);
     expect(lines.filter((l) => l.path === path && typeof l.reason === 'string').map((l) => l.reason)).toEqual([expect.stringMatching(/^torn: \d+ of 40 bytes/)]);
+  });
+
+  it("a second worker for a device whose worker still runs leaves that worker's in-flight journal alone: no suspects, not cleared", async () => {
+    // Scaling up with the same config (`npu-fleet worker --device N` beside a fleet): the journal
+    // and the owner note are the live worker's. Its batches were counted as a dead worker's
+    // suspects ("the previous worker of this device died with a batch on the device").
+    const cfg = parseFleetConfig({ ...config, transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://127.0.0.1:1' } }, worker: { metricsPort: 0, journalDir: tempDir('npu-fleet-live-journal-') } });
+    const path = inflightJournalPath(cfg, 0) ?? '';
+    const live = new InflightJournal(path);
+    live.record(['[["q/1",0],["q/2",0]]']);
+    live.close();
+    const before = readFileSync(path, 'utf8');
+    writeFileSync(predecessorNotePath(path), JSON.stringify({ pid: process.ppid, host: hostname(), note: '{}' }));
+    const lines: Array<Record<string, unknown>> = [];
+    const log = createLogger({ level: 'info', destination: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } });
+    const worker = await runWorker(cfg, 0, { artifact: 'onnx', openDevice: () => Promise.resolve(controlledDevice().device), createTransport: () => new MemoryTransport({ broker: new MemoryBroker() }) }, { log });
+    started.push(worker);
+    expect(lines.map((l) => l.msg)).toContain('the previous worker of this device is still running: what it holds is left to it');
+    expect(lines.filter((l) => typeof l.msg === 'string' && l.msg.includes('died with a batch'))).toEqual([]);
+    expect(readFileSync(path, 'utf8')).toBe(before);
   });
 
   it('exports worker restarts from the first incarnation on (0), so the first restart shows in increase()', async () => {
