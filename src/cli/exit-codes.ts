@@ -40,8 +40,9 @@ export const EXIT_CODES_HELP = `Exit codes (every command):
        or none served ok in time (all expired, late or errors; stderr says which); dlq
        replay/purge: records skipped for a cause to fix; models validate: a model not servable
   ${EXIT.usage}    bad arguments or config; nothing was done (publish: also a --file that cannot be read, an
-       --out that cannot be created; writing --out failing later, e.g. a full disk, is 1; start: also a
-       worker refusing its config at start-up three times in a row, e.g. a config file edited while running)
+       --out that cannot be created; writing --out failing later, e.g. a full disk, is 1; start: also the
+       workers of every device refusing their config at start-up three times in a row, e.g. a config
+       file edited while running)
   ${EXIT.onlyExpired}    dlq replay/purge: only records whose deadline had passed were skipped
   ${EXIT.notAllAnswered}    publish, load, frames: ran to the end, but not every request answered (publish: a result
        not ok, a line refused as invalid, or no reply in --timeout-ms; load/frames: no reply in

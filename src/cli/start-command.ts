@@ -124,16 +124,16 @@ export async function startCommand(config: FleetConfig, configFile: string | und
   supervisor.start();
   const first = await Promise.race([stop.signal.then((signal) => ({ signal })), supervisor.gaveUp.then((gaveUp) => ({ gaveUp }))]);
   if ('gaveUp' in first) {
-    // A worker that keeps exiting 2 was refused its config or command line (the supervisor named its
-    // error): the fleet cannot run as configured, and restarting it for ever served nothing. The others
-    // drain; a stop signal meanwhile forces it, as a second one does below.
+    // Every device's worker keeps exiting 2, refused its config or command line (the supervisor named
+    // the error): the fleet cannot run as configured, and restarting them for ever serves nothing.
+    // What still runs drains; a stop signal meanwhile forces it, as a second one does below.
     const { deviceId, error } = first.gaveUp;
     void stop.signal.then((signal) => {
       log.warn({ signal }, 'signal while stopping: killing the workers without waiting for their drain');
       supervisor.kill();
     });
-    const code = await supervisor.stop(`device ${deviceId}'s worker refused its config or command line`, EXIT.usage);
-    printLine(`npu-fleet: the worker for device ${deviceId} exits ${EXIT.usage} at start-up, every time: fleet stopped: ${error}`, process.stderr);
+    const code = await supervisor.stop(`every device's worker refused its config or command line`, EXIT.usage);
+    printLine(`npu-fleet: the workers of every device exit ${EXIT.usage} at start-up, every time (device ${deviceId} last): fleet stopped: ${error}`, process.stderr);
     return code;
   }
   const { signal } = first;

@@ -23,16 +23,19 @@ export interface SupervisorOptions {
   readonly failingAfterExits?: number;
   readonly onWorkerExit?: (deviceId: number, code: number | null, signal: NodeJS.Signals | null) => void;
   /**
-   * After this many exits in a row with code 2 (a bad config or command line) of one device's
-   * worker, it is not restarted again and gaveUp resolves (default 3). Code 2 comes only from a
+   * After this many exits in a row with code 2 (a bad config or command line) of every device's
+   * worker, none is restarted again and gaveUp resolves (default 3). Code 2 comes only from a
    * start-up that was refused, never from a worker that was ready, and a restart reads the same
-   * config: the loop would only ever repeat it. More than one, so that a config file read while
-   * an editor was writing it (a hot edit, saved in place) gets another read once written.
+   * config: with no device serving, the loop would only ever repeat it. More than one, so that a
+   * config file read while an editor was writing it (a hot edit, saved in place) gets another read
+   * once written. While another device's worker still serves, one that keeps exiting 2 is restarted
+   * on with backoff, loudly: what it refused can be passing (a model's config.yaml mid-edit, a
+   * repository briefly empty), and stopping the fleet would take the serving devices down with it.
    */
   readonly usageExitsToGiveUp?: number;
 }
 
-/** A device's worker that kept exiting 2 (bad config or command line): the fleet cannot run as configured. */
+/** Every device's worker kept exiting 2 (bad config or command line): the fleet cannot run as configured. This one was the last. */
 export interface GaveUp {
   readonly deviceId: number;
   readonly exits: number;
@@ -117,8 +120,8 @@ export class Supervisor {
   private killed = false;
   private giveUp: (g: GaveUp) => void = () => undefined;
   /**
-   * Resolves when a device's worker kept exiting 2 (usageExitsToGiveUp): nothing is restarted any
-   * more; the caller stops the fleet (stop()) and exits 2. Never resolves otherwise.
+   * Resolves when every device's worker kept exiting 2 (usageExitsToGiveUp): nothing is restarted
+   * any more; the caller stops the fleet (stop()) and exits 2. Never resolves otherwise.
    */
   readonly gaveUp: Promise<GaveUp>;
 
@@ -199,14 +202,21 @@ export class Supervisor {
   private restartLater(slot: Slot, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.stopping) return;
     slot.usageExits = code === EXIT_USAGE ? slot.usageExits + 1 : 0;
-    if (slot.usageExits >= (this.o.usageExitsToGiveUp ?? 3)) {
+    const giveUpAfter = this.o.usageExitsToGiveUp ?? 3;
+    if (slot.usageExits >= giveUpAfter) {
       const error = lastErrorLine(slot.stderrTail) ?? workerExitReason(code, signal);
+      if (this.slots.every((s) => s.usageExits >= giveUpAfter)) {
+        this.o.log.error(
+          { device: slot.deviceId, code, exits: slot.usageExits, error },
+          `worker exited ${code} (invalid config or command line) ${slot.usageExits} times in a row, each before it was ready, and no device's worker serves: not restarting it, the fleet cannot run as configured: ${error}`,
+        );
+        this.giveUp({ deviceId: slot.deviceId, exits: slot.usageExits, error });
+        return;
+      }
       this.o.log.error(
         { device: slot.deviceId, code, exits: slot.usageExits, error },
-        `worker exited ${code} (invalid config or command line) ${slot.usageExits} times in a row, each before it was ready: not restarting it, the fleet cannot run as configured: ${error}`,
+        `worker exited ${code} (invalid config or command line) ${slot.usageExits} times in a row, each before it was ready; other devices serve, so it is restarted on with backoff until what it refuses is fixed: ${error}`,
       );
-      this.giveUp({ deviceId: slot.deviceId, exits: slot.usageExits, error });
-      return;
     }
     const ranMs = Date.now() - slot.startedAt;
     // A start that timed out ran long but was never healthy: its backoff keeps growing.
