@@ -15,6 +15,7 @@ export const ONNX_DATA_TYPES = {
   int32: 6,
   int64: 7,
   bool: 9,
+  float16: 10,
   float64: 11,
 } as const;
 export type OnnxDataType = keyof typeof ONNX_DATA_TYPES;
@@ -29,7 +30,8 @@ export interface ValueInfo {
   docString?: string;
 }
 
-export type TensorValues = Float32Array | Float64Array | Int32Array | BigInt64Array | Uint8Array | Int8Array;
+/** float16 values are their IEEE half bit patterns (Node 20 has no Float16Array). */
+export type TensorValues = Float32Array | Float64Array | Int32Array | BigInt64Array | Uint8Array | Int8Array | Uint16Array;
 
 export interface TensorData {
   name: string;
@@ -115,7 +117,8 @@ function checkTensor(t: TensorData): void {
     (t.dtype === 'int32' && t.values instanceof Int32Array) ||
     (t.dtype === 'int64' && t.values instanceof BigInt64Array) ||
     ((t.dtype === 'uint8' || t.dtype === 'bool') && t.values instanceof Uint8Array) ||
-    (t.dtype === 'int8' && t.values instanceof Int8Array);
+    (t.dtype === 'int8' && t.values instanceof Int8Array) ||
+    (t.dtype === 'float16' && t.values instanceof Uint16Array);
   if (!ok) throw new TypeError(`tensor ${t.name}: ${t.values.constructor.name} does not hold ${t.dtype}`);
 }
 
@@ -134,6 +137,7 @@ export function littleEndianBytes(values: TensorValues): Uint8Array {
     else if (values instanceof Float64Array) view.setFloat64(off, values[i] ?? 0, true);
     else if (values instanceof Int32Array) view.setInt32(off, values[i] ?? 0, true);
     else if (values instanceof BigInt64Array) view.setBigInt64(off, values[i] ?? 0n, true);
+    else if (values instanceof Uint16Array) view.setUint16(off, values[i] ?? 0, true);
   }
   return out;
 }
@@ -147,7 +151,7 @@ function writeTensor(w: ProtoWriter, t: TensorData): void {
   if (typed) {
     if (v instanceof Float32Array) w.packedFloats(4, Array.from(v));
     else if (v instanceof BigInt64Array) w.packedInts(7, Array.from(v));
-    // int32, int8, uint8 and bool all live in int32_data.
+    // int32, int8, uint8, bool and float16 (its bit patterns) all live in int32_data.
     else if (!(v instanceof Float64Array)) w.packedInts(5, Array.from(v));
   }
   w.string(8, t.name);

@@ -75,7 +75,9 @@ struct ModelProto {
 };
 
 // Decodes an ONNX model. On failure returns false with a message; never reads out of bounds.
-bool parseOnnxModel(const uint8_t *data, size_t size, ModelProto &out, std::string &err);
+// `unsupported`, when given, is set when the file is well formed but uses a data type the
+// simulator does not implement (see wire::ParseError).
+bool parseOnnxModel(const uint8_t *data, size_t size, ModelProto &out, std::string &err, bool *unsupported = nullptr);
 
 }  // namespace sim
 #pragma GCC visibility pop

@@ -16,8 +16,12 @@ namespace wire {
 
 struct ParseError {
   std::string msg;
+  // A well-formed model using what the simulator does not implement (a tensor's data type), not a
+  // damaged file: reported as ACL_ERROR_UNSUPPORTED_DATA_TYPE, so the fix named is a re-export.
+  bool unsupported = false;
 };
 [[noreturn]] inline void bad(const std::string &m) { throw ParseError{m}; }
+[[noreturn]] inline void unsupported(const std::string &m) { throw ParseError{m, true}; }
 
 constexpr size_t kMaxRank = 64;
 

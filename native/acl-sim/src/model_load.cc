@@ -136,7 +136,13 @@ std::vector<uint64_t> takeGears(bool consume) {
 std::unique_ptr<Model> prepare(const uint8_t *bytes, size_t size, const std::string &source, std::vector<uint64_t> gears) {
   ModelProto mp;
   std::string err;
-  if (!parseOnnxModel(bytes, size, mp, err)) fail(ACL_ERROR_DESERIALIZE_MODEL, source + ": malformed ONNX model: " + err);
+  bool unsupportedType = false;
+  if (!parseOnnxModel(bytes, size, mp, err, &unsupportedType)) {
+    if (unsupportedType) {
+      fail(ACL_ERROR_UNSUPPORTED_DATA_TYPE, source + ": " + err + "; export the model with float32 weights (a float16 export converted back, e.g. onnxconverter-common's float16 tools)");
+    }
+    fail(ACL_ERROR_DESERIALIZE_MODEL, source + ": malformed ONNX model: " + err);
+  }
   auto m = std::make_unique<Model>();
   ModelInfo &info = m->info;
   info.gears = std::move(gears);

@@ -175,7 +175,7 @@ const Attr *NodeProto::attr(const char *n) const {
   return nullptr;
 }
 
-bool parseOnnxModel(const uint8_t *data, size_t size, ModelProto &m, std::string &err) {
+bool parseOnnxModel(const uint8_t *data, size_t size, ModelProto &m, std::string &err, bool *unsupported) {
   try {
     if (size == 0) bad("the model file is empty");
     Reader r{data, data + size, "ModelProto"};
@@ -216,6 +216,7 @@ bool parseOnnxModel(const uint8_t *data, size_t size, ModelProto &m, std::string
     return true;
   } catch (const ParseError &e) {
     err = e.msg;
+    if (unsupported != nullptr) *unsupported = e.unsupported;
     return false;
   } catch (const std::bad_alloc &) {
     err = "out of memory while decoding the model";

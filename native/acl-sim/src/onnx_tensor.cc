@@ -128,7 +128,7 @@ void parseTensor(Reader r, TensorData &t) {
       }
       break;
     default:
-      bad(label + " has unsupported data type " + onnxTypeName(t.dtype));
+      unsupported(label + " has data type " + onnxTypeName(t.dtype) + ", which the simulator does not support (float32, int64, int32, uint8, int8 and bool)");
   }
 }
 
