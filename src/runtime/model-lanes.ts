@@ -8,6 +8,7 @@ import type { SchedulerRequest } from '../scheduler/scheduler-types.ts';
 import type { ModelSubscription } from '../transport/transport.ts';
 import { loadChecked, type DeviceLike, type ExecutableModel } from './load-checked.ts';
 import { fieldPaths, liveSchedulerOptionsFor, reloadModelConfig } from './model-config-reload.ts';
+import { modelConfigMismatches } from './model-io-check.ts';
 import type { ModelVersion, RepositoryModel, RepositorySnapshot } from './model-repository.ts';
 import { WAKE_MARGIN_MS } from './timer-delay.ts';
 
@@ -304,10 +305,31 @@ export class ModelLanes<P = unknown> {
     }
     if (held.length > 0) {
       this.log.warn({ model, fields: fieldPaths(held, known.config, repoModel.config) }, 'config.yaml changed in fields a running worker cannot apply; they apply to workers started from now on (restart the workers to apply them)');
+      this.warnUnfit(model, repoModel.config, entry);
     }
     if (entry !== undefined) entry.config = config;
     this.servedConfigs.set(model, { config, file: repoModel.config });
     return config;
+  }
+
+  /**
+   * A held change of the tensors (inputs, outputs) is checked against the model files loaded here
+   * now, as loadChecked will check it at the next start: otherwise the restart the warning asks for
+   * fails every load, and the operator learns it from a crash loop instead of from this line.
+   */
+  private warnUnfit(model: string, file: ModelConfig, entry: ModelEntry<P> | undefined): void {
+    const unfit = [...(entry?.versions.values() ?? [])]
+      .filter((v) => !v.retiring)
+      .map((v) => ({ version: v.version, problems: modelConfigMismatches(file, v.executable) }))
+      .filter((u) => u.problems.length > 0);
+    if (unfit.length === 0) return;
+    const versions = unfit.map((u) => u.version);
+    const problems = [...new Set(unfit.flatMap((u) => u.problems))];
+    this.log.error(
+      { model, versions },
+      `config.yaml no longer fits the model file this worker loaded (version ${versions.join(', ')}): a restarted worker would refuse it: ${problems.join('; ')}; ` +
+        'fix config.yaml before the workers restart (npu-fleet models validate --load); this worker serves on with the config it loaded',
+    );
   }
 
   /**

@@ -19,6 +19,7 @@ import { until } from '../../helpers/until.ts';
 const MODEL = 'mlp-classifier';
 const APPLIED = 'config.yaml changed; applied to the running worker';
 const HELD = 'config.yaml changed in fields a running worker cannot apply; they apply to workers started from now on (restart the workers to apply them)';
+const UNFIT = /^config\.yaml no longer fits the model file this worker loaded \(version 1\): a restarted worker would refuse it/;
 
 let worker: RunningWorker | undefined;
 let producer: MemoryProducer | undefined;
@@ -103,5 +104,24 @@ describe('hot reload of an edited config.yaml', () => {
     // Told once, not at every poll.
     await new Promise((r) => setTimeout(r, 2_500));
     expect(lines.filter((l) => l.msg === HELD)).toHaveLength(1);
+  }, 60_000);
+
+  it('a restart-only change that no longer fits the loaded model file is called out at error level before any restart: this worker serves on', async () => {
+    const { original, edit, lines, results, send } = await workerWithDelays('[0, 2, 20]');
+    edit(original.replace('{ name: input, dtype: float32, dims: [-1, 64] }', '{ name: input, dtype: float32, dims: [-1, 65] }'));
+    await until(() => lines.some((l) => l.msg === HELD), 10_000, 'the warning about the restart-only change');
+    // Before, only the warning: the restart it asked for then failed every load, a crash loop.
+    const unfit = lines.filter((l) => UNFIT.test(String(l.msg)));
+    expect(unfit, JSON.stringify(lines.filter((l) => Number(l.level) >= 40))).toHaveLength(1);
+    expect(unfit[0]).toMatchObject({ level: 50, model: MODEL, versions: ['1'] });
+    expect(String(unfit[0]?.msg)).toMatch(/config\.yaml dims \[-1, 65\] do not fit the model's \[-1, 64\]/);
+    expect(String(unfit[0]?.msg)).toMatch(/fix config\.yaml before the workers restart \(npu-fleet models validate --load\)/);
+
+    // The running worker keeps its loaded config: a 64-feature request is still served.
+    const served = await send(1);
+    await until(() => results.has(served), 10_000, 'a request after the change');
+    expect(results.get(served)).toMatchObject({ status: 'ok' });
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(lines.filter((l) => UNFIT.test(String(l.msg))), 'told once, not at every poll').toHaveLength(1);
   }, 60_000);
 });
