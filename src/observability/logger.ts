@@ -44,6 +44,24 @@ const SECRET_KEYS = new Set(['password']);
 /** What pino's err serializer makes an Error into (its own fields are what is printed). */
 const SERIALIZED_ERROR_PROTO: unknown = Object.getPrototypeOf(pino.stdSerializers.err(new Error('probe')));
 
+/**
+ * pino's err serializer, with the message each cause adds only when it is not already in it:
+ * pino appends every cause's message, and a FleetError quotes its cause's already (toFleetError,
+ * kafkaError), so a binding failure was logged with its ACL text twice.
+ */
+function serializeError(err: unknown): unknown {
+  const out = pino.stdSerializers.err(err as Error) as { message?: unknown };
+  if (!(err instanceof Error)) return out;
+  let message = err.message;
+  const seen = new Set<unknown>([err]);
+  for (let cause: unknown = err.cause; cause instanceof Error && !seen.has(cause); cause = cause.cause) {
+    seen.add(cause);
+    if (cause.message !== '' && !message.includes(cause.message)) message = `${message}: ${cause.message}`;
+  }
+  out.message = message;
+  return out;
+}
+
 /** Deep enough for a whole fleet config; below it values are logged as they are. */
 const URL_SCRUB_MAX_DEPTH = 8;
 
@@ -128,7 +146,7 @@ export function createLogger(setup: LoggerSetup = {}): Logger {
     base: { pid: process.pid, ...setup.base },
     redact: { paths: [...REDACTED_PATHS, ...SECRET_PATHS], censor: (_value: unknown, path: string[]) => (SECRET_KEYS.has(path.at(-1) ?? '') ? '[secret]' : '[payload]') },
     formatters: { log: (object) => scrubUrls(object, 0) as Record<string, unknown> },
-    serializers: { err: (err: unknown) => scrubUrls(pino.stdSerializers.err(err as Error), 0) },
+    serializers: { err: (err: unknown) => scrubUrls(serializeError(err), 0) },
     hooks: {
       // The message and its %s arguments: a URL put into the text rather than into a field.
       logMethod(args, method) {
