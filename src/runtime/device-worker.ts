@@ -207,6 +207,11 @@ export class DeviceWorker {
     this.pump();
   }
 
+  /** The versions each model serves now (loaded, not draining). */
+  servedVersions(): Array<{ model: string; version: string }> {
+    return this.lanes.servedVersions();
+  }
+
   /** Whether `v` is loaded here from other bytes than its file holds now (replaced in place; see ModelLanes). */
   loadedFromOtherBytes(v: ModelVersion): boolean {
     return this.lanes.loadedFromOtherBytes(v);

@@ -243,12 +243,20 @@ async function startedWorker(
       // The snapshot advances even when a version failed to load (it is not retried each poll);
       // reloadPending() notices when that version's file has changed since.
       const versionsChanged = diff.added.length > 0 || diff.removed.length > 0 || worker.reloadPending(next);
-      if (versionsChanged) {
-        log.info({ added: diff.added.map((v) => `${v.model}@${v.version}`), removed: diff.removed.map((v) => `${v.model}@${v.version}`) }, 'model repository changed');
-      }
       // A changed config.yaml goes to the running lanes: its live fields apply now, the others
       // are warned about until a restart (ModelLanes, model-config-reload.ts).
       if (versionsChanged || diff.configChanged.length > 0) await worker.applySnapshot(next);
+      if (versionsChanged) {
+        // Logged after applying: a version the repository no longer selects keeps serving while
+        // its replacement failed to load, and calling it removed sent operators the wrong way.
+        const key = (v: { model: string; version: string }): string => `${v.model}@${v.version}`;
+        const serving = new Set(worker.servedVersions().map(key));
+        const unselected = diff.removed.map(key);
+        log.info(
+          { added: diff.added.map(key), removed: unselected.filter((v) => !serving.has(v)), stillServing: unselected.filter((v) => serving.has(v)) },
+          'model repository changed',
+        );
+      }
       snapshot = next;
     },
   });

@@ -73,7 +73,7 @@ describe('hot reload of a version that fails to load', () => {
   }, 60_000);
 
   it('a version whose model file does not match config.yaml is refused the same way, naming the difference', async () => {
-    const { repo, ask, failures } = await fleetOnCopiedRepo();
+    const { repo, lines, ask, failures } = await fleetOnCopiedRepo();
     expect((await ask()).version).toBe('1');
     // Another model's file (image [-1,1,28,28] -> logits) dropped in as version 2.
     mkdirSync(join(repo, MODEL, '2'));
@@ -82,6 +82,10 @@ describe('hot reload of a version that fails to load', () => {
     const err = failures()[0]?.err as { message?: string } | undefined;
     expect(err?.message).toMatch(/mlp-classifier version 2: config\.yaml does not match .*inputs: config\.yaml lists \[input\] but the model has \[image\].*outputs: config\.yaml lists \[probs\] but the model has \[logits\]/);
     expect(await ask()).toMatchObject({ status: 'ok', version: '1' });
+    // Version 1 is no longer the one the policy selects, but it serves on: not "removed".
+    expect(lines.filter((l) => l.msg === 'model repository changed').map((l) => ({ added: l.added, removed: l.removed, stillServing: l.stillServing }))).toEqual([
+      { added: [`${MODEL}@2`], removed: [], stillServing: [`${MODEL}@1`] },
+    ]);
   }, 60_000);
 });
 
