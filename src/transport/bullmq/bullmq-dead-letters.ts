@@ -328,6 +328,9 @@ export class BullmqDeadLetters implements DeadLetters {
       // BullMQ writes a queue's meta hash when a Queue is made: list and dry runs must write nothing
       // (nor make a misspelt model's queue appear); the workers write it for the queues they use.
       q = new Queue(name, { connection: this.connection, prefix: this.settings.prefix, skipMetasUpdate: true });
+      // Without a listener BullMQ console.error's each failed reconnect of the shared connection
+      // (a stack trace a retry): the command's own error (redisFailure) says it once, naming the setting.
+      q.on('error', () => undefined);
       this.queues.set(name, q);
     }
     return q;

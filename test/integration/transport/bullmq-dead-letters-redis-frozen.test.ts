@@ -7,7 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { stringify } from 'yaml';
 import { dlqCommand } from '../../../src/cli/dlq-command.ts';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
@@ -152,6 +152,33 @@ describe('bullmq DLQ commands with Redis frozen (SIGSTOP) or down after they rea
     expectNamesTheSetting(outcome, /transport\.bullmq\.redisUrl/);
     expect(tookMs).toBeLessThan(WITHIN_MS);
   }, 40_000);
+
+  it('a replay whose Redis goes down part way reports it once, in its error, with no connection errors dumped on stderr', async () => {
+    // Each BullMQ Queue the replay opened had no 'error' listener, so BullMQ console.error'ed every
+    // failed reconnect of the shared connection: 21 stack traces of ECONNREFUSED above the one
+    // line that said what happened (QA, a 10,000-record replay through a proxy that was stopped).
+    const { redis, settings, model } = await redisWithDlq(60);
+    const printed = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    cleanup.push(() => printed.mockRestore());
+    const dl = new BullmqDeadLetters(settings);
+    cleanup.push(() => dl.close());
+    let killed = false;
+    const replay = dl.replay({
+      model,
+      progressEvery: 10,
+      onProgress: ({ replayed }) => {
+        if (!killed && replayed >= 10) {
+          killed = true;
+          redis.kill();
+        }
+      },
+    });
+    const { outcome } = await settledWithin(replay, WITHIN_MS + 30_000);
+    expect(killed).toBe(true);
+    expectNamesTheSetting(outcome, /transport\.bullmq\.redisUrl/);
+    await dl.close();
+    expect(printed.mock.calls.map((c) => String(c[0]))).toEqual([]);
+  }, 60_000);
 
   for (const how of ['frozen', 'down'] as const) {
     it(`npu-fleet dlq list|replay|purge with Redis ${how} from the start fail within about connectTimeoutMs naming the setting`, async () => {
