@@ -302,6 +302,9 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
       ...(source?.prepare === undefined ? {} : { prepare: source.prepare }),
       ...(source?.repeats === undefined ? {} : { repeats: source.repeats }),
       ...(out === undefined ? {} : { done: out.done }),
+      // Only a --resume continues an earlier run: a fresh one scores its own lines, whatever ids
+      // an earlier data set used (BullMQ would hand it that set's answers).
+      fresh: resumeFrom === undefined,
       onRecord: (r, line) => (out === undefined ? printLine(resultLine(r)) : out.write(r, line)),
       stopped: () => interruptedBy !== undefined,
       // A data set with no worker serving it crawled through every line as TIMEOUT, one --timeout-ms after another.

@@ -54,6 +54,11 @@ export interface BulkPublishOptions {
   /** Entries already answered ok (a resumed run): not sent again. */
   readonly done?: DoneEntries;
   /**
+   * Not a resumed run: every request runs, even one whose id an earlier run had answered
+   * (RequestOptions.rerunAnswered); a resumed run takes an earlier ok answer for its id.
+   */
+  readonly fresh?: boolean;
+  /**
    * Ids that may occur on more than one entry (all that do, maybe others): only their first
    * lines are remembered, to refuse a repeat. Default: every id, one Map entry each for the whole
    * run (about 100 bytes): a data set of millions of lines passes findRepeatCandidates' instead.
@@ -189,6 +194,7 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
         // A line answered other than ok by an earlier run (BullMQ keeps that job an hour) runs
         // again: a resumed run re-sends exactly those lines for another try.
         rerunNotOk: true,
+        rerunAnswered: o.fresh === true,
         onPublished: (count) => {
           if (send.acked) return;
           send.acked = true;

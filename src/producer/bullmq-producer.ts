@@ -243,8 +243,9 @@ export class BullmqProducer implements Producer {
   }
 
   /** request()/requestMany(): publish to the inbox, then take the answer of any earlier job of the same id (EarlierJobs). */
-  private async addAwaited(list: readonly RequestEnvelope[], rerunNotOk = false, onPublished?: (count: number) => void): Promise<void> {
-    if (rerunNotOk) await this.earlier.clearNotOk(list, (r) => this.queue(renderName(this.settings.queueTemplate, r.model)));
+  private async addAwaited(list: readonly RequestEnvelope[], options: Pick<RequestOptions, 'rerunNotOk' | 'rerunAnswered' | 'onPublished'> = {}): Promise<void> {
+    const { rerunNotOk = false, rerunAnswered = false, onPublished } = options;
+    if (rerunNotOk || rerunAnswered) await this.earlier.clearAnswered(list, (r) => this.queue(renderName(this.settings.queueTemplate, r.model)), rerunAnswered);
     const token = `${this.inbox}#${++this.awaitedAdds}`;
     await this.add(
       list.map((r) => ({ ...r, replyTo: this.inbox })),
@@ -279,7 +280,7 @@ export class BullmqProducer implements Producer {
     return this.router.roundTrip(request.id, options.timeoutMs, async () => {
       await this.openInbox();
       // Not sent once its wait has ended (timed out, closed) while the inbox opened.
-      if (this.router.isWaiting(request.id)) await this.addAwaited([request], options.rerunNotOk);
+      if (this.router.isWaiting(request.id)) await this.addAwaited([request], { rerunNotOk: options.rerunNotOk, rerunAnswered: options.rerunAnswered });
     }, options.timeoutMs, request.model);
   }
 
@@ -294,7 +295,7 @@ export class BullmqProducer implements Producer {
       async (waiting) => {
         await this.openInbox();
         const due = requests.filter((_, i) => waiting(i));
-        if (due.length > 0) await this.addAwaited(due, options.rerunNotOk, options.onPublished);
+        if (due.length > 0) await this.addAwaited(due, options);
         else options.onPublished?.(0);
       },
       requests.map((r) => r.model),

@@ -70,11 +70,12 @@ export class EarlierJobs {
   }
 
   /**
-   * Removes the earlier jobs of `requests` that were answered other than `ok`, so the adds that
-   * follow create new jobs and the requests run again (RequestOptions.rerunNotOk). A job that
-   * is locked (picked up again meanwhile) is left: its answer is taken as usual.
+   * Removes the earlier jobs of `requests` that were answered other than `ok` (`okToo`: answered
+   * at all), so the adds that follow create new jobs and the requests run again
+   * (RequestOptions.rerunNotOk / rerunAnswered). A job that is locked (picked up again meanwhile)
+   * is left: its answer is taken as usual.
    */
-  async clearNotOk(requests: readonly RequestEnvelope[], queueOf: (request: RequestEnvelope) => Queue): Promise<void> {
+  async clearAnswered(requests: readonly RequestEnvelope[], queueOf: (request: RequestEnvelope) => Queue, okToo: boolean): Promise<void> {
     const pipeline = this.o.redis().pipeline();
     for (const r of requests) pipeline.hmget(this.o.jobKey(r), 'finishedOn', 'returnvalue');
     const rows = (await pipeline.exec()) ?? [];
@@ -89,7 +90,7 @@ export class EarlierJobs {
       } catch {
         return; // not a result: check() words that when the add meets it
       }
-      if (status !== 'ok') removals.push(queueOf(r).remove(jobIdFor(r.id)));
+      if (okToo || status !== 'ok') removals.push(queueOf(r).remove(jobIdFor(r.id)));
     });
     await Promise.all(removals);
   }

@@ -59,6 +59,14 @@ export interface RequestOptions extends PublishOptions {
    */
   readonly rerunNotOk?: boolean;
   /**
+   * BullMQ: an id asked before whose earlier job was answered, `ok` or not, runs again (the earlier
+   * job is removed first); a job still queued or running still answers. `publish --file --await`
+   * sets it on a run that is not a --resume: a second data set reusing the first one's ids (lines
+   * numbered 1, 2, 3... in both) took the first one's answers as its own, recorded ok. Kafka and
+   * memory run every request sent anyway.
+   */
+  readonly rerunAnswered?: boolean;
+  /**
    * requestMany(): called once, with how many of its requests were sent, when the publish inside it
    * has resolved (the broker has them durably: Kafka acked the send, Redis added the jobs). Not
    * called when that publish fails or never ends (a broker gone: the replies then reject, TIMEOUT

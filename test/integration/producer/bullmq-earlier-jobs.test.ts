@@ -146,4 +146,18 @@ describe('BullMQ request-and-await of an id asked before', () => {
     expect(okAgain.status).toBe('ok');
     expect(await okCountSettles(s.okCount, okBefore + 2)).toBe(okBefore + 2);
   });
+
+  it('with rerunAnswered (publish --file, not resumed), an earlier ok answer runs again too', async () => {
+    const s = setup();
+    await s.startWorker();
+    const first = await s.producer().request(request('rerun-ok'), { timeoutMs: 30_000 });
+    expect(first.status).toBe('ok');
+    expect(await okCountSettles(s.okCount, 1)).toBe(1);
+    const [again] = s.producer().requestMany([request('rerun-ok')], { timeoutMs: 30_000, rerunAnswered: true });
+    const result = await again!;
+    expect(result.status).toBe('ok');
+    // Its own run, not the earlier job's answer.
+    expect(result.completedAt).toBeGreaterThan(first.completedAt ?? Infinity);
+    expect(await okCountSettles(s.okCount, 2)).toBe(2);
+  });
 });

@@ -1,0 +1,102 @@
+// Two data sets that number their lines alike (ids 1, 2, 3... in train.jsonl and in test.jsonl),
+// scored one after the other, each to a fresh RESULTS. On BullMQ the answered jobs of the first
+// are kept an hour (jobId = id), and the second run took their answers as its own: every line
+// recorded `ok` with the first data set's outputs, exit 0, not a word on stderr. A fresh run now
+// runs each of its lines; a --resume still takes an earlier ok answer for its id (docs: an ok
+// result stands for its id). Kafka ran every line anyway; it is held to the same.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import type { z } from 'zod';
+import { main } from '../../../src/cli/main.ts';
+import { transportFor } from '../../../src/cli/worker-deps.ts';
+import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
+import type { TransportSettingsSchema } from '../../../src/contracts/fleet-config.ts';
+import { openDevice } from '../../../src/device/index.ts';
+import { createLogger } from '../../../src/observability/logger.ts';
+import { runWorker } from '../../../src/runtime/worker-process.ts';
+import { writeAffineVersion } from '../../helpers/affine-model.ts';
+import { captureCliOutput } from '../../helpers/capture-cli-output.ts';
+import { getServices, uniqueKafkaTransport, uniqueName } from '../../helpers/services.ts';
+import { tempDir } from '../../helpers/temp-dir.ts';
+
+process.env['NPU_FLEET_DEVICE'] = 'sim';
+const MODEL = 'affine';
+const LINES = 20;
+const log = createLogger({ level: 'warn' });
+const { stderr, cleanup } = captureCliOutput();
+
+/** y = 2x + 1 over [batch, 4]: exact in float32 for the small integers used here. */
+async function servedFleet(prefix: string, transport: z.input<typeof TransportSettingsSchema>): Promise<{ dir: string; configFile: string }> {
+  const dir = tempDir(prefix);
+  const models = join(dir, 'models');
+  mkdirSync(join(models, MODEL), { recursive: true });
+  writeFileSync(
+    join(models, MODEL, 'config.yaml'),
+    stringify({ name: MODEL, inputs: [{ name: 'x', dtype: 'float32', dims: [-1, 4] }], outputs: [{ name: 'y', dtype: 'float32', dims: [-1, 4] }], maxBatchSize: 8, batchGears: [1, 2, 4, 8], priorityLevels: 2, maxQueueDelayMs: [1, 2] }),
+  );
+  writeAffineVersion(join(models, MODEL), '1', 2, 1);
+  const fleet = { transport, devices: { count: 1, backend: 'sim' }, modelRepository: models, models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
+  const configFile = join(dir, 'fleet.yaml');
+  writeFileSync(configFile, stringify(fleet));
+  const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+  cleanup.push(() => worker.stop());
+  return { dir, configFile };
+}
+
+const inputOf = (i: number, offset: number): Float32Array => Float32Array.from({ length: 4 }, (_, k) => i + k + offset);
+const dataSet = (offset: number): string =>
+  `${Array.from({ length: LINES }, (_, i) => {
+    const x = inputOf(i, offset);
+    return JSON.stringify({ id: String(i + 1), model: MODEL, inputs: [{ name: 'x', dtype: 'float32', shape: [1, 4], data: Buffer.from(x.buffer).toString('base64') }] });
+  }).join('\n')}\n`;
+
+interface Rec {
+  id: string;
+  status: string;
+  line: number;
+  outputs?: Array<{ data: string }>;
+}
+const records = (path: string): Rec[] =>
+  readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as Rec);
+const outputOf = (r: Rec): number[] => Array.from(new Float32Array(Uint8Array.from(Buffer.from(r.outputs?.[0]?.data ?? '', 'base64')).buffer));
+
+const setups: Array<{ name: string; transport: () => z.input<typeof TransportSettingsSchema> }> = [
+  { name: 'Kafka', transport: () => uniqueKafkaTransport('reusedids') },
+  { name: 'BullMQ', transport: () => ({ kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix: uniqueName('reusedids') } }) },
+];
+
+describe.each(setups)('npu-fleet publish --file of a second data set reusing the first one\'s ids, on $name', (setup) => {
+  it('a fresh --out gets the outputs of its own lines, not the answers to the earlier data set', { timeout: 120_000 }, async () => {
+    const { dir, configFile } = await servedFleet('npu-fleet-reused-ids-', setup.transport());
+    const publish = (data: string, out: string, ...extra: string[]): Promise<number> =>
+      main(['publish', '--config', configFile, '--file', data, '--await', '--out', out, '--timeout-ms', '60000', ...extra]);
+    const train = join(dir, 'train.jsonl');
+    const test = join(dir, 'test.jsonl');
+    writeFileSync(train, dataSet(0));
+    writeFileSync(test, dataSet(100));
+
+    expect(await publish(train, join(dir, 'train-results.jsonl')), stderr.join('')).toBe(0);
+    expect(await publish(test, join(dir, 'test-results.jsonl')), stderr.join('')).toBe(0);
+    const scored = records(join(dir, 'test-results.jsonl'));
+    expect(scored).toHaveLength(LINES);
+    for (const r of scored) {
+      expect(r.status, r.id).toBe('ok');
+      expect(outputOf(r), `line ${r.line}`).toEqual(Array.from(inputOf(r.line - 1, 100), (v) => 2 * v + 1));
+    }
+
+    // A resume of that RESULTS with its last records cut off: the lines without a record are sent
+    // again and their ok answers (of this data set) taken; every line still has its own outputs.
+    const out = join(dir, 'test-results.jsonl');
+    writeFileSync(out, `${scored.slice(0, LINES / 2).map((r) => JSON.stringify(r)).join('\n')}\n`);
+    stderr.splice(0);
+    expect(await publish(test, out, '--resume'), stderr.join('')).toBe(0);
+    const resumed = records(out);
+    expect(resumed.map((r) => r.id).sort()).toEqual(scored.map((r) => r.id).sort());
+    for (const r of resumed) expect(outputOf(r), `line ${r.line}`).toEqual(Array.from(inputOf(r.line - 1, 100), (v) => 2 * v + 1));
+  });
+});
