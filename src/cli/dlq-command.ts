@@ -241,6 +241,19 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       return 0;
     }
     if (sub === 'purge') return await purgeCommand(dl, query, values['dry-run'], values.json, config.transport.kind, out, sayIfNotServed);
+    if (notServed !== undefined && !values['dry-run']) {
+      // Re-sent, they would wait in a queue/topic no worker reads (and on BullMQ leave the DLQ):
+      // refused like `publish` refuses such a model. An empty DLQ goes on to say so, exit 0.
+      const { matched } = await dl.list({ ...query, limit: 1 });
+      if (matched > 0) {
+        throw new FleetError(
+          'UNKNOWN_MODEL',
+          `model "${query.model}" is not served by this fleet (${notServed}): no worker would read the ${matched} matching dead letter(s) re-sent to its request ${config.transport.kind === 'kafka' ? 'topics' : 'queue'}` +
+            `${config.transport.kind === 'bullmq' ? ', and they would leave the DLQ' : ''}; nothing was sent. Deploy the model (or check --model and --config), then replay; --dry-run or dlq list shows them`,
+          { details: { field: 'model' } },
+        );
+      }
+    }
     const report = await dl.replay({
       ...query,
       dryRun: values['dry-run'],

@@ -1,13 +1,14 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Queue } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { FleetError } from '../../../src/errors/fleet-error.ts';
 import type { Transport } from '../../../src/transport/transport.ts';
 import { getServices, uniqueName } from '../../helpers/services.ts';
 import { tempDir } from '../../helpers/temp-dir.ts';
-import { bullmqSettings } from '../transport/bullmq-harness.ts';
+import { bullmqSettings, queueJobs } from '../transport/bullmq-harness.ts';
 import { idOf, Inbox, makeRequest, outcomeFor, startWith } from '../transport/conformance-kit.ts';
 import { kafkaSettings } from '../transport/kafka-harness.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
@@ -79,6 +80,37 @@ it('an empty DLQ of a model this fleet does not serve says so (list, replay, pur
   expect(json.stderr).toMatch(hint);
 }, 60_000);
 
+// A model taken out of the fleet (its directory removed, or dropped from `models`) keeps its dead
+// letters; `dlq replay` re-sent them, exit 0, "re-sent 3 of 3", to a queue no worker reads: on
+// BullMQ they left the DLQ for good, waiting in a queue nobody serves (QA). `publish` refuses such a
+// model (exit 2); replay now does too when it has records to send, and sends nothing.
+it('replay refuses (exit 2, nothing sent, records kept) the dead letters of a model this fleet does not serve; --dry-run and list still show them', async () => {
+  const bullmq = bullmqSettings();
+  const model = uniqueName('retired').replace(/[^A-Za-z0-9-]/g, '');
+  const configFile = join(tempDir('npu-fleet-dlq-cli-'), 'fleet.yaml');
+  writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq }, models: ['mlp-classifier'] }));
+  const dlq = new Queue(`${model}.dlq`, { connection: { url: bullmq.redisUrl } as never, prefix: bullmq.prefix });
+  try {
+    await dlq.addBulk(
+      ['r0', 'r1', 'r2'].map((id) => ({
+        name: 'dead-letter',
+        data: { reason: 'INVALID_MESSAGE', message: 'does not fit', source: { queue: `${model}.requests`, jobId: id }, priority: 1, original: { id, model, createdAt: 1, inputs: [] } },
+      })),
+    );
+  } finally {
+    await dlq.close();
+  }
+  const replay = cli(['dlq', 'replay', '--config', configFile, '--model', model]);
+  expect(replay.code, replay.stdout + replay.stderr).toBe(2);
+  expect(replay.stderr).toMatch(new RegExp(`model "${model}" is not served by this fleet \\(not in its config's models; served: mlp-classifier\\): no worker would read the 3 matching dead letter\\(s\\) re-sent`));
+  expect(await queueJobs(bullmq, `${model}.requests`, ['wait', 'prioritized'])).toEqual([]);
+  const dry = cli(['dlq', 'replay', '--config', configFile, '--model', model, '--dry-run']);
+  expect(dry.code, dry.stderr).toBe(0);
+  expect(dry.stdout).toMatch(/would re-send 3 of 3 matching dead letter\(s\)/);
+  const listed = cli(['dlq', 'list', '--config', configFile, '--model', model]);
+  expect(listed.stdout).toMatch(/3 record\(s\)/);
+}, 60_000);
+
 /**
  * `npu-fleet dlq` against the real brokers: dead letters written by the transport itself (a model
  * this fleet did not serve, and garbage) are listed by reason, and replaying one reason re-sends
@@ -98,7 +130,8 @@ describe.each(['kafka', 'bullmq'] as const)('npu-fleet dlq on %s', (kind) => {
     const producer = kind === 'kafka' ? new KafkaProducer(kafka, { partitions: 2 }) : new BullmqProducer(bullmq);
     open.push(producer);
     const configFile = join(tempDir('npu-fleet-dlq-cli-'), 'fleet.yaml');
-    writeFileSync(configFile, stringify({ transport: kind === 'kafka' ? { kind, kafka } : { kind, bullmq }, models: ['mlp-classifier'] }));
+    // The fleet of this config serves the model (replay refuses the DLQ of one it does not).
+    writeFileSync(configFile, stringify({ transport: kind === 'kafka' ? { kind, kafka } : { kind, bullmq }, models: ['mlp-classifier', model] }));
 
     const t = transport();
     const inbox = new Inbox();

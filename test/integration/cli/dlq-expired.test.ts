@@ -62,7 +62,8 @@ async function kafkaDlq(): Promise<Dlq> {
     await admin.disconnect();
   }
   const configFile = join(tempDir('npu-fleet-dlq-exp-'), 'fleet.yaml');
-  writeFileSync(configFile, stringify({ transport: { kind: 'kafka', kafka }, models: ['mlp-classifier'] }));
+  // The fleet of this config serves the model: replay refuses the dead letters of one it does not.
+  writeFileSync(configFile, stringify({ transport: { kind: 'kafka', kafka }, models: ['mlp-classifier', model] }));
   return {
     configFile,
     model,
@@ -98,7 +99,7 @@ async function bullmqDlq(): Promise<Dlq> {
   const queue = new Queue(`${model}.dlq`, { connection: { url: bullmq.redisUrl } as never, prefix: bullmq.prefix });
   open.push(queue);
   const configFile = join(tempDir('npu-fleet-dlq-exp-'), 'fleet.yaml');
-  writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq }, models: ['mlp-classifier'] }));
+  writeFileSync(configFile, stringify({ transport: { kind: 'bullmq', bullmq }, models: ['mlp-classifier', model] }));
   return {
     configFile,
     model,
