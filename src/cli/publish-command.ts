@@ -384,7 +384,17 @@ async function readyForReplies(producer: Producer, timeoutMs: number, stopped: (
       preparing,
       new Promise<never>((_, reject) => {
         bound = setTimeout(
-          () => reject(new FleetError('TIMEOUT', `it did not finish within ${timeoutMs} ms (--timeout-ms); check ${kind === 'kafka' ? 'transport.kafka.brokers' : 'transport.bullmq.redisUrl'}`)),
+          // Not the broker alone: a Kafka that answers takes 0.5-5 s to open an inbox (topic,
+          // group join), so a tight per-request --timeout-ms ran out on healthy brokers.
+          () =>
+            reject(
+              new FleetError(
+                'TIMEOUT',
+                `it did not finish within ${timeoutMs} ms (--timeout-ms); --timeout-ms also bounds opening the reply inbox ` +
+                  `(${kind === 'kafka' ? 'on Kafka 0.5-5 s: creating its topic and joining its consumer group' : 'connecting to Redis and starting its reply worker'}): ` +
+                  `raise it if the ${kind === 'kafka' ? 'brokers are' : 'Redis is'} up, else check ${kind === 'kafka' ? 'transport.kafka.brokers' : 'transport.bullmq.redisUrl'}`,
+              ),
+            ),
           timeoutMs,
         );
       }),
