@@ -27,10 +27,12 @@ export interface BulkStats {
   unanswered: number;
   /** Published, then given up when the run was stopped (no record written: a resumed run re-sends them). */
   abandoned: number;
+  /** Fire and forget on BullMQ: published, but not added, an earlier job of the id being kept (PublishOptions.onDropped); the first few ids. */
+  readonly dropped: { count: number; readonly ids: string[] };
 }
 
 export function newBulkStats(): BulkStats {
-  return { read: 0, published: 0, answered: { ok: 0, expired: 0, rejected: 0, invalid: 0, failed: 0 }, invalidEntries: 0, skipped: 0, unanswered: 0, abandoned: 0 };
+  return { read: 0, published: 0, answered: { ok: 0, expired: 0, rejected: 0, invalid: 0, failed: 0 }, invalidEntries: 0, skipped: 0, unanswered: 0, abandoned: 0, dropped: { count: 0, ids: [] } };
 }
 
 export const answeredCount = (s: BulkStats): number => Object.values(s.answered).reduce((a, b) => a + b, 0);
@@ -260,10 +262,16 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     }
   };
 
+  // Ids named in the message; the count covers the rest.
+  const onDropped = (ids: readonly string[]): void => {
+    stats.dropped.count += ids.length;
+    for (const id of ids) if (stats.dropped.ids.length < 5) stats.dropped.ids.push(id);
+  };
+
   /** Fire and forget of one request; false when publishing failed (the run stops). */
   const publishAlone = async (entry: Entry): Promise<boolean> => {
     try {
-      await o.producer.publish(entry.request);
+      await o.producer.publish(entry.request, { onDropped });
       stats.published++;
       return true;
     } catch (err) {
@@ -283,7 +291,10 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
     chunk = [];
     if (!o.awaitReplies) {
       try {
-        await o.producer.publish(sending.map((e) => e.request));
+        await o.producer.publish(
+          sending.map((e) => e.request),
+          { onDropped },
+        );
         stats.published += sending.length;
       } catch (err) {
         const error = FleetError.from(err, 'TRANSPORT_ERROR');

@@ -218,8 +218,17 @@ export class BullmqProducer implements Producer {
     return await this.outage.race(work);
   }
 
-  async publish(requests: RequestEnvelope | readonly RequestEnvelope[], _options: PublishOptions = {}): Promise<void> {
-    await this.add(Array.isArray(requests) ? requests : [requests as RequestEnvelope]);
+  async publish(requests: RequestEnvelope | readonly RequestEnvelope[], options: PublishOptions = {}): Promise<void> {
+    const list = Array.isArray(requests) ? requests : [requests as RequestEnvelope];
+    if (options.onDropped === undefined) {
+      await this.add(list);
+      return;
+    }
+    // Tokened like an awaited add, so the jobs read back tell this add's from an earlier one's.
+    const token = `${this.inbox}#${++this.awaitedAdds}`;
+    await this.add(list, token);
+    const dropped = await this.earlier.dropped(list, token);
+    if (dropped.length > 0) options.onDropped(dropped);
   }
 
   /** `token`: stored in the jobs' options, telling this add's jobs from earlier ones of the same id (EarlierJobs). */

@@ -69,6 +69,18 @@ export class EarlierJobs {
     });
   }
 
+  /** After publishing `requests` with ADD_TOKEN_OPTION `token`: the ids whose add met an earlier job (and was dropped). */
+  async dropped(requests: readonly RequestEnvelope[], token: string): Promise<string[]> {
+    const pipeline = this.o.redis().pipeline();
+    for (const r of requests) pipeline.hget(this.o.jobKey(r), 'opts');
+    const rows = (await pipeline.exec()) ?? [];
+    return requests.filter((_, i) => {
+      const [err, opts] = rows[i] ?? [null, null];
+      // Already gone (answered and trimmed meanwhile) is not a drop: the job was ours.
+      return err === null && typeof opts === 'string' && addTokenOf(opts) !== token;
+    }).map((r) => r.id);
+  }
+
   /**
    * Removes the earlier jobs of `requests` that were answered other than `ok` (`okToo`: answered
    * at all), so the adds that follow create new jobs and the requests run again

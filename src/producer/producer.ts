@@ -46,6 +46,13 @@ export interface Producer {
 export interface PublishOptions {
   /** Body encoding for Kafka and memory (BullMQ job data is always the JSON form). */
   readonly encoding?: WireEncoding;
+  /**
+   * BullMQ: called, once the publish has resolved, with the ids whose add BullMQ dropped because
+   * an earlier job of that id is kept (answered within the last hour, or still queued): those
+   * requests do not run, and their results went, or will go, to that job's replyTo. Given, each
+   * publish reads its jobs back (one pipelined read). Kafka and memory write every request.
+   */
+  readonly onDropped?: (ids: readonly string[]) => void;
 }
 
 export interface RequestOptions extends PublishOptions {
