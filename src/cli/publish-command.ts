@@ -338,17 +338,19 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     if (showProgress) process.stderr.write(`${summaryLine(stats, values.out)}\n`);
     if (!values.await) {
       printLine(`published ${stats.published} request(s)`);
-      if (stats.invalidEntries === 0 && stats.dropped.count === 0) return EXIT.ok;
-      if (stats.invalidEntries > 0) process.stderr.write(`npu-fleet: ${stats.invalidEntries} request(s) refused before sending (invalid: see their records); exit ${EXIT.notAllAnswered}\n`);
       // BullMQ dropped their adds without a word: "published" alone read as if they would run.
+      // Said, but not an exit 4: publishing the same requests again after a failed publish (safe,
+      // docs/producers.md) meets the jobs the failed one added, and a retry loop would never end.
       if (stats.dropped.count > 0) {
         process.stderr.write(
           `npu-fleet: ${stats.dropped.count} of the requests published were not added: BullMQ holds an earlier job of each id ` +
-            `(answered within the last hour, or still queued), so they do not run and their results went to that job's replyTo ` +
-            `(ids ${stats.dropped.ids.map((id) => JSON.stringify(id)).join(', ')}${stats.dropped.count > stats.dropped.ids.length ? ', ...' : ''}); ` +
-            `give them new ids to run them, or publish --await to take the earlier answers; exit ${EXIT.notAllAnswered}\n`,
+            `(answered within the last hour, or still queued), so they do not run again and their results went to that job's replyTo ` +
+            `(ids ${stats.dropped.ids.map((id) => JSON.stringify(id)).join(', ')}${stats.dropped.count > stats.dropped.ids.length ? ', ...' : ''}): ` +
+            `fine for the same requests published again; other requests need new ids to run (publish --await takes the earlier answers)\n`,
         );
       }
+      if (stats.invalidEntries === 0) return EXIT.ok;
+      process.stderr.write(`npu-fleet: ${stats.invalidEntries} request(s) refused before sending (invalid: see their records); exit ${EXIT.notAllAnswered}\n`);
       return EXIT.notAllAnswered;
     }
     if (out?.unreadable) process.stderr.write(`npu-fleet: ${out.unreadable} line(s) of ${values.out} were not results (cut off by a crash?) and were ignored\n`);
