@@ -328,9 +328,13 @@ const INBOX_STEPS: Record<Producer['kind'], string> = {
   memory: 'its consumer',
 };
 
+/**
+ * Not the broker alone: a Kafka that answers takes 0.5-5 s to open an inbox (topic, group join),
+ * so a tight --timeout-ms (a frame's wait for its result) ran out on healthy brokers.
+ */
 const WHERE: Record<Producer['kind'], string> = {
-  kafka: 'are the brokers of transport.kafka.brokers up and answering?',
-  bullmq: 'is the Redis of transport.bullmq.redisUrl up and answering?',
+  kafka: `--timeout-ms also bounds opening the reply inbox (${INBOX_STEPS.kafka}): raise it if the brokers are up, else check transport.kafka.brokers`,
+  bullmq: `--timeout-ms also bounds opening the reply inbox (${INBOX_STEPS.bullmq}): raise it if the Redis is up, else check transport.bullmq.redisUrl`,
   memory: 'the memory broker did not answer',
 };
 
