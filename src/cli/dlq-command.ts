@@ -208,9 +208,14 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
   const notServed = servedModelProblem(config.modelRepository, config.models)(query.model);
   // Not refused: a retired model keeps its dead letters. But a misspelt name read "0 record(s)",
   // exit 0, the same as a clean DLQ: said when nothing was found (on stderr under --json).
-  const sayIfNotServed = (scanned: number): void => {
-    if (scanned > 0 || notServed === undefined) return;
-    const line = `  model "${query.model}" is not served by this fleet (${notServed}): is the name right? (a retired model keeps its dead letters; none here)`;
+  const sayIfNotServed = (scanned: number, matched = 0): void => {
+    if (notServed === undefined) return;
+    // A dry run of a replay the real run refuses (below) must not read as if it would go through.
+    const refused = sub === 'replay' && values['dry-run'] && matched > 0;
+    if (scanned > 0 && !refused) return;
+    const line = refused
+      ? `  model "${query.model}" is not served by this fleet (${notServed}): a real replay refuses these (exit 2) until it is deployed`
+      : `  model "${query.model}" is not served by this fleet (${notServed}): is the name right? (a retired model keeps its dead letters; none here)`;
     if (values.json) process.stderr.write(`npu-fleet dlq:${line}\n`);
     else out(line);
   };
@@ -264,12 +269,12 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     });
     if (values.json) {
       out(JSON.stringify(report));
-      sayIfNotServed(report.scanned);
+      sayIfNotServed(report.scanned, report.matched);
       return replayExitCode(report.skipped);
     }
     const verb = values['dry-run'] ? 'would re-send' : 're-sent';
     out(`${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) to their request ${config.transport.kind === 'kafka' ? 'topics' : 'queues'}`);
-    sayIfNotServed(report.scanned);
+    sayIfNotServed(report.scanned, report.matched);
     if (report.alreadyReplayed !== undefined && report.alreadyReplayed > 0) {
       // Not skips (exit 0): nothing is left to do for them.
       const why =

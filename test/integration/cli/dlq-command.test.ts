@@ -107,6 +107,8 @@ it('replay refuses (exit 2, nothing sent, records kept) the dead letters of a mo
   const dry = cli(['dlq', 'replay', '--config', configFile, '--model', model, '--dry-run']);
   expect(dry.code, dry.stderr).toBe(0);
   expect(dry.stdout).toMatch(/would re-send 3 of 3 matching dead letter\(s\)/);
+  // The dry run says the real one would be refused.
+  expect(dry.stdout).toMatch(new RegExp(`model "${model}" is not served by this fleet .*: a real replay refuses these \\(exit 2\\) until it is deployed`));
   const listed = cli(['dlq', 'list', '--config', configFile, '--model', model]);
   expect(listed.stdout).toMatch(/3 record\(s\)/);
 }, 60_000);
