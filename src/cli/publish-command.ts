@@ -283,6 +283,8 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     ? setInterval(() => process.stderr.write(`${progressLine(stats, total, Date.now() - startedAt, values.await)}\n`), process.stderr.isTTY ? 1_000 : 10_000)
     : undefined;
   progress?.unref();
+  // Until then nothing was read or sent: a RESULTS made by this run is removed, not left empty.
+  let publishing = false;
   try {
     // A broker that does not answer: every line was read and handed to the producer, the progress
     // line said "1000 published", and the lines read meanwhile got no record. Opened first (as
@@ -291,6 +293,7 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
       process.stderr.write(`npu-fleet: interrupted by ${interruptedBy ?? 'a signal'} before publishing started: nothing was sent\n`);
       return EXIT.interrupted;
     }
+    publishing = true;
     await bulkPublish({
       producer,
       entries: source?.entries ?? entriesOf(requests),
@@ -376,7 +379,8 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await closeWithin(close(), config.transport.kind);
-    await out?.close();
+    if (publishing) await out?.close();
+    else await out?.discardIfUnused();
   }
 }
 

@@ -1,4 +1,4 @@
-import { closeSync, createReadStream, createWriteStream, existsSync, openSync, readSync, statSync, type WriteStream } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, existsSync, openSync, readSync, rmSync, statSync, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { resultToJson } from '../codec/index.ts';
@@ -58,7 +58,24 @@ export class ResultFile {
     }
     // A line cut off by a crash stays a line of its own, not the start of the next record.
     if (needsNewline) stream.write('\n');
-    return new ResultFile(stream, done, unreadable, path);
+    const file = new ResultFile(stream, done, unreadable, path);
+    file.created = !exists;
+    return file;
+  }
+
+  /** Made by this run (not a --resume of an existing file). */
+  private created = false;
+  private written = false;
+
+  /**
+   * Closes the file and, when this run made it and wrote nothing to it (it stopped before
+   * publishing: the broker not answering, a Ctrl-C while the inbox opened), removes it: left
+   * empty, the same command run again was refused ("--out exists: add --resume") for a run that
+   * had sent nothing. A resumed file is kept as it was.
+   */
+  async discardIfUnused(): Promise<void> {
+    await this.close().catch(() => undefined);
+    if (this.created && !this.written) rmSync(this.path, { force: true });
   }
 
   /** Appends the record of data set line `line`; waits while the file is behind (the run then waits too). */
@@ -67,6 +84,7 @@ export class ResultFile {
     // The line lets --resume keep one bit per line done instead of every id done (gigabytes for a
     // data set of tens of millions of lines).
     const text = JSON.stringify({ ...resultToJson(record), line });
+    this.written = true;
     // A destroyed stream (a failed write) emits neither 'drain' nor 'close' again: nothing to wait for.
     if (!this.stream.write(`${text}\n`) && !this.stream.destroyed) {
       // Shared: a run settles up to --in-flight records at once, and a race of once('drain') and

@@ -200,6 +200,16 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     const text = stderr.join('');
     expect(text).toMatch(/^npu-fleet: publishing stopped after 0 requests, before reading a line: the bullmq producer could not open its reply inbox \(nothing was sent\): .*Redis at 127\.0\.0\.1:1 did not answer within 300 ms/m);
     expect(text).not.toMatch(/[1-9]\d* published/);
+    // No record, and no RESULTS left behind: it was made by this run and nothing was written to
+    // it. Left empty, the same command run again once the broker was fixed was refused, exit 2
+    // ("--out exists: add --resume"), for a run that had sent nothing.
+    expect(existsSync(out)).toBe(false);
+    stderr.splice(0);
+    expect(await main(['publish', '--config', config, '--file', data, '--await', '--out', out])).toBe(1);
+    expect(stderr.join('')).not.toMatch(/exists: add --resume/);
+    // A RESULTS that was there before (a --resume) is kept as it was.
+    writeFileSync(out, '');
+    expect(await main(['publish', '--config', config, '--file', data, '--await', '--out', out, '--resume'])).toBe(1);
     expect(readFileSync(out, 'utf8')).toBe('');
   });
 
@@ -217,7 +227,7 @@ describe('npu-fleet publish argument checks (before anything is sent)', () => {
     // Whether the close is abandoned depends on where kafkajs is in its retries when the run ends.
     const closeNote = text.indexOf('producer did not finish');
     if (closeNote >= 0) expect(closeNote, text).toBeGreaterThan(stopped);
-    expect(readFileSync(out, 'utf8')).toBe('');
+    expect(existsSync(out)).toBe(false);
   }, 30_000);
 
   it('--priority past a model of the --file is refused before anything is sent (exit 2), as it is with --model', async () => {
