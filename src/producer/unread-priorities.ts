@@ -15,7 +15,9 @@ export interface MissingRequestTopic {
  * Workers create their model's request topics, one per priority level, when they start. A
  * request whose priority topic is missing while the model's lower ones exist would land where no
  * worker reads and never be answered: refused here, naming the levels. (With no topic of the
- * model yet, no worker has started; its topics are created so requests wait for one.)
+ * model yet, no worker has started; its topics are created so requests wait for one. A topic such
+ * a producer created is taken for a worker's below, so the message names both possibilities: told
+ * apart, it would take each topic's creator, which Kafka does not record.)
  */
 export async function refuseUnreadPriorities(admin: Admin, topicTemplate: string, missing: readonly MissingRequestTopic[]): Promise<void> {
   let existing: Set<string>;
@@ -30,8 +32,9 @@ export async function refuseUnreadPriorities(admin: Admin, topicTemplate: string
     if (served.length === 0) continue;
     throw new FleetError(
       'INVALID_ARGUMENT',
-      `priority ${m.priority} of model ${m.model}: no worker reads ${m.topic}; the model's workers serve priorities ` +
-        `${served.join(', ')}. Publish with one of those (0 is most urgent)`,
+      `priority ${m.priority} of model ${m.model}: no worker reads ${m.topic}; the model's topics exist for priorities ${served.join(', ')} ` +
+        `(its workers create one per priorityLevels level when they start; a producer that published before any worker started creates only the one it used). ` +
+        `Publish with one of those (0 is most urgent), or start the model's workers first`,
       { details: { field: 'priority', model: m.model, priority: m.priority, served } },
     );
   }

@@ -248,7 +248,7 @@ describe('npu-fleet publish --file on Kafka where the model repository is not at
     const bad = recs.filter((r) => r.status !== 'ok');
     expect(bad).toHaveLength(1);
     expect(bad[0]).toMatchObject({ id: 'too-low', status: 'invalid', error: { code: 'INVALID_ARGUMENT' } });
-    expect(bad[0]?.error?.message).toMatch(/^line 4: priority 5 of model affine: no worker reads .*serve priorities 0, 1/);
+    expect(bad[0]?.error?.message).toMatch(/^line 4: priority 5 of model affine: no worker reads .*topics exist for priorities 0, 1 /);
 
     // Fire and forget: the good lines go out, the bad one is an invalid line on stdout, exit 4.
     const printed: string[] = [];

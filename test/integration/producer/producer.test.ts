@@ -195,7 +195,7 @@ describe('kafka producer and priority topics', () => {
     expect(err).toBeInstanceOf(FleetError);
     expect((err as FleetError).code).toBe('INVALID_ARGUMENT');
     expect((err as FleetError).details).toMatchObject({ field: 'priority', priority: 5, served: [0, 1] });
-    expect((err as FleetError).message).toMatch(/no worker reads .*\.p5; the model's workers serve priorities 0, 1/);
+    expect((err as FleetError).message).toMatch(/no worker reads .*\.p5; the model's topics exist for priorities 0, 1 \(its workers create one per priorityLevels level .*start the model's workers first$/);
     // Refused before sending: the topic was not created and the batch-mate was not sent either.
     await producer.publish([makeRequest(model, 'ok-1', 1)]);
     const deadline = Date.now() + 30_000;
