@@ -73,7 +73,8 @@ export const COMMAND_USAGE = {
     Kafka: a purge marker in <dlq>.replayed makes replays pass them over), one line each.
     --expired is required; records without a deadline or not expired are kept.
     --dry-run counts what would be re-sent; --priority P is used for BullMQ records that recorded
-    no priority (Kafka records have theirs in their topic).
+    no priority (Kafka records have theirs in their topic); one past the model's priority levels
+    is refused (exit 2), as by publish.
     Exit codes of replay and purge: 0 every matching record re-sent (purge: discarded or kept)
     or passed over, or none matched;
     3 only records whose deadline had passed were skipped (nothing else to do); 1 records were

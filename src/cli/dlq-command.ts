@@ -8,6 +8,7 @@ import { renderName } from '../transport/names.ts';
 import { intOption, parseCommandArgs } from './cli-args.ts';
 import { servedModelProblem } from './served-models.ts';
 import { EXIT } from './exit-codes.ts';
+import { checkPriorityLevels } from './priority-levels.ts';
 
 const DURATION = /^(\d+)(ms|s|m|h|d)$/;
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -205,6 +206,9 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       details: { field: 'priority' },
     });
   }
+  // Given to the records that recorded none: past the model's levels they would wait at a
+  // priority its workers do not serve (9 on a 3-level model went through); refused as publish does.
+  if (priority !== undefined) checkPriorityLevels(config.modelRepository, query.model, priority);
   const notServed = servedModelProblem(config.modelRepository, config.models)(query.model);
   // Not refused: a retired model keeps its dead letters. But a misspelt name read "0 record(s)",
   // exit 0, the same as a clean DLQ: said when nothing was found (on stderr under --json).
