@@ -277,7 +277,14 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       return replayExitCode(report.skipped);
     }
     const verb = values['dry-run'] ? 'would re-send' : 're-sent';
-    out(`${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) to their request ${config.transport.kind === 'kafka' ? 'topics' : 'queues'}`);
+    const to = `to their request ${config.transport.kind === 'kafka' ? 'topics' : 'queues'}`;
+    // "re-sent 2 of 2 matching" read as if only 2 matched: the replay stops reading at --limit, so
+    // how many match beyond it is not known (reading them all would be the cost of a dlq list).
+    out(
+      report.stoppedAtLimit === true
+        ? `${verb} ${report.replayed} of the first ${report.matched} matching dead letter(s) (${report.scanned} read) ${to}; stopped at --limit ${query.limit ?? ''}: more may match (dlq list counts them)`
+        : `${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) ${to}`,
+    );
     sayIfNotServed(report.scanned, report.matched);
     if (report.alreadyReplayed !== undefined && report.alreadyReplayed > 0) {
       // Not skips (exit 0): nothing is left to do for them.

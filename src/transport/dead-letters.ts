@@ -99,6 +99,12 @@ export interface ReplayReport {
    * before removing them (Ctrl-C, a crash) had re-sent, passed over and removed.
    */
   readonly alreadyReplayed?: number | undefined;
+  /**
+   * The replay stopped at `limit` with records left unread, one of them matching at least: how many
+   * match beyond it is not known without reading them all (`matched` counts those read). Absent
+   * when the limit was not reached, or was reached at the last record.
+   */
+  readonly stoppedAtLimit?: true | undefined;
 }
 
 export interface PurgeOptions extends DeadLetterQuery {
@@ -295,6 +301,8 @@ export class ReplayTally {
   readonly skipped: Array<{ ref: string; why: string; expired?: true }> = [];
   readonly passedOver: Array<{ ref: string; why: string }> = [];
   readonly refreshed: Array<{ ref: string; why: string }> = [];
+  /** Set where a replay stops at its limit before the end of the DLQ (ReplayReport.stoppedAtLimit). */
+  stoppedAtLimit = false;
   private reported = { scanned: 0, replayed: 0 };
 
   constructor(private readonly options: ReplayOptions) {}
@@ -325,6 +333,17 @@ export class ReplayTally {
     return this.options.limit !== undefined && this.replayed >= this.options.limit;
   }
 
+  /**
+   * Called with a matching record read (tally.read true) before it is counted: true when the limit
+   * is reached, so the replay stops here, with this record and any after it unread (stoppedAtLimit).
+   * `pending`: records taken but not yet counted as re-sent (Kafka sends a batch's at its end).
+   */
+  stopsAtLimit(pending = 0): boolean {
+    if (this.options.limit === undefined || this.replayed + pending < this.options.limit) return false;
+    this.stoppedAtLimit = true;
+    return true;
+  }
+
   /** Reports when `progressEvery` more records were read or re-sent (Kafka reads a fetch batch, then re-sends it in chunks). */
   progress(final = false): void {
     const every = this.options.progressEvery ?? 1000;
@@ -342,6 +361,7 @@ export class ReplayTally {
       alreadyReplayed: this.passedOver.length,
       passedOver: [...this.passedOver],
       refreshed: [...this.refreshed],
+      ...(this.stoppedAtLimit ? { stoppedAtLimit: true as const } : {}),
     };
   }
 }

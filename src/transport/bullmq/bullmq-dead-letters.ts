@@ -108,7 +108,7 @@ export class BullmqDeadLetters implements DeadLetters {
       await this.scan(options.model, async (job, letter, data) => {
         tally.progress();
         if (!tally.read(letter)) return true;
-        if (tally.full) return false;
+        if (tally.stopsAtLimit()) return false;
         // A dry run writes nothing, so it claims nothing either.
         const claim = options.dryRun === true ? undefined : await this.claim(job);
         try {

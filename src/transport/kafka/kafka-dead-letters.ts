@@ -119,7 +119,7 @@ export class KafkaDeadLetters implements DeadLetters {
         for (const { letter, message } of batch) {
           if (!tally.read(letter)) continue;
           // Counts this batch's records too: tally.replayed grows only once the batch is sent.
-          if (options.limit !== undefined && tally.replayed + out.length >= options.limit) {
+          if (tally.stopsAtLimit(out.length)) {
             stop = true;
             break;
           }

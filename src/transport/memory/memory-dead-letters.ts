@@ -23,7 +23,7 @@ export class MemoryDeadLetters implements DeadLetters {
     try {
       for (const { letter, message } of this.read(options.model)) {
         if (!tally.read(letter)) continue;
-        if (tally.full) break;
+        if (tally.stopsAtLimit()) break;
         tally.matched++;
         const target = replayTarget(letter, { template: MEMORY_NAMES.requests, model: options.model, nowMs: Date.now(), priorityRequired: true, priority: options.priority });
         if ('why' in target) {

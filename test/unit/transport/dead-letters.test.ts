@@ -56,8 +56,13 @@ describe('dead letters (pure parts)', () => {
     expect(t.read(letter('a', 'Y', 1))).toBe(false);
     expect(t.read(letter('b', 'X', 1))).toBe(true);
     t.progress();
+    expect(t.stopsAtLimit(1)).toBe(false);
+    expect(t.report().stoppedAtLimit).toBeUndefined();
     t.replayed = 2;
     expect(t.full).toBe(true);
+    // A matching record read past the limit: the replay stops there, and its report says so.
+    expect(t.stopsAtLimit()).toBe(true);
+    expect(t.report().stoppedAtLimit).toBe(true);
     t.progress(true);
     expect(seen).toEqual([2, 2]);
     // Re-sending what was read (Kafka: a fetch batch, in chunks) reports too.
@@ -70,7 +75,8 @@ describe('dead letters (pure parts)', () => {
       k.progress();
     }
     expect(sent).toEqual([0, 2, 4]);
-    expect(t.report()).toEqual({ scanned: 2, matched: 0, replayed: 2, skipped: [], alreadyReplayed: 0, passedOver: [], refreshed: [] });
+    expect(t.report()).toEqual({ scanned: 2, matched: 0, replayed: 2, skipped: [], alreadyReplayed: 0, passedOver: [], refreshed: [], stoppedAtLimit: true });
+    expect(k.report()).not.toHaveProperty('stoppedAtLimit');
   });
 
   it('checks the query before anything connects', () => {
