@@ -78,7 +78,9 @@ export const COMMAND_USAGE = {
     Exit codes of replay and purge: 0 every matching record re-sent (purge: discarded or kept)
     or passed over, or none matched;
     3 only records whose deadline had passed were skipped (nothing else to do); 1 records were
-    skipped for a cause to fix, or the replay failed (the message says which); 2 bad arguments.`,
+    skipped for a cause to fix, or the replay failed (the message says which); 2 bad arguments;
+    130 replay stopped by Ctrl-C or SIGTERM: it stops between records (Kafka: transactions) and
+    says how many it re-sent; running it again is safe (a second signal exits at once).`,
 } as const;
 
 export type CommandName = keyof typeof COMMAND_USAGE;

@@ -4,6 +4,7 @@ import { ERROR_CODES, FleetError } from '../errors/fleet-error.ts';
 import { withoutJsonQuote } from '../errors/json-syntax.ts';
 import { createLogger } from '../observability/logger.ts';
 import { openDeadLetters, type DeadLetter, type DeadLetterQuery, type DeadLetters } from '../transport/index.ts';
+import { REPLAY_CLAIM_TTL_MS } from '../transport/bullmq/bullmq-dead-letters.ts';
 import { renderName } from '../transport/names.ts';
 import { intOption, parseCommandArgs } from './cli-args.ts';
 import { servedModelProblem } from './served-models.ts';
@@ -227,6 +228,21 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     config.transport.kind === 'kafka'
       ? `kafka topic ${renderName(config.transport.kafka.dlqTemplate, query.model)}`
       : `bullmq queue ${renderName(config.transport.bullmq.dlqTemplate, query.model)}`;
+  // Stop signals during a replay (installed below): the first stops it cleanly, a second exits at once.
+  const stop = new AbortController();
+  let stoppedBy: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (stoppedBy !== undefined) {
+      process.stderr.write(
+        `npu-fleet: ${signal} again: dlq replay exits at once, without counting what it re-sent (dlq list shows what is left); running it again is safe` +
+          `${config.transport.kind === 'bullmq' ? `, though a record it was re-sending right now stays claimed and is skipped for up to ${REPLAY_CLAIM_TTL_MS / 1000} s` : ''}\n`,
+      );
+      process.exit(EXIT.interrupted);
+    }
+    stoppedBy = signal;
+    process.stderr.write(`npu-fleet: ${signal}: stopping dlq replay after the ${config.transport.kind === 'kafka' ? 'transaction' : 'record'} in hand (${signal} again exits at once)\n`);
+    stop.abort();
+  };
   // Client logs to stderr: stdout carries the answer (--json is read by scripts).
   const dl: DeadLetters = openDeadLetters(config.transport, { log: createLogger({ level: 'error', destination: process.stderr }) });
   try {
@@ -250,6 +266,11 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
       return 0;
     }
     if (sub === 'purge') return await purgeCommand(dl, query, values['dry-run'], values.json, config.transport.kind, out, sayIfNotServed);
+    // Ctrl-C / SIGTERM, as publish handles them: the replay stops between records (Kafka: between
+    // transactions) and says how many it re-sent, exit 130. Killed by the signal, it said nothing,
+    // and on BullMQ the record in hand stayed claimed (the next replay skipped it for 120 s).
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
     if (notServed !== undefined && !values['dry-run']) {
       // Re-sent, they would wait in a queue/topic no worker reads (and on BullMQ leave the DLQ):
       // refused like `publish` refuses such a model. An empty DLQ goes on to say so, exit 0.
@@ -263,27 +284,48 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
         );
       }
     }
+    if (stoppedBy !== undefined) {
+      process.stderr.write(`npu-fleet: interrupted by ${stoppedBy} before dlq replay started: nothing was sent\n`);
+      return EXIT.interrupted;
+    }
     const report = await dl.replay({
       ...query,
+      signal: stop.signal,
       dryRun: values['dry-run'],
       ...(priority === undefined ? {} : { priority }),
       ...(refreshDeadlineMs === undefined ? {} : { refreshDeadlineMs }),
       onProgress: ({ scanned, replayed }) => process.stderr.write(`dlq replay: ${scanned} read, ${replayed} ${values['dry-run'] ? 'would be ' : ''}re-sent\n`),
       onWarning: (message) => process.stderr.write(`dlq replay: warning: ${message}\n`),
     });
+    /** After a stop signal: what went out, and that the same replay run again re-sends only the rest. */
+    const interrupted = (signal: NodeJS.Signals): number => {
+      const how =
+        config.transport.kind === 'kafka'
+          ? `each re-sent record is marked in ${renderName(config.transport.kafka.dlqTemplate, query.model)}.replayed and passed over`
+          : 'each re-sent record left the DLQ, and none is left claimed';
+      process.stderr.write(
+        values['dry-run']
+          ? `npu-fleet: interrupted by ${signal}: dlq replay --dry-run stopped after ${report.scanned} read (${report.replayed} would be re-sent); nothing was sent\n`
+          : `npu-fleet: interrupted by ${signal}: dlq replay re-sent ${report.replayed} record(s) (${report.scanned} read) ${report.stopped === true ? 'before it stopped' : 'and had reached the end'}; ` +
+              `running the same replay again is safe: ${how}, so it re-sends only what this one did not (exit ${EXIT.interrupted})\n`,
+      );
+      return EXIT.interrupted;
+    };
     if (values.json) {
       out(JSON.stringify(report));
       sayIfNotServed(report.scanned, report.matched);
-      return replayExitCode(report.skipped);
+      return stoppedBy !== undefined ? interrupted(stoppedBy) : replayExitCode(report.skipped);
     }
     const verb = values['dry-run'] ? 'would re-send' : 're-sent';
     const to = `to their request ${config.transport.kind === 'kafka' ? 'topics' : 'queues'}`;
     // "re-sent 2 of 2 matching" read as if only 2 matched: the replay stops reading at --limit, so
     // how many match beyond it is not known (reading them all would be the cost of a dlq list).
     out(
-      report.stoppedAtLimit === true
-        ? `${verb} ${report.replayed} of the first ${report.matched} matching dead letter(s) (${report.scanned} read) ${to}; stopped at --limit ${query.limit ?? ''}: more may match (dlq list counts them)`
-        : `${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) ${to}`,
+      report.stopped === true
+        ? `${verb} ${report.replayed} of the first ${report.matched} matching dead letter(s) (${report.scanned} read) ${to}; stopped by ${stoppedBy ?? 'a signal'} before the end of the DLQ`
+        : report.stoppedAtLimit === true
+          ? `${verb} ${report.replayed} of the first ${report.matched} matching dead letter(s) (${report.scanned} read) ${to}; stopped at --limit ${query.limit ?? ''}: more may match (dlq list counts them)`
+          : `${verb} ${report.replayed} of ${report.matched} matching dead letter(s) (${report.scanned} read) ${to}`,
     );
     sayIfNotServed(report.scanned, report.matched);
     if (report.alreadyReplayed !== undefined && report.alreadyReplayed > 0) {
@@ -297,6 +339,7 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     perRecord(out, values['dry-run'] ? 'would pass over' : 'passed over', report.passedOver ?? []);
     perRecord(out, values['dry-run'] ? 'would refresh' : 'refreshed', report.refreshed ?? []);
     perRecord(out, 'skipped', report.skipped);
+    if (stoppedBy !== undefined) return interrupted(stoppedBy);
     const code = replayExitCode(report.skipped);
     if (code === DLQ_EXIT.onlyExpired) {
       out(`  only expired records are left (${report.skipped.length}): re-send them with --refresh-deadline DURATION, or discard them with dlq purge --expired (exit ${DLQ_EXIT.onlyExpired})`);
@@ -304,5 +347,7 @@ export async function dlqCommand(args: readonly string[], out: (line: string) =>
     return code;
   } finally {
     await dl.close();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
   }
 }

@@ -27,7 +27,7 @@ export const EXIT = {
    * load and frames, no reply within --timeout-ms (or still out after --drain-ms).
    */
   notAllAnswered: 4,
-  /** publish: stopped by Ctrl-C, SIGTERM or stdout closing before the end. */
+  /** publish: stopped by Ctrl-C, SIGTERM or stdout closing before the end; dlq replay: stopped by Ctrl-C or SIGTERM. */
   interrupted: 130,
 } as const;
 
@@ -47,8 +47,8 @@ export const EXIT_CODES_HELP = `Exit codes (every command):
   ${EXIT.notAllAnswered}    publish, load, frames: ran to the end, but not every request answered (publish: a result
        not ok, a line refused as invalid, or no reply in --timeout-ms; load/frames: no reply in
        --timeout-ms / --drain-ms); stderr says how many
-  ${EXIT.interrupted}  publish: interrupted (Ctrl-C, SIGTERM, stdout closed); a signal before a command
-       started: 128 + its number
+  ${EXIT.interrupted}  publish: interrupted (Ctrl-C, SIGTERM, stdout closed); dlq replay: interrupted (Ctrl-C,
+       SIGTERM; stderr says how many records it re-sent); a signal before a command started: 128 + its number
   ${EXIT_FATAL}   worker: the broker refuses it for good
   ${EXIT_DRAIN_TIMEOUT}   worker: the drain ran out of worker.drainTimeoutMs (what was left went back to the broker)
   ${EXIT_START_TIMEOUT}   worker: start-up did not finish within worker.startTimeoutMs

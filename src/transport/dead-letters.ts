@@ -66,6 +66,14 @@ export interface ReplayOptions extends DeadLetterQuery {
    * instead of skipped. Without it such records are skipped (`expired` in the report).
    */
   readonly refreshDeadlineMs?: number | undefined;
+  /**
+   * Stops the replay once aborted (`npu-fleet dlq replay` on Ctrl-C / SIGTERM): checked between
+   * records (BullMQ, memory; a BullMQ record claimed but not yet re-sent is released, so the next
+   * replay takes it at once) and between transactions (Kafka). What went out before is re-sent in
+   * full and counted in `replayed`; the report says `stopped`. Nothing is lost or sent twice: the
+   * same replay run again re-sends the rest.
+   */
+  readonly signal?: AbortSignal | undefined;
 }
 
 export interface DeadLetterListing {
@@ -105,6 +113,11 @@ export interface ReplayReport {
    * when the limit was not reached, or was reached at the last record.
    */
   readonly stoppedAtLimit?: true | undefined;
+  /**
+   * `signal` was aborted and the replay stopped before the end of the DLQ: `replayed` is exactly
+   * what was re-sent, `matched` and `scanned` what was read before it stopped.
+   */
+  readonly stopped?: true | undefined;
 }
 
 export interface PurgeOptions extends DeadLetterQuery {
@@ -303,6 +316,8 @@ export class ReplayTally {
   readonly refreshed: Array<{ ref: string; why: string }> = [];
   /** Set where a replay stops at its limit before the end of the DLQ (ReplayReport.stoppedAtLimit). */
   stoppedAtLimit = false;
+  /** Set where a replay stops on its aborted signal (ReplayReport.stopped). */
+  stopped = false;
   private reported = { scanned: 0, replayed: 0 };
 
   constructor(private readonly options: ReplayOptions) {}
@@ -344,6 +359,12 @@ export class ReplayTally {
     return true;
   }
 
+  /** True when the replay's signal was aborted: it stops here (ReplayReport.stopped). */
+  stopping(): boolean {
+    if (this.options.signal?.aborted === true) this.stopped = true;
+    return this.stopped;
+  }
+
   /** Reports when `progressEvery` more records were read or re-sent (Kafka reads a fetch batch, then re-sends it in chunks). */
   progress(final = false): void {
     const every = this.options.progressEvery ?? 1000;
@@ -362,6 +383,7 @@ export class ReplayTally {
       passedOver: [...this.passedOver],
       refreshed: [...this.refreshed],
       ...(this.stoppedAtLimit ? { stoppedAtLimit: true as const } : {}),
+      ...(this.stopped ? { stopped: true as const } : {}),
     };
   }
 }

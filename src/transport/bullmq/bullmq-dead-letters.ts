@@ -53,7 +53,7 @@ export function replayJobName(ref: string): string {
 }
 
 /** What replaying one record came to: re-sent (`refreshed`: with a later deadline, why), passed over (re-sent already, why), or why it cannot be. */
-type RecordReplay = { readonly resent: true; readonly refreshed?: string | undefined } | { readonly passedOver: string } | NoReplay;
+type RecordReplay = { readonly resent: true; readonly refreshed?: string | undefined } | { readonly passedOver: string } | { readonly stopped: true } | NoReplay;
 
 /**
  * A model's BullMQ DLQ (see DeadLetters): records are waiting jobs of `{model}.dlq` whose data is
@@ -107,6 +107,8 @@ export class BullmqDeadLetters implements DeadLetters {
     try {
       await this.scan(options.model, async (job, letter, data) => {
         tally.progress();
+        // Between records: the one before went out in full (re-added and removed from the DLQ).
+        if (tally.stopping()) return false;
         if (!tally.read(letter)) return true;
         if (tally.stopsAtLimit()) return false;
         // A dry run writes nothing, so it claims nothing either.
@@ -121,6 +123,11 @@ export class BullmqDeadLetters implements DeadLetters {
             return true;
           }
           const done = await this.replayOne(options, letter, data, job, claim);
+          // Stopped before its re-add: the record stays in the DLQ, its claim released below.
+          if ('stopped' in done) {
+            tally.stopped = true;
+            return false;
+          }
           if ('resent' in done) {
             tally.replayed++;
             if (done.refreshed !== undefined) tally.refreshed.push({ ref: letter.ref, why: done.refreshed });
@@ -230,6 +237,9 @@ export class BullmqDeadLetters implements DeadLetters {
       await earlier?.remove();
     }
     if (options.dryRun === true || claim === undefined) return resent;
+    // Stopped (Ctrl-C) while this record was looked at: not re-sent, and its claim released, so
+    // the next replay takes it at once rather than skip it until the claim lapses.
+    if (options.signal?.aborted === true) return { stopped: true };
     if (!(await claim.renew())) {
       return { why: `its replay claim lapsed (this replay took over ${REPLAY_CLAIM_TTL_MS / 1000} s on it) and it may be another replay's now; replay again if it is still in the DLQ` };
     }

@@ -108,6 +108,8 @@ export class KafkaDeadLetters implements DeadLetters {
       // limit lowered since) are skipped instead.
       const topics = await this.requestTopics(options.model);
       await this.scan(options, markers, async (batch, ledger) => {
+        // Between transactions: every one before was committed in full and counted.
+        if (tally.stopping()) return true;
         const out: Array<OutgoingMessage & { ref: string; deadAt: number; original: Original | undefined; refreshed: string | undefined }> = [];
         /**
          * Second records of originals re-sent: marked, so later replays pass over them also once the
@@ -185,24 +187,40 @@ export class KafkaDeadLetters implements DeadLetters {
           // smallest limit of the batch's topics (mostly all the broker default) with the margin
           // chunkByBytes keeps below 1 MiB; the markers (~100 bytes each) go to another topic.
           const maxBytes = out.reduce((n, m) => Math.min(n, Math.floor((topics.get(m.topic) ?? DEFAULT_MAX_MESSAGE_BYTES) * 0.875)), SEND_BYTES);
-          for (const bytesChunk of chunkByBytes(out, maxBytes)) {
-            for (let i = 0; i < bytesChunk.length; i += SEND_RECORDS) {
-              const chunk = bytesChunk.slice(i, i + SEND_RECORDS);
-              const replayedAt = Date.now();
-              await producer.send([...chunk.map(({ topic, message }) => ({ topic, message })), ...chunk.map((m) => ledger.marker(m.ref, m.topic, replayedAt, m.deadAt, m.original))]);
-              sent(chunk);
-              tally.progress();
+          const chunks = chunkByBytes(out, maxBytes).flatMap((bytesChunk) => {
+            const split: Array<typeof out> = [];
+            for (let i = 0; i < bytesChunk.length; i += SEND_RECORDS) split.push(bytesChunk.slice(i, i + SEND_RECORDS));
+            return split;
+          });
+          /** Taken but not sent: the replay was stopped (options.signal) before their transaction. */
+          let unsent: typeof out = [];
+          for (const [c, chunk] of chunks.entries()) {
+            if (tally.stopping()) {
+              unsent = chunks.slice(c).flat();
+              break;
             }
+            const replayedAt = Date.now();
+            await producer.send([...chunk.map(({ topic, message }) => ({ topic, message })), ...chunk.map((m) => ledger.marker(m.ref, m.topic, replayedAt, m.deadAt, m.original))]);
+            sent(chunk);
+            tally.progress();
+          }
+          // A second record whose original was among those left unsent is not passed over after
+          // all (nor marked): the next replay re-sends the original through one of the two.
+          const unsentOriginals = new Set(unsent.flatMap((m) => (m.original === undefined ? [] : [originalKey(m.original)])));
+          const marked = seconds.filter((m) => !unsentOriginals.has(originalKey(m.original)));
+          if (marked.length < seconds.length) {
+            const left = new Set(seconds.filter((m) => unsentOriginals.has(originalKey(m.original))).map((m) => m.ref));
+            for (let i = tally.passedOver.length - 1; i >= 0; i--) if (left.has(tally.passedOver[i]?.ref ?? '')) tally.passedOver.splice(i, 1);
           }
           // After the re-sends they stand for: a replay that dies before leaves them unmarked, and
           // the next one passes over them once it has read the first's marker.
-          if (seconds.length > 0) {
+          if (marked.length > 0) {
             const replayedAt = Date.now();
-            await producer.send(seconds.map((m) => ledger.marker(m.ref, m.source, replayedAt, m.deadAt, m.original)));
+            await producer.send(marked.map((m) => ledger.marker(m.ref, m.source, replayedAt, m.deadAt, m.original)));
           }
         }
         tally.progress();
-        return stop;
+        return stop || tally.stopped;
       });
     });
     return tally.report();

@@ -22,6 +22,7 @@ export class MemoryDeadLetters implements DeadLetters {
     const replayed: string[] = [];
     try {
       for (const { letter, message } of this.read(options.model)) {
+        if (tally.stopping()) break;
         if (!tally.read(letter)) continue;
         if (tally.stopsAtLimit()) break;
         tally.matched++;

@@ -35,4 +35,22 @@ describe('MemoryDeadLetters', () => {
     expect(await dl.replay({ model: 'm' })).toMatchObject({ matched: 2, replayed: 2 });
     expect(broker.peek('m.requests').map((m) => new TextDecoder().decode(m.body))).toEqual(['garbage-1', 'garbage-2', 'garbage-3']);
   });
+
+  it('a replay whose signal is aborted stops between records, reports stopped and exactly what it re-sent; the next run sends the rest', async () => {
+    const broker = new MemoryBroker();
+    broker.send('m.dlq', [record(1), record(2), record(3)]);
+    const dl = new MemoryDeadLetters(broker);
+    const stop = new AbortController();
+    const send = broker.send.bind(broker);
+    vi.spyOn(broker, 'send').mockImplementation((queue, messages) => {
+      send(queue, messages);
+      if (queue === 'm.requests') stop.abort();
+    });
+    expect(await dl.replay({ model: 'm', signal: stop.signal })).toMatchObject({ replayed: 1, stopped: true });
+    vi.restoreAllMocks();
+    const rest = await dl.replay({ model: 'm' });
+    expect(rest).toMatchObject({ replayed: 2 });
+    expect(rest).not.toHaveProperty('stopped');
+    expect(broker.peek('m.requests').map((m) => new TextDecoder().decode(m.body))).toEqual(['garbage-1', 'garbage-2', 'garbage-3']);
+  });
 });
