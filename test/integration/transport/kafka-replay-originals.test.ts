@@ -67,6 +67,24 @@ async function resent(dlq: string, topic: string): Promise<string[]> {
 }
 
 describe('KafkaDeadLetters: one re-send per original across replays', () => {
+  // A replay stopped (its signal aborted, Ctrl-C) between the transactions of one fetch batch: a
+  // second record whose original was left unsent must not be marked as standing for a re-send, or
+  // the next replay passes over both records and the request is never re-sent.
+  it('a replay stopped part way through a batch does not mark the second record of an original it left unsent', async () => {
+    const { model, dlq, source, dl } = await setup();
+    const now = Date.now();
+    // 1200 records in one fetch batch: re-sent in transactions of 500; original 700's second record last.
+    await writeDlq(dlq, [...Array.from({ length: 1200 }, (_, n) => record(source, n, now - 60_000)), record(source, 700, now - 50_000)]);
+    const stop = new AbortController();
+    const first = await dl().replay({ model, signal: stop.signal, progressEvery: 1, onProgress: () => stop.abort() });
+    expect(first).toMatchObject({ replayed: 500, stopped: true, alreadyReplayed: 0 });
+    const rest = await dl().replay({ model });
+    expect(rest).toMatchObject({ replayed: 700, alreadyReplayed: 501 });
+    const values = await resent(dlq, source);
+    expect(values).toHaveLength(1200);
+    expect(values).toContain('garbage-700');
+  }, 120_000);
+
   it('a --since window that starts between two records of one original does not re-send it again', async () => {
     const { model, dlq, source, dl } = await setup();
     const now = Date.now();
