@@ -72,6 +72,8 @@ export const COMMAND_USAGE = {
     purge --expired: discards the matching records whose deadline has passed (BullMQ: removed;
     Kafka: a purge marker in <dlq>.replayed makes replays pass them over), one line each.
     --expired is required; records without a deadline or not expired are kept.
+    replay --limit N re-sends at most N; a replay stopped there says so and that more may match
+    (how many is not read: dlq list counts them).
     --dry-run counts what would be re-sent; --priority P is used for BullMQ records that recorded
     no priority (Kafka records have theirs in their topic); one past the model's priority levels
     is refused (exit 2), as by publish.
