@@ -14,6 +14,7 @@ import { clientLogger } from './client-logger.ts';
 import { EXIT } from './exit-codes.ts';
 import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } from './cli-args.ts';
 import { onStdoutClosed, printLine } from './stdout-lines.ts';
+import { refusePriorityPastLevels } from './priority-levels.ts';
 
 const COMMON = {
   config: { type: 'string' },
@@ -130,11 +131,7 @@ function commonOptions(values: { config?: string; model?: string; seconds?: stri
   const models = names.map((name) => {
     const m = found.get(name)?.config;
     if (m === undefined) throw new FleetError('UNKNOWN_MODEL', `model ${name} is not in ${config.modelRepository}`, { details: { field: 'model' } });
-    if (priority !== undefined && priority >= m.priorityLevels) {
-      throw new FleetError('INVALID_ARGUMENT', `priority must be from 0 to ${m.priorityLevels - 1}: model ${name} has ${m.priorityLevels} priority levels, got ${priority}`, {
-        details: { field: 'priority' },
-      });
-    }
+    if (priority !== undefined) refusePriorityPastLevels(name, m.priorityLevels, priority);
     return m;
   });
   return { config, models, durationMs, priority, timeoutMs, maxOutstanding, drainMs };

@@ -3,8 +3,7 @@ import { FleetError } from '../errors/fleet-error.ts';
 import { scanRepository } from '../runtime/model-repository.ts';
 
 /**
- * A priority flag checked against the model's priority levels, in the words publish uses for it
- * (publish-command.ts settlePriorities, load-command.ts commonOptions): past them a request waits
+ * A priority flag checked against the model's priority levels (refusePriorityPastLevels): past them a request waits
  * on a Kafka topic no worker reads, or in a BullMQ queue at a priority the workers do not serve.
  * Passes when the model's config is not at hand (the repository may not exist where the command
  * runs), as publish does.
@@ -17,8 +16,17 @@ export function checkPriorityLevels(repository: string, model: string, priority:
     config = undefined;
   }
   const n = config?.priorityLevels;
-  if (n === undefined || priority < n) return;
-  throw new FleetError('INVALID_ARGUMENT', `--${flag} ${priority}: priority must be from 0 to ${n - 1}: model ${model} has ${n} priority levels, got ${priority}; nothing was sent`, {
-    details: { field: flag },
+  if (n === undefined) return;
+  refusePriorityPastLevels(model, n, priority, (message) => `--${flag} ${priority}: ${message}; nothing was sent`, flag);
+}
+
+/**
+ * The one refusal of a priority past a model's `priorityLevels` (publish, load, frames, dlq replay):
+ * `decorate` adds what the command says around it.
+ */
+export function refusePriorityPastLevels(model: string, levels: number, priority: number, decorate: (message: string) => string = (m) => m, field = 'priority'): void {
+  if (priority < levels) return;
+  throw new FleetError('INVALID_ARGUMENT', decorate(`priority must be from 0 to ${levels - 1}: model ${model} has ${levels} priority levels, got ${priority}`), {
+    details: { field },
   });
 }

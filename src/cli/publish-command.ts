@@ -25,6 +25,7 @@ import { intOption, msOption, noPositionals, parseCommandArgs, wholeMsOption } f
 import { OutLock } from './out-lock.ts';
 import { withPhaseProgress } from './phase-progress.ts';
 import { progressLine, readResumeState, ResultFile, summaryLine, type ResumeState } from './publish-output.ts';
+import { refusePriorityPastLevels } from './priority-levels.ts';
 import { onStdoutClosed, printLine } from './stdout-lines.ts';
 
 /**
@@ -541,11 +542,6 @@ function settlePriorities(requests: Array<Pick<RequestEnvelope, 'model' | 'prior
     const m = levels.get(r.model);
     if (m === undefined) continue;
     r.priority ??= m.defaultPriority;
-    const n = m.priorityLevels;
-    if (r.priority >= n) {
-      throw new FleetError('INVALID_ARGUMENT', `priority must be from 0 to ${n - 1}: model ${r.model} has ${n} priority levels, got ${r.priority}`, {
-        details: { field: 'priority' },
-      });
-    }
+    refusePriorityPastLevels(r.model, m.priorityLevels, r.priority);
   }
 }
