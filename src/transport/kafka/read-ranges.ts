@@ -1,6 +1,7 @@
 import type { Admin, Kafka, KafkaMessage } from 'kafkajs';
 import { FleetError } from '../../errors/fleet-error.ts';
 import { kafkaError } from './kafka-client.ts';
+import { whileLeadershipSettles } from './leader-retry.ts';
 
 /** Per partition with records to read: [first offset, end offset). */
 export type PartitionRanges = ReadonlyMap<number, { readonly from: number; readonly end: number }>;
@@ -14,8 +15,9 @@ export async function topicRanges(admin: Admin, topic: string, sinceAt?: number)
   try {
     // listTopics reads metadata without naming the topic, so a broker with auto-create on does not create it.
     if (!(await admin.listTopics()).includes(topic)) return { partitions: 0, ranges };
-    const ends = await admin.fetchTopicOffsets(topic);
-    const starts = sinceAt === undefined ? undefined : await admin.fetchTopicOffsetsByTimestamp(topic, sinceAt);
+    // A topic a worker created a moment ago may not have its leader yet (dlq list right after the first dead letter).
+    const ends = await whileLeadershipSettles(() => admin.fetchTopicOffsets(topic));
+    const starts = sinceAt === undefined ? undefined : await whileLeadershipSettles(() => admin.fetchTopicOffsetsByTimestamp(topic, sinceAt));
     for (const e of ends) {
       const end = Number(e.high);
       const since = starts?.find((s) => s.partition === e.partition);
