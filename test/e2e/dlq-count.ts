@@ -2,6 +2,7 @@
 import { Queue } from 'bullmq';
 import { Kafka, logLevel } from 'kafkajs';
 import type { TransportSettings } from '../../src/contracts/fleet-config.ts';
+import { whileLeadershipSettles } from '../../src/transport/kafka/leader-retry.ts';
 import { renderName } from '../../src/transport/names.ts';
 
 /** Records in a Kafka topic (0 if it does not exist), from its partitions' watermarks. */
@@ -11,7 +12,8 @@ export async function kafkaTopicRecords(brokers: string[], topic: string): Promi
   try {
     const topics = await admin.listTopics();
     if (!topics.includes(topic)) return 0;
-    const offsets = await admin.fetchTopicOffsets(topic);
+    // A DLQ topic a worker made a moment ago may not have its leader yet.
+    const offsets = await whileLeadershipSettles(() => admin.fetchTopicOffsets(topic));
     return offsets.reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
   } finally {
     await admin.disconnect();

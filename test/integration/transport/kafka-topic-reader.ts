@@ -3,6 +3,7 @@
 // waiting for that many messages would never end.
 import type { IHeaders } from 'kafkajs';
 import { uniqueName } from '../../helpers/services.ts';
+import { whileLeadershipSettles } from '../../../src/transport/kafka/leader-retry.ts';
 import { adminKafka } from './kafka-harness.ts';
 
 export interface ReadMessage {
@@ -36,7 +37,7 @@ export async function readCommitted(topic: string, timeoutMs = 30_000): Promise<
   await admin.connect();
   const ends = new Map<number, number>();
   try {
-    for (const p of await admin.fetchTopicOffsets(topic)) if (Number(p.high) > Number(p.low)) ends.set(p.partition, Number(p.high));
+    for (const p of await whileLeadershipSettles(() => admin.fetchTopicOffsets(topic))) if (Number(p.high) > Number(p.low)) ends.set(p.partition, Number(p.high));
   } finally {
     await admin.disconnect();
   }
