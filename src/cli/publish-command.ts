@@ -358,14 +358,18 @@ async function runPublish(args: readonly string[], lockOut: (out: string) => voi
       return EXIT.notAllAnswered;
     }
     if (out?.unreadable) process.stderr.write(`npu-fleet: ${out.unreadable} line(s) of ${values.out} were not results (cut off by a crash?) and were ignored\n`);
-    const allOk = stats.answered.ok === stats.published && stats.invalidEntries === 0 && stats.unanswered === 0;
+    const allOk = stats.answered.ok === stats.published && stats.invalidEntries === 0 && stats.unanswered === 0 && stats.idInUse === 0;
     if (allOk) return EXIT.ok;
     // Not 1: the run went through; 1 is for one stopped on an error (bulkPublish throws it).
     // Those answered: a request that timed out before the broker had it is in unanswered, not published.
     const notOk = answeredCount(stats) - stats.answered.ok;
     process.stderr.write(
       `npu-fleet: not every request was answered ok: ${notOk} answered other than ok, ${stats.invalidEntries} refused before sending (invalid), ` +
-        `${stats.unanswered} without a reply within --timeout-ms; exit ${EXIT.notAllAnswered}\n`,
+        `${stats.unanswered} without a reply within --timeout-ms` +
+        (stats.idInUse > 0
+          ? `, ${stats.idInUse} not run because BullMQ holds an earlier job of each id with other inputs, not yet answered (another data set reusing the ids?): run again with --resume once those are answered, or give these lines new ids`
+          : '') +
+        `; exit ${EXIT.notAllAnswered}\n`,
     );
     return EXIT.notAllAnswered;
   } catch (err) {

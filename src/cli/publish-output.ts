@@ -295,12 +295,13 @@ function endsWithoutNewline(path: string): boolean {
 /** The progress line of a long run: how far, how fast, what came back, about how long is left. */
 export function progressLine(stats: BulkStats, total: number | undefined, elapsedMs: number, awaiting: boolean): string {
   const secs = Math.max(elapsedMs / 1000, 0.001);
-  const handled = awaiting ? answeredCount(stats) + stats.unanswered + stats.invalidEntries + stats.skipped : stats.read;
+  const handled = awaiting ? answeredCount(stats) + stats.unanswered + stats.idInUse + stats.invalidEntries + stats.skipped : stats.read;
   const rate = (awaiting ? answeredCount(stats) + stats.unanswered : stats.published) / secs;
   const parts = [`${handled}${total === undefined ? '' : ` of ${total}`} handled`, `${stats.published} published`];
   if (awaiting) {
     const notOk = answeredCount(stats) - stats.answered.ok;
     parts.push(`${stats.answered.ok} ok`, `${notOk} not ok`, `${stats.unanswered} unanswered`);
+    if (stats.idInUse > 0) parts.push(`${stats.idInUse} id in use`);
   }
   if (stats.invalidEntries > 0) parts.push(`${stats.invalidEntries} invalid`);
   if (stats.skipped > 0) parts.push(`${stats.skipped} skipped (done before)`);
@@ -320,6 +321,7 @@ export function summaryLine(stats: BulkStats, out: string | undefined): string {
     ...(byStatus.length > 0 ? byStatus : []),
     ...(stats.invalidEntries > 0 ? [`${stats.invalidEntries} refused before sending (invalid)`] : []),
     ...(stats.unanswered > 0 ? [`${stats.unanswered} unanswered (failed: TIMEOUT or the publish failed)`] : []),
+    ...(stats.idInUse > 0 ? [`${stats.idInUse} not run, their ids held by earlier jobs of other inputs (failed: ID_IN_USE)`] : []),
     ...(stats.skipped > 0 ? [`${stats.skipped} skipped (ok in the file before)`] : []),
   ];
   return `publish: ${parts.join(', ')}${out === undefined ? '' : `; records in ${out}`}`;

@@ -31,6 +31,9 @@ export const ERROR_CODES = {
   DEVICE_HANG: true,
   // BullMQ gave up on a job whose worker died holding it too often (see stall-reaper.ts)
   WORKER_CRASHED: false,
+  // BullMQ (jobId = id): the request's id belongs to a job of other inputs not yet answered, so its
+  // add was dropped; the same publish succeeds once that job is answered (earlier-jobs.ts)
+  ID_IN_USE: true,
   // transport / services
   TRANSPORT_ERROR: true,
   SERVICE_UNAVAILABLE: true,

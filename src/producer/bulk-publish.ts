@@ -25,6 +25,11 @@ export interface BulkStats {
   skipped: number;
   /** Published, but no reply within timeoutMs (or the publish failed): a failed record each. */
   unanswered: number;
+  /**
+   * Awaited on BullMQ: not added, their ids held by earlier jobs of other inputs not yet answered
+   * (ID_IN_USE): a failed record each, for a --resume once those jobs are answered.
+   */
+  idInUse: number;
   /** Published, then given up when the run was stopped (no record written: a resumed run re-sends them). */
   abandoned: number;
   /** Fire and forget on BullMQ: published, but not added, an earlier job of the id being kept (PublishOptions.onDropped); the first few ids. */
@@ -32,7 +37,7 @@ export interface BulkStats {
 }
 
 export function newBulkStats(): BulkStats {
-  return { read: 0, published: 0, answered: { ok: 0, expired: 0, rejected: 0, invalid: 0, failed: 0 }, invalidEntries: 0, skipped: 0, unanswered: 0, abandoned: 0, dropped: { count: 0, ids: [] } };
+  return { read: 0, published: 0, answered: { ok: 0, expired: 0, rejected: 0, invalid: 0, failed: 0 }, invalidEntries: 0, skipped: 0, unanswered: 0, idInUse: 0, abandoned: 0, dropped: { count: 0, ids: [] } };
 }
 
 export const answeredCount = (s: BulkStats): number => Object.values(s.answered).reduce((a, b) => a + b, 0);
@@ -238,14 +243,20 @@ export async function bulkPublish(o: BulkPublishOptions): Promise<BulkStats> {
         return;
       }
       // A broker refusing publishes would fail every later chunk too: the run stops reading. (Not
-      // counted published unless its publish had resolved: onPublished counts it then.)
-      if (error.code !== 'TIMEOUT') {
-        sendFailure ??= error;
-      } else if (o.stopIfNoneAnswered === true && answeredCount(stats) === 0 && sendFailure === undefined) {
-        noneAnswered = true;
-        sendFailure = new FleetError('TIMEOUT', `no request was answered within ${o.timeoutMs} ms (--timeout-ms)`, { cause: error });
+      // counted published unless its publish had resolved: onPublished counts it then.) An id
+      // another job of other inputs holds is this line's alone: it is recorded failed, for a
+      // --resume once that job is answered.
+      if (error.code === 'ID_IN_USE') {
+        stats.idInUse++;
+      } else {
+        if (error.code !== 'TIMEOUT') {
+          sendFailure ??= error;
+        } else if (o.stopIfNoneAnswered === true && answeredCount(stats) === 0 && sendFailure === undefined) {
+          noneAnswered = true;
+          sendFailure = new FleetError('TIMEOUT', `no request was answered within ${o.timeoutMs} ms (--timeout-ms)`, { cause: error });
+        }
+        stats.unanswered++;
       }
-      stats.unanswered++;
       result = local('failed', error, request.id, request.model);
     }
     await record(result, entry.line);

@@ -32,6 +32,7 @@ import type {
 } from './producer.ts';
 import { ReplyWorkers } from './bullmq-reply-workers.ts';
 import { ADD_TOKEN_OPTION, EarlierJobs } from './earlier-jobs.ts';
+import { INPUT_DIGEST_OPTION, inputDigest } from './input-digest.ts';
 import { OutageWatch } from './outage-watch.ts';
 import { privateInbox } from './private-inbox.ts';
 import { refuseAll, ReplyRouter } from './reply-router.ts';
@@ -232,11 +233,11 @@ export class BullmqProducer implements Producer {
   }
 
   /** `token`: stored in the jobs' options, telling this add's jobs from earlier ones of the same id (EarlierJobs). */
-  private async add(list: readonly RequestEnvelope[], token?: string): Promise<void> {
+  private async add(list: readonly RequestEnvelope[], token?: string, digests: readonly string[] = list.map(inputDigest)): Promise<void> {
     checkRequests(list, 'bullmq', this.limits);
     refuseUnservedModels(list, this.options.models);
     await this.addByModel(
-      list.map((r) => ({
+      list.map((r, i) => ({
         model: r.model,
         name: 'request',
         data: requestToJson(r),
@@ -245,6 +246,8 @@ export class BullmqProducer implements Producer {
           priority: toBullmqPriority(r.priority ?? this.defaultPriority),
           removeOnComplete: KEEP_COMPLETED,
           removeOnFail: KEEP_FAILED,
+          // What the job asks, so a later request of its id can tell whether this job's answer is its own (EarlierJobs).
+          [INPUT_DIGEST_OPTION]: digests[i],
           ...(token === undefined ? {} : { [ADD_TOKEN_OPTION]: token }),
         },
       })),
@@ -254,15 +257,17 @@ export class BullmqProducer implements Producer {
   /** request()/requestMany(): publish to the inbox, then take the answer of any earlier job of the same id (EarlierJobs). */
   private async addAwaited(list: readonly RequestEnvelope[], options: Pick<RequestOptions, 'rerunNotOk' | 'rerunAnswered' | 'onPublished'> = {}): Promise<void> {
     const { rerunNotOk = false, rerunAnswered = false, onPublished } = options;
-    if (rerunNotOk || rerunAnswered) await this.earlier.clearAnswered(list, (r) => this.queue(renderName(this.settings.queueTemplate, r.model)), rerunAnswered);
+    const digests = list.map(inputDigest);
+    await this.earlier.clearAnswered(list, (r) => this.queue(renderName(this.settings.queueTemplate, r.model)), { notOk: rerunNotOk, answered: rerunAnswered }, digests);
     const token = `${this.inbox}#${++this.awaitedAdds}`;
     await this.add(
       list.map((r) => ({ ...r, replyTo: this.inbox })),
       token,
+      digests,
     );
     // Redis has the jobs (an earlier job of the same id, answering instead, is looked up next).
     onPublished?.(list.length);
-    await this.earlier.check(list, token);
+    await this.earlier.check(list, token, digests);
   }
 
   async publishRaw(messages: readonly RawMessage[]): Promise<void> {

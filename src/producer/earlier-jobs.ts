@@ -5,6 +5,7 @@ import type { CodecLimits } from '../contracts/limits.ts';
 import type { RequestEnvelope } from '../contracts/request-envelope.ts';
 import { FleetError } from '../errors/fleet-error.ts';
 import { jobIdFor } from '../transport/bullmq/bullmq-names.ts';
+import { INPUT_DIGEST_OPTION } from './input-digest.ts';
 import type { ReplyRouter } from './reply-router.ts';
 
 /** How often a request whose earlier job is still queued or running looks for that job's answer. */
@@ -18,14 +19,26 @@ export const EARLIER_POLL_MS = 250;
  */
 export const ADD_TOKEN_OPTION = 'npuFleetAdd';
 
-/** The add token of a job's stored `opts` (JSON), or undefined. */
-function addTokenOf(opts: string | null | undefined): unknown {
+/** Option `key` of a job's stored `opts` (JSON), or undefined. */
+function storedOption(opts: string | null | undefined, key: string): unknown {
   if (opts === null || opts === undefined) return undefined;
   try {
-    return (JSON.parse(opts) as Record<string, unknown>)[ADD_TOKEN_OPTION];
+    return (JSON.parse(opts) as Record<string, unknown>)[key];
   } catch {
     return undefined;
   }
+}
+
+const addTokenOf = (opts: string | null | undefined): unknown => storedOption(opts, ADD_TOKEN_OPTION);
+
+/**
+ * Whether a job's stored `opts` say it asked something else than `digest` (INPUT_DIGEST_OPTION).
+ * A job without a digest (added by publishRaw or by an older producer) cannot tell: it is taken
+ * to ask the same, as before digests were stored.
+ */
+function asksOtherwise(opts: string | null | undefined, digest: string | undefined): boolean {
+  const stored = storedOption(opts, INPUT_DIGEST_OPTION);
+  return digest !== undefined && typeof stored === 'string' && stored !== digest;
 }
 
 export interface EarlierJobsOptions {
@@ -54,17 +67,35 @@ export class EarlierJobs {
 
   constructor(private readonly o: EarlierJobsOptions) {}
 
-  /** After publishing `requests` with ADD_TOKEN_OPTION `token` (unique to that add): answers those that met an earlier job. */
-  async check(requests: readonly RequestEnvelope[], token: string): Promise<void> {
+  /**
+   * After publishing `requests` with ADD_TOKEN_OPTION `token` (unique to that add) and their
+   * INPUT_DIGEST_OPTION `digests`: answers those that met an earlier job. An earlier job that asked
+   * something else (another digest) does not answer: the request fails ID_IN_USE instead of taking
+   * outputs computed from other inputs.
+   */
+  async check(requests: readonly RequestEnvelope[], token: string, digests: readonly string[] = []): Promise<void> {
     const keys = requests.map((r) => this.o.jobKey(r));
     const pipeline = this.o.redis().pipeline();
     for (const key of keys) pipeline.hmget(key, 'opts', 'finishedOn', 'returnvalue', 'failedReason');
     const rows = (await pipeline.exec()) ?? [];
     requests.forEach((r, i) => {
       const [err, fields] = rows[i] ?? [null, null];
-      const [opts] = (fields ?? []) as Array<string | null>;
+      const [opts, finishedOn] = (fields ?? []) as Array<string | null>;
       // Ours, or already gone (answered and trimmed): the reply comes through the inbox.
       if (err !== null || opts === null || opts === undefined || addTokenOf(opts) === token) return;
+      if (asksOtherwise(opts, digests[i])) {
+        const state = finishedOn === null || finishedOn === undefined ? 'queued or running' : 'answered a moment ago';
+        this.o.router.fail(
+          r.id,
+          new FleetError(
+            'ID_IN_USE',
+            `request id "${r.id}" belongs to an earlier job with other inputs, ${state} (on BullMQ a job's id is its request's, one job per id), so this request was not added; ` +
+              "that job's answer is not this request's. Publish it under a new id, or again once that job is answered",
+            { details: { field: 'id', id: r.id } },
+          ),
+        );
+        return;
+      }
       if (!this.settle(r.id, (fields ?? []) as Array<string | null>)) this.watch(r.id, keys[i] as string);
     });
   }
@@ -82,27 +113,40 @@ export class EarlierJobs {
   }
 
   /**
-   * Removes the earlier jobs of `requests` that were answered other than `ok` (`okToo`: answered
-   * at all), so the adds that follow create new jobs and the requests run again
-   * (RequestOptions.rerunNotOk / rerunAnswered). A job that is locked (picked up again meanwhile)
-   * is left: its answer is taken as usual.
+   * Removes the earlier jobs of `requests` that are finished and should not answer them, so the
+   * adds that follow create new jobs and the requests run again: a job that asked something else
+   * (its INPUT_DIGEST_OPTION is not `digests[i]`: another data set reusing the ids), one answered
+   * other than `ok` (`rerun.notOk`), one answered at all (`rerun.answered`); see
+   * RequestOptions.rerunNotOk / rerunAnswered. A job that is locked (picked up again meanwhile) is
+   * left: check() then takes its answer, or refuses it when it asked something else.
    */
-  async clearAnswered(requests: readonly RequestEnvelope[], queueOf: (request: RequestEnvelope) => Queue, okToo: boolean): Promise<void> {
+  async clearAnswered(
+    requests: readonly RequestEnvelope[],
+    queueOf: (request: RequestEnvelope) => Queue,
+    rerun: { readonly notOk: boolean; readonly answered: boolean },
+    digests: readonly string[] = [],
+  ): Promise<void> {
     const pipeline = this.o.redis().pipeline();
-    for (const r of requests) pipeline.hmget(this.o.jobKey(r), 'finishedOn', 'returnvalue');
+    for (const r of requests) pipeline.hmget(this.o.jobKey(r), 'finishedOn', 'returnvalue', 'opts');
     const rows = (await pipeline.exec()) ?? [];
     const removals: Array<Promise<unknown>> = [];
     requests.forEach((r, i) => {
       const [err, fields] = rows[i] ?? [null, null];
-      const [finishedOn, returnValue] = (fields ?? []) as Array<string | null>;
-      if (err !== null || finishedOn === null || finishedOn === undefined || returnValue === null || returnValue === undefined) return;
+      const [finishedOn, returnValue, opts] = (fields ?? []) as Array<string | null>;
+      if (err !== null || finishedOn === null || finishedOn === undefined) return;
+      // Answered (or failed for good) for other inputs: its answer is not this request's.
+      if (asksOtherwise(opts, digests[i])) {
+        removals.push(queueOf(r).remove(jobIdFor(r.id)));
+        return;
+      }
+      if (returnValue === null || returnValue === undefined || !(rerun.notOk || rerun.answered)) return;
       let status: unknown;
       try {
         status = (JSON.parse(returnValue) as { status?: unknown }).status;
       } catch {
         return; // not a result: check() words that when the add meets it
       }
-      if (okToo || status !== 'ok') removals.push(queueOf(r).remove(jobIdFor(r.id)));
+      if (rerun.answered || status !== 'ok') removals.push(queueOf(r).remove(jobIdFor(r.id)));
     });
     await Promise.all(removals);
   }

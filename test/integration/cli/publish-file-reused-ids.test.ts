@@ -5,6 +5,7 @@
 // runs each of its lines; a --resume still takes an earlier ok answer for its id (docs: an ok
 // result stands for its id). Kafka ran every line anyway; it is held to the same.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { Queue } from 'bullmq';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
@@ -28,7 +29,7 @@ const log = createLogger({ level: 'warn' });
 const { stderr, cleanup } = captureCliOutput();
 
 /** y = 2x + 1 over [batch, 4]: exact in float32 for the small integers used here. */
-async function servedFleet(prefix: string, transport: z.input<typeof TransportSettingsSchema>): Promise<{ dir: string; configFile: string }> {
+async function servedFleet(prefix: string, transport: z.input<typeof TransportSettingsSchema>, workerNow = true): Promise<{ dir: string; configFile: string; startWorker: () => Promise<void> }> {
   const dir = tempDir(prefix);
   const models = join(dir, 'models');
   mkdirSync(join(models, MODEL), { recursive: true });
@@ -40,9 +41,12 @@ async function servedFleet(prefix: string, transport: z.input<typeof TransportSe
   const fleet = { transport, devices: { count: 1, backend: 'sim' }, modelRepository: models, models: [MODEL], worker: { metricsPort: 0 }, log: { level: 'warn' } };
   const configFile = join(dir, 'fleet.yaml');
   writeFileSync(configFile, stringify(fleet));
-  const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
-  cleanup.push(() => worker.stop());
-  return { dir, configFile };
+  const startWorker = async (): Promise<void> => {
+    const worker = await runWorker(parseFleetConfig(fleet), 0, { artifact: 'onnx', openDevice, createTransport: (c) => transportFor(c, log) }, { log, metricsPort: 0 });
+    cleanup.push(() => worker.stop());
+  };
+  if (workerNow) await startWorker();
+  return { dir, configFile, startWorker };
 }
 
 const inputOf = (i: number, offset: number): Float32Array => Float32Array.from({ length: 4 }, (_, k) => i + k + offset);
@@ -55,6 +59,7 @@ const dataSet = (offset: number): string =>
 interface Rec {
   id: string;
   status: string;
+  error?: { code: string; message: string };
   line: number;
   outputs?: Array<{ data: string }>;
 }
@@ -120,5 +125,40 @@ describe('npu-fleet publish --file (fire and forget) on BullMQ of ids answered w
     writeFileSync(test, dataSet(100).replace(/"id":"/g, '"id":"new-'));
     expect(await main(['publish', '--config', configFile, '--file', test]), stderr.join('')).toBe(0);
     expect(stderr.join('')).not.toMatch(/were not added/);
+  });
+});
+
+describe('npu-fleet publish --file --await on BullMQ while the first data set\'s jobs are still queued', () => {
+  // A fresh run's lines met the first data set's queued jobs of their ids (BullMQ drops the adds)
+  // and took those jobs' answers once a worker ran them: the other data set's outputs, recorded ok.
+  it('records those lines failed ID_IN_USE, exit 4, naming the way out; a --resume once the first set is answered scores them on their own inputs', { timeout: 120_000 }, async () => {
+    const prefix = uniqueName('reusedq');
+    const { dir, configFile, startWorker } = await servedFleet('npu-fleet-reused-queued-', { kind: 'bullmq', bullmq: { redisUrl: getServices().redisUrl, prefix } }, false);
+    const train = join(dir, 'train.jsonl');
+    const test = join(dir, 'test.jsonl');
+    const out = join(dir, 'test-results.jsonl');
+    writeFileSync(train, dataSet(0));
+    writeFileSync(test, dataSet(100));
+    // No worker yet: the first data set waits in the queue.
+    expect(await main(['publish', '--config', configFile, '--file', train]), stderr.join('')).toBe(0);
+    stderr.splice(0);
+    expect(await main(['publish', '--config', configFile, '--file', test, '--await', '--out', out, '--timeout-ms', '20000'])).toBe(4);
+    expect(stderr.join('')).toMatch(new RegExp(`${LINES} not run because BullMQ holds an earlier job of each id with other inputs, not yet answered .*--resume once those are answered, or give these lines new ids`));
+    const refused = records(out);
+    expect(refused).toHaveLength(LINES);
+    for (const r of refused) expect(r.error?.code, r.id).toBe('ID_IN_USE');
+
+    await startWorker();
+    const queue = new Queue(`${MODEL}.requests`, { connection: { url: getServices().redisUrl }, prefix });
+    cleanup.push(() => queue.close());
+    const completed = async (): Promise<number> => (await queue.getJobCounts('completed'))['completed'] ?? 0;
+    for (const end = Date.now() + 30_000; (await completed()) < LINES && Date.now() < end; ) await new Promise((r) => setTimeout(r, 100));
+    expect(await completed()).toBe(LINES);
+
+    stderr.splice(0);
+    expect(await main(['publish', '--config', configFile, '--file', test, '--await', '--out', out, '--timeout-ms', '60000', '--resume']), stderr.join('')).toBe(0);
+    const scored = records(out).filter((r) => r.status === 'ok');
+    expect(scored).toHaveLength(LINES);
+    for (const r of scored) expect(outputOf(r), `line ${r.line}`).toEqual(Array.from(inputOf(r.line - 1, 100), (v) => 2 * v + 1));
   });
 });

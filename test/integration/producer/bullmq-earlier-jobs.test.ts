@@ -9,6 +9,7 @@ import { transportFor } from '../../../src/cli/worker-deps.ts';
 import { parseFleetConfig } from '../../../src/contracts/config-loader.ts';
 import type { BullmqSettings } from '../../../src/contracts/fleet-config.ts';
 import type { RequestEnvelope } from '../../../src/contracts/request-envelope.ts';
+import type { ResultEnvelope } from '../../../src/contracts/result-envelope.ts';
 import { openDevice } from '../../../src/device/index.ts';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { BullmqProducer } from '../../../src/producer/bullmq-producer.ts';
@@ -76,6 +77,8 @@ function setup(): { bullmq: BullmqSettings; producer: () => BullmqProducer; star
     },
   };
 }
+
+const outputBytes = (r: ResultEnvelope): Uint8Array => r.outputs?.[0]?.data ?? new Uint8Array(0);
 
 describe('BullMQ request-and-await of an id asked before', () => {
   it('gets the earlier answer at once when that job is done, without running it again', async () => {
@@ -159,5 +162,40 @@ describe('BullMQ request-and-await of an id asked before', () => {
     // Its own run, not the earlier job's answer.
     expect(result.completedAt).toBeGreaterThan(first.completedAt ?? Infinity);
     expect(await okCountSettles(s.okCount, 2)).toBe(2);
+  });
+
+  it('an earlier job of the id with other inputs does not answer: ID_IN_USE while it is queued, a run of its own once it is answered', async () => {
+    const s = setup();
+    const other = (id: string): RequestEnvelope => {
+      const r = request(id);
+      return { ...r, inputs: [{ name: 'input', dtype: 'float32', shape: [1, 64], data: new Uint8Array(Float32Array.from({ length: 64 }, (_, i) => 1 - (i % 5) / 5).buffer) }] };
+    };
+    // Data set A's request, still queued (no worker yet).
+    const a = await s.producer().request(request('reused'), { timeoutMs: 300 }).catch((e: unknown) => e);
+    expect(fleetErrorOf(() => { throw a; }).code).toBe('TIMEOUT');
+    // Data set B reuses the id with other inputs: before, it took A's outputs as its own once A ran.
+    const startedAt = Date.now();
+    const b = await s.producer().request(other('reused'), { timeoutMs: 30_000 }).catch((e: unknown) => e);
+    expect(Date.now() - startedAt).toBeLessThan(5_000);
+    const e = fleetErrorOf(() => { throw b; });
+    expect(e.code).toBe('ID_IN_USE');
+    expect(e.retriable).toBe(true);
+    expect(e.message).toMatch(/request id "reused" belongs to an earlier job with other inputs, queued or running .*new id, or again once that job is answered/);
+    // A's own retry (the same inputs) still takes A's answer, once a worker serves it.
+    const retryA = s.producer().request(request('reused'), { timeoutMs: 30_000 });
+    await s.startWorker();
+    const answerA = await retryA;
+    expect(answerA.status).toBe('ok');
+    expect(await okCountSettles(s.okCount, 1)).toBe(1);
+    // B again, A answered: A's job is replaced and B runs on its own inputs, no rerun option needed
+    // (a --resume takes earlier answers, but not those of other inputs).
+    const answerB = await s.producer().request(other('reused'), { timeoutMs: 30_000 });
+    expect(answerB.status).toBe('ok');
+    expect(Buffer.from(outputBytes(answerB)).equals(Buffer.from(outputBytes(answerA)))).toBe(false);
+    expect(await okCountSettles(s.okCount, 2)).toBe(2);
+    // A asked once more meets B's answered job (other inputs again): it runs anew, A's outputs again.
+    const answerA2 = await s.producer().request(request('reused'), { timeoutMs: 30_000 });
+    expect(Buffer.from(outputBytes(answerA2)).equals(Buffer.from(outputBytes(answerA)))).toBe(true);
+    expect(await okCountSettles(s.okCount, 3)).toBe(3);
   });
 });
