@@ -15,7 +15,7 @@ import { fetchBytesPerPartition, largestMessageBytes, mayRaise } from './fetch-s
 import { consumerLag, OffsetCommitter, tpKey } from './offset-committer.ts';
 import { OutcomeSettler, type HeldDelivery, type HeldPartition } from './outcome-settler.ts';
 import { PartitionTracker } from './partition-tracker.ts';
-import { predecessorMembers, predecessorMembersNote, removePredecessorMembers } from './predecessor-members.ts';
+import { fencePredecessorTransaction, predecessorMembers, predecessorMembersNote, predecessorTransactionalId, removePredecessorMembers } from './predecessor-members.ts';
 import { StaleMemberRemover } from './stale-member-remover.ts';
 import { RedeliveryHints } from './redelivery-hints.ts';
 import type { LostMemberRestarter } from './lost-member-watch.ts';
@@ -111,6 +111,10 @@ export class KafkaTransport implements Transport {
     const models = options.subscriptions.map((s) => s.model);
     // Alongside the set-up below; awaited before this consumer joins (see removePredecessorMembers).
     const predecessorsRemoved = removePredecessorMembers(this.kafka, predecessorMembers(options.predecessor?.previous), this.options.logger);
+    // Exactly-once: a transaction the dead predecessor left open is aborted before this one's first.
+    const predecessorFenced = this.settings.exactlyOnce
+      ? fencePredecessorTransaction(this.kafka, predecessorTransactionalId(options.predecessor?.previous), this.settings, this.options.logger)
+      : Promise.resolve(false);
     try {
       this.admin = this.kafka.admin();
       await this.admin.connect();
@@ -158,7 +162,7 @@ export class KafkaTransport implements Transport {
           this.onAssignment(memberAssignment, forgotten);
           // On every join: a member that lost its session rejoins under a new id. This one consumer
           // is the transport's only group member.
-          options.predecessor?.save(predecessorMembersNote([{ groupId, memberId }]));
+          options.predecessor?.save(predecessorMembersNote([{ groupId, memberId }], this.settings.exactlyOnce ? this.transactionalId : undefined));
         },
         eachBatch: async (payload) => {
           // Once per rebalance: one admin round trip for the redelivery hints, then never waits.
@@ -172,6 +176,7 @@ export class KafkaTransport implements Transport {
       this.watch = requests.watch;
       this.restarter = requests.restarter;
       await predecessorsRemoved;
+      await predecessorFenced;
       await requests.run();
     } catch (err) {
       // Nothing was delivered yet: drop the connections, or they would keep the process alive.

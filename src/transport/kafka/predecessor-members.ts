@@ -12,9 +12,25 @@ export interface GroupMember {
 export const REMOVE_TIMEOUT_MS = 5_000;
 const ATTEMPTS = 3;
 
-/** The note for the next worker process of this device: the group member of each consumer it runs. */
-export function predecessorMembersNote(members: readonly GroupMember[]): string {
-  return JSON.stringify({ kafkaMembers: members.map(({ groupId, memberId }) => ({ groupId, memberId })) });
+/**
+ * The note for the next worker process of this device: the group member of each consumer it runs,
+ * and (exactly-once) the transactional id of its result producer, which the next worker fences.
+ */
+export function predecessorMembersNote(members: readonly GroupMember[], transactionalId?: string): string {
+  return JSON.stringify({ kafkaMembers: members.map(({ groupId, memberId }) => ({ groupId, memberId })), ...(transactionalId === undefined ? {} : { transactionalId }) });
+}
+
+/** The transactional id a previous worker process noted (see predecessorMembersNote); undefined for any other note. */
+export function predecessorTransactionalId(note: string | undefined): string | undefined {
+  if (note === undefined) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(note);
+  } catch {
+    return undefined;
+  }
+  const id = typeof parsed === 'object' && parsed !== null ? (parsed as { transactionalId?: unknown }).transactionalId : undefined;
+  return typeof id === 'string' && id !== '' ? id : undefined;
 }
 
 /**
@@ -132,5 +148,45 @@ async function leave(cluster: InternalCluster, groupId: string, memberId: string
       logger?.warn({ err, groupId, memberId }, `could not remove ${whose} member from its consumer group; its partitions wait for its session to time out`);
       return false;
     }
+  }
+}
+
+/** How long start() waits for the dead predecessor's transaction to be fenced before going on anyway. */
+export const FENCE_TIMEOUT_MS = 10_000;
+
+/**
+ * Exactly-once: fences the transactional id a dead previous worker process of this device noted
+ * (see predecessorMembersNote). A worker SIGKILLed mid-transaction leaves it open, and
+ * read_committed readers of every partition it wrote (client inboxes, {model}.replies, with the
+ * other workers' results there) stop at its first record until the coordinator aborts it after
+ * `transactionTimeoutMs`. Initialising a producer of that id makes the coordinator abort it now.
+ * Only an id of this client and group (`<clientId>.<groupId>.`) is fenced. Never throws: a
+ * refusal (authorization) or a coordinator out of reach is logged, and the transaction then ends at
+ * its timeout as before. Bounded by FENCE_TIMEOUT_MS. Returns whether it fenced.
+ */
+export async function fencePredecessorTransaction(
+  kafka: Kafka,
+  transactionalId: string | undefined,
+  o: { readonly clientId: string; readonly groupId: string; readonly transactionTimeoutMs: number },
+  logger: TransportLogger | undefined,
+  timeoutMs = FENCE_TIMEOUT_MS,
+): Promise<boolean> {
+  if (transactionalId === undefined || !transactionalId.startsWith(`${o.clientId}.${o.groupId}.`)) return false;
+  const producer = kafka.producer({ transactionalId, transactionTimeout: o.transactionTimeoutMs, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+  const work = (async () => {
+    await producer.connect();
+    // Its InitProducerId bumps the id's epoch: the coordinator aborts the dead one's open transaction.
+    const tx = await producer.transaction();
+    await tx.abort();
+  })();
+  try {
+    await withTimeout(work, timeoutMs, "fencing the dead previous worker's transactional id");
+    logger?.info({ transactionalId }, "fenced the dead previous worker's transactional id: a transaction it left open is aborted now, not after transactionTimeoutMs");
+    return true;
+  } catch (err) {
+    logger?.warn({ err, transactionalId }, "could not fence the dead previous worker's transactional id; a transaction it left open holds back read_committed readers until transactionTimeoutMs");
+    return false;
+  } finally {
+    void work.catch(() => undefined).finally(() => producer.disconnect().catch(() => undefined));
   }
 }
