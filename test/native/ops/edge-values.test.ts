@@ -15,16 +15,83 @@ import { openSimDevice, type SimDeviceHandle } from './sim-runner.ts';
 interface EdgeCase {
   name: string;
   op: string;
-  /** Graph inputs x0, x1, ... (float32, static shapes). */
-  inputs: { dims: number[]; data: number[] }[];
+  /** Graph inputs x0, x1, ... (float32, static shapes); a Float32Array keeps NaN payloads. */
+  inputs: { dims: number[]; data: number[] | Float32Array }[];
   initializers?: TensorData[];
   attributes?: Record<string, AttributeValue>;
   opset?: number;
+  /** Pass-through ops: the output must equal onnxruntime's bit for bit (NaN payloads, -0). */
+  exact?: boolean;
 }
 
 /** NaN, both infinities, signed zero and ordinary values, repeated to fill a tensor. */
 const SPECIALS = [NaN, Infinity, -Infinity, 1, -2, 0.5, -0, 3];
 const specials = (n: number): number[] => Array.from({ length: n }, (_, i) => SPECIALS[i % SPECIALS.length] ?? 0);
+const NAN = NaN;
+const INF = Infinity;
+/** Inputs of the unary maths: specials, negatives (Log/Sqrt), overflow and denormal corners. */
+const UNARY = [NAN, INF, -INF, 0, -0, 1, -1, 0.5, -0.5, 3, -3, 20, -20, 100, -100, 1e-30, -1e-30, 1e-45, 88.8, -104];
+/** Every pair of V: x0[i][j] = V[i], x1[i][j] = V[j]. */
+const V = [NAN, INF, -INF, 0, -0, 1, -1, 2, 0.5, -3];
+const pairs = { a: V.flatMap((v) => V.map(() => v)), b: V.flatMap(() => V) };
+/** Quiet NaNs with payloads (positive and negative), a signalling NaN, -0 and plain values. */
+const PAYLOADS = new Float32Array(Uint32Array.from([0x7fc12345, 0xffc00001, 0x7f800001, 0x80000000, 0x7f800000, 0xff800000, 0x3f800000, 0xc0000000, 0x7fffffff, 0x00000001, 0xff812345, 0x40400000]).buffer);
+const f32 = (name: string, dims: number[], values: number[]): TensorData => ({ name, dtype: 'float32', dims, values: Float32Array.from(values) });
+const i64 = (name: string, values: number[]): TensorData => ({ name, dtype: 'int64', dims: [values.length], values: BigInt64Array.from(values.map(BigInt)) });
+const x = (dims: number[], data: number[] | Float32Array) => ({ dims, data });
+
+const unaryCases = (['Relu', 'Sigmoid', 'Tanh', 'Exp', 'Log', 'Sqrt', 'Neg', 'Abs', 'Erf', 'Reciprocal', 'Elu', 'LeakyRelu'] as const).map(
+  (op): EdgeCase => ({ name: `${op}/edges`, op, inputs: [x([4, 5], UNARY)] }),
+);
+const binaryCases = (['Add', 'Sub', 'Mul', 'Div', 'Pow'] as const).flatMap((op): EdgeCase[] => [
+  { name: `${op}/pairs`, op, inputs: [x([10, 10], pairs.a), x([10, 10], pairs.b)] },
+  // The broadcasting odometer and the scalar paths.
+  { name: `${op}/broadcast`, op, inputs: [x([10, 1], V), x([1, 10], V)] },
+  { name: `${op}/scalar-rhs`, op, inputs: [x([2, 10], [...V, ...V.map((v) => -v)]), x([1], [op === 'Pow' ? 2 : -0])] },
+  { name: `${op}/scalar-lhs`, op, inputs: [x([1], [op === 'Pow' ? -INF : INF]), x([2, 10], [...V, ...V.map((v) => -v)])] },
+]);
+/** Softmax rows: +Inf, all -Inf, NaN, -Inf among finite, two +Inf, ±Inf, huge spread, -0. */
+const SOFTMAX_ROWS = [INF, 0, 1, 2, -INF, -INF, -INF, -INF, NAN, 1, 2, 3, -INF, 0, 1, 2, INF, INF, 0, 0, -INF, INF, 0, 0, 1e30, -1e30, 0, 0, -0, 0, -0, 0];
+const softmaxCases = (['Softmax', 'LogSoftmax'] as const).flatMap((op): EdgeCase[] => [
+  { name: `${op}/rows`, op, inputs: [x([8, 4], SOFTMAX_ROWS)], opset: 13 },
+  { name: `${op}/axis0`, op, inputs: [x([4, 8], SOFTMAX_ROWS)], opset: 13, attributes: { axis: attr.i(0) } },
+  { name: `${op}/opset11-2d`, op, inputs: [x([4, 2, 4], SOFTMAX_ROWS)], opset: 11, attributes: { axis: attr.i(1) } },
+]);
+/** 4x4 planes: all NaN, all -Inf, NaN first / last / among finite, +Inf with -Inf. */
+const POOL_PLANES = [
+  ...Array<number>(16).fill(NAN),
+  ...Array<number>(16).fill(-INF),
+  ...[NAN, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, NAN],
+  ...[1, NAN, -INF, 2, INF, -INF, 3, NAN, -0, -0, -1, -2, -INF, -INF, -INF, -INF],
+];
+const poolCases = (op: 'MaxPool' | 'AveragePool'): EdgeCase[] => [
+  { name: `${op}/k2s2`, op, inputs: [x([1, 4, 4, 4], POOL_PLANES)], attributes: { kernel_shape: attr.ints([2, 2]), strides: attr.ints([2, 2]) } },
+  { name: `${op}/k3-pads`, op, inputs: [x([1, 4, 4, 4], POOL_PLANES)], attributes: { kernel_shape: attr.ints([3, 3]), pads: attr.ints([1, 1, 1, 1]), ...(op === 'AveragePool' ? { count_include_pad: attr.i(1) } : {}) } },
+  { name: `${op}/k2-ceil`, op, inputs: [x([1, 4, 4, 4], POOL_PLANES)], attributes: { kernel_shape: attr.ints([2, 2]), strides: attr.ints([3, 3]), ceil_mode: attr.i(1) } },
+];
+const reduceCases = (op: 'ReduceMax' | 'ReduceMean' | 'ReduceSum'): EdgeCase[] => [
+  { name: `${op}/rows`, op, inputs: [x([8, 4], SOFTMAX_ROWS)], opset: 11, attributes: { axes: attr.ints([1]), keepdims: attr.i(0) } },
+  { name: `${op}/cols`, op, inputs: [x([4, 8], SOFTMAX_ROWS)], opset: 11, attributes: { axes: attr.ints([0]) } },
+  { name: `${op}/all`, op, inputs: [x([2, 3], [-INF, -INF, -INF, -INF, NAN, -INF])], opset: 11 },
+];
+/** Gemm/MatMul operands: Inf and NaN against zeros. */
+const GA = [INF, 1, 2, 0, -INF, 3, NAN, 0, 1, -0, -0, -0];
+const GB = [0, 1, 2, 0, 3, 4, -0, 5, 0, INF, 0, 1];
+const passThrough: EdgeCase[] = [
+  { name: 'Identity/payload', op: 'Identity', inputs: [x([3, 4], PAYLOADS)], exact: true },
+  { name: 'Dropout/payload', op: 'Dropout', inputs: [x([3, 4], PAYLOADS)], exact: true },
+  { name: 'Flatten/payload', op: 'Flatten', inputs: [x([2, 3, 2], PAYLOADS)], exact: true, attributes: { axis: attr.i(2) } },
+  { name: 'Reshape/payload', op: 'Reshape', inputs: [x([3, 4], PAYLOADS)], initializers: [i64('shape', [0, 2, -1])], exact: true },
+  { name: 'Transpose/payload', op: 'Transpose', inputs: [x([2, 3, 2], PAYLOADS)], attributes: { perm: attr.ints([2, 0, 1]) }, exact: true },
+  { name: 'Concat/payload', op: 'Concat', inputs: [x([3, 4], PAYLOADS), x([3, 1], specials(3))], attributes: { axis: attr.i(1) }, exact: true },
+  { name: 'Gather/payload', op: 'Gather', inputs: [x([4, 3], PAYLOADS)], initializers: [i64('idx', [3, -4, 1, 1])], exact: true },
+  { name: 'Squeeze/payload', op: 'Squeeze', inputs: [x([3, 1, 4], PAYLOADS)], initializers: [i64('axes', [1])], exact: true },
+  { name: 'Unsqueeze/payload', op: 'Unsqueeze', inputs: [x([3, 4], PAYLOADS)], initializers: [i64('axes', [0, -1])], exact: true },
+  { name: 'Cast/payload', op: 'Cast', inputs: [x([3, 4], PAYLOADS)], attributes: { to: attr.i(1) }, exact: true },
+  // Sign-bit ops keep the payload.
+  { name: 'Neg/payload', op: 'Neg', inputs: [x([3, 4], PAYLOADS)], exact: true },
+  { name: 'Abs/payload', op: 'Abs', inputs: [x([3, 4], PAYLOADS)], exact: true },
+];
 
 const CASES: EdgeCase[] = [
   // Relu(NaN) is NaN in onnxruntime (and in max(x, 0) with NaN propagation); a `x > 0 ? x : 0`
@@ -33,6 +100,46 @@ const CASES: EdgeCase[] = [
   { name: 'LeakyRelu/nan-inf', op: 'LeakyRelu', inputs: [{ dims: [2, 8], data: specials(16) }], attributes: { alpha: attr.f(0.2) } },
   // A row holding +Inf, or only -Inf, is NaN throughout in onnxruntime.
   { name: 'Softmax/inf-rows', op: 'Softmax', inputs: [{ dims: [3, 4], data: [Infinity, 0, 1, 2, -Infinity, -Infinity, -Infinity, -Infinity, NaN, 1, 2, 3] }], opset: 13 },
+  ...unaryCases,
+  { name: 'Elu/alpha', op: 'Elu', inputs: [x([4, 5], UNARY)], attributes: { alpha: attr.f(0.5) } },
+  ...binaryCases,
+  { name: 'Clip/inputs', op: 'Clip', inputs: [x([4, 5], UNARY)], initializers: [f32('lo', [], [-1]), f32('hi', [], [2])], opset: 13 },
+  { name: 'Clip/min-over-max', op: 'Clip', inputs: [x([4, 5], UNARY)], initializers: [f32('lo', [], [2]), f32('hi', [], [-1])], opset: 13 },
+  { name: 'Clip/opset6-attrs', op: 'Clip', inputs: [x([4, 5], UNARY)], attributes: { min: attr.f(-0.5), max: attr.f(0.5) }, opset: 6 },
+  ...softmaxCases,
+  ...poolCases('AveragePool'),
+  { name: 'AveragePool/k3-pads-exclude', op: 'AveragePool', inputs: [x([1, 4, 4, 4], POOL_PLANES)], attributes: { kernel_shape: attr.ints([3, 3]), pads: attr.ints([1, 1, 1, 1]) } },
+  { name: 'GlobalAveragePool/planes', op: 'GlobalAveragePool', inputs: [x([1, 4, 4, 4], POOL_PLANES)] },
+  ...reduceCases('ReduceMean'),
+  ...reduceCases('ReduceSum'),
+  { name: 'ReduceSum/axes-input', op: 'ReduceSum', inputs: [x([8, 4], SOFTMAX_ROWS)], initializers: [i64('axes', [-1])], opset: 13 },
+  {
+    // scale 0 against Inf, a negative variance (sqrt < 0), variance -eps (divide by 0), Inf mean.
+    name: 'BatchNormalization/params',
+    op: 'BatchNormalization',
+    inputs: [x([2, 4, 2], specials(16))],
+    initializers: [f32('scale', [4], [0, 1, 2, -1]), f32('B', [4], [0, NAN, 1, -1]), f32('mean', [4], [0, 1, INF, 0]), f32('var', [4], [1, -4, 1, -1e-5])],
+  },
+  { name: 'BatchNormalization/x', op: 'BatchNormalization', inputs: [x([2, 2, 4], UNARY.slice(0, 16))], initializers: [f32('scale', [2], [1, -0.5]), f32('B', [2], [0, 2]), f32('mean', [2], [0.5, -1]), f32('var', [2], [4, 0])] },
+  { name: 'Gemm/inf-times-zero', op: 'Gemm', inputs: [x([3, 4], GA), x([4, 3], GB)] },
+  { name: 'Gemm/packed-B-transposed', op: 'Gemm', inputs: [x([3, 4], GA)], initializers: [f32('B', [3, 4], GB)], attributes: { transB: attr.i(1) } },
+  { name: 'Gemm/transA-alpha-C', op: 'Gemm', inputs: [x([4, 3], GA), x([4, 3], GB)], initializers: [f32('C', [3], [NAN, -INF, 1])], attributes: { transA: attr.i(1), alpha: attr.f(-2), beta: attr.f(0.5) } },
+  { name: 'Gemm/beta0-nan-C', op: 'Gemm', inputs: [x([3, 4], GA), x([4, 3], GB)], initializers: [f32('C', [3, 3], specials(9))], attributes: { beta: attr.f(0) } },
+  { name: 'Gemm/row', op: 'Gemm', inputs: [x([1, 4], [INF, 0, -0, 1]), x([4, 3], GB)] },
+  { name: 'MatMul/inf-times-zero', op: 'MatMul', inputs: [x([3, 4], GA), x([4, 3], GB)] },
+  { name: 'MatMul/packed-B', op: 'MatMul', inputs: [x([3, 4], GA)], initializers: [f32('B', [4, 3], GB)] },
+  { name: 'MatMul/vector', op: 'MatMul', inputs: [x([4], [INF, 0, -0, NAN]), x([4, 3], GB)] },
+  { name: 'MatMul/batched', op: 'MatMul', inputs: [x([2, 3, 2], GA), x([2, 2, 3], GB)] },
+  { name: 'MatMul/tiles', op: 'MatMul', inputs: [x([7, 20], Array.from({ length: 140 }, (_, i) => (i === 45 ? INF : i === 99 ? NAN : i % 5 === 0 ? -0 : ((i % 7) - 3) / 4)))], initializers: [f32('B', [20, 17], Array.from({ length: 340 }, (_, i) => (i % 9 === 0 ? 0 : ((i % 11) - 5) / 8)))] },
+  {
+    name: 'Conv/pads-inf',
+    op: 'Conv',
+    inputs: [x([1, 2, 4, 4], [...POOL_PLANES.slice(32, 48), ...Array.from({ length: 16 }, (_, i) => i / 4 - 1)])],
+    initializers: [f32('W', [3, 2, 3, 3], Array.from({ length: 54 }, (_, i) => (i === 20 ? INF : i % 4 === 0 ? 0 : ((i % 5) - 2) / 2))), f32('b', [3], [0, NAN, 1])],
+    attributes: { pads: attr.ints([1, 1, 1, 1]) },
+  },
+  { name: 'Conv/1x1-depthwise', op: 'Conv', inputs: [x([1, 4, 2, 2], specials(16))], initializers: [f32('W', [4, 1, 1, 1], [0, 1, -0, 2])], attributes: { group: attr.i(4) } },
+  ...passThrough,
 ];
 
 const dir = mkdtempSync(join(tmpdir(), 'sim-edge-'));
@@ -70,7 +177,7 @@ function sameValue(got: number, want: number): boolean {
 
 describe('simulator edge values vs onnxruntime', () => {
   it.each(CASES.map((c) => [c.name, c] as const))('%s', async (name, c) => {
-    const inputs: HostTensor[] = c.inputs.map((t, i) => ({ name: `x${i}`, dtype: 'float32', dims: t.dims, data: Float32Array.from(t.data) }));
+    const inputs: HostTensor[] = c.inputs.map((t, i) => ({ name: `x${i}`, dtype: 'float32', dims: t.dims, data: t.data instanceof Float32Array ? t.data : Float32Array.from(t.data) }));
     // The output shape comes from onnxruntime, then both run a fully static model.
     const probe = await runOrt(encode(c, []), inputs);
     const outDims = probe.get('y')?.dims ?? [];
@@ -84,9 +191,12 @@ describe('simulator edge values vs onnxruntime', () => {
       expect(got?.dims).toEqual(want?.dims);
       const bad: string[] = [];
       const w = want?.data ?? new Float32Array();
+      const gotBits = new Uint32Array(got?.data.buffer ?? new ArrayBuffer(0), got?.data.byteOffset, got?.data.length);
+      const wantBits = new Uint32Array(w.buffer, w.byteOffset, w.length);
+      const hex = (v: number | undefined) => `0x${(v ?? 0).toString(16).padStart(8, '0')}`;
       for (let i = 0; i < w.length; i++) {
         const g = got?.data[i] ?? NaN;
-        if (!sameValue(g, w[i] ?? NaN)) bad.push(`[${i}] sim ${g} ort ${w[i]}`);
+        if (c.exact ? gotBits[i] !== wantBits[i] : !sameValue(g, w[i] ?? NaN)) bad.push(`[${i}] sim ${g} (${hex(gotBits[i])}) ort ${w[i]} (${hex(wantBits[i])})`);
       }
       expect(bad, `${name}: ${bad.length}/${w.length} differ`).toEqual([]);
     } finally {
