@@ -20,6 +20,8 @@ interface EdgeCase {
   initializers?: TensorData[];
   attributes?: Record<string, AttributeValue>;
   opset?: number;
+  /** The node's inputs, when not the graph inputs then the initializers ('' skips an optional one). */
+  nodeInputs?: string[];
   /** Pass-through ops: the output must equal onnxruntime's bit for bit (NaN payloads, -0). */
   exact?: boolean;
 }
@@ -105,6 +107,10 @@ const CASES: EdgeCase[] = [
   ...binaryCases,
   { name: 'Clip/inputs', op: 'Clip', inputs: [x([4, 5], UNARY)], initializers: [f32('lo', [], [-1]), f32('hi', [], [2])], opset: 13 },
   { name: 'Clip/min-over-max', op: 'Clip', inputs: [x([4, 5], UNARY)], initializers: [f32('lo', [], [2]), f32('hi', [], [-1])], opset: 13 },
+  // No bound is ±FLT_MAX (the spec's defaults), not ±Inf: infinities clamp to the largest finite.
+  { name: 'Clip/no-bounds', op: 'Clip', inputs: [x([4, 5], UNARY)], opset: 13 },
+  { name: 'Clip/max-only', op: 'Clip', inputs: [x([4, 5], UNARY)], initializers: [f32('hi', [], [2])], nodeInputs: ['x0', '', 'hi'], opset: 13 },
+  { name: 'Clip/opset6-min-only', op: 'Clip', inputs: [x([4, 5], UNARY)], attributes: { min: attr.f(-0.5) }, opset: 6 },
   { name: 'Clip/opset6-attrs', op: 'Clip', inputs: [x([4, 5], UNARY)], attributes: { min: attr.f(-0.5), max: attr.f(0.5) }, opset: 6 },
   ...softmaxCases,
   ...poolCases('AveragePool'),
@@ -157,7 +163,7 @@ function graphOf(c: EdgeCase, outDims: number[]): GraphDef {
   const initializers = c.initializers ?? [];
   return {
     name: c.name.replace(/\W/g, '_'),
-    nodes: [{ opType: c.op, name: 'n', inputs: [...inputs.map((i) => i.name), ...initializers.map((t) => t.name)], outputs: ['y'], attributes: c.attributes ?? {} }],
+    nodes: [{ opType: c.op, name: 'n', inputs: c.nodeInputs ?? [...inputs.map((i) => i.name), ...initializers.map((t) => t.name)], outputs: ['y'], attributes: c.attributes ?? {} }],
     inputs,
     outputs: [{ name: 'y', dtype: 'float32', dims: outDims }],
     initializers,
