@@ -131,6 +131,10 @@ const CASES: EdgeCase[] = [
   { name: 'Gemm/packed-B-transposed', op: 'Gemm', inputs: [x([3, 4], GA)], initializers: [f32('B', [3, 4], GB)], attributes: { transB: attr.i(1) } },
   { name: 'Gemm/transA-alpha-C', op: 'Gemm', inputs: [x([4, 3], GA), x([4, 3], GB)], initializers: [f32('C', [3], [NAN, -INF, 1])], attributes: { transA: attr.i(1), alpha: attr.f(-2), beta: attr.f(0.5) } },
   { name: 'Gemm/beta0-nan-C', op: 'Gemm', inputs: [x([3, 4], GA), x([4, 3], GB)], initializers: [f32('C', [3, 3], specials(9))], attributes: { beta: attr.f(0) } },
+  // alpha = 0 still multiplies A·B: 0 * Inf is NaN (BLAS would skip A and B, onnxruntime does not).
+  { name: 'Gemm/alpha0', op: 'Gemm', inputs: [x([3, 4], GA), x([4, 3], GB)], initializers: [f32('C', [1, 3], [1, 2, 3])], attributes: { alpha: attr.f(0) } },
+  { name: 'Gemm/alpha0-row', op: 'Gemm', inputs: [x([1, 4], [INF, 0, -0, 1]), x([3, 4], GB)], attributes: { alpha: attr.f(0), transB: attr.i(1) } },
+  { name: 'Gemm/alpha0-packed', op: 'Gemm', inputs: [x([3, 4], GA)], initializers: [f32('B', [4, 3], GB)], attributes: { alpha: attr.f(0) } },
   { name: 'Gemm/row', op: 'Gemm', inputs: [x([1, 4], [INF, 0, -0, 1]), x([4, 3], GB)] },
   { name: 'MatMul/inf-times-zero', op: 'MatMul', inputs: [x([3, 4], GA), x([4, 3], GB)] },
   { name: 'MatMul/packed-B', op: 'MatMul', inputs: [x([3, 4], GA)], initializers: [f32('B', [4, 3], GB)] },
