@@ -46,6 +46,12 @@ const V = [NAN, INF, -INF, 0, -0, 1, -1, 2, 0.5, -3];
 const pairs = { a: V.flatMap((v) => V.map(() => v)), b: V.flatMap(() => V) };
 /** Quiet NaNs with payloads (positive and negative), a signalling NaN, -0 and plain values. */
 const PAYLOADS = new Float32Array(Uint32Array.from([0x7fc12345, 0xffc00001, 0x7f800001, 0x80000000, 0x7f800000, 0xff800000, 0x3f800000, 0xc0000000, 0x7fffffff, 0x00000001, 0xff812345, 0x40400000]).buffer);
+/** Mostly small finite values and zeros, with NaN, +Inf, -Inf and -0 every `seed`-dependent few elements. */
+const sparse = (n: number, seed: number): number[] =>
+  Array.from({ length: n }, (_, i) => {
+    const k = (i * 7 + seed * 13) % 97;
+    return k === 0 ? NAN : k === 1 ? INF : k === 2 ? -INF : k < 20 ? 0 : k < 25 ? -0 : ((k % 9) - 4) / 4;
+  });
 const f32 = (name: string, dims: number[], values: number[]): TensorData => ({ name, dtype: 'float32', dims, values: Float32Array.from(values) });
 const i64 = (name: string, values: number[]): TensorData => ({ name, dtype: 'int64', dims: [values.length], values: BigInt64Array.from(values.map(BigInt)) });
 const x = (dims: number[], data: number[] | Float32Array) => ({ dims, data });
@@ -170,6 +176,13 @@ const CASES: EdgeCase[] = [
     attributes: { pads: attr.ints([1, 1, 1, 1]) },
   },
   { name: 'Conv/1x1-depthwise', op: 'Conv', inputs: [x([1, 4, 2, 2], specials(16))], initializers: [f32('W', [4, 1, 1, 1], [0, 1, -0, 2])], attributes: { group: attr.i(4) } },
+  // Big enough for the blocked kernels: AVX2 tiles with ragged edges, the thread grid, and Conv's
+  // packed im2col, with Inf and NaN against zero weights.
+  { name: 'MatMul/grid', op: 'MatMul', inputs: [x([40, 50], sparse(2000, 3)), x([50, 45], sparse(2250, 5))] },
+  { name: 'Gemm/grid-packed', op: 'Gemm', inputs: [x([50, 40], sparse(2000, 3))], initializers: [f32('B', [45, 50], sparse(2250, 5)), f32('C', [45], sparse(45, 1))], attributes: { transA: attr.i(1), transB: attr.i(1) } },
+  { name: 'Conv/1x1', op: 'Conv', inputs: [x([1, 4, 5, 5], sparse(100, 3))], initializers: [f32('W', [6, 4, 1, 1], sparse(24, 2))] },
+  { name: 'MaxPool/same-upper', op: 'MaxPool', inputs: [x([1, 4, 4, 4], POOL_PLANES)], attributes: { kernel_shape: attr.ints([3, 3]), strides: attr.ints([2, 2]), auto_pad: attr.s('SAME_UPPER') }, ortDiffers: { nan: [1, 3, 8, 11, 12, 13], negInf: [5, 7] } },
+  { name: 'AveragePool/same-lower', op: 'AveragePool', inputs: [x([1, 4, 4, 4], POOL_PLANES)], attributes: { kernel_shape: attr.ints([3, 3]), strides: attr.ints([2, 2]), auto_pad: attr.s('SAME_LOWER') } },
   ...passThrough,
 ];
 
