@@ -23,7 +23,8 @@ interface EdgeCase {
   /** The node's inputs, when not the graph inputs then the initializers ('' skips an optional one). */
   nodeInputs?: string[];
   /**
-   * Outputs expected to be NaN or -Inf although onnxruntime gives another value. Its max kernels
+   * Outputs expected to be NaN or -Inf although onnxruntime gives another value (Conv: see
+   * Conv/inf-weight-over-pads). Its max kernels
    * (MaxPool, GlobalMaxPool, ReduceMax) drop or keep a NaN depending on the kernel path and the
    * tap order (MLAS keeps it only when it is the last tap), count pads as -FLT_MAX taps and start
    * some paths at -FLT_MAX, so a window of -Inf can come out -FLT_MAX. The simulator propagates
@@ -180,6 +181,13 @@ const CASES: EdgeCase[] = [
   // packed im2col, with Inf and NaN against zero weights.
   { name: 'MatMul/grid', op: 'MatMul', inputs: [x([40, 50], sparse(2000, 3)), x([50, 45], sparse(2250, 5))] },
   { name: 'Gemm/grid-packed', op: 'Gemm', inputs: [x([50, 40], sparse(2000, 3))], initializers: [f32('B', [45, 50], sparse(2250, 5)), f32('C', [45], sparse(45, 1))], attributes: { transA: attr.i(1), transB: attr.i(1) } },
+  { name: 'Conv/blocked-stride2', op: 'Conv', inputs: [x([2, 3, 12, 12], sparse(864, 3))], initializers: [f32('W', [8, 3, 3, 3], sparse(216, 7).map((v) => (Number.isFinite(v) ? v : 0)))], attributes: { pads: attr.ints([1, 1, 1, 1]), strides: attr.ints([2, 2]) } },
+  // A ±Inf or NaN weight over zero padding: the simulator multiplies the pad's 0 (NaN, as ONNX
+  // defines pads and as onnxruntime's im2col path does, e.g. the dilated depthwise case); its
+  // NCHWc kernels (Cin < 8 or Cout % 8 == 0 here) skip padded taps and leave a finite value.
+  { name: 'Conv/inf-weight-over-pads', ortDiffers: { nan: [7, 8, 12, 13, 14, 15, 24, 28] }, op: 'Conv', inputs: [x([1, 1, 4, 4], [...specials(8), 1, 2, 3, 4, 5, 6, 7, 8])], initializers: [f32('W', [2, 1, 3, 3], [INF, 0, 0, 0, 1, 0, 0, 0, -INF, NAN, 0, 0, 0, 2, 0, 0, 0, 0]), f32('b', [2], [0.5, -1])], attributes: { pads: attr.ints([1, 1, 1, 1]) } },
+  { name: 'Conv/depthwise-pads-dilated', op: 'Conv', inputs: [x([1, 2, 5, 5], sparse(50, 4))], initializers: [f32('W', [2, 1, 2, 2], [INF, 1, 0, -1, 2, NAN, 1, 0])], attributes: { group: attr.i(2), pads: attr.ints([2, 1, 0, 2]), dilations: attr.ints([2, 2]) } },
+  { name: 'Conv/same-lower', ortDiffers: { nan: [0, 3, 6, 11, 14, 15, 16] }, op: 'Conv', inputs: [x([1, 2, 5, 5], sparse(50, 2))], initializers: [f32('W', [3, 2, 3, 3], sparse(54, 1))], attributes: { auto_pad: attr.s('SAME_LOWER'), strides: attr.ints([2, 2]) } },
   { name: 'Conv/1x1', op: 'Conv', inputs: [x([1, 4, 5, 5], sparse(100, 3))], initializers: [f32('W', [6, 4, 1, 1], sparse(24, 2))] },
   { name: 'MaxPool/same-upper', op: 'MaxPool', inputs: [x([1, 4, 4, 4], POOL_PLANES)], attributes: { kernel_shape: attr.ints([3, 3]), strides: attr.ints([2, 2]), auto_pad: attr.s('SAME_UPPER') }, ortDiffers: { nan: [1, 3, 8, 11, 12, 13], negInf: [5, 7] } },
   { name: 'AveragePool/same-lower', op: 'AveragePool', inputs: [x([1, 4, 4, 4], POOL_PLANES)], attributes: { kernel_shape: attr.ints([3, 3]), strides: attr.ints([2, 2]), auto_pad: attr.s('SAME_LOWER') } },
