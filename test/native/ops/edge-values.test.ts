@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attr, encodeModel, type AttributeValue, type GraphDef, type TensorData } from '../../../scripts/onnx/onnx-model.ts';
-import { runOrt, type HostTensor } from './differential.ts';
+import * as ort from 'onnxruntime-node';
+import type { HostTensor } from './differential.ts';
 import { openSimDevice, type SimDeviceHandle } from './sim-runner.ts';
 
 interface EdgeCase {
@@ -31,6 +32,8 @@ interface EdgeCase {
    * every NaN and ignores pads (native/acl-sim/README.md); everything else must match.
    */
   ortDiffers?: { nan?: number[]; negInf?: number[] };
+  /** Output element type (Cast); an integer output is compared bit for bit. */
+  outType?: 'int64' | 'int32';
   /** Pass-through ops: the output must equal onnxruntime's bit for bit (NaN payloads, -0). */
   exact?: boolean;
 }
@@ -111,6 +114,10 @@ const passThrough: EdgeCase[] = [
   { name: 'Gather/payload', op: 'Gather', inputs: [x([4, 3], PAYLOADS)], initializers: [i64('idx', [3, -4, 1, 1])], exact: true },
   { name: 'Squeeze/payload', op: 'Squeeze', inputs: [x([3, 1, 4], PAYLOADS)], initializers: [i64('axes', [1])], exact: true },
   { name: 'Unsqueeze/payload', op: 'Unsqueeze', inputs: [x([3, 4], PAYLOADS)], initializers: [i64('axes', [0, -1])], exact: true },
+  // Out-of-range, NaN and infinite floats to integers: C++ leaves them undefined; onnxruntime's
+  // static_cast gives the CPU's answer (x86: the minimum integer), so must the simulator's.
+  { name: 'Cast/to-int64', op: 'Cast', inputs: [x([4, 5], [...UNARY.slice(0, 16), 9.3e18, -9.3e18, 2.5, -2.5])], attributes: { to: attr.i(7) }, outType: 'int64' },
+  { name: 'Cast/to-int32', op: 'Cast', inputs: [x([4, 5], [...UNARY.slice(0, 16), 3e9, -3e9, 2.5, -2.5])], attributes: { to: attr.i(6) }, outType: 'int32' },
   { name: 'Cast/payload', op: 'Cast', inputs: [x([3, 4], PAYLOADS)], attributes: { to: attr.i(1) }, exact: true },
   // Sign-bit ops keep the payload.
   { name: 'Neg/payload', op: 'Neg', inputs: [x([3, 4], PAYLOADS)], exact: true },
@@ -211,7 +218,7 @@ function graphOf(c: EdgeCase, outDims: number[]): GraphDef {
     name: c.name.replace(/\W/g, '_'),
     nodes: [{ opType: c.op, name: 'n', inputs: c.nodeInputs ?? [...inputs.map((i) => i.name), ...initializers.map((t) => t.name)], outputs: ['y'], attributes: c.attributes ?? {} }],
     inputs,
-    outputs: [{ name: 'y', dtype: 'float32', dims: outDims }],
+    outputs: [{ name: 'y', dtype: c.outType ?? 'float32', dims: outDims }],
     initializers,
   };
 }
@@ -219,6 +226,25 @@ function graphOf(c: EdgeCase, outDims: number[]): GraphDef {
 function encode(c: EdgeCase, outDims: number[]): Uint8Array {
   const opset = c.opset ?? 17;
   return encodeModel({ graph: graphOf(c, outDims), irVersion: opset >= 13 ? 8 : 7, opsetImports: [{ domain: '', version: opset }] });
+}
+
+/**
+ * onnxruntime's output with its bytes seen as float32 words (as the simulator side returns them),
+ * so an integer output can be compared bit for bit too.
+ */
+async function runOrtWords(model: string | Uint8Array, inputs: HostTensor[]): Promise<{ dims: number[]; data: Float32Array }> {
+  const session = typeof model === 'string' ? await ort.InferenceSession.create(model) : await ort.InferenceSession.create(model);
+  try {
+    const feeds: Record<string, ort.Tensor> = {};
+    for (const t of inputs) feeds[t.name] = new ort.Tensor('float32', t.data, t.dims);
+    const y = (await session.run(feeds))['y'];
+    if (!y || !ArrayBuffer.isView(y.data)) throw new Error('onnxruntime gave no numeric output y');
+    const bytes = new Uint8Array(y.data.byteLength);
+    bytes.set(new Uint8Array(y.data.buffer, y.data.byteOffset, y.data.byteLength));
+    return { dims: [...y.dims], data: new Float32Array(bytes.buffer) };
+  } finally {
+    await session.release();
+  }
 }
 
 /** Same value, NaN for NaN, same infinity; finite values within 1e-5 relative (1e-6 absolute). */
@@ -231,18 +257,17 @@ describe('simulator edge values vs onnxruntime', () => {
   it.each(CASES.map((c) => [c.name, c] as const))('%s', async (name, c) => {
     const inputs: HostTensor[] = c.inputs.map((t, i) => ({ name: `x${i}`, dtype: 'float32', dims: t.dims, data: t.data instanceof Float32Array ? t.data : Float32Array.from(t.data) }));
     // The output shape comes from onnxruntime, then both run a fully static model.
-    const probe = await runOrt(encode(c, []), inputs);
-    const outDims = probe.get('y')?.dims ?? [];
+    const outDims = (await runOrtWords(encode(c, []), inputs)).dims;
     const path = join(dir, `${name.replace(/\W/g, '_')}.onnx`);
     writeFileSync(path, encode(c, outDims));
-    const want = (await runOrt(path, inputs)).get('y');
+    const want = await runOrtWords(path, inputs);
     const model = await device.load(path, [], {});
     try {
       // A static model's "gear" is its leading input dim.
       const [got] = await model.run(inputs, c.inputs[0]?.dims[0] ?? 1);
       expect(got?.dims).toEqual(want?.dims);
       const bad: string[] = [];
-      const w = want?.data ?? new Float32Array();
+      const w = want.data;
       const gotBits = new Uint32Array(got?.data.buffer ?? new ArrayBuffer(0), got?.data.byteOffset, got?.data.length);
       const wantBits = new Uint32Array(w.buffer, w.byteOffset, w.length);
       const hex = (v: number | undefined) => `0x${(v ?? 0).toString(16).padStart(8, '0')}`;
@@ -250,7 +275,7 @@ describe('simulator edge values vs onnxruntime', () => {
       for (let i = 0; i < w.length; i++) {
         const g = got?.data[i] ?? NaN;
         const want = differs.get(i) ?? w[i] ?? NaN;
-        if (c.exact ? gotBits[i] !== wantBits[i] : !sameValue(g, want)) bad.push(`[${i}] sim ${g} (${hex(gotBits[i])}) ort ${w[i]} (${hex(wantBits[i])})${differs.has(i) ? ` expected ${want}` : ''}`);
+        if (c.exact || c.outType ? gotBits[i] !== wantBits[i] : !sameValue(g, want)) bad.push(`[${i}] sim ${g} (${hex(gotBits[i])}) ort ${w[i]} (${hex(wantBits[i])})${differs.has(i) ? ` expected ${want}` : ''}`);
       }
       expect(bad, `${name}: ${bad.length}/${w.length} differ`).toEqual([]);
     } finally {
