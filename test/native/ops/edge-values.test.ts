@@ -89,12 +89,20 @@ const MAXPOOL_ORT_DIFFERS: Record<string, EdgeCase['ortDiffers']> = {
   'k3-pads': { nan: [3, 7, 11, 15, 32, 33, 36, 37, 43, 47, 48, 49, 51, 52, 53, 54, 55, 58, 59], negInf: [16, 19, 20, 23, 24, 27, 28, 31] },
   'k2-ceil': { nan: [0, 1, 2, 3, 8, 11, 12, 13], negInf: [4, 5, 6, 7, 14, 15] },
 };
-const poolCases = (op: 'MaxPool' | 'AveragePool'): EdgeCase[] =>
-  [
-    { name: 'k2s2', attributes: { kernel_shape: attr.ints([2, 2]), strides: attr.ints([2, 2]) } },
-    { name: 'k3-pads', attributes: { kernel_shape: attr.ints([3, 3]), pads: attr.ints([1, 1, 1, 1]), ...(op === 'AveragePool' ? { count_include_pad: attr.i(1) } : {}) } },
-    { name: 'k2-ceil', attributes: { kernel_shape: attr.ints([2, 2]), strides: attr.ints([3, 3]), ceil_mode: attr.i(1) } },
-  ].map((k) => ({ name: `${op}/${k.name}`, op, inputs: [x([1, 4, 4, 4], POOL_PLANES)], attributes: k.attributes, ...(op === 'MaxPool' ? { ortDiffers: MAXPOOL_ORT_DIFFERS[k.name] } : {}) }));
+const poolCases = (op: 'MaxPool' | 'AveragePool'): EdgeCase[] => {
+  const windows: Record<string, Record<string, AttributeValue>> = {
+    k2s2: { kernel_shape: attr.ints([2, 2]), strides: attr.ints([2, 2]) },
+    'k3-pads': { kernel_shape: attr.ints([3, 3]), pads: attr.ints([1, 1, 1, 1]), ...(op === 'AveragePool' ? { count_include_pad: attr.i(1) } : {}) },
+    'k2-ceil': { kernel_shape: attr.ints([2, 2]), strides: attr.ints([3, 3]), ceil_mode: attr.i(1) },
+  };
+  return Object.entries(windows).map(([k, attributes]) => ({
+    name: `${op}/${k}`,
+    op,
+    inputs: [x([1, 4, 4, 4], POOL_PLANES)],
+    attributes,
+    ...(op === 'MaxPool' ? { ortDiffers: MAXPOOL_ORT_DIFFERS[k] } : {}),
+  }));
+};
 const reduceCases = (op: 'ReduceMax' | 'ReduceMean' | 'ReduceSum'): EdgeCase[] => [
   { name: `${op}/rows`, op, inputs: [x([8, 4], SOFTMAX_ROWS)], opset: 11, attributes: { axes: attr.ints([1]), keepdims: attr.i(0) } },
   // onnxruntime's ReduceMax keeps a NaN only when it comes first in the reduced run.
