@@ -31,5 +31,12 @@ void requireFloat(const Tensor &t, const char *what);
 // Load-time check of the optional int attribute 'axis' (ops_tensor.cc).
 void checkAxis(const NodeProto &n, int64_t opset);
 
+// max(a, b) that propagates a NaN in either operand (IEEE 754-2019 maximum), so one NaN makes a
+// max reduction or pooling window NaN whatever its position. std::max keeps `a` when `b` is NaN.
+template <class T>
+inline T nanMax(T a, T b) {
+  return a != a ? a : (b != b || b > a) ? b : a;
+}
+
 }  // namespace sim
 #pragma GCC visibility pop

@@ -181,7 +181,9 @@ void eluK(Node &n, Graph &g) {
   unaryFloat(n, g, [alpha](float v) { return v >= 0.f ? v : alpha * (std::exp(v) - 1.f); });
 }
 void clipK(Node &n, Graph &g) {
-  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  // A missing bound is the largest finite float (the spec's defaults, as in onnxruntime), so
+  // Clip without a bound still turns ±Inf into ±FLT_MAX.
+  float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
   if (g.opset() < 11) {
     lo = attrFloat(*n.proto, "min", lo);
     hi = attrFloat(*n.proto, "max", hi);

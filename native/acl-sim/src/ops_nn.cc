@@ -111,14 +111,15 @@ void poolK(Node &n, Graph &g) {
         for (int64_t ox = 0; ox < OW; ++ox) {
           const int64_t hs = oy * s.sh - s.pt, ws = ox * s.sw - s.pl;
           if (MAX) {
-            float m = -std::numeric_limits<float>::max();
+            // Pads are not taps: a window of -Inf gives -Inf, and one NaN makes the window NaN.
+            float m = -std::numeric_limits<float>::infinity();
             for (int64_t i = 0; i < s.kh; ++i) {
               const int64_t iy = hs + i * s.dh;
               if (iy < 0 || iy >= H) continue;
               for (int64_t j = 0; j < s.kw; ++j) {
                 const int64_t ix = ws + j * s.dw;
                 if (ix < 0 || ix >= W) continue;
-                m = std::max(m, xp[iy * W + ix]);
+                m = nanMax(m, xp[iy * W + ix]);
               }
             }
             yp[oy * OW + ox] = m;
@@ -170,7 +171,7 @@ void globalPoolK(Node &n, Graph &g) {
     const float *xp = x + p * S;
     if (MAX) {
       float m = -std::numeric_limits<float>::infinity();
-      for (int64_t i = 0; i < S; ++i) m = std::max(m, xp[i]);
+      for (int64_t i = 0; i < S; ++i) m = nanMax(m, xp[i]);
       y[p] = m;
     } else {
       double sum = 0;

@@ -62,7 +62,7 @@ void reduceK(Node &n, Graph &g) {
         const float *xo = x + o;
         for (int64_t j = 0; j < inner; ++j) {
           double &a = acc[size_t(off + j * is)];
-          if (OP == R_MAX) a = std::max(a, double(xo[j]));
+          if (OP == R_MAX) a = nanMax(a, double(xo[j]));  // one NaN makes the result NaN
           else a += xo[j];
         }
         for (int64_t k = r - 2; k >= 0; --k) {

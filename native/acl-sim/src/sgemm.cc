@@ -202,7 +202,9 @@ thread_local AlignedBuf tl_packA, tl_packB;
 void sgemmSerial(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                  int64_t ldc, const float *pre = nullptr, int64_t preNpad = 0, int64_t jOff = 0) {
-  if (K == 0 || alpha == 0.f) {
+  // alpha == 0 still runs the product: 0 * (A·B) is NaN where A·B is ±Inf or NaN, as in
+  // onnxruntime (BLAS's "A and B are not referenced" would hide a poisoned input).
+  if (K == 0) {
     for (int64_t i = 0; i < M; ++i) {
       float *c = C + i * ldc;
       for (int64_t j = 0; j < N; ++j) c[j] = beta == 0.f ? 0.f : beta * c[j];
