@@ -64,6 +64,12 @@ function exportLocalQueues<P>(lanes: ModelLanes<P>, o: GaugeSources, lag: LastLa
     }
     q.bytes += stats.queuedBytes;
   }
+  // A model gets its first lane with its first request: until then (a worker just started or
+  // restarted) it is served with nothing queued, 0 on every level, not absent.
+  for (const { model, priorityLevels } of lanes.subscriptions()) {
+    if (queues.has(model)) continue;
+    queues.set(model, { depthByPriority: new Map(Array.from({ length: priorityLevels }, (_, level) => [level, 0])), bytes: 0, oldestAgeSecondsByPriority: new Map() });
+  }
   o.metrics.setLocalQueues(queues);
   o.metrics.setBacklog(backlogReadings(lanes.allLanes(), lag.byModel, lagHoldsLocal(o.transport)));
   o.metrics.setVersionsServed(lanes.servedVersions());

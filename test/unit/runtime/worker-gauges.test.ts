@@ -31,7 +31,7 @@ type SchedulerLane = ReturnType<typeof schedulerLane>;
 const enqueue = (l: SchedulerLane, id: string, o: { items?: number; priority?: number; at?: number } = {}) =>
   expect(l.scheduler.enqueue({ id, items: o.items ?? 1, priority: o.priority ?? 0, arrivedAt: o.at ?? 0, payload: id }).kind).toBe('accepted');
 const lanesOf = (list: () => readonly SchedulerLane[]) =>
-  ({ allLanes: list, serves: (model: string) => list().some((l) => l.config.name === model), servedVersions: () => [] }) as unknown as ModelLanes<unknown>;
+  ({ allLanes: list, serves: (model: string) => list().some((l) => l.config.name === model), servedVersions: () => [], subscriptions: () => [] }) as unknown as ModelLanes<unknown>;
 const idleDevice: DeviceLike = { id: 0, loadModel: () => Promise.reject(new Error('not used')), memInfo: () => Promise.resolve({ freeBytes: 1, totalBytes: 2 }), close: () => Promise.resolve() };
 
 /** One gauge of a scrape, undefined when the series is absent. */
@@ -44,7 +44,7 @@ describe('exportWorkerGauges', () => {
   it('sums queue depth over a model\'s lanes (requests pinning a version queue in a lane of their own)', async () => {
     const metrics = new FleetMetrics({ processMetrics: false });
     // The default lane, and the lane of requests that pinned version 1 (fewer of them, read last).
-    const lanes = { allLanes: () => [lane('mlp', [5, 40], 4000), lane('mlp', [0, 2], 200), lane('cnn', [1], 10)], serves: () => true, servedVersions: () => [] } as unknown as ModelLanes<unknown>;
+    const lanes = { allLanes: () => [lane('mlp', [5, 40], 4000), lane('mlp', [0, 2], 200), lane('cnn', [1], 10)], serves: () => true, servedVersions: () => [], subscriptions: () => [] } as unknown as ModelLanes<unknown>;
     const device: DeviceLike = { id: 0, loadModel: () => Promise.reject(new Error('not used')), memInfo: () => Promise.resolve({ freeBytes: 1, totalBytes: 2 }), close: () => Promise.resolve() };
     const transport = new MemoryTransport({ broker: new MemoryBroker() });
     await exportWorkerGauges(lanes, { deviceId: 0, device, transport, metrics, log: createLogger({ level: 'silent' }) });
@@ -205,7 +205,7 @@ describe('workerGaugeHooks', () => {
     const metrics = new FleetMetrics({ processMetrics: false, scrapeHookTimeoutMs: 50 });
     let depth = 3;
     const cost = { gear: 8, deviceMsPerItem: 0.5, itemsPerRequest: 1 };
-    const lanes = { allLanes: () => [lane('mlp', [depth], 100 * depth, cost)], serves: () => true, servedVersions: () => [] } as unknown as ModelLanes<unknown>;
+    const lanes = { allLanes: () => [lane('mlp', [depth], 100 * depth, cost)], serves: () => true, servedVersions: () => [], subscriptions: () => [] } as unknown as ModelLanes<unknown>;
     const device: DeviceLike = { id: 0, loadModel: () => Promise.reject(new Error('not used')), memInfo: () => Promise.resolve({ freeBytes: 1, totalBytes: 2 }), close: () => Promise.resolve() };
     const transport = new MemoryTransport({ broker: new MemoryBroker() });
     let lagReads = 0;
@@ -244,6 +244,15 @@ describe('exportWorkerGauges across a hot reload', () => {
   /** The per-model gauge lines of a scrape that name `model`. */
   const gaugeLines = (text: string, model: string): string[] =>
     text.split('\n').filter((l) => /^npu_fleet_(local_queue_depth|local_queue_bytes|source_lag|oldest_queued_age_seconds|device_seconds_per_request|(local_|source_)?backlog_seconds)\{/.test(l) && l.includes(`model="${model}"`));
+
+  it('a model served but not asked yet (a worker just started or restarted) lists its queue gauges at 0, not none', async () => {
+    h = await startWorker(snapshotOf('1'));
+    const { worker, metrics } = h;
+    metrics.onScrape(() => worker.exportGauges());
+    const lines = gaugeLines(await metrics.render(), MODEL);
+    for (const level of [0, 1, 2]) expect(lines).toContain(`npu_fleet_local_queue_depth{model="${MODEL}",priority="${level}"} 0`);
+    expect(lines).toContain(`npu_fleet_local_queue_bytes{model="${MODEL}"} 0`);
+  });
 
   it('a model removed from the repository keeps its gauges while it drains, and leaves them once unloaded', async () => {
     h = await startWorker(snapshotOf('1'));
