@@ -110,9 +110,30 @@ const nameTemplate = ({ fallback, kind, perModel, takesPriority }: TemplateRules
     .default(fallback)
     .describe(description);
 
+/**
+ * A bootstrap broker, host:port (a bracketed IPv6 literal as host: [::1]:9092). Without a port,
+ * kafkajs retried a NaN port for good ('Port should be >= 0 and < 65536'), naming no setting.
+ */
+const kafkaBroker = z
+  .string()
+  .min(1)
+  .superRefine((broker, ctx) => {
+    // A bracketed IPv6 literal keeps its colons: [::1]:9092.
+    const colon = broker.startsWith('[') && broker.includes(']') ? broker.indexOf(':', broker.indexOf(']')) : broker.indexOf(':');
+    const host = colon < 0 ? broker : broker.slice(0, colon);
+    const port = colon < 0 ? undefined : broker.slice(colon + 1);
+    let why: string | undefined;
+    if (host === '') why = 'no host';
+    else if (port === undefined) why = 'no port';
+    else if (!/^[0-9]{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) why = `port ${port} is not a number from 1 to 65535`;
+    if (why === undefined) return;
+    const example = /^[A-Za-z0-9.-]+$/.test(host) ? host : 'kafka-0';
+    ctx.addIssue({ code: 'custom', message: `must be host:port (got "${broker}": ${why}), e.g. ${example}:9092`, params: { saysFix: true } });
+  });
+
 export const KafkaSettingsSchema = z
   .strictObject({
-    brokers: z.array(z.string().min(1)).min(1).describe('Bootstrap brokers, host:port'),
+    brokers: z.array(kafkaBroker).min(1).describe('Bootstrap brokers, host:port'),
     ssl: z.union([z.boolean(), KafkaSslSchema]).default(false).describe('TLS: true (system CAs) or the files to use'),
     sasl: KafkaSaslSchema.optional(),
     clientId: z.string().default('npu-fleet').describe('Kafka client id'),

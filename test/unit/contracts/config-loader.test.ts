@@ -296,6 +296,27 @@ describe('fleet config loader', () => {
     }
   });
 
+  // brokers: [kafka] (no port) passed: under `start` each worker logged kafkajs's 'Port should be >=
+  // 0 and < 65536. Received type number (NaN)' on every retry, naming no setting, and was
+  // restarted for good.
+  it('refuses a Kafka broker that is not host:port, naming the field and the entry', () => {
+    const message = (brokers: string[], env: Record<string, string> = {}): string => {
+      try {
+        loadFleetConfig({ file: tmpFile('brokers.yaml', stringify({ transport: { kind: 'kafka', kafka: { brokers } } })), env });
+      } catch (e) {
+        return `${(e as FleetError).code}: ${(e as Error).message}`;
+      }
+      return 'no error';
+    };
+    expect(message(['kafka-0:9092', 'kafka-1'])).toMatch(/^INVALID_CONFIG: invalid fleet config .*: transport\.kafka\.brokers\[1\]: must be host:port \(got "kafka-1": no port\), e\.g\. kafka-1:9092$/);
+    expect(message(['kafka-0:90x2'])).toMatch(/transport\.kafka\.brokers\[0\]: must be host:port \(got "kafka-0:90x2": port 90x2 is not a number from 1 to 65535\)/);
+    expect(message(['kafka-0:70000'])).toMatch(/transport\.kafka\.brokers\[0\]: must be host:port \(got "kafka-0:70000": port 70000 is not a number from 1 to 65535\)/);
+    expect(message(['kafka://kafka-0:9092'])).toMatch(/transport\.kafka\.brokers\[0\]: must be host:port/);
+    expect(message([':9092'])).toMatch(/transport\.kafka\.brokers\[0\]: must be host:port \(got ":9092": no host\)/);
+    expect(message(['x'], { NPU_FLEET__TRANSPORT__KAFKA__BROKERS: 'k0:9092,k1' })).toMatch(/transport\.kafka\.brokers\[1\] \(set by NPU_FLEET__TRANSPORT__KAFKA__BROKERS\): must be host:port \(got "k1": no port\)/);
+    for (const ok of [['k:9092'], ['10.0.0.5:9092', 'kafka-1.kafka.svc.cluster.local:19093'], ['[::1]:9092']]) expect(message(ok), ok.join()).toBe('no error');
+  });
+
   // An empty prefix made every BullMQ key start with ':' (':mlp.requests:wait').
   it('refuses an empty transport.bullmq.prefix, naming the field and the fix', () => {
     const file = tmpFile('prefix.yaml', stringify({ transport: { kind: 'bullmq', bullmq: { redisUrl: 'redis://r:6379', prefix: '' } } }));
