@@ -215,7 +215,8 @@ export class Supervisor {
       }
       this.o.log.error(
         { device: slot.deviceId, code, exits: slot.usageExits, error },
-        `worker exited ${code} (invalid config or command line) ${slot.usageExits} times in a row, each before it was ready; other devices serve, so it is restarted on with backoff until what it refuses is fixed: ${error}`,
+        // Not "other devices serve": they may be starting, or failing this way too with fewer exits so far.
+        `worker exited ${code} (invalid config or command line) ${slot.usageExits} times in a row, each before it was ready; not every device's worker has (the others may serve), so it is restarted on with backoff until what it refuses is fixed: ${error}`,
       );
     }
     const ranMs = Date.now() - slot.startedAt;
