@@ -108,6 +108,8 @@ interface Slot {
   usageExits: number;
   /** The end of the current worker's stderr. */
   stderrTail: string;
+  /** Resolves once the last worker's exit is handled (its stderr read to the end, onWorkerExit told). */
+  exitHandled: Promise<void>;
 }
 
 /**
@@ -126,7 +128,7 @@ export class Supervisor {
   readonly gaveUp: Promise<GaveUp>;
 
   constructor(private readonly o: SupervisorOptions) {
-    this.slots = o.deviceIds.map((deviceId) => ({ deviceId, child: undefined, restarts: 0, consecutiveFailures: 0, startedAt: 0, failingSinceAt: 0, timer: undefined, usageExits: 0, stderrTail: '' }));
+    this.slots = o.deviceIds.map((deviceId) => ({ deviceId, child: undefined, restarts: 0, consecutiveFailures: 0, startedAt: 0, failingSinceAt: 0, timer: undefined, usageExits: 0, stderrTail: '', exitHandled: Promise.resolve() }));
     this.gaveUp = new Promise((resolve) => (this.giveUp = resolve));
   }
 
@@ -182,6 +184,9 @@ export class Supervisor {
     this.o.log.info({ device: slot.deviceId, workerPid: child.pid, restarts: slot.restarts }, 'worker started');
     child.on('exit', (code, signal) => {
       slot.child = undefined;
+      let handled: () => void = () => undefined;
+      // Set before stop()'s own exit listener runs (registered later): stop() waits for it.
+      slot.exitHandled = new Promise<void>((resolve) => (handled = resolve));
       // Its error line may still be in the pipe: read to the end of its stderr first. Bounded, as
       // 'close' is not: a process the worker started may hold its stderr open past its exit.
       const stderr = child.stderr;
@@ -190,8 +195,12 @@ export class Supervisor {
         if (done) return;
         done = true;
         clearTimeout(bound);
-        this.o.onWorkerExit?.(slot.deviceId, code, signal);
-        this.restartLater(slot, code, signal);
+        try {
+          this.o.onWorkerExit?.(slot.deviceId, code, signal);
+          this.restartLater(slot, code, signal);
+        } finally {
+          handled();
+        }
       };
       const bound = setTimeout(exited, STDERR_END_WAIT_MS);
       if (stderr === null || stderr.readableEnded || stderr.destroyed) exited();
@@ -262,7 +271,11 @@ export class Supervisor {
       this.slots.map(async (slot) => {
         if (slot.timer) clearTimeout(slot.timer);
         const child = slot.child;
-        if (!child || child.exitCode !== null) return;
+        // Stopped only once every exit is handled: its last stderr read, onWorkerExit told.
+        if (!child || child.exitCode !== null) {
+          await slot.exitHandled;
+          return;
+        }
         const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
         child.kill('SIGTERM');
         let killedHere = false;
@@ -273,6 +286,7 @@ export class Supervisor {
         }, timerDelayMs(this.killAfterMs()));
         const { code, signal } = await exited;
         clearTimeout(killTimer);
+        await slot.exitHandled;
         // A worker handles stop signals from the launcher's first line on; dying of one means it was
         // still loading node, with nothing to drain: as clean as a drain. Besides our SIGTERM, Ctrl-C
         // (SIGINT) and a terminal hangup (SIGHUP) reach the whole process group, workers included.

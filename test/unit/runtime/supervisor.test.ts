@@ -115,6 +115,18 @@ describe('Supervisor', () => {
     expect(lines.at(-1)).toMatchObject({ level: 40, code: 1, msg: 'supervisor exiting with code 1 (stop asked for): a worker did not stop cleanly (see above)' });
   });
 
+  it('stop() resolves once each worker exit is handled: its stderr read to the end (a process it started holds it open), onWorkerExit told', async () => {
+    // On SIGTERM the worker leaves a process behind on its stderr for 0.5 s, then exits at once.
+    const leavesStderrOpen = ['-e', "process.on('SIGTERM', () => { require('node:child_process').spawn('sleep', ['0.5'], { stdio: ['ignore', 'ignore', 'inherit'], detached: true }).unref(); process.exit(0); }); setInterval(() => undefined, 1000);"];
+    const { sup, exits } = supervisor({ workerArgs: () => leavesStderrOpen });
+    sup.start();
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await sup.stop()).toBe(0);
+    // Before, stop() resolved at the exit itself and the exit was reported after it (a CI run's
+    // supervisor test saw no exit of a device that had stopped cleanly).
+    expect(exits).toEqual([{ device: 0, code: 0 }]);
+  });
+
   it('a drain timeout beyond setTimeout\'s 2^31 - 1 ms waits for the drain instead of SIGKILLing the worker at once', async () => {
     const slowDrain = ['-e', "process.on('SIGTERM', () => setTimeout(() => process.exit(0), 300)); setInterval(() => undefined, 1000);"];
     const { sup, exits } = supervisor({ workerArgs: () => slowDrain, drainTimeoutMs: 40 * 86_400_000 });
