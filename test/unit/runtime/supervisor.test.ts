@@ -1,3 +1,6 @@
+import { existsSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../../src/observability/logger.ts';
 import { Supervisor, type SupervisorOptions } from '../../../src/runtime/supervisor.ts';
@@ -117,10 +120,16 @@ describe('Supervisor', () => {
 
   it('stop() resolves once each worker exit is handled: its stderr read to the end (a process it started holds it open), onWorkerExit told', async () => {
     // On SIGTERM the worker leaves a process behind on its stderr for 0.5 s, then exits at once.
-    const leavesStderrOpen = ['-e', "process.on('SIGTERM', () => { require('node:child_process').spawn('sleep', ['0.5'], { stdio: ['ignore', 'ignore', 'inherit'], detached: true }).unref(); process.exit(0); }); setInterval(() => undefined, 1000);"];
+    // It says when its handler is in (a loaded CI machine took over 500 ms to get there).
+    const ready = join(tmpdir(), `npu-fleet-sup-ready-${process.pid}-${Date.now()}`);
+    const leavesStderrOpen = [
+      '-e',
+      `process.on('SIGTERM', () => { require('node:child_process').spawn('sleep', ['0.5'], { stdio: ['ignore', 'ignore', 'inherit'], detached: true }).unref(); process.exit(0); }); require('node:fs').writeFileSync(${JSON.stringify(ready)}, ''); setInterval(() => undefined, 1000);`,
+    ];
     const { sup, exits } = supervisor({ workerArgs: () => leavesStderrOpen });
     sup.start();
-    await new Promise((r) => setTimeout(r, 500));
+    await until(() => existsSync(ready), 30_000);
+    rmSync(ready, { force: true });
     expect(await sup.stop()).toBe(0);
     // Before, stop() resolved at the exit itself and the exit was reported after it (a CI run's
     // supervisor test saw no exit of a device that had stopped cleanly).
